@@ -1,0 +1,61 @@
+# tailscope — the README's two commands are `make run` and `make test`.
+# Every target runs the idempotent bootstrap first (installs what is missing).
+SHELL := /bin/bash
+JOBS ?= 2
+BUILD ?= build
+VENV := .venv
+PY := $(VENV)/bin/python
+CMAKE_GEN := -G Ninja
+# gcc's TSan runtime cannot map its shadow memory under the high ASLR entropy of
+# recent kernels ("unexpected memory mapping"); running without ASLR avoids it.
+NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")
+
+.PHONY: all bootstrap build build-asan build-tsan test test-native test-asan test-tsan test-fuzz test-python run bench clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+build: bootstrap
+	@cmake -S . -B $(BUILD)/release $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD)/release -j $(JOBS)
+
+build-asan: bootstrap
+	@cmake -S . -B $(BUILD)/asan $(CMAKE_GEN) -DTAILSCOPE_SANITIZER=asan -DTAILSCOPE_ENGINES=OFF -DTAILSCOPE_BENCHMARKS=OFF >/dev/null
+	@cmake --build $(BUILD)/asan -j $(JOBS)
+
+build-tsan: bootstrap
+	@cmake -S . -B $(BUILD)/tsan $(CMAKE_GEN) -DTAILSCOPE_SANITIZER=tsan -DTAILSCOPE_ENGINES=OFF -DTAILSCOPE_BENCHMARKS=OFF >/dev/null
+	@cmake --build $(BUILD)/tsan -j $(JOBS)
+
+test-native: build
+	cd $(BUILD)/release && ctest --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	cd $(BUILD)/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+test-tsan: build-tsan
+	cd $(BUILD)/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(NOASLR) ctest --output-on-failure -j $(JOBS)
+
+# Short, bounded fuzzing of the parsers (FUZZ_SECONDS each).
+test-fuzz: bootstrap
+	@for f in scripts/fuzz-*; do [ -x "$$f" ] && FUZZ_SECONDS=$${FUZZ_SECONDS:-20} "$$f" || exit 1; done
+
+test-python: build
+	$(PY) -m pytest -q tests
+
+# build, ctest (release), ctest under ASan+UBSan and TSan, fuzz, then pytest —
+# pytest last so the output ends with its summary line.
+test: test-native test-asan test-tsan test-fuzz test-python
+
+run: build
+	$(VENV)/bin/tailscope run $(RUN_ARGS)
+
+bench: build
+	@for b in $(BUILD)/release/bin/*_benchmark $(BUILD)/release/bin/*-bench; do \
+	  [ -x "$$b" ] || continue; echo "== $$b"; "$$b" || exit 1; done
+	$(VENV)/bin/tailscope bench baseline
+
+clean:
+	rm -rf $(BUILD)

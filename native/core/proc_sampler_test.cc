@@ -1,0 +1,118 @@
+#include "core/proc_sampler.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace tailscope {
+namespace {
+
+// A known child: `threads` extra threads, `extra_fds` extra open fds,
+// `rss_mib` MiB touched, `spin` = busy or sleeping threads, lives `life_ms`.
+pid_t spawn_known_child(int threads, int extra_fds, int rss_mib, bool spin, int life_ms) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  std::vector<int> fds;
+  for (int i = 0; i < extra_fds; ++i) fds.push_back(open("/dev/null", O_RDONLY));
+  std::vector<char> memory(static_cast<size_t>(rss_mib) << 20);
+  for (size_t i = 0; i < memory.size(); i += 4096) memory[i] = 1;
+  const int64_t end_ns = monotonic_ns() + int64_t{life_ms} * 1'000'000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      while (monotonic_ns() < end_ns) {
+        if (!spin) usleep(1000);  // each sleep is one voluntary context switch
+      }
+    });
+  for (auto& t : pool) t.join();
+  _exit(memory[4096] == 1 ? 0 : 1);
+}
+
+nlohmann::json sample_child(pid_t pid, int duration_ms) {
+  ResourceSampler sampler(pid, 50);
+  sampler.start();
+  usleep(static_cast<useconds_t>(duration_ms) * 1000);
+  sampler.stop();
+  return sampler.summary();
+}
+
+TEST(ProcSampler, SeesThreadsFdsAndMemoryOfAKnownChild) {
+  pid_t pid = spawn_known_child(/*threads=*/3, /*extra_fds=*/20, /*rss_mib=*/64, /*spin=*/false, 1500);
+  usleep(300 * 1000);  // let it allocate and start its threads
+  nlohmann::json s = sample_child(pid, 600);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(s.contains("process")) << s.dump(2);
+  const auto& p = s["process"];
+  EXPECT_GE(p["threads_max"].get<int>(), 4);           // main + 3
+  EXPECT_GE(p["open_fds_max"].get<int>(), 3 + 20);     // stdio + 20
+  EXPECT_GE(p["rss_bytes_max"].get<int64_t>(), 64LL << 20);
+  EXPECT_GT(p["voluntary_ctx_switches_per_s"].get<double>(), 100.0);  // 3 threads sleeping 1 ms
+  EXPECT_GT(s["samples"].get<int>(), 2);
+  EXPECT_GE(s["system"]["procs_running_max"].get<int>(), 1);
+}
+
+TEST(ProcSampler, BusyChildUsesMoreCpuThanSleepingChild) {
+  pid_t busy = spawn_known_child(1, 0, 1, /*spin=*/true, 1200);
+  pid_t idle = spawn_known_child(1, 0, 1, /*spin=*/false, 1200);
+  usleep(100 * 1000);
+  ResourceSampler busy_sampler(busy, 50), idle_sampler(idle, 50);
+  busy_sampler.start();
+  idle_sampler.start();
+  usleep(700 * 1000);
+  busy_sampler.stop();
+  idle_sampler.stop();
+  waitpid(busy, nullptr, 0);
+  waitpid(idle, nullptr, 0);
+  double busy_cpu = busy_sampler.summary()["process"]["cpu_pct_mean"];
+  double idle_cpu = idle_sampler.summary()["process"]["cpu_pct_mean"];
+  EXPECT_GT(busy_cpu, idle_cpu);
+  EXPECT_GT(busy_cpu, 0.0);
+}
+
+TEST(ProcSampler, ProcessThatExitsMidRunIsReportedNotFatal) {
+  pid_t pid = spawn_known_child(1, 0, 1, false, 200);
+  ResourceSampler sampler(pid, 50);
+  sampler.start();
+  usleep(150 * 1000);
+  waitpid(pid, nullptr, 0);  // reaped: /proc/PID disappears
+  usleep(300 * 1000);
+  sampler.stop();
+  nlohmann::json s = sampler.summary();
+  double alive = s["process"]["alive_fraction"];
+  EXPECT_LT(alive, 1.0);
+  auto samples = sampler.samples();
+  EXPECT_FALSE(samples.back().proc_alive);
+}
+
+TEST(ProcSampler, SystemOnlySamplerAndReadersWork) {
+  auto sys = read_system_counters();
+  ASSERT_TRUE(sys.has_value());
+  EXPECT_GE(sys->procs_running, 1);  // at least this thread
+  EXPECT_GT(sys->cpu_total_ticks, 0);
+  auto self = read_process_counters(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_GE(self->threads, 1);
+  EXPECT_GT(self->rss_bytes, 0);
+  EXPECT_FALSE(read_process_counters(-5).has_value());
+  ResourceSampler sampler(0, 20);
+  sampler.start();
+  usleep(100 * 1000);
+  sampler.stop();
+  sampler.stop();  // idempotent
+  nlohmann::json s = sampler.summary();
+  EXPECT_FALSE(s.contains("process"));
+  EXPECT_TRUE(s.contains("system"));
+  EXPECT_GE(s["sampler_cpu_ns"].get<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace tailscope

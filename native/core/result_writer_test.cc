@@ -1,0 +1,109 @@
+#include "core/result_writer.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tailscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir() {
+  fs::path dir = fs::temp_directory_path() / ("tailscope-rw-" + std::to_string(getpid()) + "-" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ResultWriter, WritesAndReplacesWholeFile) {
+  fs::path dir = temp_dir();
+  fs::path file = dir / "r.json";
+  write_file_atomic(file, "first");
+  EXPECT_EQ(slurp(file), "first");
+  write_file_atomic(file, "second, longer");
+  EXPECT_EQ(slurp(file), "second, longer");
+  // Nothing but the target is left behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, MissingFolderIsAClearError) {
+  fs::path dir = temp_dir();
+  fs::path missing = dir / "no-such-folder" / "r.json";
+  try {
+    write_file_atomic(missing, "x");
+    FAIL() << "write into a missing folder succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-folder"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, FullDiskKeepsOldFileAndLeavesNoTemp) {
+  // RLIMIT_FSIZE makes write(2) fail with EFBIG past the limit, the same
+  // failure path as ENOSPC on a full disk, without needing a tiny filesystem.
+  fs::path dir = temp_dir();
+  fs::path file = dir / "keep.json";
+  write_file_atomic(file, "old contents");
+  rlimit old_limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string big(64 * 1024, 'x');
+  bool threw = false;
+  try {
+    write_file_atomic(file, big);
+  } catch (const std::runtime_error& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find("keep.json"), std::string::npos) << e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(slurp(file), "old contents");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, ParentIsAFileIsAnError) {
+  fs::path dir = temp_dir();
+  fs::path file = dir / "plain";
+  write_file_atomic(file, "data");
+  EXPECT_THROW(write_file_atomic(file / "child.json", "x"), std::runtime_error);
+  EXPECT_EQ(slurp(file), "data");
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, NewDocumentCarriesContractFields) {
+  char arg0[] = "tailscope-test";
+  char arg1[] = "--flag";
+  char* argv[] = {arg0, arg1};
+  nlohmann::json doc = new_result_document("tailscope-test", 2, argv);
+  EXPECT_EQ(doc["schema"], kResultSchema);
+  EXPECT_EQ(doc["engine"], "tailscope-test");
+  EXPECT_EQ(doc["command_line"].size(), 2u);
+  EXPECT_FALSE(doc["machine"]["kernel"].get<std::string>().empty());
+  EXPECT_GE(doc["machine"]["online_cpus"].get<int>(), 1);
+  EXPECT_TRUE(doc["measurements"].is_array());
+  EXPECT_TRUE(doc["unavailable"].is_array());
+}
+
+}  // namespace
+}  // namespace tailscope

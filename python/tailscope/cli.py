@@ -1,0 +1,155 @@
+"""The `tailscope` command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from . import machine
+from .runner import DB_NAME, RunError, default_results_dir, run_studies
+from .store import Store, StoreError
+from .studies import all_studies, study_by_name
+
+console = Console()
+err_console = Console(stderr=True)
+
+VERDICT_STYLE = {machine.OK: "green", machine.WARN: "yellow", machine.UNAVAILABLE: "red"}
+
+results_option = click.option(
+    "--results", "results_dir", type=click.Path(path_type=Path), default=None,
+    help="Results folder (default: ./results or $TAILSCOPE_RESULTS).")
+
+
+def _results(results_dir: Path | None) -> Path:
+    return results_dir or default_results_dir()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tailscope")
+def main() -> None:
+    """tailscope: where does a microservice's tail latency come from?"""
+
+
+@main.command()
+def doctor() -> None:
+    """Check what this machine can measure (cores, perf counters, io_uring, limits)."""
+    t = RichTable(title="tailscope doctor", show_lines=False)
+    for col in ("check", "verdict", "value", "detail"):
+        t.add_column(col)
+    for c in machine.doctor_checks():
+        t.add_row(c.name, f"[{VERDICT_STYLE[c.verdict]}]{c.verdict}[/]", c.value, c.detail)
+    console.print(t)
+
+
+def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict) -> None:
+    studies = [study_by_name(n) for n in study_names] if study_names else all_studies()
+    results = _results(results_dir)
+    try:
+        run_id, report, failures = run_studies(studies, form="full" if full else "quick", results_dir=results,
+                                               options=options, console=err_console)
+    except (RunError, StoreError) as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: nothing was stored, no files were left behind[/]")
+        sys.exit(130)
+    for study, why in failures:
+        err_console.print(f"[red]study {study} failed:[/] {why}")
+    console.print(f"run [bold]{run_id}[/] stored in {results / DB_NAME}")
+    console.print(f"report: {report}")
+    if failures:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--full", is_flag=True, help="Long form of every study (quick form by default).")
+@click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
+@click.option("--cpus", default=None, help="CLIENT,SERVER cpus for pinned measurements (default: first,last).")
+@click.option("--scale", type=click.FloatRange(min=0.001), default=None,
+              help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).")
+@results_option
+def run(full: bool, study_names: tuple[str, ...], cpus: str | None, scale: float | None,
+        results_dir: Path | None) -> None:
+    """The main job: run every available study, store the results, write the report."""
+    _run(list(study_names), full, results_dir, _options(cpus, scale))
+
+
+def _options(cpus: str | None, scale: float | None) -> dict:
+    opts: dict = {}
+    if cpus:
+        opts["cpus"] = cpus
+    if scale:
+        opts["scale"] = scale
+    return opts
+
+
+@main.group()
+def bench() -> None:
+    """Run one study on its own (stored and reported like `tailscope run`)."""
+
+
+def _make_bench_command(name: str, title: str):
+    @click.option("--full", is_flag=True, help="Long form.")
+    @click.option("--cpus", default=None, help="CLIENT,SERVER cpus for pinned measurements.")
+    @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
+    @results_option
+    def cmd(full: bool, cpus: str | None, scale: float | None, results_dir: Path | None) -> None:
+        _run([name], full, results_dir, _options(cpus, scale))
+
+    cmd.__doc__ = title
+    return click.command(name=name)(cmd)
+
+
+for _study in all_studies():
+    bench.add_command(_make_bench_command(_study.name, _study.title))
+
+
+@main.command()
+@results_option
+def runs(results_dir: Path | None) -> None:
+    """List the stored runs."""
+    path = _results(results_dir) / DB_NAME
+    try:
+        with Store(path, read_only=True) as store:
+            rows = store.runs()
+    except StoreError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    t = RichTable()
+    for col in ("run", "started (UTC)", "form", "studies", "status"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["run_id"], str(r["started_at"])[:19], r["form"], ", ".join(r["studies"] or []), r["status"])
+    console.print(t)
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@results_option
+def report(run_id: str | None, results_dir: Path | None) -> None:
+    """Regenerate the HTML report of RUN_ID (default: the latest run)."""
+    from .report import render_report
+
+    results = _results(results_dir)
+    try:
+        with Store(results / DB_NAME, read_only=True) as store:
+            run_id = run_id or store.latest_run_id()
+            if run_id is None:
+                raise StoreError("the results database holds no runs yet (run `tailscope run`)")
+            store.run(run_id)  # unknown run -> error listing the known ones
+            out = render_report(store, run_id, results / run_id / "report.html")
+    except StoreError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except OSError as e:
+        err_console.print(f"[red]error:[/] cannot write the report: {e}")
+        sys.exit(2)
+    console.print(f"report: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Figures as inline SVG, so the HTML report is one self-contained file."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from .units import fmt_ns  # noqa: E402
+
+PALETTE = ["#1f6feb", "#d29922", "#2da44e", "#cf222e", "#8250df", "#57606a", "#bf3989", "#0a7ea4"]
+
+plt.rcParams.update({
+    "figure.dpi": 100,
+    "font.size": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+    "svg.fonttype": "none",  # text stays text: searchable, crisp
+    "svg.hashsalt": "tailscope",  # deterministic ids across renders
+})
+
+ns_formatter = FuncFormatter(lambda v, _pos: fmt_ns(v))
+
+
+def new_figure(width_in: float = 7.5, height_in: float = 3.8):
+    return plt.subplots(figsize=(width_in, height_in), layout="constrained")
+
+
+def to_svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    # Drop the XML prolog/doctype: the SVG is embedded inline in HTML.
+    return text[text.index("<svg"):]
+
+
+def percentile_axis(ax, max_percentile: float = 99.99) -> None:
+    """x axis of a latency 'CDF' in the HdrHistogram style: 1/(1-p) on a log
+    scale, so the tail (99 %, 99.9 %, ...) gets as much room as the median."""
+    import numpy as np
+
+    ticks = [0, 50, 90, 99, 99.9, 99.99, 99.999]
+    ticks = [t for t in ticks if t <= max_percentile + 1e-9]
+    ax.set_xscale("log")
+    ax.set_xticks([1 / (1 - t / 100) for t in ticks])
+    ax.set_xticklabels([f"{t:g}%" for t in ticks])
+    ax.set_xlim(1, 1 / (1 - min(max_percentile, 99.999) / 100) * 1.2)
+    ax.minorticks_off()
+    del np
+
+
+def tail_x(percentiles):
+    """Maps percentiles (0..100) to the 1/(1-p) axis, clipping 100 %."""
+    import numpy as np
+
+    p = np.minimum(np.asarray(percentiles, dtype=float), 99.9999)
+    return 1.0 / (1.0 - p / 100.0)

@@ -1,0 +1,82 @@
+"""The self-contained HTML report of one run (regenerated from the store)."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from pathlib import Path
+
+import jinja2
+
+from ..store import Store
+from ..studies import Figure, Section, Table, all_studies
+from ..units import fmt_count
+
+_HERE = Path(__file__).parent
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_HERE)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.tests["figure"] = lambda b: isinstance(b, Figure)
+    env.tests["table"] = lambda b: isinstance(b, Table)
+    return env
+
+
+def machine_rows(machine: dict) -> list[tuple[str, str]]:
+    mem = machine.get("mem_total_bytes")
+    rl = machine.get("rlimit_nofile") or ["?", "?"]
+    return [
+        ("CPU", str(machine.get("cpu_model", "unknown"))),
+        ("cores", f"{machine.get('online_cpus')} online, allowed {machine.get('allowed_cpus')}"),
+        ("kernel", str(machine.get("kernel"))),
+        ("governor", str(machine.get("governor"))),
+        ("memory", f"{mem / 2**30:.1f} GiB" if isinstance(mem, (int, float)) else "unknown"),
+        ("open files", f"soft {rl[0]}, hard {rl[1]}"),
+        ("perf counters", str(machine.get("perf", "not checked"))),
+        ("io_uring", str(machine.get("io_uring", "not checked"))),
+        ("host", str(machine.get("hostname"))),
+    ]
+
+
+def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Section]:
+    sections = []
+    for study in all_studies():
+        if study.name not in studies:
+            continue
+        sections.append(study.section(store, run_id))
+    failed = [(s, n, v, r) for s, n, v, r in store.unavailable(run_id) if n == "(study)"]
+    if failed:
+        sec = Section("failures", "Studies that did not complete", "These studies failed in this run; "
+                      "their figures are absent, not zero.")
+        sec.notes = [f"{s}: {html.escape(r)}" for s, _, _, r in failed]
+        sections.append(sec)
+    return sections
+
+
+def render_report(store: Store, run_id: str, out_path: Path) -> Path:
+    """Renders the run's report to out_path (written atomically)."""
+    run = store.run(run_id)
+    sections = build_sections(store, run_id, list(run["studies"] or []))
+    started: datetime = run["started_at"]
+    finished: datetime = run["finished_at"]
+    css = (_HERE / "report.css").read_text()
+    text = _env().get_template("report.html.j2").render(
+        run=run,
+        run_id=run_id,
+        started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        duration_s=(finished - started).total_seconds(),
+        machine=machine_rows(run["machine"]),
+        sections=sections,
+        css=css,
+        fmt_count=fmt_count,
+    )
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(out_path)
+    return out_path

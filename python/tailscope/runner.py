@@ -1,0 +1,107 @@
+"""`tailscope run`: run studies, store the run in one transaction, write the report.
+
+Nothing half-written: artifacts go to a hidden staging folder that is renamed
+to results/<run-id> only when the run is stored and its report rendered; on a
+crash or Ctrl-C the staging folder is removed and the database is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import machine
+from .engines import EngineError
+from .report import render_report
+from .store import EngineDocument, RunRecord, Store
+from .studies import RunContext, Study
+
+DB_NAME = "tailscope.duckdb"
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("TAILSCOPE_RESULTS", "results"))
+
+
+def check_writable(results_dir: Path) -> None:
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe = results_dir / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise RunError(f"results folder {results_dir} is not writable: {e.strerror or e}") from e
+
+
+def new_run_id(now: datetime) -> str:
+    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def point_latest(results_dir: Path, run_id: str) -> None:
+    """results/latest -> <run-id>, replaced atomically (symlink + rename)."""
+    link = results_dir / "latest"
+    tmp = results_dir / f".latest-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(run_id, tmp)
+    os.replace(tmp, link)
+
+
+def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: dict | None = None,
+                console: Console | None = None) -> tuple[str, Path, list[tuple[str, str]]]:
+    console = console or Console(stderr=True)
+    options = options or {}
+    check_writable(results_dir)
+    started = datetime.now(timezone.utc)
+    run_id = new_run_id(started)
+    staging = results_dir / f".staging-{run_id}"
+    staging.mkdir()
+    failures: list[tuple[str, str]] = []
+    try:
+        facts = machine.facts()
+        perf, uring = machine.check_perf(), machine.check_io_uring()
+        facts["perf"] = f"{perf.verdict}: {perf.value}"
+        facts["io_uring"] = f"{uring.verdict}: {uring.value}"
+        docs: list[EngineDocument] = []
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      TimeElapsedColumn(), console=console, transient=False) as bar:
+            for study in studies:
+                task = bar.add_task(study.name, total=1.0)
+
+                def progress(desc: str, frac: float, task=task) -> None:
+                    bar.update(task, description=desc[:60], completed=min(max(frac, 0.0), 1.0))
+
+                ctx = RunContext(form=form, artifacts_dir=staging / "artifacts", progress=progress, options=options)
+                ctx.artifacts_dir.mkdir(exist_ok=True)
+                try:
+                    docs += study.run(ctx)
+                    bar.update(task, description=f"{study.name}: done", completed=1.0)
+                except EngineError as e:
+                    failures.append((study.name, str(e)))
+                    bar.update(task, description=f"{study.name}: FAILED")
+        finished = datetime.now(timezone.utc)
+        record = RunRecord(
+            run_id=run_id, started_at=started.replace(tzinfo=None), finished_at=finished.replace(tzinfo=None),
+            form=form, studies=[s.name for s in studies], machine=facts, command=" ".join(sys.argv),
+            documents=docs, failures=failures, status="complete" if not failures else "incomplete")
+        with Store(results_dir / DB_NAME) as store:
+            store.save_run(record)
+            render_report(store, run_id, staging / "report.html")
+        final = results_dir / run_id
+        os.replace(staging, final)
+        point_latest(results_dir, run_id)
+        return run_id, final / "report.html", failures
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,193 @@
+"""The DuckDB results store (schema in docs/formats.md).
+
+One run is written in one transaction: a crash or Ctrl-C before COMMIT leaves
+the database exactly as it was. Engine documents are kept whole (JSON) beside
+the flattened tables the report and notebooks query.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+
+SCHEMA_VERSION = 1
+
+PERCENTILE_COLUMNS = {"50": "p50_ns", "90": "p90_ns", "99": "p99_ns", "99.9": "p999_ns", "99.99": "p9999_ns"}
+
+_DDL = [
+    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP,
+        form VARCHAR, studies VARCHAR[], status VARCHAR, tailscope_version VARCHAR,
+        machine JSON, command VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS documents (
+        run_id VARCHAR, study VARCHAR, engine VARCHAR, point VARCHAR, document JSON)""",
+    """CREATE TABLE IF NOT EXISTS measurements (
+        run_id VARCHAR, study VARCHAR, engine VARCHAR, point VARCHAR, name VARCHAR, variant VARCHAR,
+        unit VARCHAR, samples BIGINT, min_ns DOUBLE, mean_ns DOUBLE, stddev_ns DOUBLE, max_ns DOUBLE,
+        p50_ns DOUBLE, p90_ns DOUBLE, p99_ns DOUBLE, p999_ns DOUBLE, p9999_ns DOUBLE,
+        low_confidence VARCHAR[], pinning JSON, observed JSON)""",
+    """CREATE TABLE IF NOT EXISTS cdf_points (
+        run_id VARCHAR, study VARCHAR, name VARCHAR, variant VARCHAR, point VARCHAR,
+        value_ns DOUBLE, percentile DOUBLE)""",
+    """CREATE TABLE IF NOT EXISTS unavailable (
+        run_id VARCHAR, study VARCHAR, name VARCHAR, variant VARCHAR, reason VARCHAR)""",
+]
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+@dataclass
+class EngineDocument:
+    study: str
+    engine: str
+    document: dict
+    point: str = ""  # which point of a sweep ("" for single-run studies)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    started_at: datetime
+    finished_at: datetime
+    form: str
+    studies: list[str]
+    machine: dict
+    command: str
+    documents: list[EngineDocument] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (study, why it failed)
+    status: str = "complete"
+
+
+class Store:
+    def __init__(self, path: Path, read_only: bool = False):
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise StoreError(f"no results database at {self.path} (run `tailscope run` first)")
+        try:
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except (OSError, duckdb.Error) as e:
+            raise StoreError(f"cannot open results database {self.path}: {e}") from e
+        if not read_only:
+            for ddl in _DDL:
+                self.con.execute(ddl)
+            self.con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+            )
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- writing -------------------------------------------------------------
+    def save_run(self, run: RunRecord) -> None:
+        """Writes the whole run in one transaction (all or nothing)."""
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run.run_id, run.started_at, run.finished_at, run.form, run.studies, run.status,
+                 _version(), json.dumps(run.machine), run.command],
+            )
+            for d in run.documents:
+                self._insert_document(run.run_id, d)
+            for study, reason in run.failures:
+                con.execute("INSERT INTO unavailable VALUES (?, ?, '(study)', '', ?)", [run.run_id, study, reason])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def _insert_document(self, run_id: str, d: EngineDocument) -> None:
+        con = self.con
+        con.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
+                    [run_id, d.study, d.engine, d.point, json.dumps(d.document)])
+        rows, cdf_rows = [], []
+        for m in d.document.get("measurements", []):
+            lat = m.get("latency", {})
+            pct = lat.get("percentiles", {})
+            rows.append([
+                run_id, d.study, d.engine, d.point, m["name"], m.get("variant", ""), lat.get("unit", "ns"),
+                lat.get("count", 0), lat.get("min"), lat.get("mean"), lat.get("stddev"), lat.get("max"),
+                *[pct.get(k) for k in PERCENTILE_COLUMNS],
+                lat.get("low_confidence", []), json.dumps(m.get("pinning", {})), json.dumps(m.get("observed", {})),
+            ])
+            for value, percentile in m.get("cdf", []):
+                cdf_rows.append([run_id, d.study, m["name"], m.get("variant", ""), d.point, value, percentile])
+        if rows:
+            con.executemany("INSERT INTO measurements VALUES (" + ",".join(["?"] * 20) + ")", rows)
+        if cdf_rows:
+            con.executemany("INSERT INTO cdf_points VALUES (?, ?, ?, ?, ?, ?, ?)", cdf_rows)
+        for u in d.document.get("unavailable", []):
+            con.execute("INSERT INTO unavailable VALUES (?, ?, ?, ?, ?)",
+                        [run_id, d.study, u.get("name", ""), u.get("variant", ""), u.get("reason", "")])
+
+    # ---- reading -------------------------------------------------------------
+    def runs(self) -> list[dict]:
+        cur = self.con.execute(
+            "SELECT run_id, started_at, finished_at, form, studies, status FROM runs ORDER BY started_at DESC, run_id DESC"
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def run(self, run_id: str) -> dict:
+        cur = self.con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        row = cur.fetchone()
+        if row is None:
+            known = [r["run_id"] for r in self.runs()]
+            listing = ", ".join(known[:20]) if known else "none yet"
+            raise StoreError(f"unknown run '{run_id}'. Known runs: {listing}")
+        cols = [c[0] for c in cur.description]
+        rec = dict(zip(cols, row))
+        rec["machine"] = json.loads(rec["machine"]) if rec["machine"] else {}
+        return rec
+
+    def measurements(self, run_id: str, study: str | None = None):
+        q = "SELECT * FROM measurements WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if study:
+            q += " AND study = ?"
+            args.append(study)
+        return self.con.execute(q, args).df()
+
+    def cdf(self, run_id: str, study: str):
+        return self.con.execute(
+            "SELECT * FROM cdf_points WHERE run_id = ? AND study = ? ORDER BY name, variant, point, percentile",
+            [run_id, study]).df()
+
+    def documents(self, run_id: str, study: str | None = None) -> list[EngineDocument]:
+        q = "SELECT study, engine, document, point FROM documents WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if study:
+            q += " AND study = ?"
+            args.append(study)
+        return [EngineDocument(s, e, json.loads(doc), p) for s, e, doc, p in self.con.execute(q, args).fetchall()]
+
+    def unavailable(self, run_id: str) -> Iterable[tuple]:
+        return self.con.execute("SELECT study, name, variant, reason FROM unavailable WHERE run_id = ?",
+                                [run_id]).fetchall()
+
+    def latest_run_id(self) -> str | None:
+        runs = self.runs()
+        return runs[0]["run_id"] if runs else None
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__

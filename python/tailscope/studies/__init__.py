@@ -1,0 +1,70 @@
+"""Studies: sweeps of engine runs, each with a report section.
+
+A study module defines a `Study` with a name, how to run it (quick or full
+form) and how to turn what the store holds into a report section. `tailscope
+run` runs every study in STUDIES order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from ..store import EngineDocument, Store
+
+
+@dataclass
+class Figure:
+    title: str
+    svg: str
+    caption: str  # what was measured and how: pinning, rate, samples
+    finding: str  # one line computed from the data
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str
+    numeric_from: int = 1  # columns from this index on are right-aligned
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    intro: str
+    blocks: list[Figure | Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # unavailable figures and why, warnings
+
+
+@dataclass
+class RunContext:
+    form: str  # "quick" or "full"
+    artifacts_dir: Path
+    progress: Callable[[str, float], None]  # (description, fraction 0..1)
+    options: dict = field(default_factory=dict)
+
+
+class Study(Protocol):
+    name: str
+    title: str
+
+    def run(self, ctx: RunContext) -> list[EngineDocument]: ...
+
+    def section(self, store: Store, run_id: str) -> Section: ...
+
+
+def all_studies() -> list[Study]:
+    from . import baseline
+
+    return [baseline.STUDY]
+
+
+def study_by_name(name: str) -> Study:
+    for s in all_studies():
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown study '{name}' (known: {', '.join(s.name for s in all_studies())})")

@@ -1,0 +1,81 @@
+"""The DuckDB store: one transaction per run, nothing half-written."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from tailscope.store import EngineDocument, RunRecord, Store, StoreError
+
+
+def _doc(name="condvar_handoff", p50=1000.0):
+    return {
+        "schema": "tailscope.result/1", "engine": "tailscope-baseline", "machine": {}, "unavailable": [],
+        "measurements": [{
+            "name": name, "variant": "pinned", "pinning": {"policy": "pinned"}, "observed": {},
+            "latency": {"unit": "ns", "count": 100, "min": 10, "mean": 1100.0, "stddev": 5.0, "max": 9000,
+                        "percentiles": {"50": p50, "90": 2000, "99": 5000, "99.9": 9000, "99.99": 9000},
+                        "low_confidence": ["99.9", "99.99"]},
+            "cdf": [[10, 0.0], [p50, 50.0], [9000, 100.0]],
+        }],
+    }
+
+
+def _run(run_id: str, docs, failures=()):
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    return RunRecord(run_id, now, now, "quick", ["baseline"], {"kernel": "x"}, "test",
+                     [EngineDocument("baseline", "tailscope-baseline", d) for d in docs], list(failures))
+
+
+def test_run_round_trips(tmp_path):
+    db = tmp_path / "t.duckdb"
+    with Store(db) as s:
+        s.save_run(_run("r1", [_doc()], failures=[("echo", "engine missing")]))
+    with Store(db, read_only=True) as s:
+        assert [r["run_id"] for r in s.runs()] == ["r1"]
+        m = s.measurements("r1", "baseline")
+        assert len(m) == 1 and m.iloc[0]["p50_ns"] == 1000.0 and m.iloc[0]["samples"] == 100
+        assert list(m.iloc[0]["low_confidence"]) == ["99.9", "99.99"]
+        assert len(s.cdf("r1", "baseline")) == 3
+        assert s.documents("r1")[0].document["engine"] == "tailscope-baseline"
+        assert ("echo", "(study)", "", "engine missing") in s.unavailable("r1")
+        assert s.run("r1")["machine"] == {"kernel": "x"}
+
+
+def test_failed_insert_rolls_back_whole_run(tmp_path):
+    db = tmp_path / "t.duckdb"
+    bad = _doc()
+    bad["measurements"].append({"latency": {}})  # no name: KeyError mid-insert
+    with Store(db) as s:
+        s.save_run(_run("good", [_doc()]))
+        with pytest.raises(KeyError):
+            s.save_run(_run("bad", [_doc(), bad]))
+    with Store(db, read_only=True) as s:
+        assert [r["run_id"] for r in s.runs()] == ["good"]
+        con = s.con
+        for table in ("documents", "measurements", "cdf_points"):
+            n = con.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'bad'").fetchone()[0]
+            assert n == 0, table
+
+
+def test_duplicate_run_id_is_rejected_and_first_kept(tmp_path):
+    db = tmp_path / "t.duckdb"
+    with Store(db) as s:
+        s.save_run(_run("r1", [_doc(p50=1.0)]))
+        with pytest.raises(duckdb.Error):
+            s.save_run(_run("r1", [_doc(p50=2.0)]))
+        assert s.measurements("r1").iloc[0]["p50_ns"] == 1.0
+
+
+def test_unknown_run_lists_known_runs(tmp_path):
+    with Store(tmp_path / "t.duckdb") as s:
+        s.save_run(_run("r1", [_doc()]))
+        with pytest.raises(StoreError, match="unknown run 'nope'.*r1"):
+            s.run("nope")
+
+
+def test_missing_database_read_only_is_clear(tmp_path):
+    with pytest.raises(StoreError, match="no results database"):
+        Store(tmp_path / "absent.duckdb", read_only=True)
