@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -16,62 +17,80 @@ namespace tailscope {
 namespace {
 
 // A known child: `threads` extra threads, `extra_fds` extra open fds,
-// `rss_mib` MiB touched, `spin` = busy or sleeping threads, lives `life_ms`.
-pid_t spawn_known_child(int threads, int extra_fds, int rss_mib, bool spin, int life_ms) {
+// `rss_mib` MiB touched; threads spin or sleep 1 ms at a time until the child
+// is killed. spawn_known_child() returns only once the child reports (through
+// a pipe) that all of that is in place, so the test never depends on how fast
+// the child starts (sanitizer builds are slow).
+pid_t spawn_known_child(int threads, int extra_fds, int rss_mib, bool spin) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
   pid_t pid = fork();
-  if (pid != 0) return pid;
+  if (pid != 0) {
+    close(ready[1]);
+    char byte = 0;
+    ssize_t n = read(ready[0], &byte, 1);
+    close(ready[0]);
+    return n == 1 ? pid : -1;
+  }
+  close(ready[0]);
   std::vector<int> fds;
   for (int i = 0; i < extra_fds; ++i) fds.push_back(open("/dev/null", O_RDONLY));
   std::vector<char> memory(static_cast<size_t>(rss_mib) << 20);
   for (size_t i = 0; i < memory.size(); i += 4096) memory[i] = 1;
-  const int64_t end_ns = monotonic_ns() + int64_t{life_ms} * 1'000'000;
+  std::atomic<int> started{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      while (monotonic_ns() < end_ns) {
+      started.fetch_add(1);
+      for (;;) {
         if (!spin) usleep(1000);  // each sleep is one voluntary context switch
       }
     });
-  for (auto& t : pool) t.join();
-  _exit(memory[4096] == 1 ? 0 : 1);
+  while (started.load() < threads) usleep(100);
+  char byte = 1;
+  if (write(ready[1], &byte, 1) != 1) _exit(1);
+  for (;;) pause();
 }
 
-nlohmann::json sample_child(pid_t pid, int duration_ms) {
-  ResourceSampler sampler(pid, 50);
-  sampler.start();
-  usleep(static_cast<useconds_t>(duration_ms) * 1000);
-  sampler.stop();
-  return sampler.summary();
+void stop_child(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
 }
 
 TEST(ProcSampler, SeesThreadsFdsAndMemoryOfAKnownChild) {
-  pid_t pid = spawn_known_child(/*threads=*/3, /*extra_fds=*/20, /*rss_mib=*/64, /*spin=*/false, 1500);
-  usleep(300 * 1000);  // let it allocate and start its threads
-  nlohmann::json s = sample_child(pid, 600);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  pid_t pid = spawn_known_child(/*threads=*/3, /*extra_fds=*/20, /*rss_mib=*/64, /*spin=*/false);
+  ASSERT_GT(pid, 0);
+  ResourceSampler sampler(pid, 50);
+  sampler.start();
+  usleep(600 * 1000);
+  sampler.stop();
+  stop_child(pid);
+  nlohmann::json s = sampler.summary();
   ASSERT_TRUE(s.contains("process")) << s.dump(2);
   const auto& p = s["process"];
-  EXPECT_GE(p["threads_max"].get<int>(), 4);           // main + 3
-  EXPECT_GE(p["open_fds_max"].get<int>(), 3 + 20);     // stdio + 20
+  EXPECT_GE(p["threads_max"].get<int>(), 4);        // main + 3
+  EXPECT_GE(p["open_fds_max"].get<int>(), 3 + 20);  // stdio + 20
   EXPECT_GE(p["rss_bytes_max"].get<int64_t>(), 64LL << 20);
-  EXPECT_GT(p["voluntary_ctx_switches_per_s"].get<double>(), 100.0);  // 3 threads sleeping 1 ms
+  // 3 threads sleeping 1 ms each: thousands of switches per second; 100/s is
+  // a floor no working sampler misses, even on a loaded machine.
+  EXPECT_GT(p["voluntary_ctx_switches_per_s"].get<double>(), 100.0);
   EXPECT_GT(s["samples"].get<int>(), 2);
   EXPECT_GE(s["system"]["procs_running_max"].get<int>(), 1);
 }
 
 TEST(ProcSampler, BusyChildUsesMoreCpuThanSleepingChild) {
-  pid_t busy = spawn_known_child(1, 0, 1, /*spin=*/true, 1200);
-  pid_t idle = spawn_known_child(1, 0, 1, /*spin=*/false, 1200);
-  usleep(100 * 1000);
+  pid_t busy = spawn_known_child(1, 0, 1, /*spin=*/true);
+  pid_t idle = spawn_known_child(1, 0, 1, /*spin=*/false);
+  ASSERT_GT(busy, 0);
+  ASSERT_GT(idle, 0);
   ResourceSampler busy_sampler(busy, 50), idle_sampler(idle, 50);
   busy_sampler.start();
   idle_sampler.start();
   usleep(700 * 1000);
   busy_sampler.stop();
   idle_sampler.stop();
-  waitpid(busy, nullptr, 0);
-  waitpid(idle, nullptr, 0);
+  stop_child(busy);
+  stop_child(idle);
   double busy_cpu = busy_sampler.summary()["process"]["cpu_pct_mean"];
   double idle_cpu = idle_sampler.summary()["process"]["cpu_pct_mean"];
   EXPECT_GT(busy_cpu, idle_cpu);
@@ -79,11 +98,12 @@ TEST(ProcSampler, BusyChildUsesMoreCpuThanSleepingChild) {
 }
 
 TEST(ProcSampler, ProcessThatExitsMidRunIsReportedNotFatal) {
-  pid_t pid = spawn_known_child(1, 0, 1, false, 200);
+  pid_t pid = spawn_known_child(1, 0, 1, false);
+  ASSERT_GT(pid, 0);
   ResourceSampler sampler(pid, 50);
   sampler.start();
   usleep(150 * 1000);
-  waitpid(pid, nullptr, 0);  // reaped: /proc/PID disappears
+  stop_child(pid);  // reaped: /proc/PID disappears
   usleep(300 * 1000);
   sampler.stop();
   nlohmann::json s = sampler.summary();
