@@ -40,7 +40,8 @@ test-tsan: build-tsan
 
 # Short, bounded fuzzing of the parsers (FUZZ_SECONDS each).
 test-fuzz: bootstrap
-	@for f in scripts/fuzz-*; do [ -x "$$f" ] && FUZZ_SECONDS=$${FUZZ_SECONDS:-20} "$$f" || exit 1; done
+	@for f in scripts/fuzz-*; do \
+	  if [ -x "$$f" ]; then FUZZ_SECONDS=$${FUZZ_SECONDS:-20} "$$f" || exit 1; fi; done
 
 test-python: build
 	$(PY) -m pytest -q tests
