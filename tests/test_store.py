@@ -79,3 +79,19 @@ def test_unknown_run_lists_known_runs(tmp_path):
 def test_missing_database_read_only_is_clear(tmp_path):
     with pytest.raises(StoreError, match="no results database"):
         Store(tmp_path / "absent.duckdb", read_only=True)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
+    with Store(tmp_path / "t.duckdb") as s:
+        s.save_run(_run("r1", [_doc(p50=1.0)]))
+        s.save_run(_run("r2", [_doc(p50=2.0)]))
+        files = s.export("r2", tmp_path / "out", fmt)
+    assert {f.name for f in files} == {f"{t}.{fmt}" for t in Store.TABLES}
+    reader = "read_parquet" if fmt == "parquet" else "read_csv_auto"
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT run_id, p50_ns FROM {reader}('{tmp_path / 'out' / ('measurements.' + fmt)}')").fetchall()
+    assert rows == [("r2", 2.0)]
+    assert not list((tmp_path / "out").glob(".*.tmp"))
+    with pytest.raises(StoreError, match="unknown export format"):
+        Store(tmp_path / "t.duckdb").export("r2", tmp_path / "out", "xlsx")

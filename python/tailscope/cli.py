@@ -151,5 +151,27 @@ def report(run_id: str | None, results_dir: Path | None) -> None:
     console.print(f"report: {out}")
 
 
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("--to", "out_dir", type=click.Path(path_type=Path), required=True, help="Folder to write into.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
+@results_option
+def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None) -> None:
+    """Export one run's tables (default: the latest run) as Parquet or CSV files."""
+    try:
+        with Store(_results(results_dir) / DB_NAME, read_only=True) as store:
+            run_id = run_id or store.latest_run_id()
+            if run_id is None:
+                raise StoreError("the results database holds no runs yet (run `tailscope run`)")
+            for path in store.export(run_id, out_dir, fmt):
+                console.print(str(path))
+    except StoreError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except OSError as e:
+        err_console.print(f"[red]error:[/] cannot write the export: {e}")
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     main()

@@ -182,6 +182,28 @@ class Store:
         return self.con.execute("SELECT study, name, variant, reason FROM unavailable WHERE run_id = ?",
                                 [run_id]).fetchall()
 
+    TABLES = ("runs", "documents", "measurements", "cdf_points", "unavailable")
+
+    def export(self, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
+        """Writes each table's rows of one run to out_dir/<table>.<fmt> (parquet or csv)."""
+        if fmt not in ("parquet", "csv"):
+            raise StoreError(f"unknown export format '{fmt}' (parquet or csv)")
+        self.run(run_id)  # unknown run -> StoreError listing the known ones
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        for table in self.TABLES:
+            target = out_dir / f"{table}.{fmt}"
+            tmp = out_dir / f".{table}.{fmt}.tmp"
+            options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER true"
+            # COPY takes no bound parameters; run_id has been checked against the runs table above
+            # and quotes are doubled, so the literal is safe.
+            literal = run_id.replace("'", "''")
+            self.con.execute(f"COPY (SELECT * FROM {table} WHERE run_id = '{literal}') TO '{tmp}' ({options})")
+            tmp.replace(target)
+            written.append(target)
+        return written
+
     def latest_run_id(self) -> str | None:
         runs = self.runs()
         return runs[0]["run_id"] if runs else None
