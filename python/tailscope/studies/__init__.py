@@ -58,9 +58,9 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import baseline
+    from . import asyncmodels, baseline
 
-    return [baseline.STUDY]
+    return [baseline.STUDY, asyncmodels.STUDY]
 
 
 def study_by_name(name: str) -> Study:

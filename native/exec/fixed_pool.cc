@@ -1,0 +1,56 @@
+#include "exec/fixed_pool.h"
+
+namespace tailscope::exec {
+
+FixedThreadPool::FixedThreadPool(PoolOptions options) : options_(std::move(options)) {
+  const size_t n = options_.workers == 0 ? 1 : options_.workers;
+  workers_.reserve(n);
+  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+FixedThreadPool::~FixedThreadPool() { shutdown(ShutdownMode::kDrain); }
+
+bool FixedThreadPool::try_submit(WorkItem& item) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_ && (cancelled_ || internal::current_executor() != this)) return false;
+    queue_.push_back(std::move(item));
+  }
+  ready_.notify_one();
+  return true;
+}
+
+void FixedThreadPool::work(size_t index) {
+  internal::place_worker(options_, index);
+  internal::current_executor() = this;
+  internal::current_worker_index() = static_cast<int>(index);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ready_.wait(lock, [&] { return !queue_.empty() || closed_; });
+    if (queue_.empty()) return;  // closed and drained: a running sibling picks up its own children
+    WorkItem item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    item();
+    lock.lock();
+  }
+}
+
+void FixedThreadPool::shutdown(ShutdownMode mode) {
+  std::deque<WorkItem> dropped;
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    if (mode == ShutdownMode::kCancel) {
+      cancelled_ = true;
+      dropped.swap(queue_);
+    }
+  }
+  ready_.notify_all();
+  dropped.clear();  // broken promises are delivered here, on the caller's thread
+  std::call_once(joined_, [&] {
+    for (auto& t : workers_) t.join();
+  });
+}
+
+}  // namespace tailscope::exec

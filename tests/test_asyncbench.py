@@ -1,0 +1,223 @@
+"""tailscope-asyncbench end to end (small, quick settings) and the `async`
+study's report section rendered from a temporary store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime
+
+import pytest
+
+from tailscope.engines import validate_document
+from tailscope.store import EngineDocument, RunRecord, Store
+from tailscope.units import fmt_count, fmt_ratio
+
+ENGINE = "tailscope-asyncbench"
+SMALL = ["--quick", "--scale", "0.3", "--models", "deferred,std-thread,fixed-pool,coroutine",
+         "--payloads", "long_long,void", "--sweep", "50,100", "--max-rate", "200000"]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    from conftest import engine_path
+
+    exe = engine_path(ENGINE)
+    if not exe.exists():
+        pytest.skip(f"{exe} not built (run `make build`, or set TAILSCOPE_BUILD_DIR)")
+    art = tmp_path_factory.mktemp("asyncbench")
+    out = art / "result.json"
+    r = subprocess.run([str(exe), *SMALL, "--artifacts", str(art), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text()), art, r.stderr
+
+
+def test_document_is_valid_and_names_follow_the_contract(small_run):
+    doc, _, _ = small_run
+    validate_document(doc, ENGINE)
+    names = {m["name"] for m in doc["measurements"]}
+    assert {"scheduling_delay", "join_delay", "total", "deferral_wait", "same_thread_resume"} <= names
+    for m in doc["measurements"]:
+        assert m["latency"]["count"] > 0
+        assert m["cdf"][-1][1] == 100.0
+        assert m["hlog_tag"]
+        if m["name"] == "same_thread_resume":
+            continue
+        model, mechanism, payload = m["variant"].split("/")
+        assert (model, mechanism, payload) == (m["model"], m["mechanism"], m["payload"])
+        assert m["load_pct"] in (50.0, 75.0, 100.0)
+        assert m["offered_per_s"] > 0 and m["achieved_per_s"] >= 0
+        assert m["observed"]["load_pct"] == m["load_pct"]  # kept in the store's observed column too
+        assert "pinning" in m and m["pinning"]["policy"] == "pinned"
+        if m["name"] == "deferral_wait":
+            assert model == "deferred", "deferral_wait is for deferred calls only"
+    tags = [m["hlog_tag"] for m in doc["measurements"]]
+    assert len(tags) == len(set(tags)), "hlog tags must be unique"
+
+
+def test_every_model_mechanism_and_payload_is_measured(small_run):
+    doc, _, _ = small_run
+    variants = {m["variant"] for m in doc["measurements"] if m["name"] == "total" and m["load_pct"] == 75.0}
+    expected = {f"{model}/{mech}/{p}"
+                for model, mechs in (("deferred", ("future", "continuation")), ("std-thread", ("future", "join")),
+                                     ("fixed-pool", ("future", "continuation")), ("coroutine", ("future", "resume")))
+                for mech in mechs for p in ("long_long", "void")}
+    assert variants == expected
+    assert set(doc["max_rate_per_s"]) == {"deferred", "std-thread", "fixed-pool", "coroutine"}
+    for model, rate in doc["max_rate_per_s"].items():
+        assert rate > 0, model
+        steps = doc["ramps"][model]["steps"]
+        assert steps and all(s["offered_per_s"] <= 200000 * 1.0001 for s in steps)
+
+
+def test_probe_invariants_hold_in_the_document(small_run):
+    doc, _, _ = small_run
+    by = {(m["name"], m["variant"], m["load_pct"]): m for m in doc["measurements"] if m["name"] != "same_thread_resume"}
+    for (name, variant, load), m in by.items():
+        assert m["observed"]["negative_intervals"] == 0, variant
+        if name == "total":
+            sched = by[("scheduling_delay", variant, load)]
+            assert sched["latency"]["count"] == m["latency"]["count"]
+            assert m["latency"]["min"] >= 0
+            # The total of a call is at least its join delay.
+            join = by[("join_delay", variant, load)]
+            assert m["latency"]["max"] >= join["latency"]["min"]
+
+
+def test_hlog_artifact_has_one_interval_per_measurement(small_run):
+    doc, art, _ = small_run
+    text = (art / "asyncbench.hlog").read_text()
+    tags = {line.split(",", 1)[0][len("Tag="):] for line in text.splitlines() if line.startswith("Tag=")}
+    assert tags == {m["hlog_tag"] for m in doc["measurements"]}
+    assert doc["artifacts"] == {"hlog": "asyncbench.hlog"}
+
+
+def test_progress_lines_are_json(small_run):
+    _, _, stderr = small_run
+    phases = [json.loads(ln)["phase"] for ln in stderr.splitlines() if ln.strip()]
+    assert phases and phases[-1] == "done"
+
+
+def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
+    out = tmp_path / "r.json"
+    r = subprocess.run([str(engine(ENGINE)), "--quick", "--scale", "0.2", "--models", "std-thread",
+                        "--payloads", "void", "--mechanisms", "join", "--sweep", "none",
+                        "--start-rate", "3000000", "--max-in-flight", "64", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    steps = doc["ramps"]["std-thread"]["steps"]
+    assert steps[0]["saturated"] and doc["ramps"]["std-thread"]["saturation_found"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--models", "green-threads"], "unknown model"),
+    (["--payloads", "float"], "unknown payload"),
+    (["--mechanisms", "telepathy"], "unknown result mechanism"),
+    (["--cpus", "0,99999"], "--cpus"),
+    (["--cpus", "0"], "--cpus"),
+    (["--placement", "sideways"], "placement"),
+    (["--sweep", "50,abc"], "--sweep"),
+    (["--scale", "-1"], "scale"),
+    (["--payload-bytes", "0"], "payload-bytes"),
+])
+def test_bad_flags_are_clear_errors(engine, args, message):
+    r = subprocess.run([str(engine(ENGINE)), *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert message in (r.stderr + r.stdout)
+
+
+# ---- the study's section, from a temporary store ----------------------------
+
+def _latency(p50, count=1000):
+    return {"unit": "ns", "count": count, "min": p50 // 2, "mean": p50 * 1.1, "stddev": 1.0, "max": p50 * 20,
+            "percentiles": {"50": p50, "90": p50 * 2, "99": p50 * 5, "99.9": p50 * 10, "99.99": p50 * 20},
+            "low_confidence": ["99.99"]}
+
+
+def _m(name, model, mech, payload, load, p50):
+    return {"name": name, "variant": f"{model}/{mech}/{payload}", "model": model, "mechanism": mech,
+            "payload": payload, "load_pct": load, "offered_per_s": 1000.0, "achieved_per_s": 990.0,
+            "saturated": load >= 100, "pinning": {"policy": "pinned"}, "observed": {"load_pct": load},
+            "latency": _latency(p50), "cdf": [[p50 // 2, 0.0], [p50, 50.0], [p50 * 20, 100.0]],
+            "hlog_tag": f"{name}.{model}/{mech}/{payload}.load{load}"}
+
+
+def _synthetic_docs():
+    base = {"schema": "tailscope.result/1", "engine": "tailscope-baseline", "machine": {}, "unavailable": [],
+            "warnings": [], "measurements": [
+                {"name": n, "variant": "pinned", "latency": _latency(p), "cdf": [[p, 0.0], [p, 100.0]],
+                 "pinning": {"policy": "pinned", "client_cpu": 0, "server_cpu": 1}}
+                for n, p in (("condvar_handoff", 20000), ("spin_handoff", 200), ("thread_create", 40000))]}
+    ms = []
+    for model, mechs, p50 in (("deferred", ("future", "continuation"), 300), ("std-async", ("future",), 60000),
+                              ("fixed-pool", ("future", "continuation"), 25000), ("spin-pool", ("future",), 500),
+                              ("coroutine", ("future", "resume"), 26000)):
+        for mech in mechs:
+            for payload, k in (("long_long", 1), ("vector10000", 3)):
+                for load in (25.0, 75.0, 100.0):
+                    if payload != "long_long" and load != 75.0:
+                        continue
+                    f = load / 25.0
+                    ms.append(_m("scheduling_delay", model, mech, payload, load, int(p50 * f)))
+                    ms.append(_m("join_delay", model, mech, payload, load, int(p50 / 10 * k)))
+                    ms.append(_m("total", model, mech, payload, load, int(p50 * 2 * k * f)))
+                    if model == "deferred":
+                        ms.append(_m("deferral_wait", model, mech, payload, load, 5000))
+    ms.append({"name": "same_thread_resume", "variant": "coroutine/resume/void", "latency": _latency(12),
+               "cdf": [[12, 0.0], [12, 100.0]], "hlog_tag": "same_thread_resume.coroutine/resume/void"})
+    bench = {"schema": "tailscope.result/1", "engine": ENGINE, "machine": {}, "unavailable": [], "warnings": [],
+             "config": {"measure_at_pct": 75.0, "sweep_payload": "long_long", "placement": "pinned",
+                        "producer_cpu": 0, "consumer_cpu": 1, "workers": 1, "worker_cpus": "any"},
+             "max_rate_per_s": {"deferred": 900000.0, "std-async": 20000.0, "fixed-pool": 400000.0,
+                                "spin-pool": 500000.0, "coroutine": 380000.0},
+             "ramps": {m: {"steps": [{}], "saturation_found": True} for m in ("deferred", "std-async")},
+             "measurements": ms}
+    return base, bench
+
+
+def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
+    from tailscope.studies.asyncmodels import STUDY
+
+    base, bench = _synthetic_docs()
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    run = RunRecord("r1", now, now, "quick", ["async"], {}, "test",
+                    [EngineDocument("async", "tailscope-baseline", base), EngineDocument("async", ENGINE, bench)])
+    with Store(tmp_path / "t.duckdb") as store:
+        store.save_run(run)
+        sec = STUDY.section(store, "r1")
+    assert sec.id == "async"
+    titles = [b.title for b in sec.blocks]
+    for want in ("Scheduling delay per model", "Join delay per model", "Total per model", "Payload size",
+                 "Load sweep", "Maximum sustained rate", "Performance targets", "Delays at 75 %"):
+        assert any(t.startswith(want) for t in titles), (want, titles)
+    figures = [b for b in sec.blocks if hasattr(b, "svg")]
+    assert all(f.svg.startswith("<svg") and f.finding for f in figures)
+    sched = next(f for f in figures if f.title.startswith("Scheduling delay"))
+    # Computed from the data: at 75 % deferred has the lowest p50 (3 × 300 ns) = 0.045× the 20 µs condvar hand-off.
+    assert "deferred/" in sched.finding and f"900 ns ({fmt_ratio(0.045)}" in sched.finding
+    targets = next(b for b in sec.blocks if b.title.startswith("Performance targets"))
+    fixed = [r for r in targets.rows if r[0].startswith("fixed-pool") and "future, 25 % load" in r[0]][0]
+    assert fixed[3] == fmt_ratio(1.25) and fixed[5] == "met"  # 25 µs / 20 µs
+    spin = [r for r in targets.rows if r[0].startswith("spin-pool") and "25 % load" in r[0]][0]
+    assert spin[3] == fmt_ratio(2.5) and spin[5] == "met"
+    resume = [r for r in targets.rows if r[0].startswith("coroutine")][0]
+    assert resume[5] == "met"
+    table = next(b for b in sec.blocks if b.title.startswith("Delays at 75 %"))
+    assert table.columns[2] == "samples" and all(r[2] == fmt_count(1000) for r in table.rows)
+    rates = next(b for b in sec.blocks if b.title.startswith("Maximum sustained rate"))
+    assert [r[0] for r in rates.rows] == ["deferred", "std-async", "fixed-pool", "spin-pool", "coroutine"]
+    assert any("saturated" in n for n in sec.notes) is False  # nothing saturated at 75 %
+
+
+def test_section_without_engine_documents_says_so(tmp_path):
+    from tailscope.studies.asyncmodels import STUDY
+
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    with Store(tmp_path / "t.duckdb") as store:
+        store.save_run(RunRecord("r2", now, now, "quick", ["async"], {}, "test", [], [("async", "engine missing")]))
+        sec = STUDY.section(store, "r2")
+    assert sec.blocks == []
+    assert any("engine missing" in n for n in sec.notes)
+    assert any("no tailscope-asyncbench" in n for n in sec.notes)
