@@ -211,7 +211,7 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
     rows = data.at(data.main_load, delay, data.sweep_payload)
     if not rows:
         return None
-    fig, ax = plots.new_figure(7.5, 4.4)
+    fig, ax = plots.new_figure(9.5, 4.6)
     plots.percentile_axis(ax, 99.99)
     models = [mm for mm in MODEL_ORDER if any(m.get("model") == mm for m in rows)]
     for m in rows:
@@ -228,7 +228,7 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
     ax.yaxis.set_major_formatter(plots.ns_formatter)
     ax.set_xlabel("percentile")
     ax.set_ylabel(label.lower())
-    ax.legend(fontsize=7, ncols=2, loc="upper left")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     best = min(rows, key=lambda m: _p(m, "50"))
     worst = max(rows, key=lambda m: _p(m, "50"))
     ref = refs.get("condvar_handoff")
@@ -297,7 +297,7 @@ def _sweep_figure(data: BenchData) -> Figure | None:
     loads = data.loads()
     if len(loads) < 2:
         return None
-    fig, ax = plots.new_figure(7.5, 4.0)
+    fig, ax = plots.new_figure(9.5, 4.2)
     growth = []
     variants = sorted({(m["model"], m["mechanism"]) for m in data.measurements
                        if m["name"] == "total" and m.get("payload") == data.sweep_payload},
@@ -318,7 +318,7 @@ def _sweep_figure(data: BenchData) -> Figure | None:
     ax.yaxis.set_major_formatter(plots.ns_formatter)
     ax.set_xlabel("offered load, % of the model's own max rate")
     ax.set_ylabel("p99 total delay")
-    ax.legend(fontsize=7, ncols=2)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if growth:
         g = max(growth)
         finding = (f"The tail grows most for {g[1]}/{g[2]}: p99 total {fmt_ns(g[5])} at {g[3]:g} % → "
