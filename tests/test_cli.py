@@ -44,7 +44,13 @@ def test_run_writes_store_report_and_latest(results_dir):
     assert "condvar hand-off" in html and "Kernel".lower() in html.lower()
     assert not list(results_dir.glob(".staging-*"))
     con = duckdb.connect(str(results_dir / "tailscope.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM measurements WHERE run_id = ?", [run_id]).fetchone()[0] == 12
+    n = con.execute("SELECT count(*) FROM measurements WHERE run_id = ? AND study = 'baseline' AND engine = "
+                    "'tailscope-baseline'", [run_id]).fetchone()[0]
+    assert n == 12  # 6 references x pinned/unpinned
+    studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM documents WHERE run_id = ?", [run_id]).fetchall()}
+    from tailscope.studies import all_studies
+    assert studies == {s.name for s in all_studies()}  # every study ran, none failed
+    assert con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == "complete"
     con.close()
 
     # runs lists it; report regenerates it; an unknown run lists the known ones.

@@ -120,7 +120,8 @@ def runs(results_dir: Path | None) -> None:
         err_console.print(f"[red]error:[/] {e}")
         sys.exit(2)
     t = RichTable()
-    for col in ("run", "started (UTC)", "form", "studies", "status"):
+    t.add_column("run", no_wrap=True)  # the id is what users copy: never wrap or elide it
+    for col in ("started (UTC)", "form", "studies", "status"):
         t.add_column(col)
     for r in rows:
         t.add_row(r["run_id"], str(r["started_at"])[:19], r["form"], ", ".join(r["studies"] or []), r["status"])
