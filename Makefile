@@ -56,6 +56,7 @@ run: build
 bench: build
 	@for b in $(BUILD)/release/bin/*_benchmark $(BUILD)/release/bin/*-bench; do \
 	  [ -x "$$b" ] || continue; echo "== $$b"; "$$b" || exit 1; done
+	@for s in scripts/bench-*; do if [ -x "$$s" ]; then echo "== $$s"; "$$s" || exit 1; fi; done
 	$(VENV)/bin/tailscope bench baseline
 
 clean:

@@ -58,9 +58,9 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import asyncmodels, baseline
+    from . import asyncmodels, baseline, echo
 
-    return [baseline.STUDY, asyncmodels.STUDY]
+    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY]
 
 
 def study_by_name(name: str) -> Study:

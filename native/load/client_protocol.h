@@ -1,0 +1,54 @@
+// The request/response side of a load protocol, per connection: what to
+// send, and how to tell a whole, correct response from a wrong one.
+// Pluggable: echo (RFC 862, byte-for-byte check) and http (status check).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "load/config.h"
+#include "net/http.h"
+
+namespace tailscope::load {
+
+class ClientProtocol {
+ public:
+  enum class Verdict { kOk, kBadStatus };
+  virtual ~ClientProtocol() = default;
+  // Appends request `seq` of this connection to out.
+  virtual void append_request(uint64_t seq, std::string& out) = 0;
+  // Consumes received bytes; calls on_response(verdict) once per complete
+  // response, in order. Returns false on a protocol violation (echo
+  // mismatch, malformed HTTP): the connection cannot be trusted any more.
+  template <class F>
+  bool feed(std::string_view data, F&& on_response) {
+    while (!data.empty()) {
+      size_t used = 0;
+      int r = feed_one(data, &used);
+      data.remove_prefix(used);
+      if (r < 0) return false;
+      if (r > 0) on_response(r == 1 ? Verdict::kOk : Verdict::kBadStatus);
+      else if (used == 0) break;
+    }
+    return true;
+  }
+  // Forget partial state (after a reconnect).
+  virtual void reset() = 0;
+  // Why the last feed failed.
+  virtual std::string violation() const = 0;
+
+ protected:
+  // -1 violation, 0 need more (all of data used), 1 ok response, 2 bad status.
+  virtual int feed_one(std::string_view data, size_t* used) = 0;
+};
+
+// Deterministic payload for request `seq` of connection `connection_id`:
+// different per request, so a server that returns another connection's or a
+// stale request's bytes fails the check.
+void fill_echo_payload(uint32_t connection_id, uint64_t seq, char* out, size_t n);
+
+std::unique_ptr<ClientProtocol> make_client_protocol(const LoadConfig& config, uint32_t connection_id);
+
+}  // namespace tailscope::load

@@ -1,0 +1,376 @@
+#include "load/worker.h"
+
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "core/affinity.h"
+#include "core/clock.h"
+#include "net/socket.h"
+
+namespace tailscope::load {
+namespace {
+
+constexpr int64_t kHousekeepingNs = 10'000'000;
+constexpr int kMaxSendsPerTurn = 64;  // then look at responses: receive timestamps stay honest
+
+int64_t reconnect_backoff_ns(int attempts) {
+  return std::min<int64_t>(int64_t{50'000'000} << std::min(attempts, 5), 1'000'000'000);
+}
+
+}  // namespace
+
+LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock)
+    : config_(config), index_(index), clock_(clock), rng_(config.seed * 1'000'003 + static_cast<uint64_t>(index)) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw std::runtime_error("epoll_create1 failed");
+  connections_.resize(static_cast<size_t>(connection_count));
+  for (int i = 0; i < connection_count; ++i) {
+    connections_[i].id = static_cast<uint32_t>(first_connection + i);
+    connections_[i].protocol = make_client_protocol(config, connections_[i].id);
+  }
+  if (config.open_loop()) interval_ns_ = static_cast<int64_t>(1e9 * config.connections / config.rate_per_s);
+  recv_buffer_.resize(65536);
+}
+
+LoadWorker::~LoadWorker() {
+  for (Connection& c : connections_)
+    if (c.fd >= 0) ::close(c.fd);
+  ::close(epoll_fd_);
+}
+
+void LoadWorker::connect(Connection& c, int64_t now) {
+  c.reconnect_at_ns = now;  // doubles as "connect started" while connecting
+  c.fd = net::start_connect(config_.host, config_.port);
+  if (c.fd < 0) {
+    if (result_.first_connect_error.empty()) result_.first_connect_error = std::string("connect: ") + std::strerror(errno);
+    ++result_.errors.connect;
+    c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.u32 = static_cast<uint32_t>(&c - connections_.data());
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev);
+}
+
+void LoadWorker::on_connected(Connection& c, int64_t now) {
+  c.open = true;
+  c.reconnect_attempts = 0;
+  c.want_out = false;
+  ++result_.connections_established;
+  clock_.live_connections.fetch_add(1, std::memory_order_relaxed);
+  update_interest(c);
+  const int64_t start = clock_.start_ns.load(std::memory_order_acquire);
+  if (start == 0) return;  // still in the connect phase
+  if (config_.open_loop() && c.next_intended_ns < now) {
+    // A reconnected connection does not burst out what it missed while down.
+    result_.skipped_while_disconnected += (now - c.next_intended_ns) / std::max<int64_t>(interval_ns_, 1);
+    c.next_intended_ns = now;
+  }
+  c.ready_ns = now;
+  schedule(c, now);
+}
+
+void LoadWorker::drop(Connection& c, int64_t now, int64_t* error_counter) {
+  if (error_counter) ++*error_counter;
+  if (c.fd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    ::close(c.fd);
+  }
+  if (c.open) clock_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+  c.fd = -1;
+  c.open = false;
+  in_flight_total_ -= static_cast<int64_t>(c.in_flight.size());
+  c.in_flight.clear();
+  c.out.clear();
+  c.out_head = 0;
+  c.protocol->reset();
+  c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
+}
+
+void LoadWorker::schedule(Connection& c, int64_t now) {
+  if (!c.open || c.in_heap || static_cast<int>(c.in_flight.size()) >= config_.pipeline) return;
+  heap_.push({config_.open_loop() ? c.next_intended_ns : now, static_cast<uint32_t>(&c - connections_.data())});
+  c.in_heap = true;
+}
+
+int64_t LoadWorker::advance_schedule(Connection& c) {
+  if (config_.arrival == Arrival::kPoisson) {
+    std::exponential_distribution<double> gap(1.0 / static_cast<double>(interval_ns_));
+    return c.next_intended_ns + static_cast<int64_t>(gap(rng_));
+  }
+  return c.next_intended_ns + interval_ns_;
+}
+
+// The send path: stamp, account, send.
+void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
+  const int64_t actual = monotonic_ns();
+  const int64_t intended = config_.open_loop() ? c.next_intended_ns : actual;
+  if (intended >= clock_.measure_start_ns && intended < clock_.measure_end_ns) {
+    ++result_.sent_in_window;
+    result_.send_lag.record(std::max<int64_t>(0, actual - std::max(intended, c.ready_ns)));
+    if (intended < c.ready_ns) ++result_.server_backlog_sends;
+  }
+  c.protocol->append_request(c.seq++, c.out);
+  c.in_flight.push_back({intended, actual});
+  ++in_flight_total_;
+  if (config_.open_loop()) c.next_intended_ns = advance_schedule(c);
+  if (!flush(c)) return;
+  c.ready_ns = actual;
+  schedule(c, actual);
+}
+
+bool LoadWorker::flush(Connection& c) {
+  while (c.out_head < c.out.size()) {
+    long w = net::send_some(c.fd, c.out.data() + c.out_head, c.out.size() - c.out_head);
+    if (w > 0) {
+      c.out_head += static_cast<size_t>(w);
+      result_.bytes_sent += w;
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!c.want_out) {
+        c.want_out = true;
+        update_interest(c);
+      }
+      return true;
+    }
+    drop(c, monotonic_ns(), &result_.errors.write);
+    return false;
+  }
+  c.out.clear();
+  c.out_head = 0;
+  if (c.want_out) {
+    c.want_out = false;
+    update_interest(c);
+  }
+  return true;
+}
+
+void LoadWorker::update_interest(Connection& c) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | (c.want_out ? EPOLLOUT : 0u);
+  ev.data.u32 = static_cast<uint32_t>(&c - connections_.data());
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void LoadWorker::record_interval(int64_t received_ns, int64_t intended_latency, int64_t actual_latency) {
+  const int64_t interval_ns = static_cast<int64_t>(config_.hlog_interval_s * 1e9);
+  const int64_t k = (received_ns - clock_.measure_start_ns) / interval_ns;
+  if (k < 0 || k > 100'000) return;
+  while (static_cast<int64_t>(result_.intervals.size()) <= k) result_.intervals.push_back(nullptr);
+  auto& slot = result_.intervals[static_cast<size_t>(k)];
+  if (!slot) slot = std::make_unique<IntervalHistograms>();
+  slot->intended.record(intended_latency);
+  slot->actual.record(actual_latency);
+}
+
+// The receive path: stamp, match responses to requests in order, record.
+void LoadWorker::on_readable(Connection& c) {
+  for (int round = 0; round < 8 && c.open; ++round) {
+    long r = net::recv_some(c.fd, recv_buffer_.data(), recv_buffer_.size());
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+      drop(c, monotonic_ns(), &result_.errors.read);
+      return;
+    }
+    if (r < 0) return;
+    const int64_t received = monotonic_ns();
+    result_.bytes_received += r;
+    bool unexpected = false;
+    bool freed = false;
+    const bool ok = c.protocol->feed(std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
+                                     [&](ClientProtocol::Verdict verdict) {
+      if (c.in_flight.empty()) {
+        unexpected = true;
+        return;
+      }
+      const Pending p = c.in_flight.front();
+      c.in_flight.pop_front();
+      --in_flight_total_;
+      freed = true;
+      if (verdict != ClientProtocol::Verdict::kOk) {
+        ++result_.errors.bad_status;
+        return;
+      }
+      if (p.intended_ns >= clock_.measure_start_ns && p.intended_ns < clock_.measure_end_ns) {
+        result_.intended.record(received - p.intended_ns);
+        result_.actual.record(received - p.actual_ns);
+        ++result_.completed_in_window;
+        if (config_.record_intervals) record_interval(received, received - p.intended_ns, received - p.actual_ns);
+      }
+    });
+    if (!ok || unexpected) {
+      if (result_.first_violation.empty())
+        result_.first_violation = unexpected ? "response without a request" : c.protocol->violation();
+      drop(c, received,
+           config_.protocol == net::WireProtocol::kEcho ? &result_.errors.echo_mismatch : &result_.errors.bad_status);
+      return;
+    }
+    if (freed) {
+      c.ready_ns = received;
+      schedule(c, received);
+    }
+    if (static_cast<size_t>(r) < recv_buffer_.size()) return;
+  }
+}
+
+void LoadWorker::handle_events(int n, epoll_event* events) {
+  for (int i = 0; i < n; ++i) {
+    Connection& c = connections_[events[i].data.u32];
+    if (c.fd < 0) continue;
+    if (!c.open) {  // a connect() completed or failed
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0 || (events[i].events & (EPOLLERR | EPOLLHUP))) {
+        if (result_.first_connect_error.empty())
+          result_.first_connect_error = std::string("connect: ") + (err ? std::strerror(err) : "connection closed while connecting");
+        drop(c, monotonic_ns(), &result_.errors.connect);
+      }
+      else on_connected(c, monotonic_ns());
+      continue;
+    }
+    if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_readable(c);
+    if (c.open && (events[i].events & EPOLLOUT)) flush(c);
+  }
+}
+
+void LoadWorker::housekeeping(int64_t now) {
+  last_housekeeping_ns_ = now;
+  for (Connection& c : connections_) {
+    if (c.fd < 0) {
+      if (!draining_ && c.reconnect_at_ns <= now) connect(c, now);
+    } else if (!c.open) {
+      if (now - c.reconnect_at_ns > config_.connect_timeout_ns) {
+        if (result_.first_connect_error.empty()) result_.first_connect_error = "connect: no answer within the connect timeout";
+        drop(c, now, &result_.errors.connect);
+      }
+    } else if (!c.in_flight.empty() && now - c.in_flight.front().actual_ns > config_.timeout_ns) {
+      result_.errors.timeout += static_cast<int64_t>(c.in_flight.size());
+      drop(c, now, nullptr);
+    }
+  }
+}
+
+void LoadWorker::run() {
+  prctl(PR_SET_TIMERSLACK, 1UL);  // hrtimer wake-ups without the default 50 µs slack
+  if (!config_.cpus.empty()) {
+    std::string error;
+    const int cpu = config_.cpus[static_cast<size_t>(index_) % config_.cpus.size()];
+    if (!pin_current_thread(cpu, &error)) throw std::runtime_error("cannot pin load thread to CPU " + std::to_string(cpu) + ": " + error);
+  }
+  constexpr int kMaxEvents = 512;
+  epoll_event events[kMaxEvents];
+
+  // Connect phase: every connection open (or given up on) before the clock
+  // starts. At most kMaxConnecting handshakes at once: a burst of 10 000 SYNs
+  // overflows the server's accept queue, and the dropped SYNs come back only
+  // after 1, 3, 7 s of retransmission — a slow server would look unreachable.
+  constexpr size_t kMaxConnecting = 256;
+  int64_t now = monotonic_ns();
+  const int64_t connect_deadline =
+      now + config_.connect_timeout_ns + static_cast<int64_t>(connections_.size()) * 1'000'000;  // + 1 ms each
+  size_t next_to_connect = 0;
+  for (;;) {
+    now = monotonic_ns();
+    size_t open = 0, connecting = 0;
+    for (const Connection& c : connections_) {
+      open += c.open ? 1 : 0;
+      connecting += (c.fd >= 0 && !c.open) ? 1 : 0;
+    }
+    if (open == connections_.size() || now >= connect_deadline || clock_.stop.load()) break;
+    while (connecting < kMaxConnecting && next_to_connect < connections_.size()) {
+      connect(connections_[next_to_connect++], now);
+      ++connecting;
+    }
+    if (now - last_housekeeping_ns_ >= kHousekeepingNs) {
+      // Retries (back-off) only for connections already tried once.
+      last_housekeeping_ns_ = now;
+      for (size_t i = 0; i < next_to_connect; ++i) {
+        Connection& c = connections_[i];
+        if (c.fd < 0 && c.reconnect_at_ns <= now) connect(c, now);
+        else if (c.fd >= 0 && !c.open && now - c.reconnect_at_ns > config_.connect_timeout_ns) {
+          if (result_.first_connect_error.empty()) result_.first_connect_error = "connect: no answer within the connect timeout";
+          drop(c, now, &result_.errors.connect);
+        }
+      }
+    }
+    handle_events(::epoll_wait(epoll_fd_, events, kMaxEvents, 10), events);
+  }
+  clock_.workers_connected.fetch_add(1);
+  while (clock_.start_ns.load(std::memory_order_acquire) == 0 && !clock_.stop.load()) {
+    handle_events(::epoll_wait(epoll_fd_, events, kMaxEvents, 1), events);
+  }
+  const int64_t start = clock_.start_ns.load();
+  std::uniform_int_distribution<int64_t> offset(0, std::max<int64_t>(interval_ns_ - 1, 0));
+  for (Connection& c : connections_) {
+    // De-synchronised start: connection phases spread uniformly over one interval.
+    c.next_intended_ns = start + (config_.open_loop() ? offset(rng_) : 0);
+    c.ready_ns = start;
+    schedule(c, start);
+  }
+
+  int64_t drain_deadline = 0;
+  for (;;) {
+    now = monotonic_ns();
+    if (!draining_ && (now >= clock_.measure_end_ns || clock_.stop.load(std::memory_order_relaxed))) {
+      draining_ = true;
+      drain_deadline = now + (clock_.stop.load() ? 100'000'000 : std::min<int64_t>(config_.timeout_ns, 2'000'000'000));
+    }
+    // Open loop: requests intended inside the window are owed even if the
+    // connection was blocked when the window closed; they are still sent
+    // (and charged their full latency) during the drain.
+    const bool owed = config_.open_loop() && !clock_.stop.load(std::memory_order_relaxed) && !heap_.empty() &&
+                      heap_.top().due_ns < clock_.measure_end_ns;
+    if (draining_ && ((in_flight_total_ == 0 && !owed) || now >= drain_deadline)) break;
+    if (now - last_housekeeping_ns_ >= kHousekeepingNs) housekeeping(now);
+
+    int sent = 0;
+    while ((!draining_ || owed) && !heap_.empty() && heap_.top().due_ns <= now && sent < kMaxSendsPerTurn &&
+           (!draining_ || heap_.top().due_ns < clock_.measure_end_ns)) {
+      const Due d = heap_.top();
+      heap_.pop();
+      Connection& c = connections_[d.index];
+      c.in_heap = false;
+      if (!c.open) continue;
+      send_due(c, d.due_ns);
+      ++sent;
+      now = monotonic_ns();
+    }
+
+    int64_t next = draining_ ? drain_deadline : clock_.measure_end_ns;
+    if ((!draining_ || owed) && !heap_.empty()) next = std::min(next, heap_.top().due_ns);
+    next = std::min(next, last_housekeeping_ns_ + kHousekeepingNs);
+    const int64_t wait = next - monotonic_ns();
+    int n;
+    if (config_.busy_poll || sent >= kMaxSendsPerTurn || wait <= config_.spin_ns) {
+      // Due now or within the spin margin: busy-poll (epoll with zero timeout)
+      // so both the send and any response arriving meanwhile are stamped on time.
+      n = ::epoll_wait(epoll_fd_, events, kMaxEvents, 0);
+    } else {
+      const int64_t sleep_ns = wait - config_.spin_ns;
+      timespec ts{sleep_ns / 1'000'000'000, sleep_ns % 1'000'000'000};
+      n = ::epoll_pwait2(epoll_fd_, events, kMaxEvents, &ts, nullptr);
+    }
+    handle_events(n, events);
+  }
+  if (config_.open_loop()) {
+    for (const Connection& c : connections_)
+      if (c.open && c.next_intended_ns < clock_.measure_end_ns)
+        result_.unsent_in_window += (clock_.measure_end_ns - c.next_intended_ns) / std::max<int64_t>(interval_ns_, 1) + 1;
+  }
+  // Whatever is still in flight after the drain is a timeout.
+  result_.errors.timeout += in_flight_total_ > 0 && !clock_.stop.load() ? in_flight_total_ : 0;
+  for (Connection& c : connections_)
+    if (c.fd >= 0) drop(c, monotonic_ns(), nullptr);
+}
+
+}  // namespace tailscope::load

@@ -1,0 +1,173 @@
+// tailscope-load: open-/closed-loop load generator (wrk2-style flags) for the
+// echo and HTTP protocols. Prints one result document (docs/load-generator.md).
+#include <CLI/CLI.hpp>
+#include <arpa/inet.h>
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+
+#include "core/affinity.h"
+#include "core/clock.h"
+#include "core/hlog.h"
+#include "core/result_writer.h"
+#include "load/run.h"
+
+using namespace tailscope;
+using namespace tailscope::load;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted.store(true); }
+
+bool is_loopback(const std::string& host) {
+  in_addr a4{};
+  if (host == "localhost") return true;
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  return host == "::1";
+}
+
+// "http://127.0.0.1:8080/path" or "127.0.0.1:8080" → host, port, path.
+void apply_target(const std::string& target, LoadConfig& config, bool* is_http) {
+  std::string rest = target;
+  *is_http = false;
+  if (rest.starts_with("http://")) {
+    rest = rest.substr(7);
+    *is_http = true;
+  } else if (rest.starts_with("tcp://")) {
+    rest = rest.substr(6);
+  }
+  size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    config.http_path = rest.substr(slash);
+    rest = rest.substr(0, slash);
+  }
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("target '" + target + "' lacks a :PORT");
+  config.host = rest.substr(0, colon);
+  if (config.host.starts_with("[") && config.host.ends_with("]")) config.host = config.host.substr(1, config.host.size() - 2);
+  config.port = std::stoi(rest.substr(colon + 1));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tailscope-load: open-loop load generator measuring latency from the intended send time"};
+  LoadConfig config;
+  std::string out_path, artifacts_dir, hlog_path, target, cpus_text, protocol_text;
+  std::string connections_text = "10", duration_text = "10s", rate_text = "0", warmup_text = "1s", timeout_text = "5s";
+  std::string arrival_text = "fixed";
+  bool print_latency = false, allow_errors = false;
+  int server_pid = 0;
+  double spin_us = 20.0;
+  app.add_option("target", target, "Optional wrk-style target: http://127.0.0.1:PORT/path or tcp://127.0.0.1:PORT");
+  app.add_option("-t,--threads", config.threads, "Load threads (each with its own epoll loop)")->check(CLI::Range(1, 256));
+  app.add_option("-c,--connections", connections_text, "Connections in total (SI suffixes: 10k)");
+  app.add_option("-d,--duration", duration_text, "Measured duration, excluding warm-up (10s, 500ms, 2m)");
+  app.add_option("-R,--rate", rate_text, "Total requests/s (SI suffixes: 20k); 0 = closed loop as fast as possible");
+  app.add_option("--warmup", warmup_text, "Warm-up before the measured window (not recorded)");
+  app.add_option("--arrival", arrival_text, "fixed or poisson inter-arrival times (open loop)");
+  app.add_option("--pipeline", config.pipeline, "Requests in flight per connection (at most)")->check(CLI::Range(1, 1024));
+  app.add_option("--protocol", protocol_text, "echo (RFC 862) or http (HTTP/1.1 keep-alive GET)");
+  app.add_option("--payload-bytes", config.payload_bytes, "Echo payload per request")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--host", config.host, "Server address (loopback only)");
+  app.add_option("--port", config.port, "Server port")->check(CLI::Range(1, 65535));
+  app.add_option("--path", config.http_path, "HTTP request target");
+  app.add_option("--cpus", cpus_text, "CPU list the load threads are pinned to (round robin)");
+  app.add_option("--timeout", timeout_text, "A request unanswered this long is a timeout error");
+  app.add_option("--spin-us", spin_us, "Pacing: sleep until this close to a send, then busy-poll")->check(CLI::Range(0.0, 10000.0));
+  app.add_flag("--busy-poll", config.busy_poll, "Never sleep: spin on epoll (the load thread owns its core; removes its wake-up latency)");
+  app.add_option("--seed", config.seed, "Seed for Poisson gaps and start offsets");
+  app.add_option("--hlog", hlog_path, "Write interval histograms (.hlog, tags latency_intended/latency_actual)");
+  app.add_option("--hlog-interval", config.hlog_interval_s, "Interval length in seconds")->check(CLI::Range(0.01, 3600.0));
+  app.add_flag("--latency", print_latency, "Print the wrk2-style percentile spectrum to stderr");
+  app.add_option("--server-pid", server_pid, "Sample this process's CPU, RSS, threads and fds during the window");
+  app.add_flag("--allow-errors", allow_errors, "Exit 0 even when errors were counted (the document reports them)");
+  app.add_option("--out", out_path, "Result document path (default: stdout)");
+  app.add_option("--artifacts", artifacts_dir, "Folder for load.hlog (when --hlog is not given)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    bool target_is_http = false;
+    if (!target.empty()) apply_target(target, config, &target_is_http);
+    config.protocol = net::parse_wire_protocol(!protocol_text.empty() ? protocol_text : (target_is_http ? "http" : "echo"));
+    if (config.port <= 0) throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
+    if (!is_loopback(config.host))
+      throw std::invalid_argument("--host " + config.host + ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
+    config.connections = static_cast<int>(parse_si_number(connections_text));
+    if (config.connections < 1 || config.connections > 1'000'000) throw std::invalid_argument("-c must be 1..1M");
+    config.duration_s = parse_duration_s(duration_text);
+    if (config.duration_s <= 0) throw std::invalid_argument("-d must be positive");
+    config.warmup_s = parse_duration_s(warmup_text);
+    config.rate_per_s = parse_si_number(rate_text);
+    config.timeout_ns = static_cast<int64_t>(parse_duration_s(timeout_text) * 1e9);
+    if (config.timeout_ns <= 0) throw std::invalid_argument("--timeout must be positive");
+    config.spin_ns = static_cast<int64_t>(spin_us * 1e3);
+    if (arrival_text == "poisson") config.arrival = Arrival::kPoisson;
+    else if (arrival_text != "fixed") throw std::invalid_argument("--arrival: '" + arrival_text + "' is neither fixed nor poisson");
+    if (!cpus_text.empty()) config.cpus = parse_cpu_list(cpus_text);
+    if (!hlog_path.empty() || !artifacts_dir.empty()) config.record_intervals = true;
+    if (hlog_path.empty() && !artifacts_dir.empty()) {
+      ensure_directory(artifacts_dir);
+      hlog_path = artifacts_dir + "/load.hlog";
+    }
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    nlohmann::json doc = new_result_document("tailscope-load", argc, argv);
+    doc["config"] = {{"host", config.host}, {"port", config.port}, {"threads", config.threads},
+                     {"connections", config.connections}, {"duration_s", config.duration_s},
+                     {"warmup_s", config.warmup_s}, {"rate_per_s", config.rate_per_s},
+                     {"arrival", arrival_text}, {"pipeline", config.pipeline},
+                     {"protocol", std::string(net::to_string(config.protocol))},
+                     {"payload_bytes", config.payload_bytes}, {"cpus", format_cpu_list(config.cpus)},
+                     {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
+                     {"spin_us", spin_us}, {"busy_poll", config.busy_poll}, {"seed", config.seed}};
+    doc["measurements"] = nlohmann::json::array();
+    doc["unavailable"] = nlohmann::json::array();
+    const double start_epoch_s = static_cast<double>(realtime_ns()) / 1e9;
+    MergedResult result = run_load(config, g_interrupted, server_pid);
+    fill_document(doc, config, result);
+
+    if (!hlog_path.empty()) {
+      std::ostringstream text;
+      HlogWriter hlog(text);
+      hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 +
+                            0.005, "tailscope-load interval histograms (ns), tags latency_intended / latency_actual");
+      for (size_t k = 0; k < result.intervals.size(); ++k) {
+        const double t0 = static_cast<double>(k) * config.hlog_interval_s;
+        hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].intended, "latency_intended");
+        hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].actual, "latency_actual");
+      }
+      write_file_atomic(hlog_path, text.str());
+      doc["artifacts"] = {{"hlog", hlog_path}};
+    }
+    if (print_latency) {
+      std::cerr << "  Latency Distribution (HdrHistogram - Recorded Latency, from the intended send time)\n"
+                << result.totals.intended.percentile_spectrum_text(1000.0) << "\n"
+                << "  " << result.totals.completed_in_window << " requests in " << result.measured_s << "s, "
+                << doc["load"]["achieved_per_s"].get<double>() << " requests/s\n";
+    }
+    write_result(doc, out_path);
+    if (g_interrupted.load()) return 130;
+    if (!result.complete) {
+      std::cerr << "tailscope-load: run incomplete: " << result.aborted_reason << " (partial results written)\n";
+      return kExitErrors;
+    }
+    if (result.totals.errors.total() > 0 && !allow_errors) {
+      std::cerr << "tailscope-load: " << result.totals.errors.total() << " errors: " << doc["load"]["errors"].dump()
+                << (result.totals.first_violation.empty() ? "" : " (first: " + result.totals.first_violation + ")") << "\n";
+      return kExitErrors;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "tailscope-load: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,601 @@
+"""Study `echo`: which echo-server model wins at 8 … 10 000 connections.
+
+Redoes a bachelor thesis (five C++ TCP echo servers under Fortio) correctly:
+latency from the *intended* send time (tailscope-load, open loop), every
+model side by side in one run, server and load generator pinned to different
+cores, and the measurement floor (tailscope-baseline's loopback ping-pong)
+measured in the same run.
+
+Per sweep point (model × connections × mode) one tailscope-load document is
+stored; its `point` is "<mode>/<model>/<connections>" with mode `closed`
+(as fast as possible, -R 0) or `rate` (a common fixed rate: a quarter
+of the slowest model's closed-loop maximum at that connection count, so every
+model can sustain it). Server CPU %, RSS, threads and fds come from tailscope-load's
+`--server-pid` sampler (/proc every 100 ms during the measured window), so the
+sampling window is exactly the measured window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .. import plots
+from ..engines import EngineError, find_engine, run_engine
+from ..store import EngineDocument, Store
+from ..units import fmt_count, fmt_ns, fmt_ratio
+from . import Figure, RunContext, Section, Table
+
+LOAD = "tailscope-load"
+ECHO = "tailscope-echo"
+BASELINE = "tailscope-baseline"
+
+MODELS = ["thread-per-connection", "poll", "poll-pool", "asio", "asio-mt",
+          "epoll", "epoll-reuseport", "io-uring", "asio-coro"]
+THESIS_MODELS = {"thread-per-connection", "poll", "poll-pool", "asio", "asio-mt"}
+MULTI_THREADED = {"poll-pool", "asio-mt", "epoll-reuseport", "asio-coro"}
+QUICK_CONNECTIONS = [8, 100, 1000]
+FULL_CONNECTIONS = [8, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
+PAYLOAD_BYTES = 64
+SERVER_THREADS = 2
+# Coordinated-omission demo: the server stalls STALL_MS every STALL_EVERY_MS.
+STALL_EVERY_MS = 500
+STALL_MS = 50
+CO_RATE = 2000
+CO_CONNECTIONS = 8
+# The common fixed rate: this fraction of the slowest model's closed-loop maximum at that
+# connection count. A quarter leaves room for run-to-run noise on a shared machine, so no
+# model is measured in overload (which would make the CDFs about queue growth, not the model).
+COMMON_RATE_FRACTION = 0.25
+RANGES = [("low", 0, 50), ("middle", 51, 500), ("high", 501, 10**9)]
+
+
+class UnavailableModel(RuntimeError):
+    pass
+
+
+def _cpu_pair(options: dict) -> tuple[int, int]:
+    """(client_cpu, server_cpu): --cpus CLIENT,SERVER, else first and last allowed CPU."""
+    text = options.get("cpus")
+    if text:
+        client, server = (int(x) for x in str(text).split(",")[:2])
+        return client, server
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0], cpus[-1]
+
+
+@contextmanager
+def echo_server(model: str, server_cpu: int, protocol: str = "echo", extra: list[str] | None = None):
+    """Starts tailscope-echo on an ephemeral port; yields (port, pid)."""
+    exe = find_engine(ECHO)
+    cmd = [str(exe), "--model", model, "--port", "0", "--cpus", str(server_cpu), "--protocol", protocol,
+           "--threads", str(SERVER_THREADS), *(extra or [])]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            rc = proc.wait(timeout=5)
+            err = (proc.stderr.read() if proc.stderr else "").strip()
+            if rc == 4:
+                raise UnavailableModel(err.split("unavailable:", 1)[-1].strip() or "unavailable")
+            raise EngineError(f"{ECHO} --model {model} exited with {rc}: {err}")
+        port = int(json.loads(line)["listening"])
+        yield port, proc.pid
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@dataclass
+class Timing:
+    duration_s: float
+    warmup_s: float
+
+
+def _load_args(port: int, pid: int, connections: int, rate: float, client_cpu: int, t: Timing,
+               extra: list[str] | None = None) -> list[str]:
+    return ["--port", str(port), "-c", str(connections), "-t", "1", "-d", f"{t.duration_s:.3f}",
+            "--warmup", f"{t.warmup_s:.3f}", "-R", f"{rate:.0f}", "--cpus", str(client_cpu),
+            "--payload-bytes", str(PAYLOAD_BYTES), "--server-pid", str(pid), "--allow-errors",
+            "--timeout", "10s", *(extra or [])]
+
+
+def _round_rate(r: float) -> float:
+    """Two significant digits, so the common rate reads as a round number."""
+    if r <= 0:
+        return 0.0
+    mag = 10 ** (int(math.floor(math.log10(r))) - 1)
+    return math.floor(r / mag) * mag
+
+
+def _achieved(doc: dict) -> float:
+    return float(doc.get("load", {}).get("achieved_per_s") or 0.0)
+
+
+def _wrk_p99_ns(port: int, connections: int, seconds: float, client_cpu: int) -> tuple[float | None, str]:
+    """wrk (closed loop, uncorrected) p99 against the same stalling server, if wrk is installed."""
+    wrk = shutil.which("wrk")
+    if not wrk:
+        return None, "wrk is not installed"
+    cmd = [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", f"http://127.0.0.1:{port}/"]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", str(client_cpu), *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
+    m = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        return None, f"wrk failed: {r.stderr.strip() or r.stdout.strip()[:200]}"
+    return float(m.group(1)) * {"us": 1e3, "ms": 1e6, "s": 1e9}[m.group(2)], ""
+
+
+class EchoStudy:
+    name = "echo"
+    title = "Echo servers: which concurrency model at which connection count"
+
+    def run(self, ctx: RunContext) -> list[EngineDocument]:
+        full = ctx.form == "full"
+        scale = float(ctx.options.get("scale") or 1.0)
+        timing = Timing(duration_s=max(0.2, (5.0 if full else 1.0) * scale),
+                        warmup_s=max(0.05, (1.0 if full else 0.3) * scale))
+        connections = FULL_CONNECTIONS if full else QUICK_CONNECTIONS
+        models = list(ctx.options.get("echo_models") or MODELS)
+        client_cpu, server_cpu = _cpu_pair(ctx.options)
+        docs: list[EngineDocument] = []
+        unavailable: dict[str, str] = {}
+        failed: list[dict] = []
+        steps = 2 + len(connections) * len(models) * 2 + 2
+        step = 0
+
+        def progress(what: str) -> None:
+            nonlocal step
+            ctx.progress(f"echo: {what}", min(step / steps, 1.0))
+            step += 1
+
+        timeout = timing.duration_s + timing.warmup_s + 90
+        art_dir = ctx.artifacts_dir / "echo"  # one .hlog per point (tags latency_intended / latency_actual)
+        art_dir.mkdir(parents=True, exist_ok=True)
+
+        # 1. The floor: blocking loopback ping-pong, same cores, same run.
+        progress("baseline tcp_pingpong")
+        base = run_engine(BASELINE, ["--only", "tcp_pingpong", "--placement", "pinned",
+                                     "--cpus", f"{client_cpu},{server_cpu}", "--scale", str(min(1.0, scale))],
+                          timeout_s=300)
+        docs.append(EngineDocument(self.name, BASELINE, base.document, "baseline"))
+
+        def load_run(model: str, c: int, rate: float, point: str, extra_server: list[str] | None = None,
+                     extra_load: list[str] | None = None, t: Timing = timing) -> dict | None:
+            if model in unavailable:
+                return None
+            hlog = art_dir / (point.replace("/", "_") + ".hlog")
+            extra = [*(extra_load or []), "--hlog", str(hlog)]
+            try:
+                with echo_server(model, server_cpu, extra=extra_server) as (port, pid):
+                    r = run_engine(LOAD, _load_args(port, pid, c, rate, client_cpu, t, extra), timeout_s=timeout)
+            except UnavailableModel as e:
+                unavailable[model] = str(e)
+                return None
+            except EngineError as e:  # one failed point must not sink the sweep: reported, not zero
+                failed.append({"name": f"{model} {point}", "variant": "", "reason": str(e)})
+                return None
+            doc = r.document
+            doc["echo_point"] = {"model": model, "connections": c, "mode": "rate" if rate > 0 else "closed",
+                                 "rate_per_s": rate, "server_cpu": server_cpu, "client_cpu": client_cpu,
+                                 "server_threads": SERVER_THREADS if model in MULTI_THREADED else 1}
+            docs.append(EngineDocument(self.name, LOAD, doc, point))
+            return doc
+
+        # 2. The sweep: closed loop for every model, then a common fixed rate.
+        max_at_8: dict[str, float] = {}
+        for c in connections:
+            achieved = {}
+            for model in models:
+                progress(f"{model} c={c} closed loop")
+                d = load_run(model, c, 0, f"closed/{model}/{c}")
+                if d is not None and _achieved(d) > 0:
+                    achieved[model] = _achieved(d)
+            if c == connections[0]:
+                max_at_8 = dict(achieved)
+            common = _round_rate(COMMON_RATE_FRACTION * min(achieved.values())) if achieved else 0
+            for model in models:
+                progress(f"{model} c={c} at {common:.0f}/s")
+                if common > 0:
+                    load_run(model, c, common, f"rate/{model}/{c}")
+
+        # 3. Measurement floor: the fastest model, one connection, low rate.
+        progress("measurement floor")
+        if max_at_8:
+            # One connection, one request in flight: closed loop is the same traffic as the ping-pong
+            # (like for like); 1000/s adds the idle wake-ups a low rate costs both sides.
+            fastest = max(max_at_8, key=max_at_8.get)
+            load_run(fastest, 1, 0, f"floor/{fastest}/closed")
+            load_run(fastest, 1, 1000, f"floor/{fastest}/rate")
+
+        # 4. Coordinated omission: a stalling server at a fixed rate.
+        progress("coordinated-omission demo")
+        co_t = Timing(duration_s=max(1.0, 3.0 * scale), warmup_s=0.2)
+        stall = ["--stall-every-ms", str(STALL_EVERY_MS), "--stall-ms", str(STALL_MS)]
+        d = load_run("epoll", CO_CONNECTIONS, CO_RATE, "co/epoll/8", extra_server=stall, t=co_t)
+        if d is not None:
+            wrk_ns, why = None, ""
+            try:
+                with echo_server("epoll", server_cpu, protocol="http", extra=stall) as (port, _pid):
+                    wrk_ns, why = _wrk_p99_ns(port, CO_CONNECTIONS, co_t.duration_s, client_cpu)
+            except (EngineError, subprocess.SubprocessError, OSError) as e:
+                why = f"wrk run failed: {e}"
+            d["co_demo"] = {"stall_every_ms": STALL_EVERY_MS, "stall_ms": STALL_MS, "rate_per_s": CO_RATE,
+                            "connections": CO_CONNECTIONS, "wrk_p99_ns": wrk_ns, "wrk_unavailable": why}
+        # Unavailable models and failed points ride on the baseline document (always present).
+        for model, reason in unavailable.items():
+            docs[0].document.setdefault("unavailable", []).append(
+                {"name": f"model {model}", "variant": "", "reason": reason})
+        docs[0].document.setdefault("unavailable", []).extend(failed)
+        progress("done")
+        return docs
+
+    # ---- report ---------------------------------------------------------------
+    def section(self, store: Store, run_id: str) -> Section:
+        docs = store.documents(run_id, self.name)
+        sec = Section(
+            id="echo",
+            title=self.title,
+            intro=(
+                "Every model of the thesis (thread per connection, poll, poll + pool, Boost.Asio single and "
+                "multi-threaded) plus epoll, epoll with SO_REUSEPORT, io_uring and Asio coroutines, driven by "
+                f"tailscope-load with {PAYLOAD_BYTES}-byte echo requests. <em>Closed loop</em>: each connection "
+                "sends its next request when the previous answer arrives (the throughput ceiling). <em>Fixed "
+                "rate</em>: open loop at a common rate (a quarter of the slowest model's ceiling at that connection count), "
+                "latency measured from the intended send time. Server CPU, RSS, threads and fds are sampled from "
+                "/proc every 100 ms during the measured window."
+            ),
+        )
+        for study, name, variant, reason in store.unavailable(run_id):
+            if study == self.name:
+                sec.notes.append(f"{name} unavailable: {reason}")
+        points = _collect(docs)
+        if not points:
+            sec.notes.append("no echo measurements were stored for this run")
+            return sec
+        pin = _pin_text(points)
+        closed = [p for p in points if p["mode"] == "closed"]
+        rate = [p for p in points if p["mode"] == "rate"]
+        for p in points:
+            if p["errors"]:
+                sec.notes.append(f"{p['model']} at {p['c']} connections ({p['mode']}): {p['errors']} errors "
+                                 f"{json.dumps(p['error_kinds'])}")
+        flagged = [p for p in rate if p["bottleneck"]]
+        if flagged:
+            worst = max(flagged, key=lambda p: p["lag_p99"] / max(p["lat"]["percentiles"]["99"], 1))
+            sec.notes.append(
+                f"Generator self-check flagged {len(flagged)} of {len(rate)} fixed-rate points (achieved rate below "
+                "99 % of requested, or the generator's own send lag p99 above 10 % of the measured p99). Worst: "
+                f"{worst['model']} at {worst['c']} connections, send-lag p99 {fmt_ns(worst['lag_p99'])} vs latency p99 "
+                f"{fmt_ns(worst['lat']['percentiles']['99'])}. On a shared 2-core machine this is the scheduler "
+                "delaying the load thread: those tails partly measure the machine, not the server.")
+        if closed:
+            sec.blocks.append(_throughput_figure(closed, pin))
+            sec.blocks.append(_latency_figure(closed, pin, "log"))
+            sec.blocks.append(_latency_figure(closed, pin, "linear"))
+            sec.blocks.append(_resource_figure(closed, pin))
+        if rate:
+            sec.blocks.append(_cdf_figure(rate, pin))
+        sec.blocks.append(_points_table(points, pin))
+        if closed:
+            sec.blocks.append(_recommendation_table(closed, rate))
+        floor = _floor_table(docs, points)
+        if floor:
+            sec.blocks.append(floor)
+        co = _co_table(docs)
+        if co:
+            sec.blocks.append(co)
+        return sec
+
+
+STUDY = EchoStudy()
+
+
+# ---- helpers for the report ------------------------------------------------------
+def _collect(docs: list[EngineDocument]) -> list[dict]:
+    out = []
+    for d in docs:
+        doc = d.document
+        ep = doc.get("echo_point")
+        if d.engine != LOAD or not ep or not d.point.split("/")[0] in ("closed", "rate"):
+            continue
+        meas = {m["name"]: m for m in doc.get("measurements", [])}
+        lat = meas.get("latency_intended", {}).get("latency")
+        act = meas.get("latency_actual", {}).get("latency")
+        if not lat:
+            continue
+        proc = (doc.get("server_resources") or {}).get("process") or {}
+        load = doc.get("load", {})
+        out.append({
+            "model": ep["model"], "c": int(ep["connections"]), "mode": ep["mode"], "rate": ep.get("rate_per_s", 0),
+            "throughput": float(load.get("achieved_per_s") or 0), "lat": lat, "actual": act,
+            "cdf": meas["latency_intended"].get("cdf", []),
+            "cpu": proc.get("cpu_pct_mean"), "rss": proc.get("rss_bytes_max"), "threads": proc.get("threads_max"),
+            "fds": proc.get("open_fds_max"), "errors": int(load.get("errors_total") or 0),
+            "error_kinds": {k: v for k, v in (load.get("errors") or {}).items() if v},
+            "bottleneck": bool(load.get("generator_bottleneck")),
+            "lag_p99": float((load.get("self_check") or {}).get("send_lag_p99_ns") or 0),
+            "server_cpu": ep.get("server_cpu"), "client_cpu": ep.get("client_cpu"),
+        })
+    return out
+
+
+def _pin_text(points: list[dict]) -> str:
+    p = points[0]
+    return f"Server pinned to CPU {p['server_cpu']}, tailscope-load (1 thread) to CPU {p['client_cpu']}"
+
+
+def _models_in(points: list[dict]) -> list[str]:
+    seen = {p["model"] for p in points}
+    return [m for m in MODELS if m in seen]
+
+
+def _series(points: list[dict], model: str, key):
+    sel = sorted((p for p in points if p["model"] == model), key=lambda p: p["c"])
+    return [p["c"] for p in sel], [key(p) for p in sel]
+
+
+def _style(model: str) -> dict:
+    i = MODELS.index(model) if model in MODELS else 0
+    return {"color": plots.PALETTE[i % 8], "linestyle": "-" if model in THESIS_MODELS else "--",
+            "marker": "o", "markersize": 3.5, "linewidth": 1.4}
+
+
+def _throughput_figure(closed: list[dict], pin: str) -> Figure:
+    fig, axes = plots.new_figure(10.0, 3.8)
+    fig.clf()
+    ax1, ax2 = fig.subplots(1, 2)
+    for m in _models_in(closed):
+        xs, ys = _series(closed, m, lambda p: p["throughput"])
+        ax1.plot(xs, ys, label=m, **_style(m))
+        ax2.plot(xs, ys, label=m, **_style(m))
+    for ax, scale in ((ax1, "linear"), (ax2, "log")):
+        ax.set_xscale("log")
+        ax.set_yscale(scale)
+        ax.set_xlabel("connections")
+        ax.set_ylabel("requests/s")
+        ax.set_title(f"{scale} y", fontsize=9)
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    by_c: dict[int, list[dict]] = {}
+    for p in closed:
+        by_c.setdefault(p["c"], []).append(p)
+    parts = []
+    for c in sorted(by_c):
+        best = max(by_c[c], key=lambda p: p["throughput"])
+        worst = min(by_c[c], key=lambda p: p["throughput"])
+        parts.append(f"{c} conns: {best['model']} {fmt_count(best['throughput'])}/s "
+                     f"({fmt_ratio(best['throughput'] / max(worst['throughput'], 1))} of {worst['model']})")
+    return Figure("Closed-loop throughput vs connections", plots.to_svg(fig),
+                  f"{pin}. Closed loop (-R 0), {PAYLOAD_BYTES}-byte echo, 1 request in flight per connection. "
+                  "Solid: the thesis's five models; dashed: the additions.",
+                  "Fastest per connection count — " + "; ".join(parts) + ".")
+
+
+def _latency_figure(closed: list[dict], pin: str, yscale: str = "log") -> Figure:
+    fig, _ = plots.new_figure(10.0, 6.4)
+    fig.clf()
+    axes = fig.subplots(2, 2).flatten()
+    panels = [("mean", lambda p: p["lat"]["mean"]), ("p90", lambda p: p["lat"]["percentiles"]["90"]),
+              ("p99", lambda p: p["lat"]["percentiles"]["99"]), ("p99.9", lambda p: p["lat"]["percentiles"]["99.9"])]
+    for ax, (title, key) in zip(axes, panels):
+        for m in _models_in(closed):
+            xs, ys = _series(closed, m, key)
+            ax.plot(xs, ys, label=m, **_style(m))
+        ax.set_xscale("log")
+        ax.set_yscale(yscale)
+        ax.yaxis.set_major_formatter(plots.ns_formatter)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("connections")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    top_c = max(p["c"] for p in closed)
+    at_top = [p for p in closed if p["c"] == top_c]
+    best = min(at_top, key=lambda p: p["lat"]["percentiles"]["99"])
+    worst = max(at_top, key=lambda p: p["lat"]["percentiles"]["99"])
+    low = [k for p in at_top for k in p["lat"].get("low_confidence", []) if k == "99.9"]
+    return Figure(f"Closed-loop latency vs connections (mean, p90, p99, p99.9), {yscale} y", plots.to_svg(fig),
+                  f"{pin}. Closed loop: latency of each request from its send; at saturation this is queueing in "
+                  f"the server. Log x, {yscale} y."
+                  + (" Some p99.9 values rest on fewer than 10 tail samples." if low else ""),
+                  f"At {top_c} connections the lowest p99 is {best['model']} ({fmt_ns(best['lat']['percentiles']['99'])}), "
+                  f"the highest {worst['model']} ({fmt_ns(worst['lat']['percentiles']['99'])}, "
+                  f"{fmt_ratio(worst['lat']['percentiles']['99'] / max(best['lat']['percentiles']['99'], 1))}).")
+
+
+def _resource_figure(closed: list[dict], pin: str) -> Figure:
+    fig, _ = plots.new_figure(10.0, 3.8)
+    fig.clf()
+    ax1, ax2 = fig.subplots(1, 2)
+    for m in _models_in(closed):
+        xs, cpu = _series(closed, m, lambda p: p["cpu"] if p["cpu"] is not None else math.nan)
+        _, rss = _series(closed, m, lambda p: (p["rss"] or math.nan) / 2**20)
+        ax1.plot(xs, cpu, label=m, **_style(m))
+        ax2.plot(xs, rss, label=m, **_style(m))
+    ax1.set_ylabel("server CPU % (100 = one core)")
+    ax2.set_ylabel("server RSS (MiB)")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("connections")
+    ax2.set_yscale("log")
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    top_c = max(p["c"] for p in closed)
+    at_top = [p for p in closed if p["c"] == top_c and p["rss"]]
+    finding = "No resource samples were taken."
+    if at_top:
+        big = max(at_top, key=lambda p: p["rss"])
+        small = min(at_top, key=lambda p: p["rss"])
+        eff = max((p for p in at_top if p["cpu"]), key=lambda p: p["throughput"] / max(p["cpu"], 1), default=None)
+        finding = (f"At {top_c} connections {big['model']} holds {big['rss'] / 2**20:.1f} MiB "
+                   f"({fmt_ratio(big['rss'] / small['rss'])} of {small['model']}, {big['threads']} threads)")
+        if eff:
+            finding += (f"; most requests per CPU-% : {eff['model']} "
+                        f"({fmt_count(eff['throughput'] / max(eff['cpu'], 1))} req/s per % CPU)")
+        finding += "."
+    return Figure("Server CPU and memory vs connections (closed loop)", plots.to_svg(fig),
+                  f"{pin}. Mean CPU % and peak RSS of the server process over the measured window "
+                  "(/proc, 100 ms samples). Threads and fds are in the table below.", finding)
+
+
+def _cdf_figure(rate: list[dict], pin: str) -> Figure:
+    cs = sorted({p["c"] for p in rate})
+    fig, _ = plots.new_figure(4.0 * len(cs) + 2.0, 3.8)
+    fig.clf()
+    axes = fig.subplots(1, len(cs), squeeze=False)[0]
+    findings = []
+    for ax, c in zip(axes, cs):
+        sel = [p for p in rate if p["c"] == c]
+        plots.percentile_axis(ax, 99.9)
+        for m in _models_in(sel):
+            p = next(q for q in sel if q["model"] == m)
+            if p["cdf"]:
+                xs = plots.tail_x([pt[1] for pt in p["cdf"]])
+                ax.plot(xs, [pt[0] for pt in p["cdf"]], label=m, color=_style(m)["color"],
+                        linestyle=_style(m)["linestyle"], linewidth=1.3)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plots.ns_formatter)
+        ax.set_title(f"{c} connections, {fmt_count(sel[0]['rate'])} req/s", fontsize=9)
+        best = min(sel, key=lambda p: p["lat"]["percentiles"]["99"])
+        findings.append(f"{c} conns: {best['model']} p99 {fmt_ns(best['lat']['percentiles']['99'])}")
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return Figure("Latency distribution at a common fixed rate (from the intended send time)", plots.to_svg(fig),
+                  f"{pin}. Open loop, fixed inter-arrival, de-synchronised per-connection start; the common rate is "
+                  "a quarter of the slowest model's closed-loop maximum at that connection count, so every model can "
+                  "sustain it.", "Lowest p99 at the common rate — " + "; ".join(findings) + ".")
+
+
+def _points_table(points: list[dict], pin: str) -> Table:
+    rows = []
+    for p in sorted(points, key=lambda p: (p["mode"], p["c"], MODELS.index(p["model"]) if p["model"] in MODELS else 99)):
+        lat = p["lat"]
+        pct = lat["percentiles"]
+        low = set(lat.get("low_confidence", []))
+        rows.append([
+            p["model"], str(p["c"]), "closed" if p["mode"] == "closed" else f"{fmt_count(p['rate'])}/s",
+            fmt_count(p["throughput"]), fmt_ns(lat["mean"]), fmt_ns(pct["50"]), fmt_ns(pct["90"]),
+            fmt_ns(pct["99"]) + (" *" if "99" in low else ""), fmt_ns(pct["99.9"]) + (" *" if "99.9" in low else ""),
+            fmt_count(lat["count"]),
+            "—" if p["cpu"] is None else f"{p['cpu']:.0f}", "—" if not p["rss"] else f"{p['rss'] / 2**20:.1f}",
+            "—" if p["threads"] is None else str(p["threads"]), "—" if p["fds"] is None else str(p["fds"]),
+            str(p["errors"]),
+        ])
+    return Table("Every sweep point", ["model", "conns", "mode", "req/s", "mean", "p50", "p90", "p99", "p99.9",
+                                       "samples", "CPU %", "RSS MiB", "threads", "fds", "errors"], rows,
+                 f"{pin}. Latency from the intended send time (closed loop: intended = actual send). "
+                 "* = fewer than 10 samples beyond this percentile.", numeric_from=1)
+
+
+def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
+    """Per connection range: the highest closed-loop throughput (mean over the range's points); among models
+    within 5 % of it, the one with the lowest p99 at the common rate."""
+    rows = []
+    for name, lo, hi in RANGES:
+        cs = sorted({p["c"] for p in closed if lo <= p["c"] <= hi})
+        if not cs:
+            continue
+        score = {}
+        for m in _models_in(closed):
+            vals = [p["throughput"] for p in closed if p["model"] == m and p["c"] in cs]
+            if len(vals) == len(cs):
+                score[m] = sum(vals) / len(vals)
+        if not score:
+            continue
+        top = max(score.values())
+        contenders = [m for m, v in score.items() if v >= 0.95 * top]
+
+        def p99_at_rate(m: str) -> float:
+            vals = [p["lat"]["percentiles"]["99"] for p in rate if p["model"] == m and p["c"] in cs]
+            return sum(vals) / len(vals) if vals else math.inf
+
+        pick = min(contenders, key=p99_at_rate)
+        lowest_tail = min(score, key=p99_at_rate)
+        thesis_best = max((m for m in score if m in THESIS_MODELS), key=lambda m: score[m], default=None)
+        rows.append([
+            f"{name} ({', '.join(map(str, cs))})", pick, fmt_count(score[pick]),
+            fmt_ns(p99_at_rate(pick)) if math.isfinite(p99_at_rate(pick)) else "—", lowest_tail,
+            f"{thesis_best} ({fmt_ratio(score[thesis_best] / score[pick])})" if thesis_best else "—",
+        ])
+    return Table("Recommendation per connection range (derived from this run)",
+                 ["range (connections)", "recommended", "mean req/s", "p99 at common rate",
+                  "lowest p99 at common rate", "best thesis model (throughput ratio)"], rows,
+                 "Recommended = highest mean closed-loop throughput over the range's points; among models within "
+                 "5 % of it, the lowest mean p99 at the common fixed rate. On a 2-core machine with the load "
+                 "generator on the other core, multi-threaded models cannot use more than one core.", numeric_from=2)
+
+
+def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None:
+    base = next((d for d in docs if d.engine == BASELINE), None)
+    ping = base and next((m for m in base.document.get("measurements", []) if m["name"] == "tcp_pingpong"), None)
+    if not ping:
+        return None
+    a = float(ping["latency"]["percentiles"]["50"])
+    rows = [["blocking loopback ping-pong (tailscope-baseline)", fmt_ns(a),
+             fmt_ns(ping["latency"]["percentiles"]["99"]), fmt_count(ping["latency"]["count"]), "1×"]]
+    ratios = {}
+    for d in docs:
+        if not d.point.startswith("floor/"):
+            continue
+        _, model, kind = d.point.split("/")
+        ours = next((m for m in d.document.get("measurements", []) if m["name"] == "latency_intended"), None)
+        if not ours:
+            continue
+        b = float(ours["latency"]["percentiles"]["50"])
+        ratios[kind] = b / a
+        label = "back to back (closed loop)" if kind == "closed" else "1000 req/s (open loop)"
+        rows.append([f"tailscope-load → {model}, 1 connection, {label}", fmt_ns(b),
+                     fmt_ns(ours["latency"]["percentiles"]["99"]), fmt_count(ours["latency"]["count"]), fmt_ratio(b / a)])
+    if len(rows) == 1:
+        return None
+    return Table("Measurement floor: what tailscope-load adds",
+                 ["measurement", "p50", "p99", "samples", "ratio of p50 to the ping-pong"], rows,
+                 "Same two cores, same run. The like-for-like comparison is the closed-loop row (one request in "
+                 "flight, sent as soon as the answer arrives, exactly the ping-pong's traffic): target ≤ 1.1×, "
+                 f"measured {fmt_ratio(ratios.get('closed'))}. The 1000/s row adds what an idle millisecond costs "
+                 f"both processes (wake-ups from sleep): {fmt_ratio(ratios.get('rate'))}.", numeric_from=1)
+
+
+def _co_table(docs: list[EngineDocument]) -> Table | None:
+    d = next((d for d in docs if d.point.startswith("co/")), None)
+    if not d or "co_demo" not in d.document:
+        return None
+    co = d.document["co_demo"]
+    meas = {m["name"]: m for m in d.document.get("measurements", [])}
+    if "latency_intended" not in meas:
+        return None
+    every, stall = co["stall_every_ms"] * 1e6, co["stall_ms"] * 1e6
+    base = float(meas["latency_intended"]["latency"]["percentiles"]["50"])
+    # A request intended at a uniform random time waits out the rest of a stall with probability
+    # stall/every, uniformly over [0, stall]: P(L > x) = (stall/every)(1 - x/stall) = 1 % at
+    # x = stall - 0.01 * every. Plus the ordinary service time (taken as the measured p50).
+    expected = stall - 0.01 * every + base
+    corr = float(meas["latency_intended"]["latency"]["percentiles"]["99"])
+    unc = float(meas["latency_actual"]["latency"]["percentiles"]["99"])
+    rows = [["analytic expectation", fmt_ns(expected), "1×"],
+            ["tailscope-load, from intended send time", fmt_ns(corr), fmt_ratio(corr / expected)],
+            ["tailscope-load, from actual send time (uncorrected)", fmt_ns(unc), fmt_ratio(unc / expected)]]
+    wrk_note = ""
+    if co.get("wrk_p99_ns"):
+        w = co["wrk_p99_ns"] / expected
+        rows.append(["wrk (closed loop, Debian, same stalling server over HTTP)", fmt_ns(co["wrk_p99_ns"]), fmt_ratio(w)])
+        wrk_note = (f" wrk's p99 is {fmt_ratio(w)} of the expectation: wrk measures closed loop (uncorrected) and then "
+                    "back-fills synthetic samples after the run (stats_correct, expected interval = its own mean "
+                    "per-connection interval), an estimate that holds only while its achieved rate is steady.")
+    else:
+        rows.append(["wrk", "unavailable", co.get("wrk_unavailable", "")])
+    return Table("Coordinated omission, shown: a server that stalls", ["p99 from", "p99", "ratio to expectation"], rows,
+                 f"epoll server stalling {co['stall_ms']} ms every {co['stall_every_ms']} ms; tailscope-load at "
+                 f"{co['rate_per_s']}/s over {co['connections']} connections. Expected p99 = stall − 1 % × period + "
+                 f"p50 = {fmt_ns(expected)}. Corrected is within {abs(corr / expected - 1) * 100:.0f} % of it; the "
+                 f"uncorrected figure under-reports {fmt_ratio(expected / max(unc, 1))}." + wrk_note, numeric_from=1)
