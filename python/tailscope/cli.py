@@ -45,11 +45,15 @@ def doctor() -> None:
     console.print(t)
 
 
-def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict) -> None:
-    studies = [study_by_name(n) for n in study_names] if study_names else all_studies()
+def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict, form: str | None = None) -> None:
+    try:
+        studies = [study_by_name(n) for n in study_names] if study_names else all_studies()
+    except KeyError as e:
+        err_console.print(f"[red]error:[/] {e.args[0]}")
+        sys.exit(2)
     results = _results(results_dir)
     try:
-        run_id, report, failures = run_studies(studies, form="full" if full else "quick", results_dir=results,
+        run_id, report, failures = run_studies(studies, form=form or ("full" if full else "quick"), results_dir=results,
                                                options=options, console=err_console)
     except (RunError, StoreError) as e:
         err_console.print(f"[red]error:[/] {e}")
@@ -106,6 +110,23 @@ def _make_bench_command(name: str, title: str):
 
 for _study in all_studies():
     bench.add_command(_make_bench_command(_study.name, _study.title))
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--algorithm", type=click.Choice(["capstone", "jaeger", "crisp"]), default="capstone",
+              show_default=True, help="Critical-path rules (docs/critical-path.md).")
+@click.option("--what-if", "what_if", multiple=True, metavar="SERVICE",
+              help="Project end-to-end latency with SERVICE's own time removed (repeatable).")
+@click.option("--what-if-no-delays", is_flag=True, help="Project latency with all scheduling/join delay removed.")
+@click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Stop after N traces (0 = all).")
+@results_option
+def analyze(files: tuple[Path, ...], algorithm: str, what_if: tuple[str, ...], what_if_no_delays: bool,
+            max_traces: int, results_dir: Path | None) -> None:
+    """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz): stored and reported."""
+    options = {"trace_files": [str(f.resolve()) for f in files], "algorithm": algorithm,
+               "what_if": list(what_if), "what_if_no_delays": what_if_no_delays, "max_traces": max_traces}
+    _run(["analyze"], False, results_dir, options, form="analyze")
 
 
 @main.command()

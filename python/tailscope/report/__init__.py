@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 
 from ..store import Store
-from ..studies import Figure, Section, Table, all_studies
+from ..studies import Figure, Section, Table, registered_studies
 from ..units import fmt_count
 
 _HERE = Path(__file__).parent
@@ -44,7 +44,7 @@ def machine_rows(machine: dict) -> list[tuple[str, str]]:
 
 def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Section]:
     sections = []
-    for study in all_studies():
+    for study in registered_studies():
         if study.name not in studies:
             continue
         sections.append(study.section(store, run_id))

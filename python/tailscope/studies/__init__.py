@@ -29,6 +29,7 @@ class Table:
     rows: list[list[str]]
     caption: str
     numeric_from: int = 1  # columns from this index on are right-aligned
+    wrap_columns: tuple[int, ...] = ()  # long-text columns that may wrap
 
 
 @dataclass
@@ -63,8 +64,16 @@ def all_studies() -> list[Study]:
     return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY]
 
 
+def registered_studies() -> list[Study]:
+    """Every study, including those that need inputs and so are not part of
+    `tailscope run` (analyze: trace files)."""
+    from . import analyze
+
+    return [*all_studies(), analyze.STUDY]
+
+
 def study_by_name(name: str) -> Study:
-    for s in all_studies():
+    for s in registered_studies():
         if s.name == name:
             return s
-    raise KeyError(f"unknown study '{name}' (known: {', '.join(s.name for s in all_studies())})")
+    raise KeyError(f"unknown study '{name}' (known: {', '.join(s.name for s in registered_studies())})")

@@ -1,0 +1,178 @@
+#include "analyze/analysis_json.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace tailscope::analyze {
+
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void Text(JsonWriter& w, std::string_view text) {
+  if (trace::IsValidUtf8(text)) {
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  } else {
+    const std::string repaired = trace::ValidUtf8(text);
+    w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
+  }
+}
+
+void SpanRef(JsonWriter& w, const TraceAnalysis& a, const trace::NameTable& names, std::uint32_t span,
+             std::string_view id_key = "span_id") {
+  const trace::Span& s = a.trace->spans[span];
+  w.Key(id_key.data(), static_cast<rapidjson::SizeType>(id_key.size()));
+  Text(w, a.trace->SpanId(s));
+  w.Key("service");
+  Text(w, names.Name(s.service));
+  w.Key("operation");
+  Text(w, names.Name(s.operation));
+}
+
+void Operations(JsonWriter& w, const std::vector<OperationTime>& ops, const trace::NameTable& names) {
+  w.StartArray();
+  for (const OperationTime& op : ops) {
+    w.StartObject();
+    w.Key("service");
+    Text(w, names.Name(op.service));
+    w.Key("operation");
+    Text(w, names.Name(op.operation));
+    w.Key("exclusive_ns");
+    w.Int64(op.exclusive_ns);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void Int64Array(JsonWriter& w, const std::vector<std::int64_t>& values) {
+  w.StartArray();
+  for (std::int64_t v : values) w.Int64(v);
+  w.EndArray();
+}
+
+}  // namespace
+
+std::string OperationKey(const trace::NameTable& names, trace::NameId service, trace::NameId operation) {
+  std::string key(names.Name(service));
+  key += ':';
+  key += names.Name(operation);
+  return key;
+}
+
+void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& names,
+                             const std::vector<WhatIfScenario>& scenarios, std::string& out) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("trace_id");
+  Text(w, a.trace->trace_id);
+  w.Key("analyzed");
+  w.Bool(a.analyzed);
+  w.Key("span_count");
+  w.Uint64(a.trace->spans.size());
+  if (a.analyzed) {
+    w.Key("root");
+    w.StartObject();
+    SpanRef(w, a, names, a.root);
+    w.EndObject();
+    w.Key("start_ns");
+    w.Int64(a.start_ns);
+    w.Key("end_to_end_ns");
+    w.Int64(a.end_to_end_ns);
+    w.Key("path");
+    w.StartArray();
+    for (const SpanOnPath& p : a.path.spans) {
+      const trace::Span& s = a.trace->spans[p.span];
+      Text(w, OperationKey(names, s.service, s.operation));
+    }
+    w.EndArray();
+    w.Key("sections");
+    w.StartArray();
+    for (const CriticalPathSection& section : a.path.sections) {
+      w.StartObject();
+      SpanRef(w, a, names, section.span);
+      w.Key("start_ns");
+      w.Int64(section.start_ns);
+      w.Key("end_ns");
+      w.Int64(section.end_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("spans_on_path");
+    w.StartArray();
+    for (const SpanOnPath& p : a.path.spans) {
+      w.StartObject();
+      SpanRef(w, a, names, p.span);
+      w.Key("exclusive_ns");
+      w.Int64(p.exclusive_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("operations");
+    Operations(w, a.by_operation, names);
+    w.Key("services");
+    w.StartArray();
+    for (const ServiceTime& s : a.by_service) {
+      w.StartObject();
+      w.Key("service");
+      Text(w, names.Name(s.service));
+      w.Key("exclusive_ns");
+      w.Int64(s.exclusive_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("delays");
+    w.StartObject();
+    w.Key("on_path_ns");
+    w.Int64(a.delay_on_path_ns);
+    w.Key("rpc");
+    w.StartArray();
+    for (const RpcDelay& d : a.rpc_delays) {
+      w.StartObject();
+      SpanRef(w, a, names, d.client_span, "client_span_id");
+      const trace::Span& server = a.trace->spans[d.server_span];
+      w.Key("server_span_id");
+      Text(w, a.trace->SpanId(server));
+      w.Key("server_service");
+      Text(w, names.Name(server.service));
+      w.Key("server_operation");
+      Text(w, names.Name(server.operation));
+      w.Key("scheduling_ns");
+      w.Int64(d.scheduling_ns);
+      w.Key("join_ns");
+      w.Int64(d.join_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("probe_scheduling_ns");
+    Int64Array(w, a.probe_scheduling_ns);
+    w.Key("probe_join_ns");
+    Int64Array(w, a.probe_join_ns);
+    w.EndObject();
+    w.Key("what_if");
+    w.StartArray();
+    for (std::size_t i = 0; i < a.what_if.size() && i < scenarios.size(); ++i) {
+      w.StartObject();
+      w.Key("scenario");
+      Text(w, scenarios[i].name);
+      w.Key("end_to_end_ns");
+      w.Int64(a.what_if[i].end_to_end_ns);
+      w.Key("operations");
+      Operations(w, a.what_if[i].by_operation, names);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.Key("warnings");
+  w.StartObject();
+  for (std::size_t i = 0; i < a.warnings.counts.size(); ++i) {
+    if (a.warnings.counts[i] == 0) continue;
+    w.Key(kWarningNames[i].data(), static_cast<rapidjson::SizeType>(kWarningNames[i].size()));
+    w.Uint64(a.warnings.counts[i]);
+  }
+  w.EndObject();
+  w.EndObject();
+  out.append(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace tailscope::analyze

@@ -1,0 +1,21 @@
+// The per-trace result as one JSON object (a line of the artifacts NDJSON and
+// an entry of the result document's "traces"); docs/critical-path.md has the
+// schema.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analyze/trace_analysis.h"
+#include "trace/trace.h"
+
+namespace tailscope::analyze {
+
+// Appends the JSON object (no newline) to `out`.
+void AppendTraceAnalysisJson(const TraceAnalysis& analysis, const trace::NameTable& names,
+                             const std::vector<WhatIfScenario>& scenarios, std::string& out);
+
+// "service:operation", the key used in paths and rankings.
+std::string OperationKey(const trace::NameTable& names, trace::NameId service, trace::NameId operation);
+
+}  // namespace tailscope::analyze

@@ -1,0 +1,123 @@
+#include "analyze/duration_distribution.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace tailscope::analyze {
+
+namespace {
+constexpr int kSubBucketBits = 11;  // 2048 sub-buckets per power of two
+constexpr std::uint64_t kSubBuckets = std::uint64_t{1} << kSubBucketBits;
+constexpr std::uint64_t kHalf = kSubBuckets / 2;
+}  // namespace
+
+void DurationDistribution::AddToBuckets(std::int64_t ns) {
+  ++count_;
+  const double x = static_cast<double>(ns);
+  if (count_ == 1) {
+    shift_ = x;
+    min_ = max_ = ns;
+  }
+  const double d = x - shift_;
+  shifted_sum_ += d;
+  shifted_squares_ += d * d;
+  sum_ += x;
+  min_ = std::min(min_, ns);
+  max_ = std::max(max_, ns);
+  const std::uint32_t bucket = BucketOf(static_cast<std::uint64_t>(ns));
+  const std::size_t group = bucket / kGroupSize;
+  if (group >= groups_.size()) groups_.resize(group + 1);
+  if (!groups_[group]) groups_[group] = std::make_unique<Group>();
+  ++(*groups_[group])[bucket % kGroupSize];
+}
+
+void DurationDistribution::MoveToBuckets() {
+  bucketed_ = true;
+  std::vector<std::int64_t> values;
+  values.swap(values_);
+  for (std::int64_t v : values) AddToBuckets(v);
+}
+
+std::uint32_t DurationDistribution::BucketOf(std::uint64_t v) {
+  if (v < kSubBuckets) return static_cast<std::uint32_t>(v);
+  const int shift = std::bit_width(v) - kSubBucketBits;  // >= 1
+  return static_cast<std::uint32_t>(kSubBuckets + static_cast<std::uint64_t>(shift - 1) * kHalf +
+                                    ((v >> shift) - kHalf));
+}
+
+std::int64_t DurationDistribution::BucketValue(std::uint32_t bucket) {
+  if (bucket < kSubBuckets) return bucket;
+  const std::uint64_t k = bucket - kSubBuckets;
+  const int shift = static_cast<int>(k / kHalf) + 1;
+  const std::uint64_t low = (k % kHalf + kHalf) << shift;
+  return static_cast<std::int64_t>(low + (std::uint64_t{1} << (shift - 1)));  // bucket middle
+}
+
+// Statistics of the exact samples are computed on demand (shifted data, like
+// the buckets' running sums).
+DurationDistribution::Moments DurationDistribution::ComputeMoments() const {
+  if (values_.empty()) return Moments{static_cast<double>(count_), shift_, shifted_sum_, shifted_squares_, sum_, min_, max_};
+  Moments m;
+  m.n = static_cast<double>(values_.size());
+  m.shift = static_cast<double>(values_[0]);
+  m.min = m.max = values_[0];
+  for (std::int64_t v : values_) {
+    const double d = static_cast<double>(v) - m.shift;
+    m.shifted_sum += d;
+    m.shifted_squares += d * d;
+    m.sum += static_cast<double>(v);
+    m.min = std::min(m.min, v);
+    m.max = std::max(m.max, v);
+  }
+  return m;
+}
+
+double DurationDistribution::mean() const {
+  const Moments m = ComputeMoments();
+  return m.n > 0 ? m.shift + m.shifted_sum / m.n : 0.0;
+}
+
+double DurationDistribution::stddev() const {
+  const Moments m = ComputeMoments();
+  if (m.n <= 0) return 0.0;
+  return std::sqrt(std::max(0.0, (m.shifted_squares - m.shifted_sum * m.shifted_sum / m.n) / m.n));
+}
+
+std::int64_t DurationDistribution::min() const { return ComputeMoments().min; }
+std::int64_t DurationDistribution::max() const { return ComputeMoments().max; }
+double DurationDistribution::sum() const { return ComputeMoments().sum; }
+
+double DurationDistribution::cv() const {
+  const double mu = mean();
+  return mu > 0 ? stddev() / mu : 0.0;
+}
+
+std::int64_t DurationDistribution::Percentile(double q) const {
+  const std::uint64_t n = count();
+  if (n == 0) return 0;
+  q = std::clamp(q, 0.0, 100.0);
+  const auto rank =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q / 100.0 * static_cast<double>(n) - 1e-9)));
+  if (rank >= n) return max();
+  if (!bucketed_) {
+    if (!sorted_) {
+      std::sort(values_.begin(), values_.end());
+      sorted_ = true;
+    }
+    return values_[std::min<std::uint64_t>(rank, values_.size()) - 1];
+  }
+  std::uint64_t seen = 0;
+  for (std::size_t group = 0; group < groups_.size(); ++group) {
+    if (!groups_[group]) continue;
+    for (std::size_t i = 0; i < kGroupSize; ++i) {
+      seen += (*groups_[group])[i];
+      if (seen >= rank) {
+        return std::clamp(BucketValue(static_cast<std::uint32_t>(group * kGroupSize + i)), min_, max_);
+      }
+    }
+  }
+  return max_;
+}
+
+}  // namespace tailscope::analyze

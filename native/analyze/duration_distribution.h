@@ -1,0 +1,76 @@
+// A distribution of durations (ns) with bounded memory: exact up to
+// kExactSamples values, then log-linear buckets with <= 0.05 % relative error
+// (HdrHistogram-like, 3 significant digits). Mean and CV are always exact.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace tailscope::analyze {
+
+class DurationDistribution {
+ public:
+  static constexpr std::size_t kExactSamples = 10'000;
+
+  // Negative values count as 0. While exact, a sample is only appended: the
+  // aggregator adds several per span, and the statistics are computed when
+  // asked for.
+  void Add(std::int64_t ns) {
+    if (ns < 0) ns = 0;
+    if (!bucketed_) {
+      values_.push_back(ns);
+      sorted_ = false;
+      if (values_.size() > kExactSamples) MoveToBuckets();
+      return;
+    }
+    AddToBuckets(ns);
+  }
+  std::uint64_t count() const { return count_ + values_.size(); }
+  bool exact() const { return !bucketed_; }
+  double mean() const;
+  double stddev() const;      // population standard deviation
+  double cv() const;          // stddev / mean; 0 when the mean is 0
+  std::int64_t min() const;
+  std::int64_t max() const;
+  double sum() const;
+  // Nearest-rank percentile, q in [0, 100]; 0 when empty.
+  std::int64_t Percentile(double q) const;
+
+ private:
+  struct Moments {
+    double n = 0;
+    double shift = 0;
+    double shifted_sum = 0;
+    double shifted_squares = 0;
+    double sum = 0;
+    std::int64_t min = 0;
+    std::int64_t max = 0;
+  };
+  Moments ComputeMoments() const;
+  static std::uint32_t BucketOf(std::uint64_t v);
+  static std::int64_t BucketValue(std::uint32_t bucket);
+  void MoveToBuckets();
+  void AddToBuckets(std::int64_t ns);
+
+  std::uint64_t count_ = 0;  // samples in buckets (values_ holds the others)
+  // Sums of x - shift (the first value) and its squares: the shifted-data
+  // variance, accurate without a division per sample.
+  double shift_ = 0;
+  double shifted_sum_ = 0;
+  double shifted_squares_ = 0;
+  double sum_ = 0;
+  std::int64_t min_ = 0;
+  std::int64_t max_ = 0;
+  mutable std::vector<std::int64_t> values_;  // sorted lazily by Percentile()
+  mutable bool sorted_ = true;
+  // Bucket counts in groups of 1024 (one group per power of two past 2047),
+  // allocated when first used: a few groups cover the latencies of a service.
+  static constexpr std::size_t kGroupSize = 1024;
+  using Group = std::array<std::uint64_t, kGroupSize>;
+  std::vector<std::unique_ptr<Group>> groups_;
+  bool bucketed_ = false;
+};
+
+}  // namespace tailscope::analyze

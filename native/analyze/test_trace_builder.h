@@ -1,0 +1,59 @@
+// Test helper: builds traces span by span, and reads the shared conformance
+// fixtures. Used only by *_test.cc.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "trace/trace.h"
+
+namespace tailscope::analyze::testing {
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(trace::NameTable& names, std::string trace_id = "t") : names_(names) {
+    trace_.trace_id = std::move(trace_id);
+  }
+
+  // Times in the unit the test chooses (ns in the model). parent "" = root.
+  TraceBuilder& Span(std::string_view id, std::string_view parent, std::int64_t start, std::int64_t duration,
+                     std::string_view service = "svc", std::string_view operation = "",
+                     trace::SpanKind kind = trace::SpanKind::kUnspecified,
+                     trace::RefType ref = trace::RefType::kChildOf) {
+    trace::Span s;
+    s.span_id = trace_.Store(id);
+    if (!parent.empty()) {
+      s.parent_span_id = trace_.Store(parent);
+      s.parent_ref = ref;
+    }
+    s.service = names_.Intern(service);
+    s.operation = names_.Intern(operation.empty() ? id : operation);
+    s.kind = kind;
+    s.start_ns = start;
+    s.duration_ns = duration;
+    trace_.spans.push_back(s);
+    return *this;
+  }
+  trace::Span& last() { return trace_.spans.back(); }
+  const trace::Trace& trace() const { return trace_; }
+
+ private:
+  trace::NameTable& names_;
+  trace::Trace trace_;
+};
+
+// prefix + number, e.g. Numbered("span", 3) == "span3".
+inline std::string Numbered(std::string_view prefix, long long n) {
+  std::string s(prefix);
+  s += std::to_string(n);
+  return s;
+}
+
+inline std::filesystem::path FixturesDir() {
+  if (const char* env = std::getenv("TAILSCOPE_CRITPATH_FIXTURES")) return env;
+  return TAILSCOPE_CRITPATH_FIXTURES;
+}
+
+}  // namespace tailscope::analyze::testing

@@ -1,0 +1,6 @@
+# tailscope-critpath: the trace analysis engine (issue 5).
+if(TARGET tailscope_analyze)
+  tailscope_engine(tailscope-critpath
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/critpath_main.cc
+    DEPS tailscope_analyze)
+endif()

@@ -1,0 +1,388 @@
+// Builds one Trace from the SAX events inside a Jaeger JSON trace object
+// ({"traceID", "spans": [...], "processes": {...}}). Keys may come in any
+// order: processes usually follow the spans, so services are resolved when
+// the trace object ends. Defined inline: it runs for every JSON event of
+// every span, and inlining into the reader's SAX handler is most of its speed.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trace/internal/json_scalar.h"
+#include "trace/internal/span_tags.h"
+#include "trace/trace.h"
+#include "trace/trace_reader.h"
+
+namespace tailscope::trace::internal {
+
+class JaegerTraceBuilder {
+ public:
+  JaegerTraceBuilder(NameTable& names, const ReadOptions& options, ReadStats& stats)
+      : names_(names), options_(options), stats_(stats) {}
+
+  // Starts a trace; the events that follow are those inside its object (the
+  // object's own start and end are not passed).
+  void Begin();
+  // True once the object showed a trace key (traceID, spans, processes).
+  bool has_content() const { return has_content_; }
+
+  void Key(std::string_view key);
+  void Scalar(const JsonScalar& value);
+  void StartObject();
+  void StartArray();
+  void EndContainer();
+  // Resolves processIDs to services. The trace stays valid until Begin().
+  Trace& Finish();
+
+ private:
+  enum class Frame : std::uint8_t {
+    kTrace, kSpans, kSpan, kReferences, kReference, kTags, kTag, kSpanProcess, kProcesses, kProcess
+  };
+  enum class Field : std::uint8_t {
+    kNone, kTraceId, kSpans, kProcesses, kSpanTraceId, kSpanId, kParentSpanId, kOperationName,
+    kReferences, kStartTime, kDuration, kTags, kProcessId, kProcess, kRefType, kRefSpanId,
+    kTagKey, kTagValue, kServiceName, kProcessKey
+  };
+
+  Frame frame() const { return frames_[top_]; }
+  void StartContainer(bool is_object);
+  void BeginSpan();
+  void EndSpan();
+  void EndReference();
+  void EndTag();
+  Span* current_span() { return dropping_span_ ? nullptr : &trace_.spans.back(); }
+
+  NameTable& names_;
+  const ReadOptions& options_;
+  ReadStats& stats_;
+  Trace trace_;
+  // The frames we descend into are at most 5 deep (trace, spans, span, tags,
+  // tag); anything deeper is skipped by counting.
+  std::array<Frame, 8> frames_{};
+  int top_ = 0;
+  Field field_ = Field::kNone;
+  int skip_depth_ = 0;       // > 0 while inside a value we ignore
+  bool has_content_ = false;
+  bool dropping_span_ = false;
+  bool span_has_id_ = false;
+  bool span_time_ok_ = true;
+
+  // Reference in progress: parent = first CHILD_OF, else first FOLLOWS_FROM.
+  RefType ref_type_ = RefType::kNone;
+  std::string ref_span_id_;
+  bool ref_has_id_ = false;
+
+  // Tag in progress.
+  bool tag_has_key_ = false;
+  SpanTag tag_ = SpanTag::kOther;
+  OwnedScalar tag_value_;
+
+  // processID → service, for this trace; slots are reused across traces.
+  std::vector<std::pair<std::string, NameId>> processes_;
+  std::size_t process_count_ = 0;
+  std::string process_key_;
+  std::vector<std::uint32_t> process_slots_;
+  static constexpr NameId kUnresolved = 0xFFFFFFFFu;
+};
+
+// ---- implementation ----
+
+inline void JaegerTraceBuilder::Begin() {
+  trace_.Clear();
+  top_ = 0;
+  frames_[0] = Frame::kTrace;
+  field_ = Field::kNone;
+  skip_depth_ = 0;
+  has_content_ = false;
+  dropping_span_ = false;
+  process_count_ = 0;
+}
+
+inline void JaegerTraceBuilder::Key(std::string_view key) {
+  if (skip_depth_ > 0) return;
+  // Most frequent frames first: a span's tags, then the span itself.
+  const Frame f = frame();
+  if (f == Frame::kTag) {
+    field_ = Is(key, "key") ? Field::kTagKey : Is(key, "value") ? Field::kTagValue : Field::kNone;
+    return;
+  }
+  field_ = Field::kNone;
+  if (f == Frame::kSpan) {
+    switch (key.size()) {
+      case 4: if (Is(key, "tags")) field_ = Field::kTags; break;
+      case 6: if (Is(key, "spanID")) field_ = Field::kSpanId; break;
+      case 7:
+        if (Is(key, "traceID")) field_ = Field::kSpanTraceId;
+        else if (Is(key, "process")) field_ = Field::kProcess;
+        break;
+      case 8: if (Is(key, "duration")) field_ = Field::kDuration; break;
+      case 9:
+        if (Is(key, "startTime")) field_ = Field::kStartTime;
+        else if (Is(key, "processID")) field_ = Field::kProcessId;
+        break;
+      case 10: if (Is(key, "references")) field_ = Field::kReferences; break;
+      case 12: if (Is(key, "parentSpanID")) field_ = Field::kParentSpanId; break;
+      case 13: if (Is(key, "operationName")) field_ = Field::kOperationName; break;
+      default: break;
+    }
+    return;
+  }
+  switch (f) {
+    case Frame::kTrace:
+      if (Is(key, "spans")) field_ = Field::kSpans;
+      else if (Is(key, "processes")) field_ = Field::kProcesses;
+      else if (Is(key, "traceID")) field_ = Field::kTraceId;
+      if (field_ != Field::kNone) has_content_ = true;
+      break;
+    case Frame::kReference:
+      if (Is(key, "refType")) field_ = Field::kRefType;
+      else if (Is(key, "spanID")) field_ = Field::kRefSpanId;
+      break;
+    case Frame::kSpanProcess:
+    case Frame::kProcess:
+      if (Is(key, "serviceName")) field_ = Field::kServiceName;
+      break;
+    case Frame::kProcesses:
+      process_key_.assign(key);
+      field_ = Field::kProcessKey;
+      break;
+    default: break;
+  }
+}
+
+inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
+  if (skip_depth_ > 0) return;
+  const Field field = field_;
+  if (field == Field::kNone) return;  // a key we skip ("type", "flags", …)
+  field_ = Field::kNone;
+  // Frames inside a span: [kTrace, kSpans, kSpan, ...].
+  Span* span = top_ >= 2 && frames_[2] == Frame::kSpan ? current_span() : nullptr;
+  switch (field) {
+    case Field::kTraceId:
+      if (value.is_string()) trace_.trace_id.assign(value.text);
+      break;
+    case Field::kSpanTraceId:
+      if (value.is_string() && trace_.trace_id.empty()) trace_.trace_id.assign(value.text);
+      break;
+    case Field::kSpanId:
+      if (span != nullptr && value.is_string() && !value.text.empty()) {
+        span->span_id = trace_.Store(value.text);
+        span_has_id_ = true;
+      }
+      break;
+    case Field::kParentSpanId:
+      // Older Jaeger JSON: a bare parentSpanID; references[] take precedence.
+      if (span != nullptr && value.is_string() && !value.text.empty() && value.text != "0" &&
+          span->parent_ref == RefType::kNone) {
+        span->parent_span_id = trace_.Store(value.text);
+        span->parent_ref = RefType::kChildOf;
+      }
+      break;
+    case Field::kOperationName:
+      if (span != nullptr && value.is_string()) span->operation = names_.Intern(value.text);
+      break;
+    case Field::kStartTime:
+    case Field::kDuration:
+      if (span != nullptr) {
+        std::int64_t ns = 0;
+        if (value.ToNanoseconds(1000, &ns)) {
+          (field == Field::kStartTime ? span->start_ns : span->duration_ns) = ns;
+        } else {
+          span_time_ok_ = false;
+        }
+      }
+      break;
+    case Field::kProcessId:
+      if (span != nullptr && value.is_string()) span->process_id = trace_.Store(value.text);
+      break;
+    case Field::kServiceName:
+      if (!value.is_string()) break;
+      if (frame() == Frame::kSpanProcess) {
+        if (span != nullptr) span->service = names_.Intern(value.text);
+      } else {
+        if (process_count_ == processes_.size()) processes_.emplace_back();
+        auto& slot = processes_[process_count_++];
+        slot.first.assign(process_key_);
+        slot.second = names_.Intern(value.text);
+      }
+      break;
+    case Field::kRefType:
+      if (value.is_string()) {
+        ref_type_ = Is(value.text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
+      }
+      break;
+    case Field::kRefSpanId:
+      if (value.is_string()) {
+        ref_span_id_.assign(value.text);
+        ref_has_id_ = !value.text.empty();
+      }
+      break;
+    case Field::kTagKey:
+      if (value.is_string()) {
+        tag_has_key_ = true;
+        tag_ = ClassifySpanTag(value.text);
+        if (tag_ != SpanTag::kOther && tag_value_.present && span != nullptr) {
+          ApplySpanTag(*span, tag_, tag_value_.scalar);
+        }
+      }
+      break;
+    case Field::kTagValue:
+      if (tag_has_key_) {
+        if (tag_ != SpanTag::kOther && span != nullptr) ApplySpanTag(*span, tag_, value);
+      } else {
+        tag_value_.Set(value);  // key still to come
+      }
+      break;
+    default: break;
+  }
+}
+
+inline void JaegerTraceBuilder::StartObject() { StartContainer(true); }
+inline void JaegerTraceBuilder::StartArray() { StartContainer(false); }
+
+inline void JaegerTraceBuilder::StartContainer(bool is_object) {
+  if (skip_depth_ > 0) {
+    ++skip_depth_;
+    return;
+  }
+  const Field field = field_;
+  field_ = Field::kNone;
+  Frame next = Frame::kTrace;  // kTrace here means "skip"
+  switch (frame()) {
+    case Frame::kTrace:
+      if (field == Field::kSpans && !is_object) next = Frame::kSpans;
+      else if (field == Field::kProcesses && is_object) next = Frame::kProcesses;
+      break;
+    case Frame::kSpans:
+      if (is_object) next = Frame::kSpan;
+      break;
+    case Frame::kSpan:
+      if (field == Field::kReferences && !is_object) next = Frame::kReferences;
+      else if (field == Field::kTags && !is_object) next = Frame::kTags;
+      else if (field == Field::kProcess && is_object) next = Frame::kSpanProcess;
+      break;
+    case Frame::kReferences:
+      if (is_object) next = Frame::kReference;
+      break;
+    case Frame::kTags:
+      if (is_object) next = Frame::kTag;
+      break;
+    case Frame::kProcesses:
+      if (field == Field::kProcessKey && is_object) next = Frame::kProcess;
+      break;
+    default: break;
+  }
+  if (next == Frame::kTrace) {
+    skip_depth_ = 1;
+    return;
+  }
+  frames_[++top_] = next;
+  switch (next) {
+    case Frame::kSpan: BeginSpan(); break;
+    case Frame::kReference:
+      ref_type_ = RefType::kChildOf;  // Jaeger's default when refType is absent
+      ref_has_id_ = false;
+      break;
+    case Frame::kTag:
+      tag_has_key_ = false;
+      tag_ = SpanTag::kOther;
+      tag_value_.Reset();
+      break;
+    default: break;
+  }
+}
+
+inline void JaegerTraceBuilder::EndContainer() {
+  if (skip_depth_ > 0) {
+    --skip_depth_;
+    return;
+  }
+  field_ = Field::kNone;
+  const Frame ending = frame();
+  if (ending == Frame::kTrace) return;  // the trace object itself: Finish() handles it
+  switch (ending) {
+    case Frame::kSpan: EndSpan(); break;
+    case Frame::kReference: EndReference(); break;
+    default: break;
+  }
+  --top_;
+}
+
+inline void JaegerTraceBuilder::BeginSpan() {
+  span_has_id_ = false;
+  span_time_ok_ = true;
+  if (trace_.spans.size() >= options_.max_spans_per_trace) {
+    dropping_span_ = true;
+    return;
+  }
+  dropping_span_ = false;
+  trace_.spans.emplace_back();
+  trace_.spans.back().service = kUnresolved;
+}
+
+inline void JaegerTraceBuilder::EndSpan() {
+  if (dropping_span_) {
+    ++stats_.dropped_spans_over_limit;
+    dropping_span_ = false;
+    return;
+  }
+  if (!span_has_id_) {
+    ++stats_.dropped_spans_without_id;
+    trace_.spans.pop_back();
+    return;
+  }
+  if (!span_time_ok_) ++stats_.bad_timestamps;
+}
+
+inline void JaegerTraceBuilder::EndReference() {
+  Span* span = current_span();
+  if (span == nullptr || !ref_has_id_) return;
+  const bool replaces = span->parent_ref == RefType::kNone ||
+                        (span->parent_ref == RefType::kFollowsFrom && ref_type_ == RefType::kChildOf);
+  if (replaces) {
+    span->parent_span_id = trace_.Store(ref_span_id_);
+    span->parent_ref = ref_type_;
+  }
+}
+
+inline Trace& JaegerTraceBuilder::Finish() {
+  // processID -> service through a small open-addressing table (a trace has
+  // few processes and many spans); later duplicates of a processID lose.
+  const std::size_t n = process_count_;
+  std::size_t capacity = 16;
+  while (capacity < 2 * n) capacity *= 2;
+  process_slots_.assign(capacity, kUnresolved);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t slot = QuickHash(processes_[i].first) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+      if (process_slots_[slot] == kUnresolved) {
+        process_slots_[slot] = static_cast<std::uint32_t>(i);
+        break;
+      }
+      if (processes_[process_slots_[slot]].first == processes_[i].first) break;
+    }
+  }
+  for (Span& span : trace_.spans) {
+    if (span.service != kUnresolved) continue;
+    span.service = NameTable::kUnknownService;
+    const std::string_view pid = trace_.Str(span.process_id);
+    for (std::size_t slot = QuickHash(pid) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+      const std::uint32_t p = process_slots_[slot];
+      if (p == kUnresolved) {
+        ++stats_.spans_without_service;
+        break;
+      }
+      if (processes_[p].first == pid) {
+        span.service = processes_[p].second;
+        break;
+      }
+    }
+  }
+  return trace_;
+}
+
+}  // namespace tailscope::trace::internal

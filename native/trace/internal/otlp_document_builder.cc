@@ -1,0 +1,301 @@
+#include "trace/internal/otlp_document_builder.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tailscope::trace::internal {
+
+void OtlpDocumentBuilder::Begin() {
+  document_.Clear();
+  span_trace_ids_.clear();
+  frames_.clear();
+  frames_.push_back(Frame::kResourceSpansArray);
+  field_ = Field::kNone;
+  skip_depth_ = 0;
+  dropping_span_ = false;
+}
+
+bool OtlpDocumentBuilder::in_span() const {
+  // [kResourceSpansArray, kResourceSpans, kScopeSpansArray, kScopeSpans, kSpans, kSpan, ...]
+  return frames_.size() >= 6 && frames_[5] == Frame::kSpan && !dropping_span_;
+}
+
+void OtlpDocumentBuilder::Key(std::string_view key) {
+  if (skip_depth_ > 0) return;
+  field_ = Field::kNone;
+  switch (frame()) {
+    case Frame::kResourceSpans:
+      if (Is(key, "resource")) field_ = Field::kResource;
+      else if (Is(key, "scopeSpans") || Is(key, "instrumentationLibrarySpans")) field_ = Field::kScopeSpans;
+      break;
+    case Frame::kResource:
+      if (Is(key, "attributes")) field_ = Field::kAttributes;
+      break;
+    case Frame::kAttribute:
+      if (Is(key, "key")) field_ = Field::kKey;
+      else if (Is(key, "value")) field_ = Field::kValue;
+      break;
+    case Frame::kAnyValue:
+      if (Is(key, "stringValue")) field_ = Field::kStringValue;
+      else if (Is(key, "intValue")) field_ = Field::kIntValue;
+      else if (Is(key, "boolValue")) field_ = Field::kBoolValue;
+      else if (Is(key, "doubleValue")) field_ = Field::kDoubleValue;
+      break;
+    case Frame::kScopeSpans:
+      if (Is(key, "spans")) field_ = Field::kSpans;
+      break;
+    case Frame::kSpan:
+      if (Is(key, "traceId")) field_ = Field::kTraceId;
+      else if (Is(key, "spanId")) field_ = Field::kSpanId;
+      else if (Is(key, "parentSpanId")) field_ = Field::kParentSpanId;
+      else if (Is(key, "name")) field_ = Field::kName;
+      else if (Is(key, "kind")) field_ = Field::kKind;
+      else if (Is(key, "startTimeUnixNano")) field_ = Field::kStart;
+      else if (Is(key, "endTimeUnixNano")) field_ = Field::kEnd;
+      else if (Is(key, "attributes")) field_ = Field::kAttributes;
+      else if (Is(key, "status")) field_ = Field::kStatus;
+      break;
+    case Frame::kStatus:
+      if (Is(key, "code")) field_ = Field::kCode;
+      break;
+    default: break;
+  }
+}
+
+void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
+  if (skip_depth_ > 0) return;
+  const Field field = field_;
+  field_ = Field::kNone;
+  Span* span = in_span() ? &document_.spans.back() : nullptr;
+  switch (field) {
+    case Field::kKey:
+      if (value.is_string()) attribute_key_.assign(value.text);
+      break;
+    case Field::kStringValue:
+    case Field::kIntValue:
+    case Field::kBoolValue:
+    case Field::kDoubleValue:
+      attribute_value_.Set(value);
+      break;
+    case Field::kTraceId:
+      if (span != nullptr && value.is_string()) span_trace_id_ = document_.Store(value.text);
+      break;
+    case Field::kSpanId:
+      if (span != nullptr && value.is_string() && !value.text.empty()) {
+        span->span_id = document_.Store(value.text);
+        span_has_id_ = true;
+      }
+      break;
+    case Field::kParentSpanId:
+      if (span != nullptr && value.is_string() && !value.text.empty()) {
+        span->parent_span_id = document_.Store(value.text);
+        span->parent_ref = RefType::kChildOf;
+      }
+      break;
+    case Field::kName:
+      if (span != nullptr && value.is_string()) span->operation = names_.Intern(value.text);
+      break;
+    case Field::kKind:
+      if (span == nullptr) break;
+      if (value.is_string()) {
+        span->kind = ParseSpanKind(value.text);
+      } else {
+        // OTLP enum: 1 internal, 2 server, 3 client, 4 producer, 5 consumer.
+        std::int64_t k = 0;
+        if (value.ToInt64(&k) && k >= 1 && k <= 5) {
+          static constexpr SpanKind kKinds[] = {SpanKind::kInternal, SpanKind::kServer, SpanKind::kClient,
+                                                SpanKind::kProducer, SpanKind::kConsumer};
+          span->kind = kKinds[k - 1];
+        }
+      }
+      break;
+    case Field::kStart:
+    case Field::kEnd:
+      if (span != nullptr) {
+        std::int64_t ns = 0;
+        if (!value.ToNanoseconds(1, &ns)) {
+          span_time_ok_ = false;
+        } else if (field == Field::kStart) {
+          span->start_ns = ns;
+          span_has_start_ = true;
+        } else {
+          span_end_ns_ = ns;
+          span_has_end_ = true;
+        }
+      }
+      break;
+    case Field::kCode:
+      if (span != nullptr) {
+        std::int64_t code = 0;
+        if ((value.is_string() && Is(value.text, "STATUS_CODE_ERROR")) || (value.ToInt64(&code) && code == 2)) {
+          span->error = true;
+        }
+      }
+      break;
+    default: break;
+  }
+}
+
+void OtlpDocumentBuilder::StartObject() { StartContainer(true); }
+void OtlpDocumentBuilder::StartArray() { StartContainer(false); }
+
+void OtlpDocumentBuilder::StartContainer(bool is_object) {
+  if (skip_depth_ > 0) {
+    ++skip_depth_;
+    return;
+  }
+  const Field field = field_;
+  field_ = Field::kNone;
+  Frame next = Frame::kResourceSpansArray;  // here: "skip"
+  switch (frame()) {
+    case Frame::kResourceSpansArray:
+      if (is_object) next = Frame::kResourceSpans;
+      break;
+    case Frame::kResourceSpans:
+      if (field == Field::kResource && is_object) next = Frame::kResource;
+      else if (field == Field::kScopeSpans && !is_object) next = Frame::kScopeSpansArray;
+      break;
+    case Frame::kResource:
+    case Frame::kSpan:
+      if (field == Field::kAttributes && !is_object) next = Frame::kAttributes;
+      else if (field == Field::kStatus && is_object) next = Frame::kStatus;
+      break;
+    case Frame::kAttributes:
+      if (is_object) next = Frame::kAttribute;
+      break;
+    case Frame::kAttribute:
+      if (field == Field::kValue && is_object) next = Frame::kAnyValue;
+      break;
+    case Frame::kScopeSpansArray:
+      if (is_object) next = Frame::kScopeSpans;
+      break;
+    case Frame::kScopeSpans:
+      if (field == Field::kSpans && !is_object) next = Frame::kSpans;
+      break;
+    case Frame::kSpans:
+      if (is_object) next = Frame::kSpan;
+      break;
+    default: break;
+  }
+  if (next == Frame::kResourceSpansArray) {
+    skip_depth_ = 1;
+    return;
+  }
+  frames_.push_back(next);
+  switch (next) {
+    case Frame::kResourceSpans:
+      resource_first_span_ = document_.spans.size();
+      resource_has_service_ = false;
+      resource_service_ = NameTable::kUnknownService;
+      break;
+    case Frame::kAttribute:
+      attribute_key_.clear();
+      attribute_value_.Reset();
+      break;
+    case Frame::kSpan:
+      span_has_id_ = false;
+      span_has_start_ = false;
+      span_has_end_ = false;
+      span_time_ok_ = true;
+      span_trace_id_ = StrRef{};
+      if (document_.spans.size() >= options_.max_spans_per_trace) {
+        dropping_span_ = true;
+      } else {
+        document_.spans.emplace_back();
+      }
+      break;
+    default: break;
+  }
+}
+
+void OtlpDocumentBuilder::EndContainer() {
+  if (skip_depth_ > 0) {
+    --skip_depth_;
+    return;
+  }
+  field_ = Field::kNone;
+  const Frame ending = frame();
+  if (ending == Frame::kResourceSpansArray) return;  // Finish() handles the array end
+  switch (ending) {
+    case Frame::kSpan: EndSpan(); break;
+    case Frame::kAttribute: EndAttribute(); break;
+    case Frame::kResourceSpans: {
+      // The resource may follow its spans in the object: assign it now.
+      const NameId service = resource_has_service_ ? resource_service_ : NameTable::kUnknownService;
+      for (std::size_t i = resource_first_span_; i < document_.spans.size(); ++i) {
+        document_.spans[i].service = service;
+      }
+      if (!resource_has_service_) stats_.spans_without_service += document_.spans.size() - resource_first_span_;
+      break;
+    }
+    default: break;
+  }
+  frames_.pop_back();
+}
+
+void OtlpDocumentBuilder::EndSpan() {
+  if (dropping_span_) {
+    ++stats_.dropped_spans_over_limit;
+    dropping_span_ = false;
+    return;
+  }
+  Span& span = document_.spans.back();
+  if (!span_has_id_) {
+    ++stats_.dropped_spans_without_id;
+    document_.spans.pop_back();
+    return;
+  }
+  if (!span_time_ok_ || !span_has_start_ || !span_has_end_) {
+    ++stats_.bad_timestamps;
+    span.duration_ns = 0;
+  } else {
+    // Subtraction in unsigned arithmetic: hostile times must not overflow.
+    span.duration_ns =
+        static_cast<std::int64_t>(static_cast<std::uint64_t>(span_end_ns_) - static_cast<std::uint64_t>(span.start_ns));
+  }
+  span_trace_ids_.push_back(span_trace_id_);
+}
+
+void OtlpDocumentBuilder::EndAttribute() {
+  if (!attribute_value_.present) return;
+  // [kResourceSpansArray, kResourceSpans, kResource, kAttributes, kAttribute]
+  if (frames_.size() == 5 && frames_[2] == Frame::kResource) {
+    if (attribute_key_ == "service.name" && attribute_value_.scalar.is_string()) {
+      resource_service_ = names_.Intern(attribute_value_.scalar.text);
+      resource_has_service_ = true;
+    }
+    return;
+  }
+  if (in_span()) ApplySpanTag(document_.spans.back(), ClassifySpanTag(attribute_key_), attribute_value_.scalar);
+}
+
+bool OtlpDocumentBuilder::Finish(const TraceCallback& on_trace) {
+  const std::size_t n = document_.spans.size();
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0u);
+  // Group by traceId, keeping input order inside a trace.
+  std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return document_.Str(span_trace_ids_[a]) < document_.Str(span_trace_ids_[b]);
+  });
+  for (std::size_t begin = 0; begin < n;) {
+    const std::string_view trace_id = document_.Str(span_trace_ids_[order_[begin]]);
+    std::size_t end = begin;
+    out_.Clear();
+    out_.trace_id.assign(trace_id);
+    while (end < n && document_.Str(span_trace_ids_[order_[end]]) == trace_id) {
+      Span span = document_.spans[order_[end]];
+      span.span_id = out_.Store(document_.Str(span.span_id));
+      span.parent_span_id = out_.Store(document_.Str(span.parent_span_id));
+      out_.spans.push_back(span);
+      ++end;
+    }
+    ++stats_.traces;
+    ++stats_.otlp_traces;
+    stats_.spans += out_.spans.size();
+    if (!on_trace(out_)) return false;
+    begin = end;
+  }
+  return true;
+}
+
+}  // namespace tailscope::trace::internal

@@ -1,0 +1,78 @@
+// Builds traces from the SAX events inside an OTLP JSON "resourceSpans" array.
+// OTLP groups spans by resource, not by trace, so the spans of one document
+// are buffered and split by traceId when the array ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/internal/json_scalar.h"
+#include "trace/internal/span_tags.h"
+#include "trace/trace.h"
+#include "trace/trace_reader.h"
+
+namespace tailscope::trace::internal {
+
+class OtlpDocumentBuilder {
+ public:
+  OtlpDocumentBuilder(NameTable& names, const ReadOptions& options, ReadStats& stats)
+      : names_(names), options_(options), stats_(stats) {}
+
+  // Starts a resourceSpans array; the events that follow are those inside it.
+  void Begin();
+  void Key(std::string_view key);
+  void Scalar(const JsonScalar& value);
+  void StartObject();
+  void StartArray();
+  void EndContainer();
+  // Emits the buffered spans as one Trace per traceId (in traceId order, spans
+  // in input order). Returns false when the callback asked to stop.
+  bool Finish(const TraceCallback& on_trace);
+
+ private:
+  enum class Frame : std::uint8_t {
+    kResourceSpansArray, kResourceSpans, kResource, kAttributes, kAttribute, kAnyValue,
+    kScopeSpansArray, kScopeSpans, kSpans, kSpan, kStatus
+  };
+  enum class Field : std::uint8_t {
+    kNone, kResource, kScopeSpans, kAttributes, kKey, kValue, kStringValue, kIntValue, kBoolValue,
+    kDoubleValue, kSpans, kTraceId, kSpanId, kParentSpanId, kName, kKind, kStart, kEnd, kStatus, kCode
+  };
+
+  Frame frame() const { return frames_.back(); }
+  void StartContainer(bool is_object);
+  void EndSpan();
+  void EndAttribute();
+  bool in_span() const;
+
+  NameTable& names_;
+  const ReadOptions& options_;
+  ReadStats& stats_;
+
+  Trace document_;                     // every span of the document
+  std::vector<StrRef> span_trace_ids_; // parallel to document_.spans
+  std::vector<Frame> frames_;
+  Field field_ = Field::kNone;
+  int skip_depth_ = 0;
+
+  std::size_t resource_first_span_ = 0;
+  NameId resource_service_ = NameTable::kUnknownService;
+  bool resource_has_service_ = false;
+
+  bool dropping_span_ = false;
+  bool span_has_id_ = false;
+  bool span_has_start_ = false;
+  bool span_has_end_ = false;
+  bool span_time_ok_ = true;
+  std::int64_t span_end_ns_ = 0;
+  StrRef span_trace_id_;
+
+  std::string attribute_key_;
+  OwnedScalar attribute_value_;
+
+  Trace out_;
+  std::vector<std::uint32_t> order_;
+};
+
+}  // namespace tailscope::trace::internal

@@ -1,0 +1,66 @@
+// The few span tags / attributes the analyzer uses; every other tag is
+// skipped without copying it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "trace/internal/json_scalar.h"
+#include "trace/trace.h"
+
+namespace tailscope::trace::internal {
+
+inline constexpr std::string_view kSchedulingDelayTag = "tailscope.scheduling_delay_ns";
+inline constexpr std::string_view kJoinDelayTag = "tailscope.join_delay_ns";
+
+enum class SpanTag : std::uint8_t { kOther, kSpanKind, kError, kOtelStatusCode, kSchedulingDelay, kJoinDelay };
+
+inline SpanTag ClassifySpanTag(std::string_view key) {
+  switch (key.size()) {
+    case 5: return Is(key, "error") ? SpanTag::kError : SpanTag::kOther;
+    case 9: return Is(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
+    case 16: return Is(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
+    case 23: return Is(key, "tailscope.join_delay_ns") ? SpanTag::kJoinDelay : SpanTag::kOther;
+    case 29: return Is(key, "tailscope.scheduling_delay_ns") ? SpanTag::kSchedulingDelay : SpanTag::kOther;
+    default: return SpanTag::kOther;
+  }
+}
+
+inline void ApplySpanTag(Span& span, SpanTag tag, const JsonScalar& value) {
+  switch (tag) {
+    case SpanTag::kSpanKind:
+      if (value.is_string()) span.kind = ParseSpanKind(value.text);
+      break;
+    case SpanTag::kError: span.error = span.error || value.IsTruthy(); break;
+    case SpanTag::kOtelStatusCode: span.error = span.error || (value.is_string() && Is(value.text, "ERROR")); break;
+    case SpanTag::kSchedulingDelay:
+    case SpanTag::kJoinDelay: {
+      std::int64_t ns = 0;
+      if (value.ToInt64(&ns) && ns >= 0) {
+        (tag == SpanTag::kSchedulingDelay ? span.probe_scheduling_delay_ns : span.probe_join_delay_ns) = ns;
+      }
+      break;
+    }
+    case SpanTag::kOther: break;
+  }
+}
+
+// A scalar that owns its text, for a tag whose value arrives before its key.
+struct OwnedScalar {
+  JsonScalar scalar;
+  std::string storage;
+  bool present = false;
+
+  void Set(const JsonScalar& s) {
+    scalar = s;
+    if (s.is_string()) {
+      storage.assign(s.text);
+      scalar.text = storage;
+    }
+    present = true;
+  }
+  void Reset() { present = false; }
+};
+
+}  // namespace tailscope::trace::internal

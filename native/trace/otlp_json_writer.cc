@@ -1,0 +1,132 @@
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trace/internal/span_tags.h"
+#include "trace/trace_writer.h"
+
+namespace tailscope::trace {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteText(JsonWriter& w, std::string_view text) {
+  const std::string repaired = IsValidUtf8(text) ? std::string(text) : ValidUtf8(text);
+  w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
+}
+
+void WriteIntAttribute(JsonWriter& w, std::string_view key, std::int64_t value) {
+  w.StartObject();
+  w.Key("key");
+  WriteText(w, key);
+  w.Key("value");
+  w.StartObject();
+  w.Key("intValue");  // OTLP JSON writes 64-bit integers as strings
+  const std::string text = std::to_string(value);
+  w.String(text.c_str());
+  w.EndObject();
+  w.EndObject();
+}
+
+int OtlpKind(SpanKind kind) {
+  switch (kind) {
+    case SpanKind::kInternal: return 1;
+    case SpanKind::kServer: return 2;
+    case SpanKind::kClient: return 3;
+    case SpanKind::kProducer: return 4;
+    case SpanKind::kConsumer: return 5;
+    case SpanKind::kUnspecified: break;
+  }
+  return 0;
+}
+
+void WriteSpan(JsonWriter& w, const Trace& trace, const Span& span, const NameTable& names) {
+  w.StartObject();
+  w.Key("traceId");
+  WriteText(w, trace.trace_id);
+  w.Key("spanId");
+  WriteText(w, trace.SpanId(span));
+  if (span.parent_ref != RefType::kNone) {
+    w.Key("parentSpanId");
+    WriteText(w, trace.ParentSpanId(span));
+  }
+  w.Key("name");
+  WriteText(w, names.Name(span.operation));
+  w.Key("kind");
+  w.Int(OtlpKind(span.kind));
+  w.Key("startTimeUnixNano");
+  w.String(std::to_string(span.start_ns).c_str());
+  w.Key("endTimeUnixNano");
+  w.String(std::to_string(span.end_ns()).c_str());
+  w.Key("attributes");
+  w.StartArray();
+  if (span.probe_scheduling_delay_ns >= 0) {
+    WriteIntAttribute(w, internal::kSchedulingDelayTag, span.probe_scheduling_delay_ns);
+  }
+  if (span.probe_join_delay_ns >= 0) WriteIntAttribute(w, internal::kJoinDelayTag, span.probe_join_delay_ns);
+  w.EndArray();
+  if (span.error) {
+    w.Key("status");
+    w.StartObject();
+    w.Key("code");
+    w.Int(2);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string OtlpJsonDocument(std::span<const Trace> traces, const NameTable& names) {
+  // One resource per service; spans keep their trace order inside it.
+  std::map<NameId, std::vector<std::pair<const Trace*, const Span*>>> by_service;
+  for (const Trace& trace : traces) {
+    for (const Span& span : trace.spans) by_service[span.service].emplace_back(&trace, &span);
+  }
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("resourceSpans");
+  w.StartArray();
+  for (const auto& [service, spans] : by_service) {
+    w.StartObject();
+    w.Key("resource");
+    w.StartObject();
+    w.Key("attributes");
+    w.StartArray();
+    w.StartObject();
+    w.Key("key");
+    w.String("service.name");
+    w.Key("value");
+    w.StartObject();
+    w.Key("stringValue");
+    WriteText(w, names.Name(service));
+    w.EndObject();
+    w.EndObject();
+    w.EndArray();
+    w.EndObject();
+    w.Key("scopeSpans");
+    w.StartArray();
+    w.StartObject();
+    w.Key("scope");
+    w.StartObject();
+    w.Key("name");
+    w.String("tailscope");
+    w.EndObject();
+    w.Key("spans");
+    w.StartArray();
+    for (const auto& [trace, span] : spans) WriteSpan(w, *trace, *span, names);
+    w.EndArray();
+    w.EndObject();
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace tailscope::trace

@@ -1,0 +1,102 @@
+// The trace model shared by the readers, the writers and the critical-path
+// analyzer: one trace in memory at a time, spans in input order, strings in a
+// per-trace arena and service/operation names interned once per run.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tailscope::trace {
+
+enum class SpanKind : std::uint8_t { kUnspecified, kInternal, kServer, kClient, kProducer, kConsumer };
+// How a span refers to its parent. Jaeger has both; OTLP's parentSpanId is kChildOf.
+enum class RefType : std::uint8_t { kNone, kChildOf, kFollowsFrom };
+
+std::string_view SpanKindName(SpanKind kind);
+// Parses "server", "SPAN_KIND_SERVER", "Server"…; unknown text gives kUnspecified.
+SpanKind ParseSpanKind(std::string_view text);
+
+using NameId = std::uint32_t;
+
+// Interns service and operation names so the analyzer keys its aggregates on
+// integers. Names are stored as valid UTF-8 (invalid bytes become U+FFFD) so
+// every writer downstream can emit them unchanged. The table is bounded: past
+// kMaxNames distinct names, new ones map to kOverflowName.
+class NameTable {
+ public:
+  static constexpr std::size_t kMaxNames = 1u << 20;
+  static constexpr NameId kUnknownService = 0;  // "unknown_service"
+  static constexpr NameId kOverflowName = 1;    // "(name table full)"
+
+  NameTable();
+  NameId Intern(std::string_view name);
+  std::string_view Name(NameId id) const { return names_[id]; }
+  std::size_t size() const { return names_.size(); }
+
+ private:
+  NameId InternSlow(std::string_view name);
+
+  // Direct-mapped cache in front of the map: readers intern the operation of
+  // every span, and most are repeats.
+  struct CacheEntry {
+    const std::string* name = nullptr;
+    NameId id = 0;
+  };
+  std::array<CacheEntry, 1024> cache_{};
+  std::deque<std::string> names_;  // deque: stable addresses for the map's keys
+  std::deque<std::string> raw_spellings_;  // invalid-UTF-8 spellings that map to a repaired name
+  std::unordered_map<std::string_view, NameId> ids_;
+};
+
+// A string stored in Trace::arena.
+struct StrRef {
+  std::uint32_t offset = 0;
+  std::uint32_t length = 0;
+};
+
+struct Span {
+  StrRef span_id;
+  StrRef parent_span_id;          // empty when parent_ref == kNone
+  StrRef process_id;              // Jaeger processID, resolved to `service` by the reader
+  RefType parent_ref = RefType::kNone;
+  SpanKind kind = SpanKind::kUnspecified;
+  bool error = false;
+  NameId service = NameTable::kUnknownService;
+  NameId operation = NameTable::kUnknownService;
+  std::int64_t start_ns = 0;
+  std::int64_t duration_ns = 0;   // may be negative in dirty input; the analyzer fixes it
+  // Delays measured by tailscope's own async probe (tags tailscope.scheduling_delay_ns,
+  // tailscope.join_delay_ns); -1 when the span carries none.
+  std::int64_t probe_scheduling_delay_ns = -1;
+  std::int64_t probe_join_delay_ns = -1;
+
+  std::int64_t end_ns() const { return start_ns + duration_ns; }
+};
+
+struct Trace {
+  std::string trace_id;
+  std::vector<Span> spans;
+  std::string arena;
+
+  std::string_view Str(StrRef ref) const { return std::string_view(arena).substr(ref.offset, ref.length); }
+  StrRef Store(std::string_view text);
+  std::string_view SpanId(const Span& span) const { return Str(span.span_id); }
+  std::string_view ParentSpanId(const Span& span) const { return Str(span.parent_span_id); }
+  // Keeps capacity: the readers reuse one Trace for every trace of a file.
+  void Clear();
+};
+
+// A fast hash of short strings (ids, names): length, first and last 8 bytes.
+std::size_t QuickHash(std::string_view s);
+
+// Returns `text` unchanged when it is valid UTF-8, else a copy with every
+// invalid byte replaced by U+FFFD.
+std::string ValidUtf8(std::string_view text);
+bool IsValidUtf8(std::string_view text);
+
+}  // namespace tailscope::trace

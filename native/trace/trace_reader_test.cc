@@ -1,0 +1,373 @@
+#include "trace/trace_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tailscope::trace {
+namespace {
+
+struct ReadAllResult {
+  ReadResult result;
+  std::vector<Trace> traces;
+};
+
+ReadAllResult ReadAll(std::string_view json, NameTable& names, ReadOptions options = {}) {
+  ReadAllResult out;
+  out.result = ReadTraceText(json, names, options, [&](Trace& t) {
+    out.traces.push_back(t);
+    return true;
+  });
+  return out;
+}
+
+const Span* FindSpan(const Trace& trace, std::string_view id) {
+  for (const Span& s : trace.spans) {
+    if (trace.SpanId(s) == id) return &s;
+  }
+  return nullptr;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/tailscope-trace-test-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, std::string_view data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+void WriteGzip(const std::string& path, std::string_view data) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, data.data(), static_cast<unsigned>(data.size())), static_cast<int>(data.size()));
+  gzclose(f);
+}
+
+constexpr std::string_view kEnvelope = R"({
+  "data": [
+    {
+      "traceID": "t1",
+      "spans": [
+        {"traceID": "t1", "spanID": "a", "operationName": "GET /", "references": [],
+         "startTime": 1000, "duration": 500, "processID": "p2",
+         "tags": [{"key": "span.kind", "type": "string", "value": "server"},
+                  {"key": "http.status_code", "type": "int64", "value": 200}],
+         "logs": [{"timestamp": 1001, "fields": [{"key": "event", "value": "x"}]}]},
+        {"traceID": "t1", "spanID": "b", "operationName": "call", "startTime": 1100, "duration": 100,
+         "references": [{"refType": "FOLLOWS_FROM", "traceID": "t1", "spanID": "x"},
+                        {"refType": "CHILD_OF", "traceID": "t1", "spanID": "a"}],
+         "processID": "p1",
+         "tags": [{"value": true, "type": "bool", "key": "error"},
+                  {"key": "tailscope.scheduling_delay_ns", "type": "int64", "value": 1234},
+                  {"key": "tailscope.join_delay_ns", "type": "int64", "value": "77"}]}
+      ],
+      "processes": {"p1": {"serviceName": "backend", "tags": [{"key": "hostname", "value": "h"}]},
+                    "p2": {"serviceName": "frontend"}},
+      "warnings": null
+    },
+    {"traceID": "t2", "spans": [{"spanID": "c", "operationName": "op", "startTime": 5, "duration": 1,
+                                 "process": {"serviceName": "inline"}}]}
+  ],
+  "total": 0, "limit": 0, "offset": 0, "errors": null
+})";
+
+TEST(TraceReaderTest, ReadsJaegerEnvelopeTraceByTrace) {
+  NameTable names;
+  auto out = ReadAll(kEnvelope, names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  ASSERT_EQ(out.traces.size(), 2u);
+  EXPECT_EQ(out.result.stats.traces, 2u);
+  EXPECT_EQ(out.result.stats.spans, 3u);
+  EXPECT_EQ(out.result.stats.jaeger_traces, 2u);
+
+  const Trace& t1 = out.traces[0];
+  EXPECT_EQ(t1.trace_id, "t1");
+  ASSERT_EQ(t1.spans.size(), 2u);
+  const Span* a = FindSpan(t1, "a");
+  const Span* b = FindSpan(t1, "b");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(names.Name(a->service), "frontend");  // processes come after the spans
+  EXPECT_EQ(names.Name(b->service), "backend");
+  EXPECT_EQ(names.Name(a->operation), "GET /");
+  EXPECT_EQ(a->start_ns, 1'000'000);  // microseconds in, nanoseconds out
+  EXPECT_EQ(a->duration_ns, 500'000);
+  EXPECT_EQ(a->kind, SpanKind::kServer);
+  EXPECT_EQ(a->parent_ref, RefType::kNone);
+  EXPECT_FALSE(a->error);
+  // CHILD_OF wins over an earlier FOLLOWS_FROM.
+  EXPECT_EQ(b->parent_ref, RefType::kChildOf);
+  EXPECT_EQ(t1.ParentSpanId(*b), "a");
+  EXPECT_TRUE(b->error);  // value before key
+  EXPECT_EQ(b->probe_scheduling_delay_ns, 1234);
+  EXPECT_EQ(b->probe_join_delay_ns, 77);
+
+  const Trace& t2 = out.traces[1];
+  ASSERT_EQ(t2.spans.size(), 1u);
+  EXPECT_EQ(names.Name(t2.spans[0].service), "inline");
+}
+
+TEST(TraceReaderTest, ReadsSingleTraceObject) {
+  NameTable names;
+  auto out = ReadAll(R"({"traceID": "x", "processes": {"p": {"serviceName": "s"}},
+                         "spans": [{"spanID": "1", "operationName": "o", "startTime": 1, "duration": 2,
+                                    "processID": "p"}]})",
+                     names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  ASSERT_EQ(out.traces.size(), 1u);
+  EXPECT_EQ(out.traces[0].trace_id, "x");
+  EXPECT_EQ(names.Name(out.traces[0].spans[0].service), "s");
+}
+
+TEST(TraceReaderTest, ReadsNdjsonAndTopLevelArrays) {
+  NameTable names;
+  const std::string ndjson =
+      R"({"traceID": "1", "spans": [{"spanID": "a", "startTime": 1, "duration": 1}]})"
+      "\n"
+      R"({"data": [{"traceID": "2", "spans": []}, {"traceID": "3", "spans": []}]})"
+      "\n\n"
+      R"([{"traceID": "4", "spans": []}])"
+      "\n";
+  auto out = ReadAll(ndjson, names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  ASSERT_EQ(out.traces.size(), 4u);
+  EXPECT_EQ(out.traces[0].trace_id, "1");
+  EXPECT_EQ(out.traces[3].trace_id, "4");
+}
+
+TEST(TraceReaderTest, EnvelopeWithoutTracesYieldsNothing) {
+  NameTable names;
+  auto out = ReadAll(R"({"data": null, "total": 0, "errors": [{"code": 1}]})", names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  EXPECT_TRUE(out.traces.empty());
+}
+
+TEST(TraceReaderTest, CountsSpansWithoutIdOrService) {
+  NameTable names;
+  auto out = ReadAll(R"({"traceID": "x", "spans": [
+        {"operationName": "no id", "startTime": 1, "duration": 1},
+        {"spanID": "b", "processID": "missing", "startTime": "12", "duration": 1.5},
+        {"spanID": "c", "startTime": "soon", "duration": 1}]})",
+                     names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  ASSERT_EQ(out.traces[0].spans.size(), 2u);
+  EXPECT_EQ(out.result.stats.dropped_spans_without_id, 1u);
+  EXPECT_EQ(out.result.stats.spans_without_service, 2u);
+  EXPECT_EQ(out.result.stats.bad_timestamps, 1u);
+  EXPECT_EQ(out.traces[0].spans[0].service, NameTable::kUnknownService);
+  EXPECT_EQ(out.traces[0].spans[0].start_ns, 12'000);   // numeric string
+  EXPECT_EQ(out.traces[0].spans[0].duration_ns, 1'500); // fractional microseconds
+}
+
+TEST(TraceReaderTest, DropsSpansPastTheLimit) {
+  NameTable names;
+  ReadOptions options;
+  options.max_spans_per_trace = 2;
+  auto out = ReadAll(R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"},
+                         {"spanID": "3", "tags": [{"key": "error", "value": true}]}]})",
+                     names, options);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  EXPECT_EQ(out.traces[0].spans.size(), 2u);
+  EXPECT_EQ(out.result.stats.dropped_spans_over_limit, 1u);
+}
+
+constexpr std::string_view kOtlp = R"({"resourceSpans": [
+  {"scopeSpans": [{"scope": {"name": "lib"}, "spans": [
+      {"traceId": "T2", "spanId": "s1", "name": "GET /x", "kind": 2,
+       "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000000500000",
+       "attributes": [{"key": "tailscope.join_delay_ns", "value": {"intValue": "42"}},
+                      {"key": "http.method", "value": {"stringValue": "GET"}}]},
+      {"traceId": "T1", "spanId": "s2", "parentSpanId": "s9", "name": "db", "kind": "SPAN_KIND_CLIENT",
+       "startTimeUnixNano": 100, "endTimeUnixNano": 250, "status": {"code": "STATUS_CODE_ERROR"}}]}],
+   "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "api"}}]}},
+  {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "db"}}]},
+   "instrumentationLibrarySpans": [{"spans": [
+      {"traceId": "T2", "spanId": "s3", "parentSpanId": "s1", "name": "query", "kind": 5,
+       "startTimeUnixNano": "1700000000000100000", "endTimeUnixNano": "1700000000000200000",
+       "status": {"code": 2}}]}]}
+]})";
+
+TEST(TraceReaderTest, ReadsOtlpGroupingSpansByTrace) {
+  NameTable names;
+  auto out = ReadAll(kOtlp, names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  ASSERT_EQ(out.traces.size(), 2u);
+  EXPECT_EQ(out.result.stats.otlp_traces, 2u);
+  const Trace& t1 = out.traces[0];
+  const Trace& t2 = out.traces[1];
+  EXPECT_EQ(t1.trace_id, "T1");
+  EXPECT_EQ(t2.trace_id, "T2");
+  ASSERT_EQ(t1.spans.size(), 1u);
+  ASSERT_EQ(t2.spans.size(), 2u);
+  const Span* s1 = FindSpan(t2, "s1");
+  const Span* s3 = FindSpan(t2, "s3");
+  ASSERT_TRUE(s1 && s3);
+  EXPECT_EQ(names.Name(s1->service), "api");  // resource after its spans
+  EXPECT_EQ(names.Name(s3->service), "db");
+  EXPECT_EQ(s1->kind, SpanKind::kServer);
+  EXPECT_EQ(s1->start_ns, 1'700'000'000'000'000'000);
+  EXPECT_EQ(s1->duration_ns, 500'000);
+  EXPECT_EQ(s1->probe_join_delay_ns, 42);
+  EXPECT_EQ(s1->parent_ref, RefType::kNone);
+  EXPECT_EQ(s3->kind, SpanKind::kConsumer);
+  EXPECT_EQ(t2.ParentSpanId(*s3), "s1");
+  EXPECT_TRUE(s3->error);
+  EXPECT_EQ(t1.spans[0].kind, SpanKind::kClient);
+  EXPECT_TRUE(t1.spans[0].error);
+  EXPECT_EQ(t1.spans[0].duration_ns, 150);
+}
+
+TEST(TraceReaderTest, InvalidJsonReportsByteOffset) {
+  NameTable names;
+  const std::string text = R"({"data": [{"traceID": "a",, "spans": []}]})";
+  auto out = ReadAll(text, names);
+  ASSERT_FALSE(out.result.ok);
+  EXPECT_EQ(out.result.error_offset, text.find(",,") + 1);
+  EXPECT_NE(out.result.error.find("byte offset " + std::to_string(text.find(",,") + 1)), std::string::npos)
+      << out.result.error;
+}
+
+TEST(TraceReaderTest, TruncatedInputReportsEndOffset) {
+  NameTable names;
+  const std::string text = R"({"data": [{"traceID": "a", "spans": [{"spanID": "x", "startTime": 12)";
+  int traces = 0;
+  auto result = ReadTraceText(text, names, {}, [&](Trace&) { return ++traces, true; });
+  ASSERT_FALSE(result.ok);
+  EXPECT_EQ(result.error_offset, text.size());
+  EXPECT_EQ(traces, 0);
+}
+
+TEST(TraceReaderTest, TracesBeforeAnErrorAreDelivered) {
+  NameTable names;
+  const std::string text = "{\"traceID\": \"1\", \"spans\": []}\n{\"traceID\": \"2\", \"spans\": [}\n";
+  auto out = ReadAll(text, names);
+  ASSERT_FALSE(out.result.ok);
+  EXPECT_EQ(out.traces.size(), 1u);
+  EXPECT_EQ(out.result.error_offset, text.find("[}") + 1);
+}
+
+TEST(TraceReaderTest, RejectsDeepNestingWithBoundedCost) {
+  NameTable names;
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "{\"x\":";
+  text += "1" + std::string(100000, '}');
+  auto out = ReadAll(text, names);
+  ASSERT_FALSE(out.result.ok);
+  EXPECT_NE(out.result.error.find("nested deeper"), std::string::npos) << out.result.error;
+  EXPECT_EQ(out.result.error_offset, 64u * 5 + 1);  // just after the 65th '{'
+}
+
+TEST(TraceReaderTest, RejectsEmptyInputAndScalars) {
+  NameTable names;
+  EXPECT_FALSE(ReadAll("", names).result.ok);
+  EXPECT_FALSE(ReadAll(" \n\t ", names).result.ok);
+  auto scalar = ReadAll("42", names);
+  EXPECT_FALSE(scalar.result.ok);
+  EXPECT_NE(scalar.result.error.find("expected a JSON object"), std::string::npos);
+  auto nul = ReadAll(std::string_view("{\"traceID\": \"a\"\0}", 17), names);
+  EXPECT_FALSE(nul.result.ok);
+}
+
+TEST(TraceReaderTest, CallbackCanStopTheRead) {
+  NameTable names;
+  int seen = 0;
+  auto result = ReadTraceText(kEnvelope, names, {}, [&](Trace&) { return ++seen < 1; });
+  EXPECT_TRUE(result.ok);
+  EXPECT_TRUE(result.stopped);
+  EXPECT_EQ(seen, 1);
+}
+
+TEST(TraceReaderTest, ReadsPlainAndGzipFiles) {
+  TempDir dir;
+  WriteFile(dir.File("plain.json"), kEnvelope);
+  WriteGzip(dir.File("packed.json.gz"), kEnvelope);
+  for (const char* name : {"plain.json", "packed.json.gz"}) {
+    NameTable names;
+    int traces = 0;
+    auto result = ReadTraceFile(dir.File(name), names, {}, [&](Trace&) { return ++traces, true; });
+    ASSERT_TRUE(result.ok) << name << ": " << result.error;
+    EXPECT_EQ(traces, 2) << name;
+    EXPECT_EQ(result.stats.bytes, kEnvelope.size()) << name;
+    EXPECT_EQ(result.stats.compressed, std::string(name) == "packed.json.gz");
+  }
+}
+
+TEST(TraceReaderTest, ReadsLargeFilesAcrossBufferBoundaries) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 5000; ++i) {
+    text += R"({"traceID": ")" + std::to_string(i) +
+            R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
+            std::string(100, 'v') + "\"}]}]}\n";
+  }
+  WriteGzip(dir.File("big.json.gz"), text);
+  NameTable names;
+  int traces = 0;
+  auto result = ReadTraceFile(dir.File("big.json.gz"), names, {}, [&](Trace& t) {
+    EXPECT_EQ(t.trace_id, std::to_string(traces));
+    return ++traces, true;
+  });
+  ASSERT_TRUE(result.ok) << result.error;
+  EXPECT_EQ(traces, 5000);
+  EXPECT_EQ(result.stats.bytes, text.size());
+}
+
+TEST(TraceReaderTest, TruncatedGzipIsAnError) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += R"({"traceID": "x", "spans": []})" "\n";
+  WriteGzip(dir.File("full.gz"), text);
+  std::ifstream in(dir.File("full.gz"), std::ios::binary);
+  std::string packed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  WriteFile(dir.File("cut.gz"), std::string_view(packed).substr(0, packed.size() / 2));
+  NameTable names;
+  auto result = ReadTraceFile(dir.File("cut.gz"), names, {}, [](Trace&) { return true; });
+  ASSERT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("gzip"), std::string::npos) << result.error;
+}
+
+TEST(TraceReaderTest, MissingFileIsAnError) {
+  NameTable names;
+  auto result = ReadTraceFile("/nonexistent/trace.json", names, {}, [](Trace&) { return true; });
+  ASSERT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("No such file"), std::string::npos) << result.error;
+}
+
+TEST(TraceReaderTest, InvalidUtf8NamesAreRepaired) {
+  NameTable names;
+  auto out = ReadAll("{\"traceID\": \"x\", \"spans\": [{\"spanID\": \"a\", \"operationName\": \"bad\xff\"}]}", names);
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  EXPECT_EQ(names.Name(out.traces[0].spans[0].operation), "bad\xEF\xBF\xBD");
+}
+
+TEST(TraceReaderTest, ReadsEveryConformanceFixture) {
+  const std::filesystem::path dir = TAILSCOPE_CRITPATH_FIXTURES;
+  if (!std::filesystem::exists(dir / "crisp")) GTEST_SKIP() << "fixtures not found at " << dir;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "crisp")) {
+    NameTable names;
+    int traces = 0;
+    auto result = ReadTraceFile(entry.path(), names, {}, [&](Trace& t) { return traces += !t.spans.empty(), true; });
+    ASSERT_TRUE(result.ok) << entry.path() << ": " << result.error;
+    EXPECT_EQ(traces, 1) << entry.path();
+    ++files;
+  }
+  EXPECT_GT(files, 0);
+}
+
+}  // namespace
+}  // namespace tailscope::trace

@@ -1,0 +1,240 @@
+"""Study `analyze`: critical paths of traces (from any Jaeger/OTLP source).
+
+Run by `tailscope analyze FILE...`. The engine document (tailscope.critpath/1)
+is stored whole; per-service critical-path times, end-to-end latency, RPC
+scheduling/join delays and what-if projections are also stored as
+distributions (exact percentiles over the per-trace values) so the report can
+draw their CDFs like any other measurement.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .. import plots
+from ..analyze import load_ndjson, run_critpath, summary_tables
+from ..store import EngineDocument, Store
+from ..units import fmt_count, fmt_ns, fmt_ratio
+from . import Figure, RunContext, Section, Table
+
+ENGINE = "tailscope-critpath"
+CDF_PERCENTILES = [*range(0, 100), 99.5, 99.9, 99.99, 100]
+MAX_SERVICE_CURVES = 8
+MIN_TAIL_SAMPLES = 10
+
+
+def distribution(name: str, variant: str, values, what: str) -> dict | None:
+    """A result/1 measurement from raw values (exact percentiles)."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return None
+    pct = {"50": 50, "90": 90, "99": 99, "99.9": 99.9, "99.99": 99.99}
+    tail = {k: v.size * (100 - p) / 100 for k, p in pct.items()}
+    return {
+        "name": name, "variant": variant, "what": what, "pinning": {}, "observed": {},
+        "latency": {
+            "unit": "ns", "count": int(v.size), "min": float(v.min()), "mean": float(v.mean()),
+            "stddev": float(v.std()), "max": float(v.max()),
+            "percentiles": {k: float(np.percentile(v, p, method="inverted_cdf")) for k, p in pct.items()},
+            "tail_samples": tail, "low_confidence": [k for k, t in tail.items() if t < MIN_TAIL_SAMPLES],
+        },
+        "cdf": [[float(np.percentile(v, p, method="inverted_cdf")), float(p)] for p in CDF_PERCENTILES],
+    }
+
+
+class AnalyzeStudy:
+    name = "analyze"
+    title = "Critical paths of traces"
+
+    def run(self, ctx: RunContext) -> list[EngineDocument]:
+        files = ctx.options.get("trace_files") or []
+        if not files:
+            raise ValueError("the analyze study needs trace files (tailscope analyze FILE...)")
+        algorithm = ctx.options.get("algorithm", "capstone")
+        art = ctx.artifacts_dir / "analyze"
+        art.mkdir(parents=True, exist_ok=True)
+
+        def on_progress(p: dict) -> None:
+            if p.get("event") == "input_done":
+                ctx.progress(f"analyze: {Path(p.get('input', '')).name}", 0.5)
+
+        doc = run_critpath(files, algorithm=algorithm, what_if=ctx.options.get("what_if", []),
+                           what_if_no_delays=bool(ctx.options.get("what_if_no_delays")),
+                           max_traces=int(ctx.options.get("max_traces", 0)), artifacts_dir=art,
+                           on_progress=on_progress)
+        ndjson = art / "critical_paths.ndjson"
+        tables = load_ndjson(ndjson)
+        measurements = []
+        traces = tables["traces"]
+        analyzed = traces[traces["analyzed"]] if not traces.empty else traces
+        m = distribution("end_to_end", algorithm, analyzed["end_to_end_ns"] if not analyzed.empty else [],
+                         "root span duration")
+        measurements.append(m)
+        svc = tables["services"]
+        if not svc.empty:
+            for service, grp in svc.groupby("service"):
+                measurements.append(distribution("cp_time", str(service), grp["exclusive_ns"],
+                                                 "critical-path time of the service in traces where it is on the path"))
+        rpc = tables["rpc_delays"]
+        if not rpc.empty:
+            measurements.append(distribution("rpc_scheduling", algorithm, rpc["scheduling_ns"],
+                                             "server span start − client span start, per RPC"))
+            measurements.append(distribution("rpc_join", algorithm, rpc["join_ns"],
+                                             "client span end − server span end, per RPC"))
+        if not analyzed.empty:
+            measurements.append(distribution("delay_on_path", algorithm, analyzed["delay_on_path_ns"],
+                                             "scheduling + join delay on the critical path, per trace"))
+        wi = tables["trace_what_if"]
+        if not wi.empty:
+            for scenario, grp in wi.groupby("scenario"):
+                measurements.append(distribution("what_if", str(scenario), grp["end_to_end_ns"],
+                                                 "projected end-to-end latency with the scenario's time removed"))
+        derived = {
+            "schema": "tailscope.result/1", "engine": "tailscope-analyze-derived", "machine": {},
+            "config": {"algorithm": algorithm, "inputs": [str(f) for f in files]},
+            "measurements": [x for x in measurements if x is not None], "unavailable": [], "warnings": [],
+        }
+        if rpc.empty:
+            derived["unavailable"].append({"name": "rpc_scheduling", "variant": algorithm,
+                                           "reason": "no client span with a server child (span.kind tags absent)"})
+        return [EngineDocument(self.name, ENGINE, doc), EngineDocument(self.name, derived["engine"], derived)]
+
+    def section(self, store: Store, run_id: str) -> Section:
+        docs = {d.engine: d.document for d in store.documents(run_id, self.name)}
+        doc = docs.get(ENGINE)
+        sec = Section("analyze", self.title,
+                      "Per request, the critical path is the chain of work the response waited for. "
+                      "Bottlenecks are services with a long critical-path time (by mean) or an unstable one "
+                      "(by variability), the capstone study's two criteria.")
+        for study, name, variant, reason in store.unavailable(run_id):
+            if study == self.name:
+                sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
+        if doc is None:
+            sec.notes.append("no critical-path document was stored for this run")
+            return sec
+        s = doc["summary"]
+        warn = {k: v for k, v in doc.get("warnings", {}).items() if v}
+        inputs = ", ".join(Path(i["path"]).name for i in doc.get("inputs", []))
+        sec.blocks.append(Table(
+            "Input", ["inputs", "algorithm", "traces", "analyzed", "spans", "engine speed", "warnings"],
+            [[inputs, doc["algorithm"], fmt_count(s["traces"]), fmt_count(s["traces_analyzed"]), fmt_count(s["spans"]),
+              f"{s['spans_per_s'] / 1e6:.2f} M spans/s",
+              ", ".join(f"{k} {v}" for k, v in warn.items()) or "none"]],
+            "Dirty data is counted, never fatal: children outliving parents are clipped as Jaeger does, "
+            "orphans, duplicates, cycles and clock skew are listed under warnings.", numeric_from=2))
+        if s["traces_analyzed"] == 0:
+            sec.notes.append("no trace could be analyzed (see warnings)")
+            return sec
+        df = store.measurements(run_id, self.name)
+        cdf = store.cdf(run_id, self.name)
+        fig = _service_cdf_figure(df, cdf, doc)
+        if fig:
+            sec.blocks.append(fig)
+        tables = summary_tables(doc)
+        sec.blocks.append(_paths_table(tables["paths"], s["traces_analyzed"]))
+        sec.blocks.append(_bottleneck_table(doc))
+        dfig = _delay_figure(df, cdf, doc)
+        if dfig:
+            sec.blocks.append(dfig)
+        if not tables["what_if"].empty:
+            sec.blocks.append(_what_if_table(tables["what_if"], doc))
+        return sec
+
+
+def _service_cdf_figure(df, cdf, doc) -> Figure | None:
+    svc = df[df["name"] == "cp_time"].sort_values("mean_ns", ascending=False)
+    if svc.empty:
+        return None
+    top = svc.head(MAX_SERVICE_CURVES)
+    fig, ax = plots.new_figure(9.5, 4.4)
+    for i, (_, r) in enumerate(top.iterrows()):
+        pts = cdf[(cdf["name"] == "cp_time") & (cdf["variant"] == r["variant"])]
+        ax.plot(pts["value_ns"], pts["percentile"] / 100, color=plots.PALETTE[i % 8], linewidth=1.5,
+                label=f"{r['variant']} (n={int(r['samples'])})", drawstyle="steps-post")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(plots.ns_formatter)
+    ax.set_xlabel("critical-path time per request")
+    ax.set_ylabel("fraction of requests")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    worst = top.iloc[0]
+    share = next((o.get("share_of_end_to_end") for o in doc.get("services", []) if o.get("service") == worst["variant"]),
+                 None)
+    share_txt = f", {share * 100:.0f} % of all end-to-end time" if share is not None else ""
+    finding = (f"{worst['variant']} has the longest critical-path time: mean {fmt_ns(worst['mean_ns'])}, "
+               f"p99 {fmt_ns(worst['p99_ns'])}{share_txt}.")
+    return Figure("Critical-path time per service", plots.to_svg(fig),
+                  f"Per request, the time each service spends on the critical path ({doc['algorithm']} algorithm); "
+                  f"{MAX_SERVICE_CURVES} services with the largest mean shown; n = requests where the service "
+                  "is on the path. Exact percentiles.", finding)
+
+
+def _paths_table(paths, analyzed: int) -> Table:
+    rows = []
+    for _, p in paths.iterrows():
+        path = p["path"]
+        if len(path) > 400:
+            path = path[:397] + "…"
+        rows.append([str(p["rank"]), path, fmt_count(p["count"]), f"{p['fraction'] * 100:.1f} %",
+                     fmt_ns(p["p50_ns"]), fmt_ns(p["p99_ns"])])
+    return Table("Most frequent critical paths", ["rank", "path", "requests", "share", "p50", "p99"], rows,
+                 f"Distinct sequences of service:operation on the critical path, of {fmt_count(analyzed)} analyzed "
+                 "requests. p50/p99: end-to-end latency of the requests that took that path.", numeric_from=2,
+                 wrap_columns=(1,))
+
+
+def _bottleneck_table(doc) -> Table:
+    rows = []
+    b = doc.get("bottlenecks", {})
+    for criterion, label in (("services_by_mean", "mean"), ("services_by_variability", "variability")):
+        for e in b.get(criterion, [])[:5]:
+            rows.append([label, str(e["rank"]), e["service"], fmt_ns(e.get("mean_per_trace_ns")),
+                         fmt_ns(e.get("stddev_per_trace_ns")), f"{e.get('cv_per_trace', 0):.2f}",
+                         f"{e.get('share_of_end_to_end', 0) * 100:.1f} %", f"{e.get('frequency', 0) * 100:.0f} %"])
+    return Table("Bottleneck services", ["criterion", "rank", "service", "mean / request", "stddev", "CV",
+                                         "share of e2e", "on path"], rows,
+                 "Ranked by mean critical-path time per request and by its standard deviation (variability). "
+                 "'on path': fraction of requests where the service is on the critical path.", numeric_from=3)
+
+
+def _delay_figure(df, cdf, doc) -> Figure | None:
+    names = [("rpc_scheduling", "RPC scheduling delay"), ("rpc_join", "RPC join delay"),
+             ("delay_on_path", "delay on the critical path")]
+    present = [(n, lbl) for n, lbl in names if n in set(df["name"])]
+    if not present:
+        return None
+    fig, ax = plots.new_figure(8.5, 3.8)
+    for i, (n, lbl) in enumerate(present):
+        pts = cdf[cdf["name"] == n]
+        samples = int(df[df["name"] == n].iloc[0]["samples"])
+        ax.plot(pts["value_ns"].clip(lower=1), pts["percentile"] / 100, color=plots.PALETTE[i], linewidth=1.5,
+                label=f"{lbl} (n={samples})", drawstyle="steps-post")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(plots.ns_formatter)
+    ax.set_ylabel("fraction")
+    ax.legend(fontsize=8, loc="lower right")
+    d = doc.get("delays", {})
+    share = d.get("on_path_share_of_end_to_end")
+    finding = (f"Scheduling and join delay make up {share * 100:.1f} % of end-to-end time on the critical path."
+               if share is not None else "No delay could be attributed.")
+    return Figure("Scheduling and join delays", plots.to_svg(fig),
+                  "Scheduling delay: server span start − client span start; join delay: client span end − server "
+                  "span end (per RPC, clamped at 0 on clock skew). Delay on path: the part of both that lies on "
+                  "each request's critical path.", finding)
+
+
+def _what_if_table(wi, doc) -> Table:
+    rows = []
+    for _, w in wi.iterrows():
+        rows.append([w["scenario"], fmt_ns(w["mean_ns"]), fmt_ns(w["p50_ns"]), fmt_ns(w["p99_ns"]),
+                     fmt_ratio(w["mean_ratio"]), fmt_ratio(w["p99_ratio"])])
+    e2e = doc.get("end_to_end_ns", {})
+    rows.insert(0, ["measured", fmt_ns(e2e.get("mean")), fmt_ns(e2e.get("p50")), fmt_ns(e2e.get("p99")), "1×", "1×"])
+    return Table("What if", ["scenario", "mean", "p50", "p99", "mean ratio", "p99 ratio"], rows,
+                 "Each trace is replayed with the scenario's time removed and its critical path recomputed (the "
+                 "path may move to another branch, so the gain is not a subtraction).", numeric_from=1)
+
+
+STUDY = AnalyzeStudy()

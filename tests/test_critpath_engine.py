@@ -1,0 +1,273 @@
+"""End-to-end tests of the tailscope-critpath engine binary.
+
+Runs the engine from the release build tree (TAILSCOPE_BUILD_DIR overrides
+build/release) on the shared conformance fixtures and on inputs built here:
+gzip, NDJSON, OTLP, invalid JSON, a truncated file, a cyclic trace.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = Path(os.environ.get("TAILSCOPE_BUILD_DIR", ROOT / "build" / "release"))
+ENGINE = BUILD_DIR / "bin" / "tailscope-critpath"
+FIXTURES = Path(os.environ.get("TAILSCOPE_CRITPATH_FIXTURES", ROOT.parent / "shared" / "fixtures" / "critical-path"))
+
+pytestmark = pytest.mark.skipif(
+    not ENGINE.exists(), reason=f"{ENGINE} not built (run `make build` or set TAILSCOPE_BUILD_DIR)"
+)
+needs_fixtures = pytest.mark.skipif(
+    not FIXTURES.is_dir(), reason=f"conformance fixtures not found at {FIXTURES} (a clone without ../shared)"
+)
+
+
+def run(*args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(ENGINE), *map(str, args)], input=stdin, capture_output=True, timeout=120
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc
+
+
+def analyze(*args: str, stdin: bytes | None = None) -> dict:
+    doc = json.loads(run(*args, stdin=stdin).stdout)
+    assert doc["schema"] == "tailscope.critpath/1"
+    assert doc["engine"] == "tailscope-critpath"
+    return doc
+
+
+def jaeger_span(span_id, parent, start, duration, process="p1", op=None, kind=None):
+    span = {
+        "traceID": "t",
+        "spanID": span_id,
+        "operationName": op or span_id,
+        "references": [{"refType": "CHILD_OF", "traceID": "t", "spanID": parent}] if parent else [],
+        "startTime": start,
+        "duration": duration,
+        "tags": [{"key": "span.kind", "type": "string", "value": kind}] if kind else [],
+        "processID": process,
+    }
+    return span
+
+
+def jaeger_trace(trace_id, spans, services=("frontend", "backend")):
+    return {
+        "traceID": trace_id,
+        "spans": spans,
+        "processes": {f"p{i + 1}": {"serviceName": s} for i, s in enumerate(services)},
+    }
+
+
+SIMPLE = jaeger_trace(
+    "simple",
+    [
+        jaeger_span("root", None, 1000, 100, "p1", "GET /", "server"),
+        jaeger_span("call", "root", 1010, 60, "p1", "rpc", "client"),
+        jaeger_span("serve", "call", 1015, 50, "p2", "rpc", "server"),
+    ],
+)
+
+
+def crisp_fixtures():
+    return sorted(FIXTURES.glob("crisp/*.json")) if FIXTURES.is_dir() else []
+
+
+def jaeger_fixtures():
+    return sorted(FIXTURES.glob("jaeger-ui/*.json")) if FIXTURES.is_dir() else []
+
+
+@needs_fixtures
+@pytest.mark.parametrize("fixture", crisp_fixtures(), ids=lambda p: p.stem)
+def test_crisp_mode_matches_crisp_exclusive_times(fixture: Path):
+    expected = json.loads(fixture.read_text())["testing"]
+    expected = expected[0] if isinstance(expected, list) else expected["opTimeExclusive"]
+    doc = analyze("--algorithm", "crisp", fixture)
+    (trace,) = doc["traces"]
+    got: dict[str, int] = {}
+    for op in trace["operations"]:
+        key = f"[{op['service']}] {op['operation']}"
+        got[key] = got.get(key, 0) + op["exclusive_ns"] // 1000
+    assert got == expected
+
+
+@needs_fixtures
+@pytest.mark.parametrize("fixture", jaeger_fixtures(), ids=lambda p: p.stem)
+def test_jaeger_mode_matches_jaeger_ui_sections(fixture: Path, tmp_path: Path):
+    data = json.loads(fixture.read_text())
+    trace_file = tmp_path / "trace.json"
+    trace_file.write_text(json.dumps(data["trace"]))
+    doc = analyze("--algorithm", "jaeger", trace_file)
+    (trace,) = doc["traces"]
+    got = [
+        {"spanID": s["span_id"], "sectionStart": s["start_ns"] // 1000, "sectionEnd": s["end_ns"] // 1000}
+        for s in reversed(trace["sections"])
+    ]
+    assert got == data["expected_critical_path_sections"]
+
+
+def test_document_schema_and_sections(tmp_path: Path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"data": [SIMPLE]}))
+    doc = analyze("--what-if", "backend", "--what-if-no-delays", path)
+    for key in ("algorithm", "inputs", "summary", "traces", "end_to_end_ns", "critical_paths", "operations",
+                "services", "bottlenecks", "delays", "what_if", "warnings"):
+        assert key in doc, key
+    assert doc["algorithm"] == "capstone"
+    assert doc["summary"]["traces"] == 1
+    (trace,) = doc["traces"]
+    assert trace["end_to_end_ns"] == 100_000
+    assert trace["path"] == ["frontend:GET /", "frontend:rpc", "backend:rpc"]
+    sections = trace["sections"]
+    assert sections[0]["start_ns"] == 1_000_000 and sections[-1]["end_ns"] == 1_100_000
+    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(sections, sections[1:]))
+    (rpc,) = trace["delays"]["rpc"]
+    assert (rpc["scheduling_ns"], rpc["join_ns"]) == (5_000, 5_000)
+    scenarios = {w["scenario"]: w for w in doc["what_if"]}
+    assert scenarios["remove:backend"]["end_to_end_ns"]["max"] == 50_000
+    assert scenarios["no_delays"]["end_to_end_ns"]["max"] == 90_000
+    assert doc["bottlenecks"]["by_mean"][0]["key"] == "backend:rpc"
+
+
+def test_gzip_input_gives_the_same_result(tmp_path: Path):
+    text = json.dumps({"data": [SIMPLE]})
+    plain = tmp_path / "t.json"
+    plain.write_text(text)
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    a, b = analyze(plain), analyze(packed)
+    assert b["inputs"][0]["compressed"] is True
+    assert a["traces"][0]["sections"] == b["traces"][0]["sections"]
+
+
+def test_ndjson_one_trace_per_line(tmp_path: Path):
+    path = tmp_path / "traces.ndjson"
+    lines = []
+    for i in range(5):
+        t = json.loads(json.dumps(SIMPLE))
+        t["traceID"] = f"t{i}"
+        lines.append(json.dumps(t))
+    path.write_text("\n".join(lines) + "\n")
+    doc = analyze("--doc-traces", "2", path)
+    assert doc["summary"]["traces"] == 5
+    assert doc["traces_in_document"] == 2 and doc["traces_omitted"] == 3
+    assert doc["critical_paths"]["top"][0]["count"] == 5
+
+
+def test_otlp_input(tmp_path: Path):
+    def span(span_id, parent, name, start, end, kind):
+        s = {"traceId": "abc", "spanId": span_id, "name": name, "kind": kind,
+             "startTimeUnixNano": str(start), "endTimeUnixNano": str(end)}
+        if parent:
+            s["parentSpanId"] = parent
+        return s
+
+    def resource(service, spans):
+        return {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}
+
+    doc = {"resourceSpans": [
+        resource("api", [span("a", None, "GET", 0, 1000, 2), span("b", "a", "call", 100, 900, 3)]),
+        resource("db", [span("c", "b", "query", 200, 800, 2)]),
+    ]}
+    path = tmp_path / "otlp.json"
+    path.write_text(json.dumps(doc))
+    out = analyze("--algorithm", "jaeger", path)
+    assert out["inputs"][0]["format"] == "otlp"
+    (trace,) = out["traces"]
+    assert trace["path"] == ["api:GET", "api:call", "db:query"]
+    assert {s["service"]: s["exclusive_ns"] for s in trace["services"]} == {"api": 400, "db": 600}
+
+
+def test_stdin_input():
+    doc = analyze("-", stdin=json.dumps(SIMPLE).encode())
+    assert doc["summary"]["traces"] == 1
+
+
+def test_invalid_json_names_file_and_offset(tmp_path: Path):
+    path = tmp_path / "bad.json"
+    text = '{"data": [{"traceID": "x", "spans": [}]}'
+    path.write_text(text)
+    proc = run(path, check=False)
+    assert proc.returncode != 0
+    stderr = proc.stderr.decode()
+    assert str(path) in stderr
+    assert f"byte offset {text.index('[}') + 1}" in stderr
+    assert proc.stdout == b""
+
+
+def test_truncated_file_is_an_error(tmp_path: Path):
+    path = tmp_path / "cut.json"
+    text = json.dumps({"data": [SIMPLE, SIMPLE]})
+    path.write_text(text[: len(text) // 2])
+    out = tmp_path / "out.json"
+    proc = run("--out", out, path, check=False)
+    assert proc.returncode != 0
+    assert f"byte offset {len(text) // 2}" in proc.stderr.decode()
+    assert not out.exists(), "nothing half-written"
+    assert not list(tmp_path.glob("out.json.tmp.*"))
+
+
+def test_truncated_gzip_is_an_error(tmp_path: Path):
+    packed = gzip.compress(json.dumps({"data": [SIMPLE] * 200}).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(packed[: len(packed) // 2])
+    proc = run(path, check=False)
+    assert proc.returncode != 0
+    assert "gzip" in proc.stderr.decode()
+
+
+def test_cyclic_trace_is_counted_not_fatal(tmp_path: Path):
+    trace = jaeger_trace("cyc", [
+        jaeger_span("root", None, 0, 100),
+        jaeger_span("a", "b", 10, 10),
+        jaeger_span("b", "a", 20, 10),
+        jaeger_span("ok", "root", 40, 20),
+        jaeger_span("orphan", "missing", 50, 5),
+        jaeger_span("ok", "root", 45, 5),
+    ])
+    path = tmp_path / "cyclic.json"
+    path.write_text(json.dumps(trace))
+    doc = analyze("--algorithm", "crisp", path)
+    warnings = doc["warnings"]
+    assert warnings["cycle"] == 2
+    assert warnings["orphan_span"] == 1
+    assert warnings["duplicate_span_id"] == 1
+    assert doc["traces"][0]["warnings"]["cycle"] == 2
+    assert doc["traces"][0]["end_to_end_ns"] == 100_000
+
+
+def test_artifacts_out_file_and_progress(tmp_path: Path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"data": [SIMPLE, SIMPLE, SIMPLE]}))
+    out = tmp_path / "result.json"
+    artifacts = tmp_path / "artifacts"
+    proc = run("--out", out, "--artifacts", artifacts, "--doc-traces", "1", "--max-traces", "2", path)
+    assert proc.stdout == b""
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["traces"] == 2 and doc["summary"]["stopped_at_max_traces"] is True
+    lines = (artifacts / "critical_paths.ndjson").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(l)["trace_id"] == "simple" for l in lines)
+    assert doc["warnings"]["duplicate_trace_id"] == 1
+    events = [json.loads(l) for l in proc.stderr.decode().splitlines()]
+    assert events[0]["event"] == "start" and events[-1]["event"] == "done"
+    assert not list(tmp_path.rglob("*.tmp.*"))
+
+
+@pytest.mark.parametrize("args", [["--algorithm", "fastest"], ["--top", "-1"], ["--bogus"], []])
+def test_usage_errors(args, tmp_path: Path):
+    proc = run(*args, check=False)
+    assert proc.returncode == 2
+    assert "usage:" in proc.stderr.decode()
+
+
+def test_missing_file_is_named(tmp_path: Path):
+    proc = run(tmp_path / "nope.json", check=False)
+    assert proc.returncode == 1
+    assert "nope.json" in proc.stderr.decode() and "No such file" in proc.stderr.decode()
