@@ -59,9 +59,9 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import asyncmodels, baseline, echo
+    from . import asyncmodels, baseline, echo, socialnet
 
-    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY]
+    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY]
 
 
 def registered_studies() -> list[Study]:

@@ -1,0 +1,178 @@
+// coroutine: one event loop per core; each loop reads its connections and
+// runs the handlers of their requests as C++20 coroutines (exec::Task). A
+// downstream call or a simulated store suspends the handler; its completion
+// (channel callback, timer) posts the resumption back to the handler's own
+// loop, so a handler's code always runs on one thread and needs no locks.
+// A group's async calls start eagerly and are joined with exec::when_all;
+// deferred calls start when the join reaches them. CPU stages run on the loop.
+// In-flight handlers per loop are bounded (queue_capacity): beyond, reject.
+#include <coroutine>
+
+#include "core/clock.h"
+#include "exec/coroutine.h"
+#include "svc/runtime.h"
+
+namespace tailscope::svc {
+namespace {
+
+using exec::Task;
+
+struct LoopRef {
+  EventLoopServer* server;
+  size_t index;
+  void resume_later(std::coroutine_handle<> h) const {
+    server->post(index, [h] { h.resume(); });
+  }
+};
+
+// co_await: a downstream call on the multiplexed channel.
+struct CallAwaiter {
+  ServiceRuntime& rt;
+  CallScope& call;
+  LoopRef loop;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    call.probe().stamp_fn_start();
+    rt.channel(call.spec->service)
+        .call(call.spec->endpoint, std::move(call.payload), call.child, rt.call_timeout_ns(),
+              [c = &call, loop = loop, h](CallResult&& r) {
+                c->result = r.status;
+                c->probe().stamp_fn_end();
+                loop.resume_later(h);
+              });
+  }
+  void await_resume() const noexcept {}
+};
+
+// co_await: a simulated store latency, on the timer.
+struct SleepAwaiter {
+  TimerService& timers;
+  int64_t ns;
+  LoopRef loop;
+  bool await_ready() const noexcept { return ns <= 0; }
+  void await_suspend(std::coroutine_handle<> h) {
+    timers.schedule(monotonic_ns() + ns, [loop = loop, h] { loop.resume_later(h); });
+  }
+  void await_resume() const noexcept {}
+};
+
+Task<int> run_call(ServiceRuntime& rt, CallScope& call, LoopRef loop) {
+  co_await CallAwaiter{rt, call, loop};
+  co_return 0;
+}
+
+Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stages, LoopRef loop) {
+  for (const Stage& stage : stages) {
+    if (rs.status != RpcStatus::kOk) co_return 0;
+    switch (stage.kind) {
+      case Stage::Kind::kCpu:
+        burn_cpu_ns(stage.cpu.sample_ns());
+        break;
+      case Stage::Kind::kStore:
+        for (int i = 0; i < stage.store.count; ++i) {
+          SpanRecord span = rt.begin_store(rs, stage.store);
+          co_await SleepAwaiter{rt.timers(), stage.store.latency.sample_ns(), loop};
+          rt.end_store(span);
+        }
+        if (stage.store.on_miss && rt.store_missed(stage.store)) co_await run_stages(rt, rs, *stage.store.on_miss, loop);
+        break;
+      case Stage::Kind::kCall: {
+        auto call = rt.begin_call(rs, stage.call);
+        co_await run_call(rt, *call, loop);
+        rt.end_call(rs, *call);
+        break;
+      }
+      case Stage::Kind::kGroup: {
+        const CallGroup& g = stage.group;
+        std::vector<std::unique_ptr<CallScope>> calls;
+        for (const CallSpec& spec : g.calls) calls.push_back(rt.begin_call(rs, spec));
+        // Fan out: every async call starts now (Tasks are eager).
+        std::vector<Task<int>> started(g.calls.size());
+        for (size_t i = 0; i < calls.size(); ++i) {
+          calls[i]->probe().stamp_trigger();
+          if (g.calls[i].launch == CallSpec::Launch::kAsync) started[i] = run_call(rt, *calls[i], loop);
+        }
+        // Join in join order: a run of async calls is awaited with when_all;
+        // a deferred call runs when reached.
+        size_t pos = 0;
+        while (pos < g.join_order.size()) {
+          const size_t first = g.join_order[pos];
+          if (g.calls[first].launch == CallSpec::Launch::kDeferred) {
+            ++pos;
+            if (rs.status != RpcStatus::kOk) continue;  // never requested after a failure
+            calls[first]->probe().stamp_request();
+            co_await run_call(rt, *calls[first], loop);
+            calls[first]->probe().stamp_received();
+            rt.end_call(rs, *calls[first]);
+            continue;
+          }
+          std::vector<size_t> batch;
+          std::vector<Task<int>> tasks;
+          while (pos < g.join_order.size() && g.calls[g.join_order[pos]].launch == CallSpec::Launch::kAsync) {
+            batch.push_back(g.join_order[pos]);
+            tasks.push_back(std::move(started[g.join_order[pos]]));
+            ++pos;
+          }
+          for (size_t i : batch) calls[i]->probe().stamp_request();
+          co_await exec::when_all(std::move(tasks));
+          for (size_t i : batch) {
+            calls[i]->probe().stamp_received();
+            rt.end_call(rs, *calls[i]);
+          }
+        }
+        break;
+      }
+    }
+  }
+  co_return 0;
+}
+
+exec::DetachedCoroutine handle(ServiceRuntime& rt, RequestScope rs, LoopRef loop, int64_t* in_flight) {
+  co_await run_stages(rt, rs, rs.endpoint->stages, loop);
+  rt.finish(rs);
+  --*in_flight;
+}
+
+class CoroutineModel final : public ConcurrencyModel {
+ public:
+  std::string_view name() const override { return "coroutine"; }
+  void start(ServiceRuntime& rt, ListenSpec listen) override {
+    const auto& o = rt.options();
+    const size_t loops = o.loops ? o.loops : std::max(1u, std::thread::hardware_concurrency());
+    in_flight_.assign(loops, 0);
+    capacity_ = static_cast<int64_t>(o.queue_capacity);
+    server_ = std::make_unique<EventLoopServer>(listen, loops, rt.counters(), [this, &rt](size_t i, InboundRequest&& r) {
+      if (in_flight_[i] >= capacity_) {  // only loop i touches in_flight_[i]
+        rt.reject(std::move(r));
+        return;
+      }
+      auto rs = rt.begin(std::move(r));
+      if (!rs) return;
+      ++in_flight_[i];
+      handle(rt, std::move(*rs), LoopRef{server_.get(), i}, &in_flight_[i]);
+    });
+    server_->start();
+  }
+  void stop() override {
+    // Handlers suspended at this point are never resumed; their frames are
+    // abandoned with the process (stop is the end of a service's life).
+    if (server_) server_->stop();
+  }
+  nlohmann::json describe() const override {
+    return {{"server", "one epoll loop per core, handlers as C++20 coroutines"},
+            {"loops", in_flight_.size()},
+            {"max_in_flight_per_loop", capacity_},
+            {"client", "multiplexed channel, resumption posted to the handler's loop"}};
+  }
+
+ private:
+  std::unique_ptr<EventLoopServer> server_;
+  std::vector<int64_t> in_flight_;
+  int64_t capacity_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ConcurrencyModel> make_coroutine_model() { return std::make_unique<CoroutineModel>(); }
+
+}  // namespace tailscope::svc

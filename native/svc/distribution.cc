@@ -1,0 +1,104 @@
+#include "svc/distribution.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "core/clock.h"
+
+namespace tailscope::svc {
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+
+double need_number(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number())
+    throw std::invalid_argument(where + ": distribution needs a number '" + key + "'");
+  const double v = j[key].get<double>();
+  if (!(v >= 0) || !std::isfinite(v)) throw std::invalid_argument(where + ": '" + key + "' must be finite and >= 0");
+  return v;
+}
+
+}  // namespace
+
+int64_t LatencyDistribution::sample_ns() const {
+  double v = a_ns;
+  switch (kind) {
+    case Kind::kConstant: break;
+    case Kind::kUniform: v = std::uniform_real_distribution<double>(a_ns, b_ns)(rng()); break;
+    case Kind::kExponential: v = a_ns > 0 ? std::exponential_distribution<double>(1.0 / a_ns)(rng()) : 0; break;
+    case Kind::kLognormal:
+      v = a_ns > 0 ? std::lognormal_distribution<double>(std::log(a_ns), b_ns)(rng()) : 0;
+      break;
+  }
+  const double cap = cap_ns > 0 ? cap_ns : 20 * std::max(a_ns, b_ns * (kind == Kind::kUniform));
+  if (kind != Kind::kConstant && v > cap) v = cap;
+  return static_cast<int64_t>(std::max(0.0, v));
+}
+
+double LatencyDistribution::mean_ns() const {
+  switch (kind) {
+    case Kind::kConstant: return a_ns;
+    case Kind::kUniform: return (a_ns + b_ns) / 2;
+    case Kind::kExponential: return a_ns;
+    case Kind::kLognormal: return a_ns * std::exp(b_ns * b_ns / 2);
+  }
+  return a_ns;
+}
+
+nlohmann::json LatencyDistribution::to_json() const {
+  switch (kind) {
+    case Kind::kConstant: return {{"kind", "constant"}, {"us", a_ns / 1e3}};
+    case Kind::kUniform: return {{"kind", "uniform"}, {"min_us", a_ns / 1e3}, {"max_us", b_ns / 1e3}};
+    case Kind::kExponential: return {{"kind", "exponential"}, {"mean_us", a_ns / 1e3}};
+    case Kind::kLognormal: return {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
+  }
+  return {};
+}
+
+LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where) {
+  LatencyDistribution d;
+  if (j.is_number()) {  // shorthand: a constant in microseconds
+    d.a_ns = need_number(nlohmann::json{{"us", j}}, "us", where) * 1e3;
+    return d;
+  }
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
+    throw std::invalid_argument(where + ": a distribution is a number (µs) or an object with a 'kind'");
+  const std::string kind = j["kind"];
+  if (kind == "constant") {
+    d.a_ns = need_number(j, "us", where) * 1e3;
+  } else if (kind == "uniform") {
+    d.kind = LatencyDistribution::Kind::kUniform;
+    d.a_ns = need_number(j, "min_us", where) * 1e3;
+    d.b_ns = need_number(j, "max_us", where) * 1e3;
+    if (d.b_ns < d.a_ns) throw std::invalid_argument(where + ": uniform max_us < min_us");
+  } else if (kind == "exponential") {
+    d.kind = LatencyDistribution::Kind::kExponential;
+    d.a_ns = need_number(j, "mean_us", where) * 1e3;
+  } else if (kind == "lognormal") {
+    d.kind = LatencyDistribution::Kind::kLognormal;
+    d.a_ns = need_number(j, "median_us", where) * 1e3;
+    d.b_ns = need_number(j, "sigma", where);
+    if (d.b_ns > 3) throw std::invalid_argument(where + ": lognormal sigma above 3 is not a latency distribution");
+  } else {
+    throw std::invalid_argument(where + ": unknown distribution kind '" + kind +
+                                "' (constant, uniform, exponential, lognormal)");
+  }
+  if (j.contains("cap_us")) d.cap_ns = need_number(j, "cap_us", where) * 1e3;
+  return d;
+}
+
+void burn_cpu_ns(int64_t ns) {
+  if (ns <= 0) return;
+  const int64_t end = monotonic_ns() + ns;
+  volatile uint64_t sink = 0;
+  while (monotonic_ns() < end) {
+    for (int i = 0; i < 64; ++i) sink = sink * 6364136223846793005ULL + 1442695040888963407ULL;
+  }
+}
+
+}  // namespace tailscope::svc

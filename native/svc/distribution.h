@@ -1,0 +1,34 @@
+// Latency distributions for simulated work: CPU busy time and the response
+// time of simulated stores and caches (docs/microservices.md lists the ones
+// the socialnet topology uses and why).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tailscope::svc {
+
+struct LatencyDistribution {
+  enum class Kind { kConstant, kUniform, kExponential, kLognormal };
+  Kind kind = Kind::kConstant;
+  double a_ns = 0;  // constant: value; uniform: min; exponential: mean; lognormal: median
+  double b_ns = 0;  // uniform: max; lognormal: sigma (dimensionless)
+  double cap_ns = 0;  // samples are clipped here (0 = 20 × the median/mean), so one draw cannot stall a run
+
+  // Draws one value (thread-safe: per-thread generator).
+  int64_t sample_ns() const;
+  double mean_ns() const;
+  nlohmann::json to_json() const;
+};
+
+// Parses {"kind":"lognormal","median_us":200,"sigma":0.5} and friends.
+// Throws std::invalid_argument naming `where` and the problem.
+LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where);
+
+// Busy-loops on the calling thread for `ns` of wall time, so simulated work
+// competes for cores like real code (a preempted burn takes longer, as real
+// work would).
+void burn_cpu_ns(int64_t ns);
+
+}  // namespace tailscope::svc

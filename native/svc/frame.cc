@@ -1,0 +1,140 @@
+#include "svc/frame.h"
+
+#include <stdexcept>
+
+namespace tailscope::svc {
+namespace {
+
+void put_u16(std::string& out, uint16_t v) {
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v));
+}
+void put_u32(std::string& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>(v >> s));
+}
+void put_u64(std::string& out, uint64_t v) {
+  for (int s = 56; s >= 0; s -= 8) out.push_back(static_cast<char>(v >> s));
+}
+uint64_t get_be(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+std::string_view status_name(RpcStatus s) {
+  switch (s) {
+    case RpcStatus::kOk: return "ok";
+    case RpcStatus::kUnknownMethod: return "unknown_method";
+    case RpcStatus::kRejected: return "rejected";
+    case RpcStatus::kTimeout: return "timeout";
+    case RpcStatus::kUnavailable: return "unavailable";
+    case RpcStatus::kInternal: return "internal";
+    case RpcStatus::kBadRequest: return "bad_request";
+  }
+  return "unknown_status";
+}
+
+void append_frame(const Frame& f, std::string& out, size_t max_frame_bytes) {
+  if (f.method.size() > 255) throw std::invalid_argument("rpc frame: method name longer than 255 bytes");
+  const size_t total = kFrameHeaderBytes + f.method.size() + f.payload.size();
+  if (total > max_frame_bytes)
+    throw std::invalid_argument("rpc frame: " + std::to_string(total) + " bytes exceeds the maximum frame size " +
+                                std::to_string(max_frame_bytes));
+  out.reserve(out.size() + total);
+  put_u32(out, static_cast<uint32_t>(total - 4));
+  put_u16(out, kFrameMagic);
+  out.push_back(static_cast<char>(kFrameVersion));
+  out.push_back(static_cast<char>(f.kind));
+  put_u64(out, f.request_id);
+  put_u16(out, static_cast<uint16_t>(f.status));
+  out.push_back(static_cast<char>(f.trace.sampled ? kFlagSampled : 0));
+  out.push_back(static_cast<char>(f.method.size()));
+  put_u64(out, f.trace.trace_id_high);
+  put_u64(out, f.trace.trace_id_low);
+  put_u64(out, f.trace.parent_span_id);
+  put_u32(out, static_cast<uint32_t>(f.payload.size()));
+  out += f.method;
+  out += f.payload;
+}
+
+FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, Frame& out, size_t* consumed,
+                                std::string* error) {
+  using R = FrameParser::Result;
+  auto fail = [&](const std::string& why) {
+    if (error) *error = why;
+    return R::kError;
+  };
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() >= 4) {
+    const uint64_t length = get_be(p, 4);
+    // Decided from the length field alone, before buffering the body.
+    if (length + 4 > max_frame_bytes)
+      return fail("frame of " + std::to_string(length + 4) + " bytes exceeds the maximum " +
+                  std::to_string(max_frame_bytes));
+    if (length + 4 < kFrameHeaderBytes) return fail("frame length " + std::to_string(length) + " shorter than the header");
+  }
+  if (bytes.size() >= 8) {
+    if (get_be(p + 4, 2) != kFrameMagic) return fail("bad magic (not a tailscope RPC frame)");
+    if (p[6] != kFrameVersion) return fail("unsupported frame version " + std::to_string(p[6]));
+    if (p[7] > 1) return fail("bad frame kind " + std::to_string(p[7]));
+  }
+  if (bytes.size() < kFrameHeaderBytes) return R::kNeedMore;
+  const uint64_t length = get_be(p, 4);
+  const auto kind = static_cast<FrameKind>(p[7]);
+  const uint64_t status = get_be(p + 16, 2);
+  const uint8_t flags = p[18];
+  const uint8_t method_len = p[19];
+  const uint64_t payload_len = get_be(p + 44, 4);
+  if (flags & ~kFlagSampled) return fail("unknown flag bits set");
+  if (status > static_cast<uint64_t>(RpcStatus::kBadRequest)) return fail("unknown status " + std::to_string(status));
+  if (kind == FrameKind::kRequest && (status != 0 || method_len == 0))
+    return fail("request frame needs status 0 and a method");
+  if (kind == FrameKind::kResponse && method_len != 0) return fail("response frame carries a method");
+  if (length + 4 != kFrameHeaderBytes + method_len + payload_len)
+    return fail("frame length " + std::to_string(length) + " disagrees with method and payload lengths");
+  if (bytes.size() < length + 4) return R::kNeedMore;
+  out.kind = kind;
+  out.request_id = get_be(p + 8, 8);
+  out.status = static_cast<RpcStatus>(status);
+  out.trace.sampled = flags & kFlagSampled;
+  out.trace.trace_id_high = get_be(p + 20, 8);
+  out.trace.trace_id_low = get_be(p + 28, 8);
+  out.trace.parent_span_id = get_be(p + 36, 8);
+  out.method.assign(bytes.data() + kFrameHeaderBytes, method_len);
+  out.payload.assign(bytes.data() + kFrameHeaderBytes + method_len, payload_len);
+  *consumed = length + 4;
+  return R::kFrame;
+}
+
+FrameParser::Result FrameParser::fail(std::string why) {
+  error_ = std::move(why);
+  buffer_.clear();
+  head_ = 0;
+  return Result::kError;
+}
+
+FrameParser::Result FrameParser::next(Frame& out) {
+  if (!error_.empty()) return Result::kError;
+  size_t consumed = 0;
+  std::string why;
+  const Result r =
+      parse_frame(std::string_view(buffer_).substr(head_), max_frame_bytes_, out, &consumed, &why);
+  if (r == Result::kError) return fail(std::move(why));
+  if (r == Result::kNeedMore) {
+    if (head_ > 0) {  // compact so the buffer holds at most one partial frame
+      buffer_.erase(0, head_);
+      head_ = 0;
+    }
+    return r;
+  }
+  head_ += consumed;
+  if (head_ == buffer_.size()) {
+    buffer_.clear();
+    head_ = 0;
+  }
+  return r;
+}
+
+}  // namespace tailscope::svc

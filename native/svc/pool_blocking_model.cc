@@ -1,0 +1,121 @@
+// pool-blocking: an IO dispatcher reads requests and queues them to a fixed
+// pool (bounded queue: a full queue rejects). A pool thread runs the whole
+// handler and, for a group, issues the async calls on the multiplexed
+// channel and then *blocks on their futures* in join order — the pattern the
+// "not all async is created equal" article measured at 40k → 8k QPS: every
+// waiting handler holds a pool thread, so throughput is workers ÷ latency.
+// A wait never outlasts the call timeout (plus a margin for the channel's
+// own timer), so too few threads show up as timeouts and rejections, not a hang.
+#include <future>
+
+#include "core/clock.h"
+#include "svc/internal/blocking_handler.h"
+
+namespace tailscope::svc {
+namespace {
+
+constexpr size_t kDefaultWorkers = 8;
+
+// Shared with the channel's callback, which may run after a timed-out joiner left.
+struct CallState {
+  std::promise<RpcStatus> promise;
+  int64_t fn_end_ns = 0;
+};
+
+struct PoolBlockingLauncher {
+  ServiceRuntime& rt;
+  struct Handle {
+    std::unique_ptr<CallScope> call;
+    std::shared_ptr<CallState> state;
+    std::future<RpcStatus> result;
+    int64_t deadline_ns = 0;
+  };
+
+  void issue(Handle& h) {
+    CallScope& c = *h.call;
+    h.state = std::make_shared<CallState>();
+    h.result = h.state->promise.get_future();
+    h.deadline_ns = monotonic_ns() + rt.call_timeout_ns() + 50'000'000;
+    c.probe().stamp_fn_start();
+    rt.channel(c.spec->service)
+        .call(c.spec->endpoint, std::move(c.payload), c.child, rt.call_timeout_ns(),
+              [state = h.state](CallResult&& r) {
+                state->fn_end_ns = monotonic_ns();
+                state->promise.set_value(r.status);
+              });
+  }
+  void wait(Handle& h) {
+    CallScope& c = *h.call;
+    if (h.result.wait_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(h.deadline_ns))) ==
+        std::future_status::ready) {
+      c.result = h.result.get();
+      c.probe().fn_end_ns = h.state->fn_end_ns;
+    } else {
+      c.result = RpcStatus::kTimeout;
+      c.probe().fn_end_ns = monotonic_ns();
+    }
+  }
+  Handle launch(std::unique_ptr<CallScope> call) {
+    call->probe().stamp_trigger();
+    Handle h{std::move(call), {}, {}, 0};
+    if (h.call->spec->launch == CallSpec::Launch::kAsync) issue(h);
+    return h;
+  }
+  void join(Handle& h) {
+    h.call->probe().stamp_request();
+    if (!h.state) issue(h);  // deferred: issued when its value is requested
+    wait(h);
+    h.call->probe().stamp_received();
+  }
+  CallScope& scope(Handle& h) { return *h.call; }
+  void call_sync(CallScope& call) {
+    Handle h{std::unique_ptr<CallScope>(&call), {}, {}, 0};
+    issue(h);
+    wait(h);
+    h.call.release();
+  }
+};
+
+class PoolBlockingModel final : public ConcurrencyModel {
+ public:
+  std::string_view name() const override { return "pool-blocking"; }
+  void start(ServiceRuntime& rt, ListenSpec listen) override {
+    const auto& o = rt.options();
+    pool_ = std::make_unique<BoundedPool>(o.workers ? o.workers : kDefaultWorkers, o.queue_capacity);
+    server_ = std::make_unique<EventLoopServer>(listen, o.loops ? o.loops : 1, rt.counters(),
+                                                [this, &rt](size_t, InboundRequest&& request) {
+                                                  auto shared = std::make_shared<InboundRequest>(std::move(request));
+                                                  if (!pool_->try_submit([&rt, shared] { handle(rt, std::move(*shared)); }))
+                                                    rt.reject(std::move(*shared));
+                                                });
+    server_->start();
+  }
+  static void handle(ServiceRuntime& rt, InboundRequest&& request) {
+    auto rs = rt.begin(std::move(request));
+    if (!rs) return;
+    PoolBlockingLauncher launcher{rt};
+    internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
+    rt.finish(*rs);
+  }
+  void stop() override {
+    if (server_) server_->stop();
+    if (pool_) pool_->stop();
+  }
+  nlohmann::json describe() const override {
+    return {{"server", "epoll dispatcher + fixed pool"},
+            {"workers", pool_ ? pool_->workers() : 0},
+            {"queue_capacity", pool_ ? pool_->queue_capacity() : 0},
+            {"max_queue_depth", pool_ ? pool_->max_queue_depth() : 0},
+            {"client", "multiplexed channel, future per call"}};
+  }
+
+ private:
+  std::unique_ptr<BoundedPool> pool_;
+  std::unique_ptr<EventLoopServer> server_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConcurrencyModel> make_pool_blocking_model() { return std::make_unique<PoolBlockingModel>(); }
+
+}  // namespace tailscope::svc

@@ -1,0 +1,261 @@
+#include "svc/runtime.h"
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "core/clock.h"
+
+namespace tailscope::svc {
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+
+const char* launch_name(CallSpec::Launch l) {
+  switch (l) {
+    case CallSpec::Launch::kAsync: return "async";
+    case CallSpec::Launch::kDeferred: return "deferred";
+    case CallSpec::Launch::kSync: return "sync";
+  }
+  return "sync";
+}
+
+}  // namespace
+
+void blocking_wait_ns(int64_t ns) {
+  // The default 50 µs timer slack would add half a simulated cache hit; the
+  // timer thread of the non-blocking models runs with 1 ns slack too.
+  thread_local bool slack_set = (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0), true);
+  (void)slack_set;
+  if (ns > 0) sleep_until_ns(monotonic_ns() + ns);
+}
+
+ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& service,
+                               const std::map<std::string, int>& ports, RuntimeOptions options, TimerService& timers)
+    : topology_(topology),
+      service_(topology.service(service)),
+      ports_(ports),
+      options_(std::move(options)),
+      timers_(timers),
+      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns) {}
+
+ServiceRuntime::~ServiceRuntime() { close_clients(); }
+
+void ServiceRuntime::close_clients() {
+  std::lock_guard lock(clients_mu_);
+  for (auto& [_, c] : channels_) c->close();
+  for (auto& [_, p] : pools_) p->close();
+}
+
+int ServiceRuntime::port_of(const std::string& service) const {
+  auto it = ports_.find(service);
+  if (it != ports_.end()) return it->second;
+  const int port = topology_.service(service).port;
+  if (port <= 0) throw std::invalid_argument("service '" + service + "' has no port (topology port or --ports)");
+  return port;
+}
+
+MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
+  std::lock_guard lock(clients_mu_);
+  auto& c = channels_[service];
+  if (!c) c = std::make_unique<MultiplexedChannel>(port_of(service), options_.channel_connections, timers_);
+  return *c;
+}
+
+BlockingClientPool& ServiceRuntime::client_pool(const std::string& service) {
+  std::lock_guard lock(clients_mu_);
+  auto& p = pools_[service];
+  if (!p) p = std::make_unique<BlockingClientPool>(port_of(service), options_.pool_max_connections);
+  return *p;
+}
+
+std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  auto it = service_.endpoints.find(request.method);
+  if (it == service_.endpoints.end()) {
+    counters_.errors.fetch_add(1, std::memory_order_relaxed);
+    request.conn->respond(request.id, RpcStatus::kUnknownMethod, "");
+    return std::nullopt;
+  }
+  RequestScope rs;
+  rs.endpoint = &it->second;
+  TraceContext ctx = request.trace;
+  if (request.from_http) {  // the front starts the trace and makes the sampling decision
+    ctx.sampled = Tracer::sample_root();
+    ctx.trace_id_high = Tracer::new_id();
+    ctx.trace_id_low = Tracer::new_id();
+    ctx.parent_span_id = 0;
+  }
+  rs.sampled = ctx.sampled;
+  rs.span.trace_id_high = ctx.trace_id_high;
+  rs.span.trace_id_low = ctx.trace_id_low;
+  rs.span.parent_span_id = ctx.parent_span_id;
+  rs.span.span_id = Tracer::new_id();
+  rs.span.service = &service_.name;
+  rs.span.operation = &rs.endpoint->server_span;
+  rs.span.role = SpanRole::kServer;
+  rs.span.start_ns = request.received_ns ? request.received_ns : monotonic_ns();
+  rs.request = std::move(request);
+  return rs;
+}
+
+void ServiceRuntime::finish(RequestScope& rs) {
+  if (rs.status == RpcStatus::kOk) {
+    counters_.ok.fetch_add(1, std::memory_order_relaxed);
+    rs.request.conn->respond(rs.request.id, RpcStatus::kOk, std::string(rs.endpoint->response_bytes, 'r'));
+  } else {
+    counters_.errors.fetch_add(1, std::memory_order_relaxed);
+    rs.request.conn->respond(rs.request.id, rs.status, "");
+  }
+  if (rs.sampled) {
+    rs.span.end_ns = monotonic_ns();
+    rs.span.status = rs.status;
+    rs.span.error = rs.status != RpcStatus::kOk;
+    Tracer::record(rs.span);
+  }
+  rs.request.conn.reset();
+}
+
+void ServiceRuntime::reject(InboundRequest&& request) {
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.rejections.fetch_add(1, std::memory_order_relaxed);
+  counters_.errors.fetch_add(1, std::memory_order_relaxed);
+  request.conn->respond(request.id, RpcStatus::kRejected, "");
+}
+
+std::unique_ptr<CallScope> ServiceRuntime::begin_call(const RequestScope& rs, const CallSpec& spec) {
+  auto c = std::make_unique<CallScope>();
+  c->spec = &spec;
+  c->span.trace_id_high = rs.span.trace_id_high;
+  c->span.trace_id_low = rs.span.trace_id_low;
+  c->span.parent_span_id = rs.span.span_id;
+  c->span.span_id = Tracer::new_id();
+  c->span.service = &service_.name;
+  c->span.operation = &spec.span;
+  c->span.role = SpanRole::kClient;
+  c->span.launch = launch_name(spec.launch);
+  c->span.has_probe = spec.launch != CallSpec::Launch::kSync;
+  c->span.probe.deferred = spec.launch == CallSpec::Launch::kDeferred;
+  c->span.start_ns = monotonic_ns();
+  c->child = TraceContext{rs.span.trace_id_high, rs.span.trace_id_low, c->span.span_id, rs.sampled};
+  c->payload.assign(spec.request_bytes, 'q');
+  counters_.calls.fetch_add(1, std::memory_order_relaxed);
+  return c;
+}
+
+void ServiceRuntime::end_call(RequestScope& rs, CallScope& call) {
+  if (call.result != RpcStatus::kOk) {
+    counters_.downstream_failures.fetch_add(1, std::memory_order_relaxed);
+    if (call.result == RpcStatus::kTimeout) counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+    // The caller fails with what happened below it: a timeout stays a timeout (the front answers 504).
+    rs.fail(call.result == RpcStatus::kTimeout || call.result == RpcStatus::kRejected ? call.result
+                                                                                      : RpcStatus::kUnavailable);
+  }
+  if (!rs.sampled) return;
+  // DeathStarBench opens the client span inside the async function: it covers
+  // the call itself, from fn_start to fn_end; the probe holds the rest.
+  if (call.span.has_probe && call.probe().fn_start_ns && call.probe().fn_end_ns) {
+    call.span.start_ns = call.probe().fn_start_ns;
+    call.span.end_ns = call.probe().fn_end_ns;
+  } else if (!call.span.end_ns) {
+    call.span.end_ns = monotonic_ns();
+  }
+  call.span.status = call.result;
+  call.span.error = call.result != RpcStatus::kOk;
+  Tracer::record(call.span);
+}
+
+SpanRecord ServiceRuntime::begin_store(const RequestScope& rs, const StoreOp& op) {
+  SpanRecord s;
+  s.trace_id_high = rs.span.trace_id_high;
+  s.trace_id_low = rs.span.trace_id_low;
+  s.parent_span_id = rs.span.span_id;
+  s.span_id = rs.sampled ? Tracer::new_id() : 0;
+  s.service = &service_.name;
+  s.operation = &op.span;
+  s.role = SpanRole::kClient;
+  s.start_ns = monotonic_ns();
+  return s;
+}
+
+void ServiceRuntime::end_store(SpanRecord& span) {
+  if (span.span_id == 0) return;  // not sampled
+  span.end_ns = monotonic_ns();
+  Tracer::record(span);
+}
+
+bool ServiceRuntime::store_missed(const StoreOp& op) {
+  if (!op.hit_ratio) return false;
+  return std::uniform_real_distribution<double>(0, 1)(rng()) >= *op.hit_ratio;
+}
+
+RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
+  CallResult r = client_pool(call.spec->service).call(call.spec->endpoint, std::move(call.payload), call.child,
+                                                      call_timeout_ns_);
+  call.result = r.status;
+  return r.status;
+}
+
+// ---------------------------------------------------------------- models
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"std-async", "std-thread", "pool-blocking", "pool-callback",
+                                                 "coroutine"};
+  return names;
+}
+
+std::unique_ptr<ConcurrencyModel> make_model(std::string_view name) {
+  if (name == "std-async") return make_std_async_model();
+  if (name == "std-thread") return make_std_thread_model();
+  if (name == "pool-blocking") return make_pool_blocking_model();
+  if (name == "pool-callback") return make_pool_callback_model();
+  if (name == "coroutine") return make_coroutine_model();
+  std::string known;
+  for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown concurrency model '" + std::string(name) + "' (known: " + known + ")");
+}
+
+ServiceInstance::ServiceInstance(const Topology& topology, const std::string& service,
+                                 const std::map<std::string, int>& ports, RuntimeOptions options, int listen_fd,
+                                 TimerService& timers) {
+  const Service& s = topology.service(service);
+  if (!s.model.empty()) options.model = s.model;  // the topology may pin a service's model
+  model_ = make_model(options.model);
+  runtime_ = std::make_unique<ServiceRuntime>(topology, service, ports, options, timers);
+  listen_.fd = listen_fd;
+  if (topology.front && topology.front->service == service) {
+    route_ = std::make_unique<HttpRoute>(HttpRoute{topology.front->path, topology.front->endpoint});
+    listen_.kind = WireKind::kHttp;
+    listen_.route = route_.get();
+  }
+}
+
+ServiceInstance::~ServiceInstance() { stop(); }
+
+void ServiceInstance::start() {
+  started_ = true;
+  model_->start(*runtime_, listen_);
+}
+
+void ServiceInstance::stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  runtime_->close_clients();  // unblocks handlers waiting on downstream calls
+  model_->stop();
+}
+
+nlohmann::json ServiceInstance::result() const {
+  return {{"service", runtime_->service().name},
+          {"model", model_->name()},
+          {"wire", listen_.kind == WireKind::kHttp ? "http" : "rpc"},
+          {"counters", runtime_->counters().to_json()},
+          {"model_details", model_->describe()}};
+}
+
+}  // namespace tailscope::svc

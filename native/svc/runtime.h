@@ -1,0 +1,152 @@
+// What every concurrency model shares: the service's place in the topology,
+// its clients to downstream services, counters, and the request / call /
+// store-operation lifecycle (trace context, spans, probe, response). A model
+// file only decides *how* the stages of an endpoint are launched and joined.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "svc/rpc_client.h"
+#include "svc/server.h"
+#include "svc/timer_service.h"
+#include "svc/topology.h"
+#include "svc/tracer.h"
+#include "svc/transport.h"
+
+namespace tailscope::svc {
+
+struct RuntimeOptions {
+  std::string model = "coroutine";
+  size_t workers = 0;              // pool-blocking / pool-callback processing threads (0 = model default)
+  size_t loops = 0;                // coroutine event loops (0 = online CPUs); pool-* IO dispatchers (0 = 1)
+  size_t queue_capacity = 1024;    // pools: queued requests; coroutine: in-flight requests per loop
+  size_t channel_connections = 2;  // multiplexed connections per downstream service
+  size_t pool_max_connections = 1024;  // DeathStarBench-style client pool size per downstream
+  int64_t call_timeout_ns = 0;     // 0 = the topology's call_timeout_ms
+};
+
+// One request being handled: the server span and the trace context its children inherit.
+struct RequestScope {
+  InboundRequest request;
+  const Endpoint* endpoint = nullptr;
+  SpanRecord span;  // the server span
+  RpcStatus status = RpcStatus::kOk;  // the first failure decides the answer
+  void fail(RpcStatus s) {
+    if (status == RpcStatus::kOk) status = s;
+  }
+  bool sampled = false;
+};
+
+// One downstream call: its client span (with the probe when async/deferred),
+// the context sent to the callee, and the request payload.
+struct CallScope {
+  const CallSpec* spec = nullptr;
+  SpanRecord span;
+  TraceContext child;
+  std::string payload;
+  RpcStatus result = RpcStatus::kOk;
+  exec::AsyncProbe& probe() { return span.probe; }
+};
+
+class ServiceRuntime {
+ public:
+  ServiceRuntime(const Topology& topology, const std::string& service, const std::map<std::string, int>& ports,
+                 RuntimeOptions options, TimerService& timers);
+  ~ServiceRuntime();
+
+  const Topology& topology() const { return topology_; }
+  const Service& service() const { return service_; }
+  const RuntimeOptions& options() const { return options_; }
+  ServiceCounters& counters() { return counters_; }
+  TimerService& timers() { return timers_; }
+  int64_t call_timeout_ns() const { return call_timeout_ns_; }
+
+  // Starts a request: resolves the endpoint (answers kUnknownMethod itself and
+  // returns nullopt when there is none), starts the trace at the front.
+  std::optional<RequestScope> begin(InboundRequest&& request);
+  // Answers the request with rs.status and records the server span.
+  void finish(RequestScope& rs);
+  // Answers kRejected without running anything (a full queue).
+  void reject(InboundRequest&& request);
+
+  std::unique_ptr<CallScope> begin_call(const RequestScope& rs, const CallSpec& spec);
+  // Records the client span (from the probe's fn_start/fn_end when it has
+  // one) and folds a failure into rs.
+  void end_call(RequestScope& rs, CallScope& call);
+
+  // Simulated store/cache operations: the span is recorded by end_store.
+  SpanRecord begin_store(const RequestScope& rs, const StoreOp& op);
+  void end_store(SpanRecord& span);
+  bool store_missed(const StoreOp& op);
+
+  // Downstream clients (created on first use, live as long as the runtime).
+  MultiplexedChannel& channel(const std::string& service);
+  BlockingClientPool& client_pool(const std::string& service);
+  // The blocking call std-async and std-thread make (DeathStarBench's ClientPool).
+  RpcStatus call_via_client_pool(CallScope& call);
+
+  void close_clients();
+
+ private:
+  int port_of(const std::string& service) const;
+  const Topology& topology_;
+  const Service& service_;
+  std::map<std::string, int> ports_;
+  RuntimeOptions options_;
+  TimerService& timers_;
+  int64_t call_timeout_ns_;
+  ServiceCounters counters_;
+  std::mutex clients_mu_;
+  std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels_;
+  std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
+  std::string store_span_kind_;
+};
+
+// Blocks the calling thread for a simulated store latency (the blocking models'
+// store client, like DeathStarBench's MongoDB/Memcached clients).
+void blocking_wait_ns(int64_t ns);
+
+class ConcurrencyModel {
+ public:
+  virtual ~ConcurrencyModel() = default;
+  virtual std::string_view name() const = 0;
+  virtual void start(ServiceRuntime& rt, ListenSpec listen) = 0;
+  virtual void stop() = 0;  // stops serving and joins every thread it started
+  virtual nlohmann::json describe() const = 0;  // threads, queue sizes, counters of its own
+};
+
+std::unique_ptr<ConcurrencyModel> make_std_async_model();
+std::unique_ptr<ConcurrencyModel> make_std_thread_model();
+std::unique_ptr<ConcurrencyModel> make_pool_blocking_model();
+std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
+std::unique_ptr<ConcurrencyModel> make_coroutine_model();
+// Throws std::invalid_argument naming the model and the known ones.
+std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);
+const std::vector<std::string>& model_names();
+
+// One running service: runtime + model + listener.
+class ServiceInstance {
+ public:
+  // listen_fd: an open listening socket (kept open by the caller).
+  ServiceInstance(const Topology& topology, const std::string& service, const std::map<std::string, int>& ports,
+                  RuntimeOptions options, int listen_fd, TimerService& timers);
+  ~ServiceInstance();
+  void start();
+  void stop();
+  nlohmann::json result() const;
+  ServiceRuntime& runtime() { return *runtime_; }
+
+ private:
+  std::unique_ptr<ServiceRuntime> runtime_;
+  std::unique_ptr<ConcurrencyModel> model_;
+  std::unique_ptr<HttpRoute> route_;
+  ListenSpec listen_;
+  bool started_ = false, stopped_ = false;
+};
+
+}  // namespace tailscope::svc

@@ -1,0 +1,127 @@
+// The two ways a model can own connections, written once:
+//
+//  * ThreadPerConnectionServer — an accept thread and one thread per
+//    connection that reads a request and runs its handler to completion
+//    before reading the next (Thrift's TThreadedServer, what DeathStarBench
+//    services use). std-async and std-thread.
+//  * EventLoopServer — N epoll loops sharing the listener (EPOLLEXCLUSIVE);
+//    each reads its connections and hands every request to the model's
+//    dispatch function; each also runs closures posted to it (eventfd wake-up),
+//    which is how the coroutine model resumes handlers on their own loop.
+//
+// BoundedPool is the processing pool of pool-blocking and pool-callback: a
+// fixed number of workers behind a queue with a capacity; a full queue
+// rejects (overload is an answer, not unbounded memory).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "svc/transport.h"
+
+namespace tailscope::svc {
+
+using RequestSink = std::function<void(InboundRequest&&)>;
+
+struct ListenSpec {
+  int fd = -1;                      // a listening socket (the server does not close it)
+  WireKind kind = WireKind::kRpc;
+  const HttpRoute* route = nullptr;  // HTTP only
+};
+
+class ThreadPerConnectionServer {
+ public:
+  ThreadPerConnectionServer(ListenSpec listen, ServiceCounters& counters, RequestSink handle);
+  ~ThreadPerConnectionServer();
+  void start();
+  void stop();  // closes every connection and joins every thread
+  int64_t threads_started() const { return threads_started_.load(); }
+
+ private:
+  void accept_loop();
+  void serve(std::shared_ptr<ServerConnection> conn);
+  void reap_finished();
+
+  ListenSpec listen_;
+  ServiceCounters& counters_;
+  RequestSink handle_;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<ServerConnection> conn;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Worker> workers_;
+  std::atomic<int64_t> threads_started_{0};
+};
+
+class EventLoopServer {
+ public:
+  // dispatch(loop_index, request) runs on the loop's thread.
+  using Dispatch = std::function<void(size_t, InboundRequest&&)>;
+  EventLoopServer(ListenSpec listen, size_t loops, ServiceCounters& counters, Dispatch dispatch);
+  ~EventLoopServer();
+  void start();
+  void stop();
+  // Runs fn on loop `index`'s thread, soon. Safe from any thread; dropped after stop().
+  void post(size_t index, std::function<void()> fn);
+  size_t loops() const { return loops_.size(); }
+  // Called on each loop thread when it starts (the coroutine model records
+  // which loop a thread is).
+  std::function<void(size_t)> on_loop_start;
+
+ private:
+  struct Loop {
+    int epoll_fd = -1;
+    int wake_fd = -1;
+    std::thread thread;
+    std::mutex mu;
+    std::vector<std::function<void()>> posted;
+    std::unordered_map<int, std::shared_ptr<ServerConnection>> conns;
+  };
+  void run(size_t index);
+  void close_conn(Loop& loop, int fd);
+
+  ListenSpec listen_;
+  ServiceCounters& counters_;
+  Dispatch dispatch_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  std::atomic<bool> stop_{false};
+};
+
+class BoundedPool {
+ public:
+  BoundedPool(size_t workers, size_t queue_capacity);
+  ~BoundedPool();
+  // False when the queue is full or the pool stopped: the caller rejects the request.
+  bool try_submit(std::function<void()> fn);
+  // Continuations of admitted requests are never refused (their number is
+  // bounded by the admitted requests); dropped only after stop().
+  void submit_continuation(std::function<void()> fn);
+  void stop();  // runs what is queued, then joins
+  size_t workers() const { return threads_.size(); }
+  size_t queue_capacity() const { return capacity_; }
+  int64_t max_queue_depth() const { return max_depth_.load(); }
+
+ private:
+  void work();
+  size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+  std::atomic<int64_t> max_depth_{0};
+};
+
+}  // namespace tailscope::svc

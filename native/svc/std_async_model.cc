@@ -1,0 +1,81 @@
+// std-async: DeathStarBench's compose-post handler exactly. A group's async
+// calls are std::async(std::launch::async) — a new thread per call — and its
+// deferred calls std::async(std::launch::deferred), which run on the handler
+// thread when .get() asks for the value. The server is thread per
+// connection (Thrift's TThreadedServer) and downstream calls go through a
+// blocking client pool, one call per connection at a time.
+#include <future>
+#include <system_error>
+
+#include "svc/internal/blocking_handler.h"
+
+namespace tailscope::svc {
+namespace {
+
+struct StdAsyncLauncher {
+  ServiceRuntime& rt;
+  struct Handle {
+    std::unique_ptr<CallScope> call;
+    std::future<RpcStatus> result;
+  };
+
+  Handle launch(std::unique_ptr<CallScope> call) {
+    CallScope* c = call.get();
+    const bool deferred = c->spec->launch == CallSpec::Launch::kDeferred;
+    c->probe().stamp_trigger();
+    auto body = [this, c] {
+      c->probe().stamp_fn_start();
+      const RpcStatus st = rt.call_via_client_pool(*c);
+      c->probe().stamp_fn_end();
+      return st;
+    };
+    Handle h{std::move(call), {}};
+    try {
+      h.result = std::async(deferred ? std::launch::deferred : std::launch::async, body);
+    } catch (const std::system_error&) {  // no thread could be created: the call fails, the handler goes on
+      h.call->result = RpcStatus::kRejected;
+    }
+    return h;
+  }
+  void join(Handle& h) {
+    h.call->probe().stamp_request();
+    if (h.result.valid()) h.call->result = h.result.get();
+    h.call->probe().stamp_received();
+  }
+  CallScope& scope(Handle& h) { return *h.call; }
+  void call_sync(CallScope& call) { rt.call_via_client_pool(call); }
+};
+
+class StdAsyncModel final : public ConcurrencyModel {
+ public:
+  std::string_view name() const override { return "std-async"; }
+  void start(ServiceRuntime& rt, ListenSpec listen) override {
+    server_ = std::make_unique<ThreadPerConnectionServer>(listen, rt.counters(), [&rt](InboundRequest&& request) {
+      auto rs = rt.begin(std::move(request));
+      if (!rs) return;
+      StdAsyncLauncher launcher{rt};
+      internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
+      rt.finish(*rs);
+    });
+    server_->start();
+  }
+  void stop() override {
+    if (server_) server_->stop();
+  }
+  nlohmann::json describe() const override {
+    return {{"server", "thread-per-connection"},
+            {"async_launch", "std::async(launch::async)"},
+            {"deferred_launch", "std::async(launch::deferred)"},
+            {"client", "blocking client pool"},
+            {"connection_threads_started", server_ ? server_->threads_started() : 0}};
+  }
+
+ private:
+  std::unique_ptr<ThreadPerConnectionServer> server_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConcurrencyModel> make_std_async_model() { return std::make_unique<StdAsyncModel>(); }
+
+}  // namespace tailscope::svc

@@ -1,0 +1,261 @@
+#include "svc/topology.h"
+
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace tailscope::svc {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw std::invalid_argument(where + ": " + what);
+}
+
+std::string need_string(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty())
+    bad(where, std::string("needs a non-empty string '") + key + "'");
+  return j[key].get<std::string>();
+}
+
+size_t optional_size(const json& j, const char* key, size_t fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_number_unsigned() || j[key].get<uint64_t>() > (64u << 20))
+    bad(where, std::string("'") + key + "' must be an integer in 0 … 64 MiB");
+  return j[key].get<size_t>();
+}
+
+void check_keys(const json& j, std::initializer_list<const char*> allowed, const std::string& where) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || it.key() == a;
+    if (!ok) bad(where, "unknown key '" + it.key() + "'");
+  }
+}
+
+CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch default_launch) {
+  if (!j.is_object()) bad(where, "a call is an object");
+  check_keys(j, {"name", "service", "endpoint", "span", "launch", "request_bytes"}, where);
+  CallSpec c;
+  c.service = need_string(j, "service", where);
+  c.endpoint = need_string(j, "endpoint", where);
+  c.name = j.contains("name") ? need_string(j, "name", where) : c.service;
+  c.span = j.contains("span") ? need_string(j, "span", where) : c.endpoint + "_client";
+  c.request_bytes = optional_size(j, "request_bytes", 64, where);
+  c.launch = default_launch;
+  if (j.contains("launch")) {
+    const std::string l = need_string(j, "launch", where);
+    if (l == "async") c.launch = CallSpec::Launch::kAsync;
+    else if (l == "deferred") c.launch = CallSpec::Launch::kDeferred;
+    else if (l == "sync") c.launch = CallSpec::Launch::kSync;
+    else bad(where, "launch must be async, deferred or sync (got '" + l + "')");
+  }
+  return c;
+}
+
+StageList parse_stages(const json& j, const std::string& where);
+
+Stage parse_stage(const json& j, const std::string& where) {
+  if (!j.is_object() || j.size() != 1)
+    bad(where, "a stage is an object with exactly one key: cpu, call, group or store");
+  Stage s;
+  const std::string key = j.begin().key();
+  const json& v = j.begin().value();
+  const std::string here = where + "." + key;
+  if (key == "cpu") {
+    s.kind = Stage::Kind::kCpu;
+    s.cpu = parse_distribution(v, here);
+  } else if (key == "call") {
+    s.kind = Stage::Kind::kCall;
+    s.call = parse_call(v, here, CallSpec::Launch::kSync);
+    if (s.call.launch != CallSpec::Launch::kSync) bad(here, "a lone call is sync; use a group to launch async/deferred");
+  } else if (key == "group") {
+    s.kind = Stage::Kind::kGroup;
+    if (!v.is_object() || !v.contains("calls") || !v["calls"].is_array() || v["calls"].empty())
+      bad(here, "a group needs a non-empty array 'calls'");
+    check_keys(v, {"calls", "join"}, here);
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < v["calls"].size(); ++i) {
+      CallSpec c = parse_call(v["calls"][i], here + ".calls[" + std::to_string(i) + "]", CallSpec::Launch::kAsync);
+      if (c.launch == CallSpec::Launch::kSync) bad(here, "calls in a group are async or deferred");
+      if (!index.emplace(c.name, i).second) bad(here, "two calls named '" + c.name + "'");
+      s.group.calls.push_back(std::move(c));
+    }
+    if (v.contains("join")) {
+      if (!v["join"].is_array()) bad(here, "'join' is an array of call names");
+      std::set<size_t> seen;
+      for (const auto& n : v["join"]) {
+        if (!n.is_string() || !index.count(n.get<std::string>()))
+          bad(here, "join names unknown call " + n.dump());
+        if (!seen.insert(index[n.get<std::string>()]).second) bad(here, "join names " + n.dump() + " twice");
+        s.group.join_order.push_back(index[n.get<std::string>()]);
+      }
+      if (s.group.join_order.size() != s.group.calls.size()) bad(here, "join must name every call of the group once");
+    } else {
+      for (size_t i = 0; i < s.group.calls.size(); ++i) s.group.join_order.push_back(i);
+    }
+  } else if (key == "store") {
+    s.kind = Stage::Kind::kStore;
+    if (!v.is_object()) bad(here, "a store stage is an object");
+    check_keys(v, {"span", "system", "latency", "count", "hit_ratio", "on_miss"}, here);
+    s.store.span = need_string(v, "span", here);
+    s.store.system = v.contains("system") ? need_string(v, "system", here) : "store";
+    if (!v.contains("latency")) bad(here, "needs 'latency'");
+    s.store.latency = parse_distribution(v["latency"], here + ".latency");
+    if (v.contains("count")) {
+      if (!v["count"].is_number_integer() || v["count"].get<int>() < 1 || v["count"].get<int>() > 1000)
+        bad(here, "'count' must be an integer in 1 … 1000");
+      s.store.count = v["count"];
+    }
+    if (v.contains("hit_ratio")) {
+      if (!v["hit_ratio"].is_number() || v["hit_ratio"].get<double>() < 0 || v["hit_ratio"].get<double>() > 1)
+        bad(here, "'hit_ratio' must be in [0, 1]");
+      s.store.hit_ratio = v["hit_ratio"].get<double>();
+    }
+    if (v.contains("on_miss")) {
+      if (!s.store.hit_ratio) bad(here, "'on_miss' needs 'hit_ratio'");
+      s.store.on_miss = std::make_shared<StageList>(parse_stages(v["on_miss"], here + ".on_miss"));
+    }
+  } else {
+    bad(where, "unknown stage '" + key + "' (cpu, call, group, store)");
+  }
+  return s;
+}
+
+StageList parse_stages(const json& j, const std::string& where) {
+  if (!j.is_array()) bad(where, "stages are an array");
+  StageList out;
+  for (size_t i = 0; i < j.size(); ++i) out.push_back(parse_stage(j[i], where + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+void for_each_call(const StageList& stages, const std::function<void(const CallSpec&)>& fn) {
+  for (const auto& s : stages) {
+    if (s.kind == Stage::Kind::kCall) fn(s.call);
+    if (s.kind == Stage::Kind::kGroup)
+      for (const auto& c : s.group.calls) fn(c);
+    if (s.kind == Stage::Kind::kStore && s.store.on_miss) for_each_call(*s.store.on_miss, fn);
+  }
+}
+
+}  // namespace
+
+const Service& Topology::service(const std::string& name) const {
+  auto it = services.find(name);
+  if (it == services.end()) throw std::invalid_argument("topology: unknown service '" + name + "'");
+  return it->second;
+}
+
+std::vector<std::string> Topology::start_order() const {
+  std::vector<std::string> order;
+  std::set<std::string> done;
+  std::function<void(const std::string&)> visit = [&](const std::string& name) {
+    if (done.count(name)) return;
+    done.insert(name);
+    for (const auto& [_, ep] : services.at(name).endpoints)
+      for_each_call(ep.stages, [&](const CallSpec& c) { visit(c.service); });
+    order.push_back(name);
+  };
+  for (const auto& [name, _] : services) visit(name);
+  return order;
+}
+
+Topology parse_topology(const json& doc, const std::string& origin) {
+  if (!doc.is_object()) bad(origin, "a topology is a JSON object");
+  check_keys(doc, {"name", "call_timeout_ms", "front", "services", "description", "notes"}, origin);
+  Topology t;
+  t.name = doc.contains("name") ? need_string(doc, "name", origin) : "topology";
+  if (doc.contains("call_timeout_ms")) {
+    if (!doc["call_timeout_ms"].is_number() || doc["call_timeout_ms"].get<double>() <= 0 ||
+        doc["call_timeout_ms"].get<double>() > 600'000)
+      bad(origin, "'call_timeout_ms' must be in (0, 600000]");
+    t.call_timeout_ns = static_cast<int64_t>(doc["call_timeout_ms"].get<double>() * 1e6);
+  }
+  if (!doc.contains("services") || !doc["services"].is_array() || doc["services"].empty())
+    bad(origin, "needs a non-empty array 'services'");
+  for (size_t i = 0; i < doc["services"].size(); ++i) {
+    const json& sj = doc["services"][i];
+    std::string where = origin + ": services[" + std::to_string(i) + "]";
+    Service s;
+    s.name = need_string(sj, "name", where);
+    where = origin + ": service '" + s.name + "'";
+    check_keys(sj, {"name", "port", "model", "endpoints", "description"}, where);
+    if (sj.contains("port")) {
+      if (!sj["port"].is_number_integer() || sj["port"].get<int>() < 0 || sj["port"].get<int>() > 65535)
+        bad(where, "'port' must be in 0 … 65535");
+      s.port = sj["port"];
+    }
+    if (sj.contains("model")) s.model = need_string(sj, "model", where);
+    if (!sj.contains("endpoints") || !sj["endpoints"].is_array() || sj["endpoints"].empty())
+      bad(where, "needs a non-empty array 'endpoints'");
+    for (const auto& ej : sj["endpoints"]) {
+      Endpoint e;
+      e.name = need_string(ej, "name", where + ": endpoint");
+      const std::string ew = where + ": endpoint '" + e.name + "'";
+      check_keys(ej, {"name", "span", "response_bytes", "stages"}, ew);
+      e.server_span = ej.contains("span") ? need_string(ej, "span", ew) : e.name + "_server";
+      e.response_bytes = optional_size(ej, "response_bytes", 64, ew);
+      e.stages = parse_stages(ej.contains("stages") ? ej["stages"] : json::array(), ew + ": stages");
+      if (!s.endpoints.emplace(e.name, std::move(e)).second) bad(ew, "defined twice");
+    }
+    if (t.services.count(s.name)) bad(where, "defined twice");
+    t.services.emplace(s.name, std::move(s));
+  }
+  // Every call names an existing service and endpoint.
+  for (const auto& [name, s] : t.services)
+    for (const auto& [ename, e] : s.endpoints)
+      for_each_call(e.stages, [&](const CallSpec& c) {
+        const std::string where = origin + ": service '" + name + "' endpoint '" + ename + "' call '" + c.name + "'";
+        auto it = t.services.find(c.service);
+        if (it == t.services.end()) bad(where, "unknown service '" + c.service + "'");
+        if (!it->second.endpoints.count(c.endpoint))
+          bad(where, "service '" + c.service + "' has no endpoint '" + c.endpoint + "'");
+      });
+  // No cycles in the endpoint call graph (a cycle would recurse until every call times out).
+  std::map<std::string, int> state;  // 1 = on stack, 2 = done
+  std::vector<std::string> stack;
+  std::function<void(const std::string&, const std::string&)> visit = [&](const std::string& sv, const std::string& ep) {
+    const std::string key = sv + "." + ep;
+    if (state[key] == 2) return;
+    stack.push_back(key);
+    if (state[key] == 1) {
+      std::string path;
+      for (const auto& k : stack) path += (path.empty() ? "" : " → ") + k;
+      bad(origin, "call cycle: " + path);
+    }
+    state[key] = 1;
+    for_each_call(t.services.at(sv).endpoints.at(ep).stages,
+                  [&](const CallSpec& c) { visit(c.service, c.endpoint); });
+    state[key] = 2;
+    stack.pop_back();
+  };
+  for (const auto& [name, s] : t.services)
+    for (const auto& [ename, _] : s.endpoints) visit(name, ename);
+  if (doc.contains("front")) {
+    const json& f = doc["front"];
+    const std::string where = origin + ": front";
+    check_keys(f, {"service", "path", "endpoint"}, where);
+    FrontSpec fs{need_string(f, "service", where), need_string(f, "path", where), need_string(f, "endpoint", where)};
+    if (!t.services.count(fs.service)) bad(where, "unknown service '" + fs.service + "'");
+    if (!t.services.at(fs.service).endpoints.count(fs.endpoint))
+      bad(where, "service '" + fs.service + "' has no endpoint '" + fs.endpoint + "'");
+    if (fs.path.empty() || fs.path[0] != '/') bad(where, "path must start with '/'");
+    t.front = fs;
+  }
+  return t;
+}
+
+Topology load_topology_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot open topology file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc = json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded()) throw std::invalid_argument(path + ": not valid JSON (convert YAML with `python -m tailscope.topology`)");
+  return parse_topology(doc, path);
+}
+
+}  // namespace tailscope::svc

@@ -1,0 +1,95 @@
+// The topology: services, their endpoints and, per endpoint, the stages a
+// handler runs. Every concurrency model interprets the same description; only
+// how calls are launched and joined differs (docs/microservices.md).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "svc/distribution.h"
+
+namespace tailscope::svc {
+
+struct Stage;
+using StageList = std::vector<Stage>;
+
+// One downstream RPC.
+struct CallSpec {
+  std::string name;     // label inside a group (join order refers to it)
+  std::string service;  // callee service
+  std::string endpoint;
+  std::string span;     // client span name (DeathStarBench's, e.g. compose_text_client)
+  enum class Launch { kSync, kAsync, kDeferred };
+  Launch launch = Launch::kSync;
+  size_t request_bytes = 64;
+};
+
+// A group of calls launched together and joined in `join_order` (indices into calls).
+struct CallGroup {
+  std::vector<CallSpec> calls;
+  std::vector<size_t> join_order;
+};
+
+// A simulated store or cache operation: waits (without CPU) for a sampled
+// latency, `count` times in a row; if hit_ratio is set, a miss (probability
+// 1 − hit_ratio) then runs `on_miss`.
+struct StoreOp {
+  std::string span;  // e.g. url_mongo_insert_client
+  std::string system;  // mongodb, memcached, redis: the db.system tag
+  LatencyDistribution latency;
+  int count = 1;
+  std::optional<double> hit_ratio;
+  std::shared_ptr<StageList> on_miss;
+};
+
+struct Stage {
+  enum class Kind { kCpu, kCall, kGroup, kStore };
+  Kind kind = Kind::kCpu;
+  LatencyDistribution cpu;
+  CallSpec call;
+  CallGroup group;
+  StoreOp store;
+};
+
+struct Endpoint {
+  std::string name;
+  std::string server_span;  // e.g. compose_post_server
+  size_t response_bytes = 64;
+  StageList stages;
+};
+
+struct Service {
+  std::string name;
+  int port = 0;  // 0: assigned at start (--all) or ephemeral
+  std::string model;  // "" = the command line's --model
+  std::map<std::string, Endpoint> endpoints;
+};
+
+struct FrontSpec {
+  std::string service;
+  std::string path;      // HTTP path served, e.g. /wrk2-api/post/compose
+  std::string endpoint;  // endpoint of `service` an HTTP request runs
+};
+
+struct Topology {
+  std::string name;
+  int64_t call_timeout_ns = 1'000'000'000;
+  std::map<std::string, Service> services;
+  std::optional<FrontSpec> front;
+
+  const Service& service(const std::string& name) const;
+  // Services in dependency order (callees first): the order --all starts them.
+  std::vector<std::string> start_order() const;
+};
+
+// Parses and validates; throws std::invalid_argument with a message naming
+// the file, the service/endpoint/stage and what is wrong (unknown service,
+// missing endpoint, cycle, bad distribution, ...).
+Topology parse_topology(const nlohmann::json& doc, const std::string& origin = "topology");
+Topology load_topology_file(const std::string& path);
+
+}  // namespace tailscope::svc

@@ -1,0 +1,211 @@
+#include "svc/tracer.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "core/clock.h"
+#include "core/result_writer.h"
+#include "trace/trace.h"
+#include "trace/trace_writer.h"
+
+namespace tailscope::svc {
+namespace {
+
+struct ThreadBuffer {
+  std::vector<SpanRecord> spans;
+  int64_t dropped = 0;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::atomic<double> sample_rate{0.0};
+  size_t max_spans_per_thread = 1 << 20;
+  int64_t unix_offset_ns = realtime_ns() - monotonic_ns();
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::mt19937_64& id_rng() {
+  thread_local std::mt19937_64 g(std::random_device{}() ^ (static_cast<uint64_t>(monotonic_ns()) << 1));
+  return g;
+}
+
+ThreadBuffer& my_buffer() {
+  thread_local std::shared_ptr<ThreadBuffer> buffer = [] {
+    auto b = std::make_shared<ThreadBuffer>();
+    b->spans.reserve(1024);
+    std::lock_guard lock(registry().mu);
+    registry().buffers.push_back(b);
+    return b;
+  }();
+  return *buffer;
+}
+
+std::string hex16(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(v));
+  return s;
+}
+
+const char* role_name(SpanRole r) {
+  switch (r) {
+    case SpanRole::kServer: return "server";
+    case SpanRole::kClient: return "client";
+    case SpanRole::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace
+
+void Tracer::configure(double sample_rate, size_t max_spans_per_thread) {
+  auto& r = registry();
+  r.sample_rate = std::clamp(sample_rate, 0.0, 1.0);
+  r.max_spans_per_thread = max_spans_per_thread;
+  r.unix_offset_ns = realtime_ns() - monotonic_ns();
+}
+double Tracer::sample_rate() { return registry().sample_rate.load(std::memory_order_relaxed); }
+bool Tracer::sample_root() {
+  const double rate = sample_rate();
+  if (rate <= 0) return false;
+  if (rate >= 1) return true;
+  return std::uniform_real_distribution<double>(0, 1)(id_rng()) < rate;
+}
+uint64_t Tracer::new_id() {
+  uint64_t v;
+  do v = id_rng()(); while (v == 0);
+  return v;
+}
+void Tracer::record(const SpanRecord& span) {
+  ThreadBuffer& b = my_buffer();
+  if (b.spans.size() >= registry().max_spans_per_thread) {
+    ++b.dropped;  // bounded memory: a long traced run keeps the first spans
+    return;
+  }
+  b.spans.push_back(span);
+}
+std::vector<SpanRecord> Tracer::collect() {
+  std::lock_guard lock(registry().mu);
+  std::vector<SpanRecord> all;
+  for (const auto& b : registry().buffers) all.insert(all.end(), b->spans.begin(), b->spans.end());
+  return all;
+}
+int64_t Tracer::dropped() {
+  std::lock_guard lock(registry().mu);
+  int64_t n = 0;
+  for (const auto& b : registry().buffers) n += b->dropped;
+  return n;
+}
+void Tracer::clear() {
+  std::lock_guard lock(registry().mu);
+  for (const auto& b : registry().buffers) {
+    b->spans.clear();
+    b->dropped = 0;
+  }
+}
+int64_t Tracer::to_unix_ns(int64_t monotonic) { return monotonic + registry().unix_offset_ns; }
+
+nlohmann::json span_to_json(const SpanRecord& s) {
+  nlohmann::json j = {{"trace_id", hex16(s.trace_id_high) + hex16(s.trace_id_low)},
+                      {"span_id", hex16(s.span_id)},
+                      {"parent_span_id", s.parent_span_id ? hex16(s.parent_span_id) : ""},
+                      {"service", s.service ? *s.service : "unknown_service"},
+                      {"operation", s.operation ? *s.operation : "unknown"},
+                      {"kind", role_name(s.role)},
+                      {"error", s.error},
+                      {"status", status_name(s.status)},
+                      {"start_unix_ns", Tracer::to_unix_ns(s.start_ns)},
+                      {"duration_ns", s.end_ns - s.start_ns}};
+  if (s.launch) j["launch"] = s.launch;
+  if (s.has_probe) {
+    const auto& p = s.probe;
+    auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
+    j["probe"] = {{"trigger_async_fn", u(p.trigger_async_fn_ns)}, {"fn_start", u(p.fn_start_ns)},
+                  {"fn_end", u(p.fn_end_ns)},                     {"request_val", u(p.request_val_ns)},
+                  {"val_received", u(p.val_received_ns)},         {"deferred", p.deferred}};
+    if (p.complete()) {
+      j["scheduling_delay_ns"] = p.scheduling_delay_ns();
+      j["join_delay_ns"] = p.join_delay_ns();
+    }
+  }
+  return j;
+}
+
+void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem) {
+  ensure_directory(dir);
+  std::string text;
+  for (const auto& s : spans) {
+    text += span_to_json(s).dump();
+    text += '\n';
+  }
+  write_file_atomic(dir + "/" + stem + ".spans.jsonl", text);
+}
+
+nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir_arg) {
+  const std::string out_dir = out_dir_arg.empty() ? dir : out_dir_arg;
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 12 && name.ends_with(".spans.jsonl")) files.push_back(dir + "/" + name);
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  trace::NameTable names;
+  std::map<std::string, trace::Trace> traces;  // by trace id
+  int64_t span_count = 0, bad_lines = 0;
+  for (const auto& path : files) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("trace_id")) {
+        ++bad_lines;
+        continue;
+      }
+      trace::Trace& t = traces[j["trace_id"].get<std::string>()];
+      t.trace_id = j["trace_id"];
+      trace::Span sp;
+      sp.span_id = t.Store(j.value("span_id", ""));
+      const std::string parent = j.value("parent_span_id", "");
+      if (!parent.empty()) {
+        sp.parent_span_id = t.Store(parent);
+        sp.parent_ref = trace::RefType::kChildOf;
+      }
+      sp.kind = trace::ParseSpanKind(j.value("kind", ""));
+      sp.error = j.value("error", false);
+      sp.service = names.Intern(j.value("service", "unknown_service"));
+      sp.operation = names.Intern(j.value("operation", "unknown"));
+      sp.start_ns = j.value("start_unix_ns", int64_t{0});
+      sp.duration_ns = j.value("duration_ns", int64_t{0});
+      if (j.contains("scheduling_delay_ns")) sp.probe_scheduling_delay_ns = j["scheduling_delay_ns"];
+      if (j.contains("join_delay_ns")) sp.probe_join_delay_ns = j["join_delay_ns"];
+      t.spans.push_back(sp);
+      ++span_count;
+    }
+  }
+  std::vector<trace::Trace> ordered;
+  ordered.reserve(traces.size());
+  for (auto& [_, t] : traces) ordered.push_back(std::move(t));
+  // Spans in start order, so a reader sees the root first.
+  for (auto& t : ordered)
+    std::stable_sort(t.spans.begin(), t.spans.end(),
+                     [](const trace::Span& a, const trace::Span& b) { return a.start_ns < b.start_ns; });
+  write_file_atomic(out_dir + "/traces.jaeger.json", trace::JaegerJsonDocument(ordered, names));
+  write_file_atomic(out_dir + "/traces.otlp.json", trace::OtlpJsonDocument(ordered, names));
+  return {{"traces", ordered.size()}, {"spans", span_count}, {"bad_lines", bad_lines},
+          {"jaeger", out_dir + "/traces.jaeger.json"}, {"otlp", out_dir + "/traces.otlp.json"}};
+}
+
+}  // namespace tailscope::svc

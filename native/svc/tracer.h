@@ -1,0 +1,73 @@
+// The span recorder: client and server spans of every RPC, spans of simulated
+// store operations, and the five async-probe timestamps of every async or
+// deferred call (exec/async_probe.h, the same probe the async-models study
+// uses).
+//
+// Hot path: record() appends to a buffer owned by the calling thread — no
+// lock, no allocation beyond the vector's growth. A thread's buffer is
+// registered once (under a mutex) on its first span and outlives the thread,
+// so spans of exited threads are still exported. Export runs after the
+// service has stopped and every worker has been joined.
+//
+// Sampling is decided once at the root (the front) with probability
+// sample_rate and travels in the trace context; unsampled requests record
+// nothing anywhere downstream.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exec/async_probe.h"
+#include "svc/frame.h"
+
+namespace tailscope::svc {
+
+enum class SpanRole : uint8_t { kServer, kClient, kInternal };
+
+struct SpanRecord {
+  uint64_t trace_id_high = 0, trace_id_low = 0;
+  uint64_t span_id = 0, parent_span_id = 0;
+  const std::string* service = nullptr;    // points into the Topology (lives as long as the process)
+  const std::string* operation = nullptr;  // ditto
+  SpanRole role = SpanRole::kInternal;
+  bool error = false;
+  RpcStatus status = RpcStatus::kOk;
+  const char* launch = nullptr;  // "async", "deferred", "sync" for calls; nullptr otherwise
+  int64_t start_ns = 0, end_ns = 0;  // monotonic
+  bool has_probe = false;
+  exec::AsyncProbe probe;
+};
+
+class Tracer {
+ public:
+  // sample_rate in [0, 1]; 0 disables recording entirely.
+  static void configure(double sample_rate, size_t max_spans_per_thread = 1 << 20);
+  static double sample_rate();
+  static bool sample_root();  // the front's sampling decision
+  static uint64_t new_id();   // random non-zero 64-bit id
+  static void record(const SpanRecord& span);
+  // All spans recorded so far (call only when no thread is recording).
+  static std::vector<SpanRecord> collect();
+  static int64_t dropped();
+  static void clear();
+  // monotonic → Unix epoch ns, fixed at configure().
+  static int64_t to_unix_ns(int64_t monotonic);
+};
+
+// One span per line (NDJSON), every field including the five probe stamps
+// (Unix ns): the lossless form that per-process files are merged from.
+nlohmann::json span_to_json(const SpanRecord& s);
+
+// Writes `<dir>/<stem>.spans.jsonl` atomically.
+void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem);
+// Merges every `*.spans.jsonl` under `dir` into `<out_dir>/traces.jaeger.json`
+// and `<out_dir>/traces.otlp.json` (whole traces: spans of every process;
+// out_dir "" = dir). Returns {traces, spans, paths}.
+nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir = "");
+
+}  // namespace tailscope::svc

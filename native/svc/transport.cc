@@ -1,0 +1,179 @@
+#include "svc/transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/clock.h"
+#include "net/http.h"
+
+namespace tailscope::svc {
+
+nlohmann::json ServiceCounters::to_json() const {
+  return {{"requests", requests.load()},
+          {"ok", ok.load()},
+          {"errors", errors.load()},
+          {"rejections", rejections.load()},
+          {"timeouts", timeouts.load()},
+          {"downstream_failures", downstream_failures.load()},
+          {"calls", calls.load()},
+          {"malformed_frames", malformed_frames.load()},
+          {"connections_accepted", connections_accepted.load()},
+          {"http_requests", http_requests.load()}};
+}
+
+int http_status_for(RpcStatus s) {
+  switch (s) {
+    case RpcStatus::kOk: return 200;
+    case RpcStatus::kUnknownMethod: return 404;
+    case RpcStatus::kBadRequest: return 400;
+    case RpcStatus::kRejected: return 503;
+    case RpcStatus::kTimeout: return 504;
+    case RpcStatus::kUnavailable: return 502;
+    case RpcStatus::kInternal: return 500;
+  }
+  return 500;
+}
+
+namespace {
+const char* reason(int code) {
+  switch (code) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Error";
+  }
+}
+}  // namespace
+
+ServerConnection::ServerConnection(int fd, WireKind kind, const HttpRoute* route, ServiceCounters& counters,
+                                   size_t max_frame_bytes)
+    : fd_(fd), kind_(kind), route_(route), counters_(counters), frames_(max_frame_bytes) {}
+
+ServerConnection::~ServerConnection() { ::close(fd_); }
+
+void ServerConnection::close() {
+  if (!closed_.exchange(true)) ::shutdown(fd_, SHUT_RDWR);
+}
+
+bool ServerConnection::parse_rpc(std::vector<InboundRequest>& out) {
+  Frame f;
+  for (;;) {
+    const auto r = frames_.next(f);
+    if (r == FrameParser::Result::kNeedMore) return true;
+    if (r == FrameParser::Result::kError || f.kind != FrameKind::kRequest) return false;
+    InboundRequest req;
+    req.conn = shared_from_this();
+    req.id = f.request_id;
+    req.method = std::move(f.method);
+    req.trace = f.trace;
+    req.payload = std::move(f.payload);
+    req.received_ns = monotonic_ns();
+    out.push_back(std::move(req));
+  }
+}
+
+bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
+  size_t used = 0;
+  bool ok = true;
+  while (used < http_in_.size()) {
+    const net::HttpRequest r = net::parse_http_request(std::string_view(http_in_).substr(used));
+    if (r.status == net::HttpRequest::Status::kIncomplete) break;
+    if (r.status == net::HttpRequest::Status::kError) {
+      ok = false;
+      break;
+    }
+    used += r.consumed_bytes;
+    const uint64_t seq = http_next_seq_++;
+    if (!r.keep_alive) {
+      std::lock_guard lock(write_mu_);
+      http_close_after_ = std::min(http_close_after_, seq);
+    }
+    std::string_view path = r.target.substr(0, r.target.find('?'));
+    if (route_ == nullptr || path != route_->path || (r.method != "GET" && r.method != "POST")) {
+      respond(seq, RpcStatus::kUnknownMethod, "");
+      continue;
+    }
+    counters_.http_requests.fetch_add(1, std::memory_order_relaxed);
+    InboundRequest req;
+    req.conn = shared_from_this();
+    req.id = seq;
+    req.method = route_->endpoint;
+    req.payload = std::string(r.body);
+    req.from_http = true;
+    req.received_ns = monotonic_ns();
+    out.push_back(std::move(req));
+    if (!r.keep_alive) break;
+  }
+  http_in_.erase(0, used);
+  return ok;
+}
+
+void ServerConnection::send_locked(const std::string& bytes) {
+  size_t off = 0;
+  const int64_t give_up = monotonic_ns() + 2'000'000'000;
+  while (off < bytes.size() && !closed()) {
+    const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && monotonic_ns() < give_up) {
+      // The peer is slow to read: wait for room, bounded, so a stuck client cannot hold a worker forever.
+      pollfd p{fd_, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      continue;
+    }
+    close();
+    return;
+  }
+}
+
+void ServerConnection::respond(uint64_t id, RpcStatus status, std::string_view payload) {
+  if (closed()) return;
+  if (kind_ == WireKind::kRpc) {
+    Frame f;
+    f.kind = FrameKind::kResponse;
+    f.request_id = id;
+    f.status = status;
+    f.payload.assign(payload);
+    std::string bytes;
+    try {
+      append_frame(f, bytes);
+    } catch (const std::invalid_argument&) {
+      f.payload.clear();
+      f.status = RpcStatus::kInternal;
+      append_frame(f, bytes);
+    }
+    std::lock_guard lock(write_mu_);
+    send_locked(bytes);
+    return;
+  }
+  const int code = http_status_for(status);
+  std::string body = code == 200 ? std::string(payload) : std::string(status_name(status)) + "\n";
+  std::string text = "HTTP/1.1 " + std::to_string(code) + " " + reason(code) +
+                     "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  std::lock_guard lock(write_mu_);
+  if (id >= http_close_after_) text += "Connection: close\r\n";
+  text += "\r\n";
+  text += body;
+  http_held_.emplace(id, std::move(text));
+  while (!http_held_.empty() && http_held_.begin()->first == http_next_out_) {
+    send_locked(http_held_.begin()->second);
+    http_held_.erase(http_held_.begin());
+    if (http_next_out_ == http_close_after_) {
+      close();
+      return;
+    }
+    ++http_next_out_;
+  }
+}
+
+}  // namespace tailscope::svc

@@ -1,0 +1,115 @@
+// The server side of the transport, shared by every concurrency model: a
+// connection speaks either RPC frames (frame.h) or, at the graph's front,
+// HTTP/1.1 (keep-alive); both become InboundRequests, and a response goes
+// back through ServerConnection::respond from whichever thread finished the
+// request. Only *who* reads connections and runs handlers differs between
+// models (server.h offers the two shapes: thread per connection, event loops).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "svc/frame.h"
+
+namespace tailscope::svc {
+
+// Per-service counters, all monotonic, read at shutdown for the result document.
+struct ServiceCounters {
+  std::atomic<int64_t> requests{0};         // requests received (parsed)
+  std::atomic<int64_t> ok{0};               // answered kOk
+  std::atomic<int64_t> errors{0};           // answered with any other status
+  std::atomic<int64_t> rejections{0};       // refused by a full queue (answered kRejected)
+  std::atomic<int64_t> timeouts{0};         // downstream calls that timed out
+  std::atomic<int64_t> downstream_failures{0};  // downstream calls answered non-ok or unavailable
+  std::atomic<int64_t> calls{0};            // downstream calls made
+  std::atomic<int64_t> malformed_frames{0};  // connections closed for a malformed frame or HTTP request
+  std::atomic<int64_t> connections_accepted{0};
+  std::atomic<int64_t> http_requests{0};
+  nlohmann::json to_json() const;
+};
+
+enum class WireKind { kRpc, kHttp };
+
+struct HttpRoute {
+  std::string path;      // e.g. /wrk2-api/post/compose (query string ignored)
+  std::string endpoint;  // the endpoint it runs
+};
+
+class ServerConnection;
+
+struct InboundRequest {
+  std::shared_ptr<ServerConnection> conn;
+  uint64_t id = 0;       // RPC request id, or the HTTP request's sequence number on its connection
+  std::string method;    // endpoint name
+  TraceContext trace;    // all zero for HTTP requests: the front starts the trace
+  std::string payload;
+  bool from_http = false;
+  int64_t received_ns = 0;
+};
+
+class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
+ public:
+  ServerConnection(int fd, WireKind kind, const HttpRoute* route, ServiceCounters& counters,
+                   size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  ~ServerConnection();  // closes the fd: only when nobody can still answer on it
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
+
+  int fd() const { return fd_; }
+  // Read side (one thread at a time): parses what arrived; each complete
+  // request goes to `sink`. Returns false when the input was malformed — the
+  // caller closes the connection (it is counted here).
+  template <class Sink>
+  bool on_bytes(const char* data, size_t n, Sink&& sink);
+
+  // Any thread. HTTP responses leave in request order (keep-alive clients
+  // match responses by order); RPC responses leave as they finish.
+  void respond(uint64_t id, RpcStatus status, std::string_view payload);
+  // Stops both directions; the fd stays open until the last reference goes.
+  void close();
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+ private:
+  bool parse_rpc(std::vector<InboundRequest>& out);
+  bool parse_http(std::vector<InboundRequest>& out);
+  void send_locked(const std::string& bytes);
+
+  int fd_;
+  WireKind kind_;
+  const HttpRoute* route_;
+  ServiceCounters& counters_;
+  FrameParser frames_;
+  std::string http_in_;
+  uint64_t http_next_seq_ = 0;   // read side
+  std::mutex write_mu_;
+  uint64_t http_next_out_ = 0;   // guarded by write_mu_
+  std::map<uint64_t, std::string> http_held_;  // finished out of order
+  uint64_t http_close_after_ = UINT64_MAX;  // a request without keep-alive ends the connection
+  std::atomic<bool> closed_{false};
+};
+
+template <class Sink>
+bool ServerConnection::on_bytes(const char* data, size_t n, Sink&& sink) {
+  std::vector<InboundRequest> out;
+  bool ok;
+  if (kind_ == WireKind::kRpc) {
+    frames_.feed(data, n);
+    ok = parse_rpc(out);
+  } else {
+    http_in_.append(data, n);
+    ok = parse_http(out);
+  }
+  for (auto& r : out) sink(std::move(r));
+  if (!ok) counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
+  return ok;
+}
+
+// HTTP status a front answers for an RPC status (5xx whenever the graph failed).
+int http_status_for(RpcStatus s);
+
+}  // namespace tailscope::svc

@@ -1,0 +1,345 @@
+// tailscope-svc: runs services of a topology under one concurrency model.
+//
+//   tailscope-svc --topology g.json --service text-service --model coroutine --port 9001 --ports a=9002,...
+//   tailscope-svc --topology g.json --all --model pool-callback --port 8080 --traces DIR --out result.json
+//   tailscope-svc --merge-traces DIR
+//
+// --all is a supervisor: it opens one loopback listener per service, starts
+// one child process per service (this executable with --service and the
+// inherited listener), prints {"listening": FRONT_PORT, "ports": {...},
+// "pids": {...}} once every child is up, restarts a child that dies (after
+// --restart-ms, on the same listener, so callers reconnect), and on
+// SIGINT/SIGTERM (or after --duration) stops all children, merges their
+// result documents and span files, and writes one result document.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/proc_sampler.h"
+#include "core/result_writer.h"
+#include "net/socket.h"
+#include "svc/runtime.h"
+#include "svc/tracer.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace tailscope;
+using namespace tailscope::svc;
+
+struct Flags {
+  std::string topology, service, model = "coroutine", ports_text, traces_dir, out, merge_dir, parts_dir;
+  bool all = false;
+  int port = -1, listen_fd = -1;
+  double trace_sample = 0.0, duration_s = 0.0;
+  int64_t restart_ms = 1000;
+  RuntimeOptions runtime;
+  double timeout_ms = 0;
+};
+
+std::map<std::string, int> parse_ports(const std::string& text) {
+  std::map<std::string, int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--ports: expected NAME=PORT, got '" + item + "'");
+    out[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
+  }
+  return out;
+}
+
+sigset_t stop_signals(bool with_child) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  if (with_child) sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// Waits for SIGINT/SIGTERM or the deadline (0 = none). Returns the signal or
+// 0 at the deadline; with `tick`, also returns 0 after each 200 ms without one.
+int wait_for_stop(const sigset_t& set, int64_t deadline_ns, bool tick = false) {
+  for (;;) {
+    int64_t wait_ns = 200'000'000;
+    if (deadline_ns) {
+      wait_ns = std::min<int64_t>(wait_ns, deadline_ns - monotonic_ns());
+      if (wait_ns <= 0) return 0;
+    }
+    timespec ts{wait_ns / 1'000'000'000, wait_ns % 1'000'000'000};
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (tick) return 0;
+  }
+}
+
+json cpu_usage() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return {{"user_s", s(ru.ru_utime)}, {"sys_s", s(ru.ru_stime)}, {"max_rss_bytes", ru.ru_maxrss * 1024}};
+}
+
+int run_one(const Flags& f, int argc, char** argv) {
+  const Topology topology = load_topology_file(f.topology);
+  const Service& service = topology.service(f.service);
+  std::map<std::string, int> ports = parse_ports(f.ports_text);
+  int fd = f.listen_fd;
+  bool own_fd = false;
+  if (fd < 0) {
+    const int port = f.port >= 0 ? f.port : service.port;
+    fd = net::make_listener("127.0.0.1", port);
+    own_fd = true;
+  }
+  ports[f.service] = net::bound_port(fd);
+  Tracer::configure(f.trace_sample);
+  const sigset_t set = stop_signals(false);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits the mask
+  ResourceSampler sampler(getpid(), 200);
+  sampler.start();
+  TimerService timers;
+  RuntimeOptions options = f.runtime;
+  options.model = f.model;
+  ServiceInstance instance(topology, f.service, ports, options, fd, timers);
+  instance.start();
+  std::cout << json{{"listening", ports[f.service]}, {"service", f.service}, {"pid", getpid()}}.dump() << std::endl;
+  const int64_t started = monotonic_ns();
+  const int sig = wait_for_stop(set, f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0);
+  instance.stop();
+  timers.stop();
+  sampler.stop();
+  const double ran_s = (monotonic_ns() - started) / 1e9;
+
+  json doc = new_result_document("tailscope-svc", argc, argv);
+  json result = instance.result();
+  result["cpu"] = cpu_usage();
+  result["resources"] = sampler.summary();
+  result["ran_s"] = ran_s;
+  doc["config"] = {{"topology", f.topology}, {"service", f.service}, {"model", options.model},
+                   {"trace_sample", f.trace_sample}, {"call_timeout_ms", instance.runtime().call_timeout_ns() / 1e6},
+                   {"port", ports[f.service]}};
+  doc["services"] = {{f.service, result}};
+  doc["measurements"] = json::array();
+  doc["unavailable"] = json::array();
+  if (!f.traces_dir.empty()) {
+    const auto spans = Tracer::collect();
+    write_span_lines(spans, f.traces_dir, f.service);
+    doc["tracing"] = {{"spans", spans.size()}, {"dropped_spans", Tracer::dropped()}};
+  }
+  write_result(doc, f.out);
+  if (own_fd) ::close(fd);
+  (void)sig;
+  return 0;
+}
+
+struct Child {
+  std::string service;
+  int listen_fd = -1;
+  pid_t pid = -1;
+  int64_t died_ns = 0;
+  int restarts = 0;
+};
+
+pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const std::string& self) {
+  std::vector<std::string> args = {self, "--topology", f.topology, "--service", c.service, "--model", f.model,
+                                   "--listen-fd", std::to_string(c.listen_fd), "--ports", ports_text,
+                                   "--trace-sample", std::to_string(f.trace_sample),
+                                   "--out", f.parts_dir + "/" + c.service + ".result.json"};
+  if (!f.traces_dir.empty()) args.insert(args.end(), {"--traces", f.traces_dir + "/parts"});
+  if (f.runtime.workers) args.insert(args.end(), {"--workers", std::to_string(f.runtime.workers)});
+  if (f.runtime.loops) args.insert(args.end(), {"--loops", std::to_string(f.runtime.loops)});
+  args.insert(args.end(), {"--queue", std::to_string(f.runtime.queue_capacity), "--connections",
+                           std::to_string(f.runtime.channel_connections)});
+  if (f.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(f.timeout_ms)});
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    ::fcntl(c.listen_fd, F_SETFD, 0);  // this child's listener survives exec; the others do not
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, STDOUT_FILENO);  // the readiness line is the parent's to print
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int run_all(const Flags& flags, int argc, char** argv) {
+  Flags f = flags;
+  const Topology topology = load_topology_file(f.topology);
+  char tmpl[] = "/tmp/tailscope-svc-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
+  f.parts_dir = tmpl;
+  if (!f.traces_dir.empty()) ensure_directory(f.traces_dir + "/parts");
+  std::vector<Child> children;
+  std::map<std::string, int> ports;
+  for (const auto& name : topology.start_order()) {
+    Child c;
+    c.service = name;
+    const bool front = topology.front && topology.front->service == name;
+    c.listen_fd = net::make_listener("127.0.0.1", front && f.port >= 0 ? f.port : 0);
+    ports[name] = net::bound_port(c.listen_fd);
+    children.push_back(c);
+  }
+  std::string ports_text;
+  for (const auto& [n, p] : ports) ports_text += (ports_text.empty() ? "" : ",") + n + "=" + std::to_string(p);
+  const sigset_t set = stop_signals(true);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) throw std::runtime_error("cannot find /proc/self/exe");
+  self[len] = '\0';
+  for (auto& c : children) c.pid = spawn(f, c, ports_text, self);
+  // Ready: every listener exists already, so callers can connect at once.
+  json pids = json::object();
+  for (const auto& c : children) pids[c.service] = c.pid;
+  const int front_port = topology.front ? ports[topology.front->service] : -1;
+  std::cout << json{{"listening", front_port}, {"ports", ports}, {"pids", pids}, {"pid", getpid()}}.dump()
+            << std::endl;
+  const int64_t started = monotonic_ns();
+  const int64_t deadline = f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0;
+  json restarts = json::array();
+  for (;;) {
+    const int sig = wait_for_stop(set, deadline, true);
+    // Reap and restart children that died (a fault injected by a test, a crash).
+    int status = 0;
+    pid_t dead;
+    while ((dead = ::waitpid(-1, &status, WNOHANG)) > 0)
+      for (auto& c : children)
+        if (c.pid == dead) {
+          c.pid = -1;
+          c.died_ns = monotonic_ns();
+          restarts.push_back({{"service", c.service}, {"at_s", (c.died_ns - started) / 1e9},
+                              {"status", WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                                             : "exit " + std::to_string(WEXITSTATUS(status))}});
+        }
+    if (sig == SIGINT || sig == SIGTERM || (deadline && monotonic_ns() >= deadline)) break;
+    for (auto& c : children)
+      if (c.pid < 0 && f.restart_ms > 0 && monotonic_ns() - c.died_ns >= f.restart_ms * 1'000'000) {
+        c.pid = spawn(f, c, ports_text, self);
+        ++c.restarts;
+      }
+  }
+  // Stop: SIGTERM everyone, wait up to 5 s, then SIGKILL the stragglers.
+  for (auto& c : children)
+    if (c.pid > 0) ::kill(c.pid, SIGTERM);
+  const int64_t kill_at = monotonic_ns() + 5'000'000'000;
+  for (auto& c : children) {
+    while (c.pid > 0) {
+      int status = 0;
+      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+      if (r == c.pid || r < 0) {
+        c.pid = -1;
+        break;
+      }
+      if (monotonic_ns() > kill_at) ::kill(c.pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const double ran_s = (monotonic_ns() - started) / 1e9;
+  json doc = new_result_document("tailscope-svc", argc, argv);
+  doc["config"] = {{"topology", f.topology}, {"mode", "all"}, {"model", f.model}, {"trace_sample", f.trace_sample},
+                   {"front_port", front_port}, {"ports", ports}, {"workers", f.runtime.workers},
+                   {"loops", f.runtime.loops}, {"queue_capacity", f.runtime.queue_capacity},
+                   {"restart_ms", f.restart_ms}};
+  json services = json::object();
+  json unavailable = json::array();
+  double cpu_s = 0;
+  int64_t threads = 0;
+  for (const auto& c : children) {
+    std::ifstream in(f.parts_dir + "/" + c.service + ".result.json");
+    json part = json::parse(in, nullptr, false);
+    if (part.is_discarded() || !part.contains("services")) {
+      unavailable.push_back({{"name", c.service}, {"variant", f.model}, {"reason", "the service wrote no result document"}});
+      continue;
+    }
+    json s = part["services"][c.service];
+    s["restarts"] = c.restarts;
+    cpu_s += s["cpu"].value("user_s", 0.0) + s["cpu"].value("sys_s", 0.0);
+    threads += s["resources"].value("process", json::object()).value("threads_max", 0);
+    services[c.service] = s;
+    std::remove((f.parts_dir + "/" + c.service + ".result.json").c_str());
+  }
+  ::rmdir(f.parts_dir.c_str());
+  doc["services"] = services;
+  doc["totals"] = {{"cpu_s", cpu_s}, {"threads_max_sum", threads}, {"ran_s", ran_s}, {"restarts", restarts}};
+  if (topology.front && services.contains(topology.front->service))
+    doc["totals"]["front"] = services[topology.front->service]["counters"];
+  doc["measurements"] = json::array();
+  doc["unavailable"] = unavailable;
+  if (!f.traces_dir.empty()) {
+    doc["tracing"] = merge_span_files(f.traces_dir + "/parts", f.traces_dir);
+    doc["artifacts"] = {{"jaeger", f.traces_dir + "/traces.jaeger.json"},
+                        {"otlp", f.traces_dir + "/traces.otlp.json"},
+                        {"spans", f.traces_dir + "/parts"}};
+  }
+  write_result(doc, f.out);
+  for (auto& c : children) ::close(c.listen_fd);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"tailscope-svc: the microservice runtime (one service, or the whole graph with --all)"};
+  app.add_option("--topology", f.topology, "Topology JSON (convert YAML with python -m tailscope.topology)");
+  app.add_option("--service", f.service, "Run this service");
+  app.add_flag("--all", f.all, "Run every service, one process each, supervised");
+  app.add_option("--model", f.model, "std-async | std-thread | pool-blocking | pool-callback | coroutine");
+  app.add_option("--port", f.port, "Listen port (--all: the front's); default: topology port or ephemeral")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... (single-service mode)");
+  app.add_option("--listen-fd", f.listen_fd, "Inherited listening socket (set by --all)");
+  app.add_option("--workers", f.runtime.workers, "pool-blocking / pool-callback processing threads")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--loops", f.runtime.loops, "coroutine: event loops (default: online CPUs); pools: IO dispatchers")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--queue", f.runtime.queue_capacity, "Bounded queue / in-flight limit per loop (then: reject)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--connections", f.runtime.channel_connections, "Multiplexed connections per downstream service")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--timeout-ms", f.timeout_ms, "Per-call timeout (default: the topology's call_timeout_ms)")
+      ->check(CLI::Range(1.0, 600000.0));
+  app.add_option("--trace-sample", f.trace_sample, "Fraction of requests traced (0 = tracing off)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--traces", f.traces_dir, "Write span files here on shutdown (--all: merged Jaeger + OTLP JSON)");
+  app.add_option("--out", f.out, "Result document (default: stdout)");
+  app.add_option("--duration", f.duration_s, "Stop after this many seconds (default: run until SIGINT/SIGTERM)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--restart-ms", f.restart_ms, "--all: restart a dead service after this long (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}));
+  app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!f.merge_dir.empty()) {
+      std::cout << merge_span_files(f.merge_dir).dump() << std::endl;
+      return 0;
+    }
+    if (f.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
+    make_model(f.model);  // validates the name before anything starts
+    if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");
+    return f.all ? run_all(f, argc, argv) : run_one(f, argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "tailscope-svc: " << e.what() << std::endl;
+    return 1;
+  }
+}
