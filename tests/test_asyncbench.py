@@ -85,6 +85,32 @@ def test_probe_invariants_hold_in_the_document(small_run):
             assert m["latency"]["max"] >= join["latency"]["min"]
 
 
+def test_every_point_and_ramp_step_records_its_backlog(small_run):
+    doc, _, _ = small_run
+    for m in doc["measurements"]:
+        if m["name"] == "same_thread_resume":
+            continue
+        b = m["observed"]["backlog"]
+        assert b["calls"] > 0 and isinstance(b["grew"], bool), m["variant"]
+        assert 0 <= b["in_flight_mean"] <= b["in_flight_max"]
+        assert b["lateness_growth_limit_ns"] > 0
+        assert "sched" in b and b["sched"]["window_ns"] > 0
+        if m["model"] == "deferred":
+            assert "queue_p50" not in b  # no queue: the body runs inside the request
+        else:
+            assert 0 <= b["queue_p50"] <= b["queue_max"] and 0 <= b["queue_empty_fraction"] <= 1
+        if m["model"] in ("fixed-pool", "coroutine"):
+            assert b["worker_parks_per_call"] >= 0
+            assert b["sched"]["workers"]["threads"] >= 1
+        if m["saturated"] and m["observed"]["in_flight_limited"] == 0 and not m["observed"]["launch_failures"]:
+            assert b["grew"] or m["observed"]["why_saturated"]
+    for model, ramp in doc["ramps"].items():
+        for s in ramp["steps"]:
+            assert "backlog" in s and s["attempt"] in (1, 2), model
+            if s["saturated"]:
+                assert s["why_saturated"]
+
+
 def test_hlog_artifact_has_one_interval_per_measurement(small_run):
     doc, art, _ = small_run
     text = (art / "asyncbench.hlog").read_text()
@@ -165,6 +191,21 @@ def _synthetic_docs():
                     ms.append(_m("total", model, mech, payload, load, int(p50 * 2 * k * f)))
                     if model == "deferred":
                         ms.append(_m("deferral_wait", model, mech, payload, load, 5000))
+    # The spin pool's 25 % point: queueing behind a worker that waited for a CPU; its 100 % point: overloaded.
+    for m in ms:
+        if m["model"] == "spin-pool" and m["load_pct"] == 25.0:
+            m["observed"]["backlog"] = {
+                "calls": 1000, "queue_p50": 87, "queue_mean": 143.0, "queue_max": 767, "queue_empty_fraction": 0.37,
+                "in_flight_mean": 150.0, "in_flight_max": 800, "grew": False, "stall_fraction": 0.6,
+                "stall_max_ns": 12_000_000, "empty_queue_scheduling_p50_ns": 600, "empty_queue_calls": 370,
+                "lateness_first_quarter_p50_ns": 1_500_000, "lateness_last_quarter_p50_ns": 1_400_000,
+                "worker_parks_per_call": 0.0,
+                "sched": {"window_ns": 360_000_000, "workers": {"threads": 1, "run_ns": 130_000_000,
+                                                                "runqueue_wait_ns": 225_000_000, "timeslices": 40}}}
+        if m["model"] == "spin-pool" and m["load_pct"] == 100.0:
+            m["observed"]["backlog"] = {"calls": 1000, "grew": True, "queue_p50": 2000,
+                                        "lateness_first_quarter_p50_ns": 2_000_000,
+                                        "lateness_last_quarter_p50_ns": 40_000_000}
     ms.append({"name": "same_thread_resume", "variant": "coroutine/resume/void", "latency": _latency(12),
                "cdf": [[12, 0.0], [12, 100.0]], "hlog_tag": "same_thread_resume.coroutine/resume/void"})
     bench = {"schema": "tailscope.result/1", "engine": ENGINE, "machine": {}, "unavailable": [], "warnings": [],
@@ -209,6 +250,17 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
     rates = next(b for b in sec.blocks if b.title.startswith("Maximum sustained rate"))
     assert [r[0] for r in rates.rows] == ["deferred", "std-async", "fixed-pool", "spin-pool", "coroutine"]
     assert any("saturated" in n for n in sec.notes) is False  # nothing saturated at 75 %
+    backlog = next(b for b in sec.blocks if b.title.startswith("What the calls met"))
+    spin25 = next(r for r in backlog.rows if r[0] == "spin-pool/future @ 25 %")
+    assert spin25[3] == fmt_count(87) and spin25[5] == "steady" and spin25[6] == "62 %"
+    assert "queueing" in spin25[-1] and "run queue" in spin25[-1] and "600 ns (3× the spin hand-off)" in spin25[-1]
+    # The empty-queue hand-off is a target row of its own: 600 ns / 200 ns.
+    hand = [r for r in targets.rows if "empty queue" in r[0]]
+    assert any(r[1] == "600 ns" and r[3] == fmt_ratio(3.0) for r in hand)
+    from tailscope.studies.asyncmodels import explain
+    over = next(m for m in bench["measurements"]
+                if m["model"] == "spin-pool" and m["load_pct"] == 100.0 and m["name"] == "scheduling_delay")
+    assert "overloaded" in explain(over, {}) and "backlog grew" in explain(over, {})
 
 
 def test_section_without_engine_documents_says_so(tmp_path):

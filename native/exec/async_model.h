@@ -71,6 +71,8 @@ class AsyncModel {
   virtual std::unique_ptr<PendingCall<T>> launch(ResultMechanism mechanism, std::function<T()> body) = 0;
   // Pools: see Executor::shutdown. Per-call models have nothing to stop.
   virtual void shutdown(ShutdownMode) {}
+  // Pools: their executor's idle-path counters; per-call models have none.
+  virtual std::optional<ExecutorCounters> pool_counters() const { return std::nullopt; }
 
  protected:
   void require(ResultMechanism m) const {

@@ -27,6 +27,7 @@ class CoroutineModel final : public AsyncModel<T> {
     return {ResultMechanism::kFuture, ResultMechanism::kResume};
   }
   void shutdown(ShutdownMode mode) override { executor_->shutdown(mode); }
+  std::optional<ExecutorCounters> pool_counters() const override { return executor_->counters(); }
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);

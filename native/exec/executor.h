@@ -31,6 +31,16 @@ namespace tailscope::exec {
 
 enum class ShutdownMode { kDrain, kCancel };
 
+// What a pool's idle path did so far (monotonic counters; a benchmark takes
+// differences). `parks`: a worker went to sleep in the kernel because it found
+// nothing to do; `wake_syscalls`: a submitter made a futex wake syscall (-1:
+// not counted, e.g. a condition variable's notify). Both are bumped only on
+// paths that sleep or make a syscall anyway.
+struct ExecutorCounters {
+  int64_t parks = 0;
+  int64_t wake_syscalls = 0;
+};
+
 // Thrown by submit() once the executor no longer accepts work.
 class ExecutorClosed : public std::runtime_error {
  public:
@@ -52,6 +62,7 @@ class Executor {
     if (!try_submit(item)) throw ExecutorClosed(std::string(model()) + ": submit after shutdown");
   }
   virtual void shutdown(ShutdownMode mode = ShutdownMode::kDrain) = 0;
+  virtual ExecutorCounters counters() const { return {}; }
 };
 
 namespace internal {

@@ -20,13 +20,22 @@ bool FixedThreadPool::try_submit(WorkItem& item) {
   return true;
 }
 
+ExecutorCounters FixedThreadPool::counters() const {
+  // notify_one's syscalls are glibc's business (it skips waiters already
+  // signalled): not counted.
+  return {parks_.load(std::memory_order_relaxed), -1};
+}
+
 void FixedThreadPool::work(size_t index) {
   internal::place_worker(options_, index);
   internal::current_executor() = this;
   internal::current_worker_index() = static_cast<int>(index);
   std::unique_lock lock(mu_);
   for (;;) {
-    ready_.wait(lock, [&] { return !queue_.empty() || closed_; });
+    while (queue_.empty() && !closed_) {
+      parks_.fetch_add(1, std::memory_order_relaxed);
+      ready_.wait(lock);
+    }
     if (queue_.empty()) return;  // closed and drained: a running sibling picks up its own children
     WorkItem item = std::move(queue_.front());
     queue_.pop_front();

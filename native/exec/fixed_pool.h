@@ -5,6 +5,7 @@
 // delay with the baseline's condvar_handoff.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -24,6 +25,7 @@ class FixedThreadPool final : public Executor {
   size_t worker_count() const override { return workers_.size(); }
   bool try_submit(WorkItem& item) override;
   void shutdown(ShutdownMode mode = ShutdownMode::kDrain) override;
+  ExecutorCounters counters() const override;
 
  private:
   void work(size_t index);
@@ -34,6 +36,7 @@ class FixedThreadPool final : public Executor {
   std::deque<WorkItem> queue_;
   bool closed_ = false;     // no more outside work
   bool cancelled_ = false;  // drop instead of run
+  std::atomic<int64_t> parks_{0};
   std::once_flag joined_;
   std::vector<std::thread> workers_;
 };

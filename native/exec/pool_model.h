@@ -25,6 +25,7 @@ class PoolModel final : public AsyncModel<T> {
   }
   Executor& executor() { return *executor_; }
   void shutdown(ShutdownMode mode) override { executor_->shutdown(mode); }
+  std::optional<ExecutorCounters> pool_counters() const override { return executor_->counters(); }
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);

@@ -29,6 +29,7 @@ class SpinPool final : public Executor {
   size_t worker_count() const override { return workers_.size(); }
   bool try_submit(WorkItem& item) override;
   void shutdown(ShutdownMode mode = ShutdownMode::kDrain) override;
+  ExecutorCounters counters() const override { return {parking_.parks(), parking_.wake_syscalls()}; }
 
  private:
   void work(size_t index);

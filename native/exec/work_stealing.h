@@ -29,6 +29,7 @@ class WorkStealingPool final : public Executor {
   size_t worker_count() const override { return workers_.size(); }
   bool try_submit(WorkItem& item) override;
   void shutdown(ShutdownMode mode = ShutdownMode::kDrain) override;
+  ExecutorCounters counters() const override { return {parking_.parks(), parking_.wake_syscalls()}; }
 
   // Items taken from a sibling's deque so far (for tests and reports).
   int64_t steals() const { return steals_.load(std::memory_order_relaxed); }

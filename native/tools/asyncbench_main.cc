@@ -5,22 +5,28 @@
 // offered rate (open loop: call i is due at t0 + i/rate whatever happened to
 // call i-1); a separate consumer thread requests the values in launch order.
 // Every call carries the 5-timestamp probe (exec/async_probe.h).
-//   1. ramp: per model, raise the offered rate step by step until the achieved
-//      rate falls behind (saturation); the highest achieved rate is the max;
+//   1. ramp: per model, raise the offered rate step by step until the backlog
+//      grows during a step (saturation, confirmed by a repeat); the highest
+//      sustained rate is the max;
 //   2. measure every mechanism × payload at --measure-at-pct of that max;
 //   3. sweep the load (--sweep) with the sweep payload to show the tail grow.
 // Every step is bounded in calls and in time: an offered rate the model cannot
 // sustain ends as "saturated", never as a hang.
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <coroutine>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -39,7 +45,10 @@ using namespace tailscope::exec;
 
 namespace {
 
-constexpr double kSaturationRatio = 0.9;     // achieved below 90 % of offered = saturated
+// Overloaded = the backlog grew during the step: the median lateness of the
+// last quarter of the calls exceeds the first quarter's by more than this
+// fraction of the step (analyse_backlog).
+constexpr double kBacklogGrowthLimit = 0.05;
 constexpr int64_t kMaxCallsPerStep = 400'000;  // memory bound: one record per call
 
 struct Config {
@@ -100,6 +109,45 @@ struct CallRecord {
   bool launched = false;
 };
 
+// The backlog the calls of one point met, computed after the run from the
+// probe stamps alone (nothing is added to the timed path). This is what tells
+// a hand-off cost from queueing, and a sustained point from an overloaded one.
+struct Backlog {
+  int64_t calls = 0;  // recorded calls it is computed over
+  // Queue joined: calls launched earlier that had not started when this call
+  // was launched (pools: items queued or being picked up; per-call models:
+  // threads created and not yet running). Not defined for deferred calls.
+  bool has_queue = true;
+  double queue_mean = 0;
+  int64_t queue_p50 = 0, queue_max = 0;
+  double queue_empty_fraction = 0;  // launched into an empty queue
+  // In flight: calls launched earlier whose value the consumer did not yet have.
+  double in_flight_mean = 0;
+  int64_t in_flight_max = 0;
+  // Medians over the first and the last quarter of the recorded calls: a
+  // point whose backlog grows between them is overloaded, whatever its mean.
+  int64_t in_flight_first_quarter = 0, in_flight_last_quarter = 0;
+  int64_t lateness_first_quarter_ns = 0, lateness_last_quarter_ns = 0;  // val_received − intended
+  int64_t lateness_growth_limit_ns = 0;
+  bool grew = false;
+  int64_t producer_lag_p50_ns = 0;  // trigger − intended
+  // Scheduling delay of the calls that were launched into an empty queue:
+  // the hand-off alone, without queueing.
+  HdrHistogram empty_queue_scheduling = HdrHistogram::for_latency_ns();
+  // Gaps in which a launched call waited and no body started (after the
+  // previous body ended), over kStallNs each: the workers were not running
+  // (descheduled, waking up) while work was queued.
+  int64_t stall_ns = 0, stall_max_ns = 0, stalls = 0, starts_span_ns = 0;
+};
+
+// /proc/<tid>/schedstat: time on a CPU, time runnable but waiting for one
+// (on a run queue), timeslices.
+struct SchedStat {
+  int64_t run_ns = 0, wait_ns = 0, slices = 0;
+  int threads = 0;
+  SchedStat operator-(const SchedStat& o) const { return {run_ns - o.run_ns, wait_ns - o.wait_ns, slices - o.slices, threads}; }
+};
+
 struct PointResult {
   double offered_per_s = 0, achieved_per_s = 0;
   bool saturated = false;
@@ -108,6 +156,13 @@ struct PointResult {
   int64_t launch_failures = 0, call_errors = 0, in_flight_limited = 0, max_in_flight_seen = 0;
   int64_t producer_lag_max_ns = 0;
   bool deadline_hit = false;
+  Backlog backlog;
+  std::optional<ExecutorCounters> pool;  // the pool's idle path during the whole point
+  int64_t consumer_parks = 0, consumer_wake_syscalls = 0;
+  // CPU time and run-queue wait during the point: the pool's workers (threads
+  // alive before and after it), the producer and the consumer.
+  std::optional<SchedStat> workers_sched, producer_sched, consumer_sched;
+  int64_t sched_window_ns = 0;  // between the two snapshots of workers_sched
   AsyncProbeHistograms delays;
   HdrHistogram total_from_intended = HdrHistogram::for_latency_ns();
   int64_t begin_ns = 0, end_ns = 0;
@@ -118,6 +173,159 @@ struct PointResult {
 void place(bool pin, int cpu) {
   if (pin) pin_current_thread(cpu);
 }
+
+std::string fmt_ms(int64_t ns) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(ns < 10'000'000 ? 2 : 1);
+  o << static_cast<double>(ns) / 1e6 << " ms";
+  return o.str();
+}
+
+constexpr int64_t kStallNs = 50'000;
+
+bool read_schedstat(const std::string& path, SchedStat& out) {
+  std::ifstream f(path);
+  SchedStat s;
+  if (!(f >> s.run_ns >> s.wait_ns >> s.slices)) return false;
+  s.threads = 1;
+  out = s;
+  return true;
+}
+std::optional<SchedStat> own_schedstat() {
+  SchedStat s;
+  if (!read_schedstat("/proc/thread-self/schedstat", s)) return std::nullopt;
+  return s;
+}
+// Every thread of this process but the caller, by tid.
+std::map<std::string, SchedStat> other_threads_schedstat() {
+  std::map<std::string, SchedStat> out;
+  const std::string self = std::to_string(static_cast<long>(gettid()));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const std::string tid = entry.path().filename().string();
+    SchedStat s;
+    if (tid != self && read_schedstat(entry.path().string() + "/schedstat", s)) out[tid] = s;
+  }
+  return out;
+}
+// Sum over the threads present in both snapshots (a pool's workers).
+std::optional<SchedStat> long_lived_delta(const std::map<std::string, SchedStat>& before,
+                                          const std::map<std::string, SchedStat>& after) {
+  SchedStat sum;
+  for (const auto& [tid, a] : after) {
+    auto it = before.find(tid);
+    if (it == before.end()) continue;
+    const SchedStat d = a - it->second;
+    sum.run_ns += d.run_ns, sum.wait_ns += d.wait_ns, sum.slices += d.slices, ++sum.threads;
+  }
+  if (sum.threads == 0) return std::nullopt;
+  return sum;
+}
+
+int64_t median_of(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// Fills r.backlog and r.achieved_per_s from the stamps of a finished point.
+//  * achieved rate = completions per second over the span of the recorded
+//    completions (first to last val_received): the throughput the model
+//    delivered. (Not calls ÷ (last val_received − first intended start),
+//    which charges the last call's latency to the throughput: a single
+//    millisecond stall at the end of a short step made a point "saturated".)
+//  * the point is overloaded when its backlog grows: the median lateness
+//    (val_received − intended start) of the last quarter of the recorded calls
+//    exceeds that of the first quarter by more than 5 % of the window, i.e.
+//    the model delivers less than ~94 % of the offered rate. Medians, so a
+//    stall shorter than half a quarter moves nothing.
+template <class Records>
+void analyse_backlog(const Records& records, int64_t warmup_calls, bool deferred, int64_t window_ns, PointResult& r) {
+  Backlog& b = r.backlog;
+  b.has_queue = !deferred;
+  const int64_t n = static_cast<int64_t>(records.size());
+  std::vector<int64_t> starts, receipts;
+  std::vector<int64_t> launched_before(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& rec = records[static_cast<size_t>(i)];
+    launched_before[static_cast<size_t>(i) + 1] = launched_before[static_cast<size_t>(i)] + (rec.launched ? 1 : 0);
+    if (!rec.launched) continue;
+    if (rec.probe.fn_start_ns) starts.push_back(rec.probe.fn_start_ns);
+    if (rec.probe.val_received_ns) receipts.push_back(rec.probe.val_received_ns);
+  }
+  std::sort(starts.begin(), starts.end());
+  std::sort(receipts.begin(), receipts.end());
+  if (!deferred) {
+    // Bodies in start order: a gap from the end of one body to the next
+    // start, during which the next call was already waiting, is a stall.
+    std::vector<std::array<int64_t, 3>> bodies;  // fn_start, fn_end, trigger
+    for (const auto& rec : records)
+      if (rec.launched && rec.probe.fn_start_ns && rec.probe.fn_end_ns)
+        bodies.push_back({rec.probe.fn_start_ns, rec.probe.fn_end_ns, rec.probe.trigger_async_fn_ns});
+    std::sort(bodies.begin(), bodies.end());
+    int64_t busy_until = 0;
+    for (size_t k = 0; k < bodies.size(); ++k) {
+      if (k > 0) {
+        const int64_t gap = bodies[k][0] - std::max(busy_until, bodies[k][2]);
+        if (gap > kStallNs) b.stall_ns += gap, b.stall_max_ns = std::max(b.stall_max_ns, gap), ++b.stalls;
+      }
+      busy_until = std::max(busy_until, bodies[k][1]);
+    }
+    if (bodies.size() >= 2) b.starts_span_ns = bodies.back()[0] - bodies.front()[0];
+  }
+  auto before = [](const std::vector<int64_t>& sorted, int64_t t) {
+    return static_cast<int64_t>(std::lower_bound(sorted.begin(), sorted.end(), t) - sorted.begin());
+  };
+  std::vector<int64_t> queue, in_flight, lateness, lag;
+  int64_t first_received = 0, last_received = 0, empty = 0;
+  for (int64_t i = warmup_calls; i < n; ++i) {
+    const auto& rec = records[static_cast<size_t>(i)];
+    if (!rec.launched || !rec.probe.complete()) continue;
+    const int64_t t = rec.probe.trigger_async_fn_ns;
+    const int64_t earlier = launched_before[static_cast<size_t>(i)];
+    // Calls j > i start and complete after t, so "before t" counts earlier calls only.
+    const int64_t q = std::max<int64_t>(0, earlier - before(starts, t));
+    queue.push_back(q);
+    in_flight.push_back(std::max<int64_t>(0, earlier - before(receipts, t)));
+    lateness.push_back(rec.probe.val_received_ns - rec.intended_ns);
+    lag.push_back(t - rec.intended_ns);
+    if (q == 0) {
+      ++empty;
+      if (!deferred) b.empty_queue_scheduling.record(std::max<int64_t>(0, rec.probe.scheduling_delay_ns()));
+    }
+    first_received = first_received ? std::min(first_received, rec.probe.val_received_ns) : rec.probe.val_received_ns;
+    last_received = std::max(last_received, rec.probe.val_received_ns);
+  }
+  b.calls = static_cast<int64_t>(queue.size());
+  if (b.calls == 0) return;
+  auto mean = [](const std::vector<int64_t>& v) {
+    double s = 0;
+    for (int64_t x : v) s += static_cast<double>(x);
+    return s / static_cast<double>(v.size());
+  };
+  b.queue_mean = mean(queue);
+  b.queue_max = *std::max_element(queue.begin(), queue.end());
+  b.queue_p50 = median_of(queue);
+  b.queue_empty_fraction = static_cast<double>(empty) / static_cast<double>(b.calls);
+  b.in_flight_mean = mean(in_flight);
+  b.in_flight_max = *std::max_element(in_flight.begin(), in_flight.end());
+  b.producer_lag_p50_ns = median_of(lag);
+  const size_t quarter = std::max<size_t>(1, queue.size() / 4);
+  auto first_q = [&](const std::vector<int64_t>& v) { return median_of({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(quarter)}); };
+  auto last_q = [&](const std::vector<int64_t>& v) { return median_of({v.end() - static_cast<std::ptrdiff_t>(quarter), v.end()}); };
+  b.in_flight_first_quarter = first_q(in_flight);
+  b.in_flight_last_quarter = last_q(in_flight);
+  b.lateness_first_quarter_ns = first_q(lateness);
+  b.lateness_last_quarter_ns = last_q(lateness);
+  b.lateness_growth_limit_ns = std::llround(kBacklogGrowthLimit * static_cast<double>(window_ns));
+  b.grew = b.calls >= 8 && b.lateness_last_quarter_ns - b.lateness_first_quarter_ns > b.lateness_growth_limit_ns;
+  r.achieved_per_s = b.calls >= 2 && last_received > first_received
+                         ? static_cast<double>(b.calls - 1) * 1e9 / static_cast<double>(last_received - first_received)
+                         : 0.0;
+}
+
 
 // Runs `rate` calls per second for warmup + duration. Only calls due after
 // the warm-up are recorded.
@@ -144,9 +352,13 @@ PointResult run_point(AsyncModel<T>& model, ResultMechanism mechanism, const Con
   internal::IdleParking consumer_parking;
   const bool pin_producer = cfg.pinned && !creates_thread_per_call(model.name());
   const bool deferred = model.deferred();
+  const std::optional<ExecutorCounters> pool_before = model.pool_counters();
+  const auto threads_before = other_threads_schedstat();
+  const int64_t sched_from = monotonic_ns();
 
   std::thread consumer([&] {
     place(cfg.pinned, cfg.consumer_cpu);
+    const auto sched_begin = own_schedstat();
     int64_t last_received = 0;
     for (uint32_t i = 0;; ++i) {
       // Spin briefly, then sleep until the producer publishes call i or ends.
@@ -180,11 +392,13 @@ PointResult run_point(AsyncModel<T>& model, ResultMechanism mechanism, const Con
     }
   done:
     r.end_ns = last_received;
+    if (const auto sched_end = own_schedstat(); sched_begin && sched_end) r.consumer_sched = *sched_end - *sched_begin;
   });
 
   std::thread producer([&] {
     place(pin_producer, cfg.producer_cpu);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // nanosleep wakes on time, not 50 µs late
+    const auto sched_begin = own_schedstat();
     const int64_t t0 = monotonic_ns() + 1'000'000;
     r.begin_ns = t0 + warmup_ns;
     for (int64_t i = 0; i < n; ++i) {
@@ -229,18 +443,77 @@ PointResult run_point(AsyncModel<T>& model, ResultMechanism mechanism, const Con
     }
     producer_done.store(true);
     consumer_parking.wake_one();
+    if (const auto sched_end = own_schedstat(); sched_begin && sched_end) r.producer_sched = *sched_end - *sched_begin;
   });
   producer.join();
   consumer.join();
+  r.workers_sched = long_lived_delta(threads_before, other_threads_schedstat());
+  r.sched_window_ns = monotonic_ns() - sched_from;
+  if (const auto after = model.pool_counters(); after && pool_before)
+    r.pool = ExecutorCounters{after->parks - pool_before->parks,
+                              after->wake_syscalls < 0 ? -1 : after->wake_syscalls - pool_before->wake_syscalls};
+  r.consumer_parks = consumer_parking.parks();
+  r.consumer_wake_syscalls = consumer_parking.wake_syscalls();
 
-  const double window_s = static_cast<double>(r.end_ns - r.begin_ns) / 1e9;
-  r.achieved_per_s = window_s > 0 ? static_cast<double>(r.recorded) / window_s : 0.0;
-  if (r.achieved_per_s < kSaturationRatio * rate) r.why_saturated.push_back("achieved rate below 90 % of offered");
+  analyse_backlog(records, warmup_calls, deferred, duration_ns, r);
+  if (r.backlog.grew) {
+    std::ostringstream why;
+    why << "backlog grew during the step (median lateness " << fmt_ms(r.backlog.lateness_first_quarter_ns) << " → "
+        << fmt_ms(r.backlog.lateness_last_quarter_ns) << " from the first to the last quarter)";
+    r.why_saturated.push_back(why.str());
+  }
   if (r.in_flight_limited > 0) r.why_saturated.push_back("in-flight limit reached");
   if (r.launch_failures > 0) r.why_saturated.push_back("thread creation failed");
   if (r.deadline_hit) r.why_saturated.push_back("step time limit reached");
   r.saturated = !r.why_saturated.empty();
   return r;
+}
+
+// What the calls of a point met: queue, in-flight calls, backlog trend, and
+// what the pool's and the consumer's idle paths did, per call.
+nlohmann::json backlog_json(const PointResult& p) {
+  const Backlog& b = p.backlog;
+  const double calls = static_cast<double>(std::max<int64_t>(1, p.calls));
+  nlohmann::json j = {{"calls", b.calls},
+                      {"in_flight_mean", b.in_flight_mean},
+                      {"in_flight_max", b.in_flight_max},
+                      {"in_flight_first_quarter_p50", b.in_flight_first_quarter},
+                      {"in_flight_last_quarter_p50", b.in_flight_last_quarter},
+                      {"lateness_first_quarter_p50_ns", b.lateness_first_quarter_ns},
+                      {"lateness_last_quarter_p50_ns", b.lateness_last_quarter_ns},
+                      {"lateness_growth_limit_ns", b.lateness_growth_limit_ns},
+                      {"grew", b.grew},
+                      {"producer_lag_p50_ns", b.producer_lag_p50_ns},
+                      {"consumer_parks_per_call", static_cast<double>(p.consumer_parks) / calls},
+                      {"consumer_wake_syscalls_per_call", static_cast<double>(p.consumer_wake_syscalls) / calls}};
+  if (b.has_queue) {
+    j["queue_mean"] = b.queue_mean;
+    j["queue_p50"] = b.queue_p50;
+    j["queue_max"] = b.queue_max;
+    j["queue_empty_fraction"] = b.queue_empty_fraction;
+    if (b.empty_queue_scheduling.total_count() > 0) {
+      j["empty_queue_scheduling_p50_ns"] = b.empty_queue_scheduling.value_at_percentile(50);
+      j["empty_queue_calls"] = b.empty_queue_scheduling.total_count();
+    }
+  }
+  if (p.pool) {
+    j["worker_parks_per_call"] = static_cast<double>(p.pool->parks) / calls;
+    if (p.pool->wake_syscalls >= 0) j["wake_syscalls_per_call"] = static_cast<double>(p.pool->wake_syscalls) / calls;
+  }
+  if (b.has_queue && b.starts_span_ns > 0) {
+    j["stall_fraction"] = static_cast<double>(b.stall_ns) / static_cast<double>(b.starts_span_ns);
+    j["stall_max_ns"] = b.stall_max_ns;
+    j["stalls"] = b.stalls;
+  }
+  auto sched = [](const std::optional<SchedStat>& st) {
+    if (!st) return nlohmann::json(nullptr);
+    return nlohmann::json{{"threads", st->threads}, {"run_ns", st->run_ns}, {"runqueue_wait_ns", st->wait_ns},
+                          {"timeslices", st->slices}};
+  };
+  j["sched"] = {{"window_ns", p.sched_window_ns},
+                {"workers", sched(p.workers_sched)}, {"producer", sched(p.producer_sched)},
+                {"consumer", sched(p.consumer_sched)}};
+  return j;
 }
 
 // ---- ramp -------------------------------------------------------------------
@@ -256,23 +529,34 @@ template <class T>
 RampResult ramp(AsyncModel<T>& model, ResultMechanism mechanism, const Config& cfg, int64_t payload_bytes,
                 const std::function<void(const std::string&)>& progress) {
   RampResult out;
+  // One step; a saturated step is run once more and counts as saturated only
+  // if the repeat saturates too, so one scheduler stall on a shared machine
+  // does not end the ramp (thread-creation failures are not retried).
   auto step = [&](double rate) {
-    progress("ramp " + std::string(model.name()) + " @ " + std::to_string(std::llround(rate)) + "/s");
-    PointResult p = run_point(model, mechanism, cfg, rate, cfg.ms(cfg.step_ms) * 1'000'000,
-                              cfg.ms(cfg.step_ms) * 250'000, payload_bytes);
-    // The max is the highest rate the model *sustained*; a saturated step's
-    // achieved rate only counts if no step was sustained at all.
-    if (!p.saturated) out.max_rate_per_s = std::max(out.max_rate_per_s, p.achieved_per_s);
-    else out.best_saturated_per_s = std::max(out.best_saturated_per_s, p.achieved_per_s);
-    const HdrHistogram& total = p.delays.of(AsyncDelay::kTotal);
-    out.steps.push_back({{"offered_per_s", rate},
-                         {"achieved_per_s", p.achieved_per_s},
-                         {"mean_total_ns", total.mean()},
-                         {"p99_total_ns", total.value_at_percentile(99)},
-                         {"samples", p.recorded},
-                         {"saturated", p.saturated},
-                         {"why_saturated", p.why_saturated}});
-    return !p.saturated;
+    for (int attempt = 0;; ++attempt) {
+      progress("ramp " + std::string(model.name()) + " @ " + std::to_string(std::llround(rate)) + "/s");
+      PointResult p = run_point(model, mechanism, cfg, rate, cfg.ms(cfg.step_ms) * 1'000'000,
+                                cfg.ms(cfg.step_ms) * 250'000, payload_bytes);
+      const HdrHistogram& total = p.delays.of(AsyncDelay::kTotal);
+      out.steps.push_back({{"offered_per_s", rate},
+                           {"achieved_per_s", p.achieved_per_s},
+                           {"mean_total_ns", total.mean()},
+                           {"p99_total_ns", total.value_at_percentile(99)},
+                           {"samples", p.recorded},
+                           {"attempt", attempt + 1},
+                           {"saturated", p.saturated},
+                           {"why_saturated", p.why_saturated},
+                           {"backlog", backlog_json(p)}});
+      // The max is the highest rate the model *sustained* (never above what
+      // was offered); a saturated step's achieved rate only counts if no step
+      // was sustained at all.
+      if (!p.saturated) {
+        out.max_rate_per_s = std::max(out.max_rate_per_s, std::min(rate, p.achieved_per_s));
+        return true;
+      }
+      out.best_saturated_per_s = std::max(out.best_saturated_per_s, p.achieved_per_s);
+      if (attempt >= 1 || p.launch_failures > 0) return false;
+    }
   };
   double good = 0, rate = cfg.start_rate_per_s, bad = 0;
   for (int i = 0; i < 24 && rate <= cfg.max_rate_per_s; ++i, rate *= 2) {
@@ -337,7 +621,8 @@ void emit_point(Output& out, const Config& cfg, const std::string& model, std::s
                              {"in_flight_limited", p.in_flight_limited},
                              {"max_in_flight", p.max_in_flight_seen},
                              {"producer_lag_max_ns", p.producer_lag_max_ns},
-                             {"negative_intervals", p.delays.negative()}};
+                             {"negative_intervals", p.delays.negative()},
+                             {"backlog", backlog_json(p)}};
   if (!p.first_error().empty()) observed["first_error"] = p.first_error();
   std::vector<std::pair<std::string, const HdrHistogram*>> delays;
   for (AsyncDelay d : kAsyncDelays) {
@@ -629,7 +914,7 @@ int main(int argc, char** argv) {
                          {"warmup_ms", cfg.ms(cfg.warmup_ms)},
                          {"start_rate_per_s", cfg.start_rate_per_s},
                          {"max_rate_cap_per_s", cfg.max_rate_per_s},
-                         {"saturation_ratio", kSaturationRatio},
+                         {"backlog_growth_limit", kBacklogGrowthLimit},
                          {"max_in_flight", cfg.max_in_flight},
                          {"workers", cfg.workers},
                          {"placement", placement},
