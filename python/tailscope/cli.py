@@ -109,6 +109,8 @@ def _make_bench_command(name: str, title: str):
 
 
 for _study in all_studies():
+    if _study.name == "analyze":  # needs trace files: `tailscope analyze FILE...`
+        continue
     bench.add_command(_make_bench_command(_study.name, _study.title))
 
 

@@ -63,3 +63,23 @@ def tail_x(percentiles):
 
     p = np.minimum(np.asarray(percentiles, dtype=float), 99.9999)
     return 1.0 / (1.0 - p / 100.0)
+
+
+def _minor_ns(value, _pos):
+    """Minor ticks of a log axis in time units, only at 2× and 5× a power of
+    ten, so a narrow axis still reads in ms/µs and never in 10^6 notation."""
+    import math
+
+    if value <= 0:
+        return ""
+    lead = value / 10 ** math.floor(math.log10(value) + 1e-9)
+    return fmt_ns(value) if round(lead) in (2, 5) and abs(lead - round(lead)) < 1e-6 else ""
+
+
+ns_minor_formatter = FuncFormatter(_minor_ns)
+
+
+def format_ns_axis(axis) -> None:
+    """Time units on both major and minor ticks of a (log) axis."""
+    axis.set_major_formatter(ns_formatter)
+    axis.set_minor_formatter(ns_minor_formatter)

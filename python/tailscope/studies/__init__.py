@@ -59,17 +59,15 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import asyncmodels, baseline, echo, socialnet
+    from . import analyze, asyncmodels, baseline, echo, socialnet
 
-    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY]
+    # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
+    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY, analyze.STUDY]
 
 
 def registered_studies() -> list[Study]:
-    """Every study, including those that need inputs and so are not part of
-    `tailscope run` (analyze: trace files)."""
-    from . import analyze
-
-    return [*all_studies(), analyze.STUDY]
+    """Every study the report knows how to show."""
+    return all_studies()
 
 
 def study_by_name(name: str) -> Study:

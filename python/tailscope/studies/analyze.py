@@ -50,19 +50,32 @@ class AnalyzeStudy:
     title = "Critical paths of traces"
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
-        files = ctx.options.get("trace_files") or []
-        if not files:
-            raise ValueError("the analyze study needs trace files (tailscope analyze FILE...)")
+        """Analyzes the files given (`tailscope analyze`), or else the traces the
+        socialnet study saved earlier in this run, one analysis per model."""
         algorithm = ctx.options.get("algorithm", "capstone")
-        art = ctx.artifacts_dir / "analyze"
+        files = ctx.options.get("trace_files") or []
+        if files:
+            return self._analyze(ctx, [str(f) for f in files], algorithm, point="", art=ctx.artifacts_dir / "analyze")
+        found = sorted((ctx.artifacts_dir / "socialnet" / "traces").glob("*/traces.jaeger.json"))
+        docs: list[EngineDocument] = []
+        for i, f in enumerate(found):
+            model = f.parent.name
+            ctx.progress(f"analyze: {model}", i / len(found))
+            docs += self._analyze(ctx, [str(f)], algorithm, point=model, art=ctx.artifacts_dir / "analyze" / model)
+        return docs
+
+    def _analyze(self, ctx: RunContext, files: list[str], algorithm: str, point: str,
+                 art: Path) -> list[EngineDocument]:
         art.mkdir(parents=True, exist_ok=True)
 
         def on_progress(p: dict) -> None:
             if p.get("event") == "input_done":
                 ctx.progress(f"analyze: {Path(p.get('input', '')).name}", 0.5)
 
+        # Traces from this run's own socialnet study: also project "no scheduling/join delay".
+        no_delays = ctx.options.get("what_if_no_delays", not ctx.options.get("trace_files"))
         doc = run_critpath(files, algorithm=algorithm, what_if=ctx.options.get("what_if", []),
-                           what_if_no_delays=bool(ctx.options.get("what_if_no_delays")),
+                           what_if_no_delays=bool(no_delays),
                            max_traces=int(ctx.options.get("max_traces", 0)), artifacts_dir=art,
                            on_progress=on_progress)
         ndjson = art / "critical_paths.ndjson"
@@ -94,17 +107,20 @@ class AnalyzeStudy:
                                                  "projected end-to-end latency with the scenario's time removed"))
         derived = {
             "schema": "tailscope.result/1", "engine": "tailscope-analyze-derived", "machine": {},
-            "config": {"algorithm": algorithm, "inputs": [str(f) for f in files]},
+            "config": {"algorithm": algorithm, "inputs": files},
             "measurements": [x for x in measurements if x is not None], "unavailable": [], "warnings": [],
         }
         if rpc.empty:
             derived["unavailable"].append({"name": "rpc_scheduling", "variant": algorithm,
                                            "reason": "no client span with a server child (span.kind tags absent)"})
-        return [EngineDocument(self.name, ENGINE, doc), EngineDocument(self.name, derived["engine"], derived)]
+        return [EngineDocument(self.name, ENGINE, doc, point),
+                EngineDocument(self.name, derived["engine"], derived, point)]
 
     def section(self, store: Store, run_id: str) -> Section:
-        docs = {d.engine: d.document for d in store.documents(run_id, self.name)}
-        doc = docs.get(ENGINE)
+        by_point: dict[str, dict] = {}
+        for d in store.documents(run_id, self.name):
+            if d.engine == ENGINE:
+                by_point[d.point] = d.document
         sec = Section("analyze", self.title,
                       "Per request, the critical path is the chain of work the response waited for. "
                       "Bottlenecks are services with a long critical-path time (by mean) or an unstable one "
@@ -112,14 +128,26 @@ class AnalyzeStudy:
         for study, name, variant, reason in store.unavailable(run_id):
             if study == self.name:
                 sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
-        if doc is None:
-            sec.notes.append("no critical-path document was stored for this run")
+        if not by_point:
+            sec.notes.append("no traces were analyzed in this run (the socialnet study saved none, or it did "
+                             "not run); `tailscope analyze FILE` analyzes any Jaeger or OTLP export")
             return sec
+        df_all = store.measurements(run_id, self.name)
+        cdf_all = store.cdf(run_id, self.name)
+        if len(by_point) > 1 or "" not in by_point:
+            sec.intro += (" Here: the traces the socialnet study recorded (1 % sampling) under each concurrency "
+                          "model, compared first, then the DeathStarBench model in detail.")
+            sec.blocks.append(_model_comparison_table(by_point, df_all))
+        point = "std-async" if "std-async" in by_point else next(iter(by_point))
+        doc = by_point[point]
+        df = df_all[df_all["point"] == point]
+        cdf = cdf_all[cdf_all["point"] == point]
+        where = f" ({point})" if point else ""
         s = doc["summary"]
         warn = {k: v for k, v in doc.get("warnings", {}).items() if v}
         inputs = ", ".join(Path(i["path"]).name for i in doc.get("inputs", []))
         sec.blocks.append(Table(
-            "Input", ["inputs", "algorithm", "traces", "analyzed", "spans", "engine speed", "warnings"],
+            f"Input{where}", ["inputs", "algorithm", "traces", "analyzed", "spans", "engine speed", "warnings"],
             [[inputs, doc["algorithm"], fmt_count(s["traces"]), fmt_count(s["traces_analyzed"]), fmt_count(s["spans"]),
               f"{s['spans_per_s'] / 1e6:.2f} M spans/s",
               ", ".join(f"{k} {v}" for k, v in warn.items()) or "none"]],
@@ -128,20 +156,43 @@ class AnalyzeStudy:
         if s["traces_analyzed"] == 0:
             sec.notes.append("no trace could be analyzed (see warnings)")
             return sec
-        df = store.measurements(run_id, self.name)
-        cdf = store.cdf(run_id, self.name)
         fig = _service_cdf_figure(df, cdf, doc)
         if fig:
+            fig.title += where
             sec.blocks.append(fig)
         tables = summary_tables(doc)
         sec.blocks.append(_paths_table(tables["paths"], s["traces_analyzed"]))
         sec.blocks.append(_bottleneck_table(doc))
         dfig = _delay_figure(df, cdf, doc)
         if dfig:
+            dfig.title += where
             sec.blocks.append(dfig)
         if not tables["what_if"].empty:
             sec.blocks.append(_what_if_table(tables["what_if"], doc))
         return sec
+
+
+def _model_comparison_table(by_point: dict[str, dict], df) -> Table:
+    rows = []
+    for point, doc in by_point.items():
+        e2e = doc.get("end_to_end_ns", {})
+        d = doc.get("delays", {})
+        share = d.get("on_path_share_of_end_to_end")
+        top = (doc.get("bottlenecks", {}).get("services_by_mean") or [{}])[0]
+        var = (doc.get("bottlenecks", {}).get("services_by_variability") or [{}])[0]
+        nd = next((w for w in doc.get("what_if", []) if w.get("scenario") == "no_delays"), None)
+        rows.append([point or "(input)", fmt_count(doc["summary"]["traces_analyzed"]), fmt_ns(e2e.get("p50")),
+                     fmt_ns(e2e.get("p99")), f"{share * 100:.1f} %" if share is not None else "—",
+                     top.get("service", "—"), var.get("service", "—"),
+                     fmt_ratio(nd.get("p99_ratio")) if nd else "—"])
+    best = min(by_point.items(), key=lambda kv: kv[1].get("delays", {}).get("on_path_share_of_end_to_end", 1e9))
+    caption = ("Per concurrency model: how much of each request's critical path is scheduling and join delay, "
+               "the top bottleneck by mean and by variability, and the projected p99 if all delay were removed "
+               f"(recomputed paths). Least delay on the path: {best[0]}. Requests are those sampled during each "
+               "model's own load sweep, so rates differ between rows.")
+    return Table("Critical paths per concurrency model", ["model", "requests", "p50", "p99", "delay on path",
+                                                          "top by mean", "top by variability",
+                                                          "p99 without delays"], rows, caption, numeric_from=1)
 
 
 def _service_cdf_figure(df, cdf, doc) -> Figure | None:
@@ -155,7 +206,7 @@ def _service_cdf_figure(df, cdf, doc) -> Figure | None:
         ax.plot(pts["value_ns"], pts["percentile"] / 100, color=plots.PALETTE[i % 8], linewidth=1.5,
                 label=f"{r['variant']} (n={int(r['samples'])})", drawstyle="steps-post")
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(plots.ns_formatter)
+    plots.format_ns_axis(ax.xaxis)
     ax.set_xlabel("critical-path time per request")
     ax.set_ylabel("fraction of requests")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -212,7 +263,7 @@ def _delay_figure(df, cdf, doc) -> Figure | None:
         ax.plot(pts["value_ns"].clip(lower=1), pts["percentile"] / 100, color=plots.PALETTE[i], linewidth=1.5,
                 label=f"{lbl} (n={samples})", drawstyle="steps-post")
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(plots.ns_formatter)
+    plots.format_ns_axis(ax.xaxis)
     ax.set_ylabel("fraction")
     ax.legend(fontsize=8, loc="lower right")
     d = doc.get("delays", {})

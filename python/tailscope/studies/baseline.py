@@ -128,7 +128,7 @@ def _bar_figure(df, pin: str) -> Figure:
         ax.bar(x + (k - 1.5) * width, vals, width, label=f"{variant} {col[:3]}",
                color=plots.PALETTE[k // 2], alpha=1.0 if col == "p50_ns" else 0.45)
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plots.ns_formatter)
+    plots.format_ns_axis(ax.yaxis)
     ax.set_xticks(x, [LABELS[n] for n in names], rotation=15)
     ax.set_ylabel("latency")
     ax.legend(ncols=4, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01), frameon=False)
@@ -170,7 +170,7 @@ def _cdf_figure(cdf, df, pin: str) -> Figure:
             if worst is None or spread > worst[0]:
                 worst = (spread, r["name"], r["variant"], r["p50_ns"], r["p999_ns"], r["samples"])
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plots.ns_formatter)
+    plots.format_ns_axis(ax.yaxis)
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

@@ -397,7 +397,7 @@ def _latency_figure(closed: list[dict], pin: str, yscale: str = "log") -> Figure
             ax.plot(xs, ys, label=m, **_style(m))
         ax.set_xscale("log")
         ax.set_yscale(yscale)
-        ax.yaxis.set_major_formatter(plots.ns_formatter)
+        plots.format_ns_axis(ax.yaxis)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("connections")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -465,7 +465,7 @@ def _cdf_figure(rate: list[dict], pin: str) -> Figure:
                 ax.plot(xs, [pt[0] for pt in p["cdf"]], label=m, color=_style(m)["color"],
                         linestyle=_style(m)["linestyle"], linewidth=1.3)
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(plots.ns_formatter)
+        plots.format_ns_axis(ax.yaxis)
         ax.set_title(f"{c} connections, {fmt_count(sel[0]['rate'])} req/s", fontsize=9)
         best = min(sel, key=lambda p: p["lat"]["percentiles"]["99"])
         findings.append(f"{c} conns: {best['model']} p99 {fmt_ns(best['lat']['percentiles']['99'])}")
