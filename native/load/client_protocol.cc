@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+
+#include "load/rpc_protocol.h"
 
 namespace tailscope::load {
 
@@ -95,9 +98,29 @@ class HttpClient final : public ClientProtocol {
 
 }  // namespace
 
+LoadProtocol parse_load_protocol(std::string_view text) {
+  if (text == "echo") return LoadProtocol::kEcho;
+  if (text == "http") return LoadProtocol::kHttp;
+  if (text == "rpc") return LoadProtocol::kRpc;
+  throw std::invalid_argument("--protocol: '" + std::string(text) + "' is not one of echo, http, rpc");
+}
+
+std::string_view to_string(LoadProtocol protocol) {
+  switch (protocol) {
+    case LoadProtocol::kEcho: return "echo";
+    case LoadProtocol::kHttp: return "http";
+    case LoadProtocol::kRpc: return "rpc";
+  }
+  return "unknown";
+}
+
 std::unique_ptr<ClientProtocol> make_client_protocol(const LoadConfig& config, uint32_t connection_id) {
-  if (config.protocol == net::WireProtocol::kEcho) return std::make_unique<EchoClient>(connection_id, config.payload_bytes);
-  return std::make_unique<HttpClient>(config);
+  switch (config.protocol) {
+    case LoadProtocol::kEcho: return std::make_unique<EchoClient>(connection_id, config.payload_bytes);
+    case LoadProtocol::kHttp: return std::make_unique<HttpClient>(config);
+    case LoadProtocol::kRpc: return make_rpc_client(config, connection_id);
+  }
+  throw std::invalid_argument("unknown load protocol");
 }
 
 }  // namespace tailscope::load

@@ -1,12 +1,15 @@
 // The request/response side of a load protocol, per connection: what to
 // send, and how to tell a whole, correct response from a wrong one.
-// Pluggable: echo (RFC 862, byte-for-byte check) and http (status check).
+// Pluggable: echo (RFC 862, byte-for-byte check), http (status check) and
+// rpc (tailscope RPC frames, rpc_protocol.h: status check, matched by id).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "load/config.h"
 #include "net/http.h"
@@ -19,9 +22,13 @@ class ClientProtocol {
   virtual ~ClientProtocol() = default;
   // Appends request `seq` of this connection to out.
   virtual void append_request(uint64_t seq, std::string& out) = 0;
-  // Consumes received bytes; calls on_response(verdict) once per complete
-  // response, in order. Returns false on a protocol violation (echo
-  // mismatch, malformed HTTP): the connection cannot be trusted any more.
+  // Consumes received bytes; calls on_response(verdict, position) once per
+  // complete response (or on_response(verdict) if that is all F takes).
+  // `position` says which request in flight it answers, counted in send
+  // order from the oldest (0): echo and http answer in order, so always 0;
+  // rpc responses come in any order and are matched by request id. Returns
+  // false on a protocol violation (echo mismatch, malformed HTTP, malformed
+  // frame, unknown request id): the connection cannot be trusted any more.
   template <class F>
   bool feed(std::string_view data, F&& on_response) {
     while (!data.empty()) {
@@ -29,8 +36,13 @@ class ClientProtocol {
       int r = feed_one(data, &used);
       data.remove_prefix(used);
       if (r < 0) return false;
-      if (r > 0) on_response(r == 1 ? Verdict::kOk : Verdict::kBadStatus);
-      else if (used == 0) break;
+      if (r > 0) {
+        const Verdict verdict = r == 1 ? Verdict::kOk : Verdict::kBadStatus;
+        if constexpr (std::is_invocable_v<F&, Verdict, size_t>) on_response(verdict, answered_position_);
+        else on_response(verdict);
+      } else if (used == 0) {
+        break;
+      }
     }
     return true;
   }
@@ -41,8 +53,15 @@ class ClientProtocol {
 
  protected:
   // -1 violation, 0 need more (all of data used), 1 ok response, 2 bad status.
+  // A protocol whose responses can come out of order sets answered_position_
+  // before returning 1 or 2.
   virtual int feed_one(std::string_view data, size_t* used) = 0;
+  size_t answered_position_ = 0;
 };
+
+// "echo", "http", "rpc"; throws std::invalid_argument naming the text.
+LoadProtocol parse_load_protocol(std::string_view text);
+std::string_view to_string(LoadProtocol protocol);
 
 // Deterministic payload for request `seq` of connection `connection_id`:
 // different per request, so a server that returns another connection's or a

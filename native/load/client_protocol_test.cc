@@ -41,7 +41,7 @@ TEST(EchoPayload, DiffersPerConnectionAndRequest) {
 
 TEST(HttpClient, ReportsBadStatus) {
   LoadConfig config;
-  config.protocol = net::WireProtocol::kHttp;
+  config.protocol = LoadProtocol::kHttp;
   auto client = make_client_protocol(config, 0);
   std::vector<ClientProtocol::Verdict> verdicts;
   ASSERT_TRUE(client->feed("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1 500 E\r\nContent-Length: 0\r\n\r\n",

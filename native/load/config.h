@@ -6,11 +6,14 @@
 #include <string_view>
 #include <vector>
 
-#include "net/session.h"
-
 namespace tailscope::load {
 
 enum class Arrival { kFixed, kPoisson };
+
+// The client side of a wire protocol (client_protocol.h): the servers' echo
+// and http (net::WireProtocol), plus rpc, the microservices' frames
+// (docs/protocol.md), which only the load generator speaks as a client.
+enum class LoadProtocol { kEcho, kHttp, kRpc };
 
 struct LoadConfig {
   std::string host = "127.0.0.1";
@@ -22,9 +25,11 @@ struct LoadConfig {
   double rate_per_s = 0.0;   // total over all connections; 0 = closed loop
   Arrival arrival = Arrival::kFixed;
   int pipeline = 1;          // requests in flight per connection (at most)
-  net::WireProtocol protocol = net::WireProtocol::kEcho;
-  size_t payload_bytes = 64;  // echo
+  LoadProtocol protocol = LoadProtocol::kEcho;
+  size_t payload_bytes = 64;  // echo; rpc: request payload
   std::string http_path = "/";
+  std::string rpc_method;     // rpc: the endpoint called (e.g. compose_post)
+  bool rpc_sampled = false;   // rpc: set the trace context's sampled flag (random trace ids)
   std::vector<int> cpus;      // worker i on cpus[i % size]; empty: unpinned
   int64_t timeout_ns = 5'000'000'000;
   int64_t spin_ns = 20'000;   // pacing: sleep until this close to a send, then busy-poll

@@ -158,7 +158,7 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
 
   nlohmann::json errors = {{"connect", t.errors.connect}, {"read", t.errors.read}, {"write", t.errors.write},
                            {"timeout", t.errors.timeout}, {"echo_mismatch", t.errors.echo_mismatch},
-                           {"bad_status", t.errors.bad_status}};
+                           {"bad_status", t.errors.bad_status}, {"bad_frame", t.errors.bad_frame}};
   nlohmann::json load = {
       {"mode", mode},
       {"requested_per_s", config.open_loop() ? nlohmann::json(config.rate_per_s) : nlohmann::json(nullptr)},

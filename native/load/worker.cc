@@ -173,7 +173,7 @@ void LoadWorker::record_interval(int64_t received_ns, int64_t intended_latency, 
   slot->actual.record(actual_latency);
 }
 
-// The receive path: stamp, match responses to requests in order, record.
+// The receive path: stamp, match each response to its request, record.
 void LoadWorker::on_readable(Connection& c) {
   for (int round = 0; round < 8 && c.open; ++round) {
     long r = net::recv_some(c.fd, recv_buffer_.data(), recv_buffer_.size());
@@ -187,13 +187,13 @@ void LoadWorker::on_readable(Connection& c) {
     bool unexpected = false;
     bool freed = false;
     const bool ok = c.protocol->feed(std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
-                                     [&](ClientProtocol::Verdict verdict) {
-      if (c.in_flight.empty()) {
+                                     [&](ClientProtocol::Verdict verdict, size_t position) {
+      if (position >= c.in_flight.size()) {
         unexpected = true;
         return;
       }
-      const Pending p = c.in_flight.front();
-      c.in_flight.pop_front();
+      const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
+      c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
       --in_flight_total_;
       freed = true;
       if (verdict != ClientProtocol::Verdict::kOk) {
@@ -210,8 +210,10 @@ void LoadWorker::on_readable(Connection& c) {
     if (!ok || unexpected) {
       if (result_.first_violation.empty())
         result_.first_violation = unexpected ? "response without a request" : c.protocol->violation();
-      drop(c, received,
-           config_.protocol == net::WireProtocol::kEcho ? &result_.errors.echo_mismatch : &result_.errors.bad_status);
+      int64_t* counter = &result_.errors.bad_status;  // malformed HTTP
+      if (config_.protocol == LoadProtocol::kEcho) counter = &result_.errors.echo_mismatch;
+      if (config_.protocol == LoadProtocol::kRpc) counter = &result_.errors.bad_frame;
+      drop(c, received, counter);
       return;
     }
     if (freed) {

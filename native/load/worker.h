@@ -32,12 +32,12 @@ struct epoll_event;
 namespace tailscope::load {
 
 struct ErrorCounts {
-  int64_t connect = 0, read = 0, write = 0, timeout = 0, echo_mismatch = 0, bad_status = 0;
+  int64_t connect = 0, read = 0, write = 0, timeout = 0, echo_mismatch = 0, bad_status = 0, bad_frame = 0;
   void add(const ErrorCounts& o) {
     connect += o.connect, read += o.read, write += o.write, timeout += o.timeout;
-    echo_mismatch += o.echo_mismatch, bad_status += o.bad_status;
+    echo_mismatch += o.echo_mismatch, bad_status += o.bad_status, bad_frame += o.bad_frame;
   }
-  int64_t total() const { return connect + read + write + timeout + echo_mismatch + bad_status; }
+  int64_t total() const { return connect + read + write + timeout + echo_mismatch + bad_status + bad_frame; }
 };
 
 // State every worker shares with the coordinating thread.

@@ -1,5 +1,6 @@
 // tailscope-load: open-/closed-loop load generator (wrk2-style flags) for the
-// echo and HTTP protocols. Prints one result document (docs/load-generator.md).
+// echo, HTTP and tailscope RPC protocols. Prints one result document
+// (docs/load-generator.md).
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "core/clock.h"
 #include "core/hlog.h"
 #include "core/result_writer.h"
+#include "load/client_protocol.h"
 #include "load/run.h"
 
 using namespace tailscope;
@@ -69,8 +71,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup_text, "Warm-up before the measured window (not recorded)");
   app.add_option("--arrival", arrival_text, "fixed or poisson inter-arrival times (open loop)");
   app.add_option("--pipeline", config.pipeline, "Requests in flight per connection (at most)")->check(CLI::Range(1, 1024));
-  app.add_option("--protocol", protocol_text, "echo (RFC 862) or http (HTTP/1.1 keep-alive GET)");
-  app.add_option("--payload-bytes", config.payload_bytes, "Echo payload per request")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--protocol", protocol_text,
+                 "echo (RFC 862), http (HTTP/1.1 keep-alive GET) or rpc (tailscope RPC frames, docs/protocol.md)");
+  app.add_option("--payload-bytes", config.payload_bytes, "Echo / rpc request payload")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rpc-method", config.rpc_method, "rpc: the endpoint called (e.g. compose_post)");
+  app.add_flag("--rpc-sampled", config.rpc_sampled, "rpc: send sampled trace contexts (random trace ids) so services record spans");
   app.add_option("--host", config.host, "Server address (loopback only)");
   app.add_option("--port", config.port, "Server port")->check(CLI::Range(1, 65535));
   app.add_option("--path", config.http_path, "HTTP request target");
@@ -91,7 +96,12 @@ int main(int argc, char** argv) {
   try {
     bool target_is_http = false;
     if (!target.empty()) apply_target(target, config, &target_is_http);
-    config.protocol = net::parse_wire_protocol(!protocol_text.empty() ? protocol_text : (target_is_http ? "http" : "echo"));
+    config.protocol = parse_load_protocol(!protocol_text.empty() ? protocol_text : (target_is_http ? "http" : "echo"));
+    if (config.protocol == LoadProtocol::kRpc) {
+      make_client_protocol(config, 0);  // validates --rpc-method and the frame size before any connection
+    } else if (!config.rpc_method.empty() || config.rpc_sampled) {
+      throw std::invalid_argument("--rpc-method / --rpc-sampled apply only to --protocol rpc");
+    }
     if (config.port <= 0) throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
     if (!is_loopback(config.host))
       throw std::invalid_argument("--host " + config.host + ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
@@ -125,10 +135,14 @@ int main(int argc, char** argv) {
                      {"connections", config.connections}, {"duration_s", config.duration_s},
                      {"warmup_s", config.warmup_s}, {"rate_per_s", config.rate_per_s},
                      {"arrival", arrival_text}, {"pipeline", config.pipeline},
-                     {"protocol", std::string(net::to_string(config.protocol))},
+                     {"protocol", std::string(to_string(config.protocol))},
                      {"payload_bytes", config.payload_bytes}, {"cpus", format_cpu_list(config.cpus)},
                      {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
                      {"spin_us", spin_us}, {"busy_poll", config.busy_poll}, {"seed", config.seed}};
+    if (config.protocol == LoadProtocol::kRpc) {
+      doc["config"]["rpc_method"] = config.rpc_method;
+      doc["config"]["rpc_sampled"] = config.rpc_sampled;
+    }
     doc["measurements"] = nlohmann::json::array();
     doc["unavailable"] = nlohmann::json::array();
     const double start_epoch_s = static_cast<double>(realtime_ns()) / 1e9;

@@ -1,0 +1,154 @@
+"""tailscope-load --protocol rpc end to end: one real service of the socialnet
+graph (tailscope-svc --service) driven with RPC frames (docs/protocol.md) at a
+fixed rate and pipelined in a closed loop (responses matched by request id);
+an unknown method counted as bad_status; and an HTTP server answering RPC
+frames with HTTP, counted as bad_frame with a non-zero exit, never a hang.
+
+Skipped when the engines are not built (build/release/bin, or $TAILSCOPE_BUILD_DIR/bin)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import engine_path
+from tailscope import topology
+from tailscope.engines import validate_document
+
+ERRORS_EXIT = 3
+SERVICE = "unique-id-service"  # a leaf of the graph: it calls nobody, so it runs alone
+METHOD = "compose_unique_id"   # its endpoint (topologies/socialnet.yaml)
+
+
+def _exe(name: str) -> Path:
+    p = engine_path(name)
+    if not p.exists():
+        pytest.skip(f"{p} not built (run `make build` or set TAILSCOPE_BUILD_DIR)")
+    return p
+
+
+@pytest.fixture(scope="module")
+def topo_json(tmp_path_factory) -> Path:
+    return topology.to_engine_json(topology.SOCIALNET, tmp_path_factory.mktemp("topo") / "socialnet.json")
+
+
+@contextmanager
+def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
+    """Runs `tailscope-svc --service SERVICE` on an ephemeral port; yields (port, path of its result document)."""
+    out = tmp / "svc-result.json"
+    proc = subprocess.Popen([str(_exe("tailscope-svc")), "--topology", str(topo), "--service", SERVICE,
+                             "--model", model, "--port", "0", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, f"tailscope-svc --service {SERVICE} did not start: {proc.stderr.read()}"
+        yield json.loads(line)["listening"], out
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                pytest.fail("tailscope-svc did not stop within 30 s of SIGTERM")
+
+
+@contextmanager
+def http_echo_server():
+    proc = subprocess.Popen([str(_exe("tailscope-echo")), "--model", "epoll", "--protocol", "http", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, f"tailscope-echo did not start: {proc.stderr.read()}"
+        yield json.loads(line)["listening"]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_rpc_load(port: int, *args: str, method: str = METHOD, timeout_s: float = 60) -> tuple[int, dict | None, str]:
+    """The subprocess timeout turns a hang into a failure."""
+    cmd = [str(_exe("tailscope-load")), "--protocol", "rpc", "--rpc-method", method, "--port", str(port), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    doc = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
+    return r.returncode, doc, r.stderr
+
+
+def test_open_loop_against_one_service_succeeds_without_errors(topo_json, tmp_path):
+    with one_service(topo_json, tmp_path) as (port, svc_out):
+        rc, doc, err = run_rpc_load(port, "-R", "200", "-d", "2s", "-c", "4", "--warmup", "500ms")
+    assert rc == 0, err
+    validate_document(doc, "tailscope-load")
+    load = doc["load"]
+    assert load["errors_total"] == 0, load["errors"]
+    assert load["complete"] is True
+    assert load["requests_completed"] > 0 and load["achieved_per_s"] > 0
+    assert doc["config"]["protocol"] == "rpc" and doc["config"]["rpc_method"] == METHOD
+    assert {"bad_frame", "bad_status"} <= set(load["errors"])
+    # The service saw well-formed frames only and answered every one ok.
+    counters = json.loads(svc_out.read_text())["services"][SERVICE]["counters"]
+    assert counters["malformed_frames"] == 0 and counters["errors"] == 0
+    assert counters["ok"] == counters["requests"] >= load["requests_completed"]
+
+
+def test_pipelined_closed_loop_matches_responses_by_request_id(topo_json, tmp_path):
+    # Several requests in flight per connection on a multiplexing service: a
+    # response matched to the wrong request would show up as "not in flight" (bad_frame).
+    with one_service(topo_json, tmp_path, model="pool-callback") as (port, _):
+        rc, doc, err = run_rpc_load(port, "-R", "0", "--pipeline", "8", "-d", "1s", "-c", "2", "--warmup", "200ms",
+                                    "--payload-bytes", "300")
+    assert rc == 0, err
+    assert doc["load"]["errors_total"] == 0, doc["load"]["errors"]
+    assert doc["load"]["requests_completed"] > 0
+
+
+def test_unknown_method_is_counted_as_bad_status(topo_json, tmp_path):
+    with one_service(topo_json, tmp_path) as (port, _):
+        rc, doc, err = run_rpc_load(port, "-R", "100", "-d", "1s", "-c", "2", "--warmup", "0s", method="no_such_endpoint")
+    assert rc == ERRORS_EXIT, err
+    assert doc["load"]["errors"]["bad_status"] > 0
+    assert doc["load"]["errors_total"] == doc["load"]["errors"]["bad_status"]
+    assert doc["load"]["requests_completed"] == 0
+
+
+def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path):
+    with http_echo_server() as port:
+        rc, doc, err = run_rpc_load(port, "-R", "200", "-d", "2s", "-c", "4", "--timeout", "1s", "--warmup", "200ms")
+    assert rc == ERRORS_EXIT, err
+    assert doc is not None, err
+    load = doc["load"]
+    assert load["errors_total"] > 0
+    assert load["requests_completed"] == 0
+    # The server answers the frame it cannot parse with HTTP: "HTTP" read as a frame length is oversized.
+    assert load["errors"]["bad_frame"] > 0, load["errors"]
+    assert load["first_violation"].startswith("rpc: malformed response frame"), load["first_violation"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--rpc-method"),
+    (["--rpc-method", "m" * 256], "longer than 255"),
+    (["--rpc-method", "m", "--payload-bytes", "1048576"], "maximum frame size"),
+])
+def test_bad_rpc_flags_are_refused_before_connecting(args, message):
+    r = subprocess.run([str(_exe("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert message in r.stderr, r.stderr
+    assert r.stdout.strip() == ""
+
+
+def test_rpc_flags_are_refused_with_another_protocol():
+    r = subprocess.run([str(_exe("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "only to --protocol rpc" in r.stderr, r.stderr
