@@ -410,9 +410,20 @@ def _latency_figure(closed: list[dict], pin: str, yscale: str = "log") -> Figure
                   f"{pin}. Closed loop: latency of each request from its send; at saturation this is queueing in "
                   f"the server. Log x, {yscale} y."
                   + (" Some p99.9 values rest on fewer than 10 tail samples." if low else ""),
-                  f"At {top_c} connections the lowest p99 is {best['model']} ({fmt_ns(best['lat']['percentiles']['99'])}), "
-                  f"the highest {worst['model']} ({fmt_ns(worst['lat']['percentiles']['99'])}, "
-                  f"{fmt_ratio(worst['lat']['percentiles']['99'] / max(best['lat']['percentiles']['99'], 1))}).")
+                  _latency_finding(at_top, top_c, best, worst, yscale))
+
+
+def _latency_finding(at_top: list[dict], top_c: int, best: dict, worst: dict, yscale: str) -> str:
+    """The log figure states the p99 spread; its linear twin states the mean's,
+    so the two findings add information instead of repeating each other."""
+    if yscale != "linear":
+        b, w = best["lat"]["percentiles"]["99"], worst["lat"]["percentiles"]["99"]
+        return (f"At {top_c} connections the lowest p99 is {best['model']} ({fmt_ns(b)}), "
+                f"the highest {worst['model']} ({fmt_ns(w)}, {fmt_ratio(w / max(b, 1))}).")
+    lo = min(at_top, key=lambda p: p["lat"]["mean"])
+    hi = max(at_top, key=lambda p: p["lat"]["mean"])
+    return (f"At {top_c} connections the mean ranges from {fmt_ns(lo['lat']['mean'])} ({lo['model']}) to "
+            f"{fmt_ns(hi['lat']['mean'])} ({hi['model']}, {fmt_ratio(hi['lat']['mean'] / max(lo['lat']['mean'], 1))}).")
 
 
 def _resource_figure(closed: list[dict], pin: str) -> Figure:
