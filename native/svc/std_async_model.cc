@@ -7,7 +7,7 @@
 #include <future>
 #include <system_error>
 
-#include "svc/internal/blocking_handler.h"
+#include "svc/internal/thread_per_connection_model.h"
 
 namespace tailscope::svc {
 namespace {
@@ -46,36 +46,10 @@ struct StdAsyncLauncher {
   void call_sync(CallScope& call) { rt.call_via_client_pool(call); }
 };
 
-class StdAsyncModel final : public ConcurrencyModel {
- public:
-  std::string_view name() const override { return "std-async"; }
-  void start(ServiceRuntime& rt, ListenSpec listen) override {
-    server_ = std::make_unique<ThreadPerConnectionServer>(listen, rt.counters(), [&rt](InboundRequest&& request) {
-      auto rs = rt.begin(std::move(request));
-      if (!rs) return;
-      StdAsyncLauncher launcher{rt};
-      internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
-      rt.finish(*rs);
-    });
-    server_->start();
-  }
-  void stop() override {
-    if (server_) server_->stop();
-  }
-  nlohmann::json describe() const override {
-    return {{"server", "thread-per-connection"},
-            {"async_launch", "std::async(launch::async)"},
-            {"deferred_launch", "std::async(launch::deferred)"},
-            {"client", "blocking client pool"},
-            {"connection_threads_started", server_ ? server_->threads_started() : 0}};
-  }
-
- private:
-  std::unique_ptr<ThreadPerConnectionServer> server_;
-};
-
 }  // namespace
 
-std::unique_ptr<ConcurrencyModel> make_std_async_model() { return std::make_unique<StdAsyncModel>(); }
+std::unique_ptr<ConcurrencyModel> make_std_async_model() {
+  return std::make_unique<internal::ThreadPerConnectionModel<StdAsyncLauncher>>("std-async", "std::async(launch::async)", "std::async(launch::deferred)");
+}
 
 }  // namespace tailscope::svc

@@ -5,7 +5,7 @@
 #include <system_error>
 #include <thread>
 
-#include "svc/internal/blocking_handler.h"
+#include "svc/internal/thread_per_connection_model.h"
 
 namespace tailscope::svc {
 namespace {
@@ -44,36 +44,10 @@ struct StdThreadLauncher {
   void call_sync(CallScope& call) { rt.call_via_client_pool(call); }
 };
 
-class StdThreadModel final : public ConcurrencyModel {
- public:
-  std::string_view name() const override { return "std-thread"; }
-  void start(ServiceRuntime& rt, ListenSpec listen) override {
-    server_ = std::make_unique<ThreadPerConnectionServer>(listen, rt.counters(), [&rt](InboundRequest&& request) {
-      auto rs = rt.begin(std::move(request));
-      if (!rs) return;
-      StdThreadLauncher launcher{rt};
-      internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
-      rt.finish(*rs);
-    });
-    server_->start();
-  }
-  void stop() override {
-    if (server_) server_->stop();
-  }
-  nlohmann::json describe() const override {
-    return {{"server", "thread-per-connection"},
-            {"async_launch", "std::thread + join"},
-            {"deferred_launch", "inline at join"},
-            {"client", "blocking client pool"},
-            {"connection_threads_started", server_ ? server_->threads_started() : 0}};
-  }
-
- private:
-  std::unique_ptr<ThreadPerConnectionServer> server_;
-};
-
 }  // namespace
 
-std::unique_ptr<ConcurrencyModel> make_std_thread_model() { return std::make_unique<StdThreadModel>(); }
+std::unique_ptr<ConcurrencyModel> make_std_thread_model() {
+  return std::make_unique<internal::ThreadPerConnectionModel<StdThreadLauncher>>("std-thread", "std::thread + join", "inline at join");
+}
 
 }  // namespace tailscope::svc
