@@ -1,6 +1,7 @@
 #include "exec/spin_pool.h"
 
 #include "core/clock.h"
+#include "exec/internal/spin_then_park.h"
 
 namespace tailscope::exec {
 
@@ -37,29 +38,7 @@ void SpinPool::work(size_t index) {
   internal::place_worker(options_, index);
   internal::current_executor() = this;
   internal::current_worker_index() = static_cast<int>(index);
-  WorkItem item;
-  for (;;) {
-    if (try_pop(item)) {
-      item();
-      continue;
-    }
-    // Idle: spin, then park. Stop only when closed and nothing is queued;
-    // a sibling still running a task drains that task's children itself.
-    const int64_t spin_until = monotonic_ns() + options_.spin_ns;
-    bool got = false;
-    for (int i = 0; !got; ++i) {
-      if (closed_.load() && queued_.load() == 0) return;
-      got = try_pop(item);
-      if (got) break;
-      internal::cpu_relax();
-      if ((i & 63) == 63 && monotonic_ns() >= spin_until) break;
-    }
-    if (got) {
-      item();
-      continue;
-    }
-    parking_.park_unless([&] { return queued_.load() > 0 || closed_.load(); });
-  }
+  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_, [this](WorkItem& item) { return try_pop(item); });
 }
 
 void SpinPool::shutdown(ShutdownMode mode) {

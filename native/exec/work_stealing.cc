@@ -1,6 +1,7 @@
 #include "exec/work_stealing.h"
 
 #include "core/clock.h"
+#include "exec/internal/spin_then_park.h"
 
 namespace tailscope::exec {
 
@@ -59,27 +60,7 @@ void WorkStealingPool::work(size_t index) {
   internal::place_worker(options_, index);
   internal::current_executor() = this;
   internal::current_worker_index() = static_cast<int>(index);
-  WorkItem item;
-  for (;;) {
-    if (try_take(index, item)) {
-      item();
-      continue;
-    }
-    const int64_t spin_until = monotonic_ns() + options_.spin_ns;
-    bool got = false;
-    for (int i = 0; !got; ++i) {
-      if (closed_.load() && queued_.load() == 0) return;
-      got = try_take(index, item);
-      if (got) break;
-      internal::cpu_relax();
-      if ((i & 63) == 63 && monotonic_ns() >= spin_until) break;
-    }
-    if (got) {
-      item();
-      continue;
-    }
-    parking_.park_unless([&] { return queued_.load() > 0 || closed_.load(); });
-  }
+  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_, [this, index](WorkItem& item) { return try_take(index, item); });
 }
 
 void WorkStealingPool::shutdown(ShutdownMode mode) {
