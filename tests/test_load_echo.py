@@ -212,7 +212,8 @@ def test_interrupted_run_writes_partial_document(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["load"]["complete"] is False and "signal" in doc["load"]["aborted_reason"]
     # The document states the duration actually measured (cut short at ~0.8 s), not the 20 s asked for.
-    assert doc["load"]["duration_s"] < 5
+    requested_s = 20
+    assert requested_s > 4 * doc["load"]["duration_s"]
 
 
 def test_echo_study_runs_and_renders(tmp_path):
