@@ -2,6 +2,9 @@
 # Every target runs the idempotent bootstrap first (installs what is missing).
 SHELL := /bin/bash
 JOBS ?= 2
+# ccache rewrites paths under the checkout to relative ones, so clones and
+# worktrees share cache hits.
+export CCACHE_BASEDIR := $(CURDIR)
 BUILD ?= build
 VENV := .venv
 PY := $(VENV)/bin/python
