@@ -13,7 +13,9 @@ CMAKE_GEN := -G Ninja
 # recent kernels ("unexpected memory mapping"); running without ASLR avoids it.
 NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")
 
-.PHONY: all bootstrap build build-asan build-tsan test test-native test-asan test-tsan test-fuzz test-python run bench clean
+SOAK_MINUTES ?= 30
+
+.PHONY: soak all bootstrap build build-asan build-tsan test test-native test-asan test-tsan test-fuzz test-python run bench clean
 
 all: build
 
@@ -61,6 +63,11 @@ bench: build
 	  [ -x "$$b" ] || continue; echo "== $$b"; "$$b" || exit 1; done
 	@for s in scripts/bench-*; do if [ -x "$$s" ]; then echo "== $$s"; "$$s" || exit 1; fi; done
 	$(VENV)/bin/tailscope bench baseline
+
+# Load held over time (not part of make test): every model of the socialnet graph
+# at 80 % of its ceiling, per-minute rate, p50/p99, errors, RSS, threads, fds.
+soak: build
+	$(VENV)/bin/tailscope soak --minutes $(SOAK_MINUTES) --out $(BUILD)/soak.json
 
 clean:
 	rm -rf $(BUILD)

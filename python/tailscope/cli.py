@@ -197,5 +197,57 @@ def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None
         sys.exit(2)
 
 
+@main.command()
+@click.option("--minutes", type=click.FloatRange(min=1.0, max=24 * 60.0), default=30.0, show_default=True,
+              help="Wall-clock budget of the whole soak, split evenly over the models.")
+@click.option("--model", "models", multiple=True, help="Models to soak (repeatable; default: all five).")
+@click.option("--interval-s", type=click.FloatRange(min=5.0, max=3600.0), default=60.0, show_default=True,
+              help="Length of one reported interval.")
+@click.option("--fraction", type=click.FloatRange(min=0.05, max=1.0), default=0.8, show_default=True,
+              help="Offered rate as a fraction of each model's measured closed-loop ceiling.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every interval and verdict as JSON here.")
+def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, out_path: Path | None) -> None:
+    """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
+    from . import soak as soak_mod
+    from .engines import EngineError
+    from .studies.socialnet import MODELS
+    from .units import fmt_ns
+
+    chosen = list(models) or list(MODELS)
+    unknown = [m for m in chosen if m not in MODELS]
+    if unknown:
+        err_console.print(f"[red]error:[/] unknown model(s) {', '.join(unknown)} (known: {', '.join(MODELS)})")
+        sys.exit(2)
+
+    def on_interval(s: soak_mod.ModelSoak, iv: soak_mod.Interval) -> None:
+        procs = "  ".join(f"{p.service.removesuffix('-service')}:{(p.rss_bytes or 0) / 2**20:.1f}M/{p.threads}t/{p.fds}fd"
+                          if p.rss_bytes is not None else f"{p.service}: unavailable" for p in iv.processes)
+        p50 = fmt_ns(iv.p50_ns) if iv.p50_ns is not None else "unavailable"
+        p99 = fmt_ns(iv.p99_ns) if iv.p99_ns is not None else "unavailable"
+        console.print(f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
+                      f"p50 {p50} p99 {p99} errors {iv.errors} | {procs}")
+
+    def on_model(s: soak_mod.ModelSoak) -> None:
+        console.print(f"[bold]{s.model}[/]: ceiling {s.ceiling_per_s:.0f}/s, held at {s.rate_per_s:.0f}/s")
+        for v in s.verdicts:
+            console.print(f"  {v}")
+
+    try:
+        results = soak_mod.run_soak(minutes, chosen, interval_s=interval_s, fraction=fraction,
+                                    on_interval=on_interval, on_model=on_model)
+    except EngineError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: the graph was stopped[/]")
+        sys.exit(130)
+    if out_path is not None:
+        tmp = out_path.with_name(out_path.name + ".tmp")
+        tmp.write_text(soak_mod.to_json(results))
+        tmp.replace(out_path)
+        console.print(f"written: {out_path}")
+
+
 if __name__ == "__main__":
     main()
