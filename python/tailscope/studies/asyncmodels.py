@@ -17,6 +17,7 @@ from ..engines import run_engine
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from ._common import find_document, unavailable_notes
 
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"
@@ -82,11 +83,10 @@ class AsyncModelsStudy:
                 "measured in the same run."
             ),
         )
-        for study, name, variant, reason in store.unavailable(run_id):
-            if study == self.name:
-                sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
+        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = store.documents(run_id, self.name)
-        bench = next((d.document for d in docs if d.engine == ENGINE), None)
+        found = find_document(docs, engine=ENGINE)
+        bench = found.document if found else None
         refs = _references(store, run_id, docs)
         for d in docs:
             for w in d.document.get("warnings", []):
@@ -213,22 +213,16 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
     if not rows:
         return None
     fig, ax = plots.new_figure(9.5, 4.6)
-    plots.percentile_axis(ax, 99.99)
     models = [mm for mm in MODEL_ORDER if any(m.get("model") == mm for m in rows)]
-    for m in rows:
-        color = plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000"
-        style = "-" if m.get("mechanism") == "future" else "--"
-        xs = [p for _, p in m["cdf"]]
-        ys = [max(float(v), 1.0) for v, _ in m["cdf"]]
-        ax.plot(plots.tail_x(xs), ys, style, color=color, linewidth=1.3, label=_label(m))
+    plots.latency_cdf(ax, [
+        plots.CdfCurve(_label(m), [(float(v), float(p)) for v, p in m["cdf"]],
+                       plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000",
+                       "-" if m.get("mechanism") == "future" else "--")
+        for m in rows], ylabel=label.lower())
     for ref_name, ls in (("condvar_handoff", ":"), ("spin_handoff", "-.")):
         if ref_name in refs:
             ax.axhline(refs[ref_name].p50_ns, color="#57606a", linestyle=ls, linewidth=1,
                        label=f"{REF_LABELS[ref_name]} p50")
-    ax.set_yscale("log")
-    plots.format_ns_axis(ax.yaxis)
-    ax.set_xlabel("percentile")
-    ax.set_ylabel(label.lower())
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     best = min(rows, key=lambda m: _p(m, "50"))
     worst = max(rows, key=lambda m: _p(m, "50"))
