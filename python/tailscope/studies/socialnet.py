@@ -215,7 +215,7 @@ class SocialnetStudy:
                 "<em>pool-callback</em> (IO dispatcher + pool, callbacks carrying the request context) and "
                 "<em>coroutine</em> (C++20 coroutines, one event loop per core, when_all fan-out). tailscope-load "
                 f"drives {PATH} open loop with {CONNECTIONS} keep-alive connections; latency from the intended "
-                "send time. Nothing is pinned: the graph and the generator share every core."
+                "send time."
             ),
         )
         sec.notes += unavailable_notes(store, run_id, self.name)
@@ -224,6 +224,9 @@ class SocialnetStudy:
         if not loads:
             sec.notes.append("no socialnet measurements were stored for this run")
             return sec
+        pinning = loads[0]["socialnet_point"].get("pinning", "unpinned (graph and generator share every core)")
+        sec.intro += f" Placement: {pinning}" + ("" if pinning.startswith("unpinned") else
+                                                  " (tailscope run --cpus CLIENT,SERVER)") + "."
         summary = summarize(loads, graphs)
         for n in summary["notes"]:
             sec.notes.append(n)
