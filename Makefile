@@ -13,7 +13,7 @@ CMAKE_GEN := -G Ninja
 # recent kernels ("unexpected memory mapping"); running without ASLR avoids it.
 NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")
 
-.PHONY: all bootstrap build build-asan build-tsan test test-native test-asan test-tsan test-fuzz test-python run bench clean
+.PHONY: all bootstrap build build-asan build-tsan lint test test-native test-asan test-tsan test-fuzz test-python run bench clean
 
 all: build
 
@@ -49,9 +49,16 @@ test-fuzz: bootstrap
 test-python: build
 	$(PY) -m pytest -q tests
 
-# build, ctest (release), ctest under ASan+UBSan and TSan, fuzz, then pytest —
-# pytest last so the output ends with its summary line.
-test: test-native test-asan test-tsan test-fuzz test-python
+# Python lint (ruff: rules and formatting, checked only, never rewritten) and types
+# (mypy, non-strict but checked); configuration in pyproject.toml.
+lint: bootstrap
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/mypy
+
+# lint first (cheapest), then build, ctest (release), ctest under ASan+UBSan and TSan,
+# fuzz, then pytest — pytest last so the output ends with its summary line.
+test: lint test-native test-asan test-tsan test-fuzz test-python
 
 run: build
 	$(VENV)/bin/tailscope run $(RUN_ARGS)

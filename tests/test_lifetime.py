@@ -109,6 +109,18 @@ def test_serve_yields_ready_line_and_port_then_stops_the_whole_group(fake_engine
     assert _wait_until_gone(group, 10) == []
 
 
+def test_serve_pins_the_engine_and_what_it_forks(fake_engines):
+    # How `tailscope run --cpus` pins the socialnet graph: affinity set before exec is inherited.
+    before = os.sched_getaffinity(0)
+    cpu = max(before)
+    name = _fake_engine(fake_engines, "fake-forker", 'sleep 300 &\necho \'{"listening": 1}\'\nexec sleep 300')
+    with engines.serve(name, [], cpus={cpu}) as srv:
+        group = [srv.proc.pid, *_descendants(srv.proc.pid)]
+        assert len(group) == 2
+        assert all(os.sched_getaffinity(p) == {cpu} for p in group)
+    assert os.sched_getaffinity(0) == before  # only the engine was pinned, never the driver
+
+
 def test_serve_kills_an_engine_that_ignores_sigterm(fake_engines):
     name = _fake_engine(fake_engines, "fake-stubborn", "trap '' TERM\necho '{\"listening\": 1}'\n"
                                                        "while :; do sleep 1; done")

@@ -13,7 +13,7 @@ import os
 import secrets
 import shutil
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -82,7 +82,7 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
     # Before any study runs: a damaged database fails the run here, with nothing written.
     check_database(results_dir / DB_NAME)
     remove_stale_leftovers(results_dir)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     run_id = new_run_id(started)
     staging = results_dir / lifetime.owned_name(f"{STAGING_PREFIX}{run_id}-")
     staging.mkdir()
@@ -109,7 +109,7 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
                 except EngineError as e:
                     failures.append((study.name, str(e)))
                     bar.update(task, description=f"{study.name}: FAILED")
-        finished = datetime.now(timezone.utc)
+        finished = datetime.now(UTC)
         record = RunRecord(
             run_id=run_id, started_at=started.replace(tzinfo=None), finished_at=finished.replace(tzinfo=None),
             form=form, studies=[s.name for s in studies], machine=facts, command=" ".join(sys.argv),

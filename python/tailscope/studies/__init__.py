@@ -7,9 +7,10 @@ run` runs every study in STUDIES order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 # The report's building blocks, re-exported: every study module imports them from here.
 from ..report.blocks import Figure, Section, Table

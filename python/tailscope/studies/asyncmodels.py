@@ -247,7 +247,7 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
     import numpy as np
 
     rows = data.at(data.main_load, "total")
-    payloads = sorted({m.get("payload") for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
+    payloads = sorted({str(m.get("payload")) for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
     if len(payloads) < 2:
         return None
     variants = sorted({(m["model"], m["mechanism"]) for m in rows},
@@ -267,15 +267,15 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
     ax.set_ylabel("p50 total delay")
     ax.legend(fontsize=8, title="payload")
     # Finding: the biggest change between the smallest and the largest payload.
-    biggest = None
+    biggest: tuple[float, str, str, float, float] | None = None
     small, large = payloads[0], payloads[-1]
     for model, mech in variants:
-        a = data.one(data.main_load, "total", model, mech, small)
-        b = data.one(data.main_load, "total", model, mech, large)
-        if a and b and _p(a, "50") > 0:
-            r = _p(b, "50") / _p(a, "50")
+        ma = data.one(data.main_load, "total", model, mech, small)
+        mb = data.one(data.main_load, "total", model, mech, large)
+        if ma and mb and _p(ma, "50") > 0:
+            r = _p(mb, "50") / _p(ma, "50")
             if biggest is None or abs(math.log(r)) > abs(math.log(biggest[0])):
-                biggest = (r, model, mech, _p(a, "50"), _p(b, "50"))
+                biggest = (r, model, mech, _p(ma, "50"), _p(mb, "50"))
     if biggest:
         r, model, mech, a, b = biggest
         finding = (f"Payload matters most for {model}/{mech}: p50 total {fmt_ns(a)} with {small} vs {fmt_ns(b)} "
@@ -299,8 +299,8 @@ def _sweep_figure(data: BenchData) -> Figure | None:
                       key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]))
     models = [v[0] for v in variants]
     for model, mech in variants:
-        pts = [(load, data.one(load, "total", model, mech, data.sweep_payload)) for load in loads]
-        pts = [(load, m) for load, m in pts if m]
+        found = [(load, data.one(load, "total", model, mech, data.sweep_payload)) for load in loads]
+        pts = [(load, m) for load, m in found if m]
         if len(pts) < 2:
             continue
         color = plots.PALETTE[MODEL_ORDER.index(model) % 8] if model in MODEL_ORDER else plots.PALETTE[models.index(model) % 8]
@@ -335,7 +335,7 @@ def _delay_table(data: BenchData, refs: dict[str, Ref]) -> Table:
             continue
         low = set(m["latency"].get("low_confidence", []))
 
-        def cell(k: str) -> str:
+        def cell(k: str, m: dict = m, low: set = low) -> str:  # bound now: called in this iteration
             return fmt_ns(_p(m, k)) + (" *" if k in low else "")
         p50 = _p(m, "50")
         rows.append([
@@ -494,7 +494,7 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                 hand = _backlog(m).get("empty_queue_scheduling_p50_ns")
                 if hand is not None:
                     rh = _ratio(hand, ref)
-                    rows.append([f"  same, calls launched into an empty queue only", fmt_ns(hand),
+                    rows.append(["  same, calls launched into an empty queue only", fmt_ns(hand),
                                  fmt_ns(ref.p50_ns) if ref else "—", fmt_ratio(rh), f"≤ {limit:g}×",
                                  "—" if rh is None else ("met" if rh <= limit else "not met"),
                                  f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without "

@@ -77,7 +77,7 @@ class BaselineStudy:
         rows = []
         for _, r in df.iterrows():
             low = set(r["low_confidence"]) if r["low_confidence"] is not None else set()
-            def cell(key: str, col: str) -> str:
+            def cell(key: str, col: str, r=r, low: set = low) -> str:  # bound now: called in this iteration
                 return fmt_ns(r[col]) + (" *" if key in low else "")
             rows.append([
                 LABELS.get(r["name"], r["name"]), r["variant"], fmt_count(r["samples"]),
@@ -168,9 +168,12 @@ def _cdf_figure(cdf, df, pin: str) -> Figure:
             if worst is None or spread > worst[0]:
                 worst = (spread, r["name"], r["variant"], r["p50_ns"], r["p999_ns"], r["samples"])
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    spread, n, v, p50, p999, samples = worst
-    finding = (f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
-               f"{fmt_ns(p50)} ({fmt_count(samples)} samples).")
+    if worst is None:
+        finding = "No reference has both a p50 and a p99.9, so no tail spread can be stated."
+    else:
+        spread, n, v, p50, p999, samples = worst
+        finding = (f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
+                   f"{fmt_ns(p50)} ({fmt_count(samples)} samples).")
     return Figure("Latency distribution of each reference", plots.to_svg(fig),
                   f"{pin}. Percentile spectrum from the HdrHistogram of each reference (3 significant digits); "
                   "solid pinned, dashed unpinned.", finding)

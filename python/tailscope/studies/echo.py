@@ -32,8 +32,16 @@ from ..engines import EngineError, EngineUnavailable, run_engine, serve
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import (achieved_per_s, cpu_pair, find_document, measurement, pinning_text, round_rate, series,
-                      unavailable_notes)
+from ._common import (
+    achieved_per_s,
+    cpu_pair,
+    find_document,
+    measurement,
+    pinning_text,
+    round_rate,
+    series,
+    unavailable_notes,
+)
 
 LOAD = "tailscope-load"
 ECHO = "tailscope-echo"
@@ -181,7 +189,7 @@ class EchoStudy:
         if max_at_8:
             # One connection, one request in flight: closed loop is the same traffic as the ping-pong
             # (like for like); 1000/s adds the idle wake-ups a low rate costs both sides.
-            fastest = max(max_at_8, key=max_at_8.get)
+            fastest = max(max_at_8, key=lambda m: max_at_8[m])
             load_run(fastest, 1, 0, f"floor/{fastest}/closed")
             load_run(fastest, 1, 1000, f"floor/{fastest}/rate")
 
@@ -272,7 +280,7 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
     for d in docs:
         doc = d.document
         ep = doc.get("echo_point")
-        if d.engine != LOAD or not ep or not d.point.split("/")[0] in ("closed", "rate"):
+        if d.engine != LOAD or not ep or d.point.split("/")[0] not in ("closed", "rate"):
             continue
         meas = {m["name"]: m for m in doc.get("measurements", [])}
         lat = meas.get("latency_intended", {}).get("latency")
@@ -480,7 +488,7 @@ def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
         top = max(score.values())
         contenders = [m for m, v in score.items() if v >= 0.95 * top]
 
-        def p99_at_rate(m: str) -> float:
+        def p99_at_rate(m: str, cs: list[int] = cs) -> float:
             vals = [p["lat"]["percentiles"]["99"] for p in rate if p["model"] == m and p["c"] in cs]
             return sum(vals) / len(vals) if vals else math.inf
 

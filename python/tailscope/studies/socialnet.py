@@ -278,7 +278,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
             "errors": errors,
         }
     base = per.get(BASELINE_MODEL, {}).get("at_objective") or 0
-    for m, p in per.items():
+    for p in per.values():
         p["ratio"] = p["at_objective"] / base if base else None
         cb = per.get(BASELINE_MODEL, {}).get("ceiling") or 0
         p["ceiling_ratio"] = p["ceiling"] / cb if cb and p["ceiling"] else None
