@@ -15,7 +15,7 @@ NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch 
 
 SOAK_MINUTES ?= 30
 
-.PHONY: soak all bootstrap build build-asan build-tsan test test-native test-asan test-tsan test-fuzz test-python run bench clean
+.PHONY: all bootstrap build build-asan build-tsan lint lint-native test test-native test-asan test-tsan test-fuzz test-python run bench soak clean
 
 all: build
 
@@ -51,9 +51,21 @@ test-fuzz: bootstrap
 test-python: build
 	$(PY) -m pytest -q tests
 
-# build, ctest (release), ctest under ASan+UBSan and TSan, fuzz, then pytest —
-# pytest last so the output ends with its summary line.
-test: test-native test-asan test-tsan test-fuzz test-python
+# Python lint (ruff: rules and formatting, checked only, never rewritten) and types
+# (mypy, non-strict but checked); configuration in pyproject.toml.
+lint: bootstrap
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/mypy
+
+# native/: clang-format and clang-tidy (.clang-format, .clang-tidy); tidy needs the
+# release tree's compile_commands.json and remembers files that passed.
+lint-native: build
+	scripts/lint-native --build-dir $(BUILD)/release --jobs $(JOBS)
+
+# lint first (cheapest), then build, ctest (release), ctest under ASan+UBSan and TSan,
+# fuzz, then pytest — pytest last so the output ends with its summary line.
+test: lint lint-native test-native test-asan test-tsan test-fuzz test-python
 
 run: build
 	$(VENV)/bin/tailscope run $(RUN_ARGS)

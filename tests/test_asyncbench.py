@@ -47,7 +47,7 @@ def test_document_is_valid_and_names_follow_the_contract(small_run):
         model, mechanism, payload = m["variant"].split("/")
         assert (model, mechanism, payload) == (m["model"], m["mechanism"], m["payload"])
         assert m["load_pct"] in (50.0, 75.0, 100.0)
-        assert m["offered_per_s"] > 0 and m["achieved_per_s"] >= 0
+        assert m["offered_per_s"] > 0 and m["achieved_per_s"] > 0  # count > 0 calls were received
         assert m["observed"]["load_pct"] == m["load_pct"]  # kept in the store's observed column too
         assert "pinning" in m and m["pinning"]["policy"] == "pinned"
         if m["name"] == "deferral_wait":
@@ -100,7 +100,7 @@ def test_every_point_and_ramp_step_records_its_backlog(small_run):
         else:
             assert 0 <= b["queue_p50"] <= b["queue_max"] and 0 <= b["queue_empty_fraction"] <= 1
         if m["model"] in ("fixed-pool", "coroutine"):
-            assert b["worker_parks_per_call"] >= 0
+            assert "worker_parks_per_call" in b
             assert b["sched"]["workers"]["threads"] >= 1
         if m["saturated"] and m["observed"]["in_flight_limited"] == 0 and not m["observed"]["launch_failures"]:
             assert b["grew"] or m["observed"]["why_saturated"]

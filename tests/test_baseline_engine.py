@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -54,8 +53,8 @@ def test_progress_lines_are_json(smoke_run):
 
 def test_hlog_is_read_by_the_hdrhistogram_package(smoke_run):
     try:
-        from hdrh.log import HistogramLogReader
         from hdrh.histogram import HdrHistogram
+        from hdrh.log import HistogramLogReader
     except ImportError as e:  # a test dependency: its absence is a set-up error
         pytest.fail(f"the PyPI hdrhistogram package is required for this test: {e}")
     doc, art, _ = smoke_run

@@ -119,3 +119,44 @@ def test_doctor_gives_a_verdict_per_line():
         line = next((ln for ln in r.stdout.splitlines() if check in ln), None)
         assert line is not None, check
         assert any(v in line for v in ("ok", "warn", "unavailable")), line
+
+
+def test_damaged_database_is_a_clear_error_and_nothing_is_written(tmp_path):
+    from test_store import _big_store
+
+    results = tmp_path / "results"
+    results.mkdir()
+    db = _big_store(results / "tailscope.duckdb")
+    with open(db, "r+b") as f:
+        f.truncate(int(db.stat().st_size * 0.9))
+    before = db.read_bytes()
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"data": []}')
+    for args in (["runs"], ["report"], ["report", "r1"], ["export", "--to", str(tmp_path / "x")],
+                 ["analyze", str(trace)]):
+        r = subprocess.run([*TAILSCOPE, *args], capture_output=True, text=True,
+                           env={**_env(results), "COLUMNS": "1000"}, cwd=REPO, timeout=120)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
+        assert "damaged" in r.stderr and "tailscope.duckdb" in r.stderr, (args, r.stderr)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in results.iterdir()) == ["tailscope.duckdb"]  # no run folder, no staging
+
+
+def test_full_disk_leaves_no_write_probe(tmp_path, monkeypatch):
+    import errno
+
+    from tailscope import runner
+
+    real_write_text = Path.write_text
+
+    def full_disk(self, *args, **kwargs):
+        if self.name.startswith(".write-test-"):
+            real_write_text(self, "")  # the file is created, then the write fails
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(runner.RunError, match="not writable: No space left on device"):
+        runner.check_writable(tmp_path)
+    assert list(tmp_path.iterdir()) == []

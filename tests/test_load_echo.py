@@ -15,12 +15,12 @@ import socket
 import struct
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
 from conftest import engine_path
-from tailscope.engines import validate_document
+from tailscope.engines import EngineUnavailable, serve, validate_document
 
 MODELS = ["epoll", "thread-per-connection", "poll", "poll-pool", "asio", "asio-mt", "io-uring",
           "epoll-reuseport", "asio-coro"]
@@ -36,30 +36,20 @@ def _exe(name: str):
 
 @contextmanager
 def server(model: str, protocol: str = "echo", extra: list[str] | None = None):
-    """Runs tailscope-echo on an ephemeral port; yields (port, proc). Checks a clean SIGTERM shutdown."""
-    proc = subprocess.Popen([str(_exe("tailscope-echo")), "--model", model, "--port", "0", "--threads", "2",
-                             "--protocol", protocol, *(extra or [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if not line:
-        rc = proc.wait(timeout=5)
-        err = proc.stderr.read()
-        if rc == UNAVAILABLE_EXIT:
-            pytest.skip(f"model {model} unavailable here: {err.strip()}")
-        pytest.fail(f"tailscope-echo --model {model} failed ({rc}): {err}")
-    port = json.loads(line)["listening"]
-    try:
-        yield port, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                pytest.fail(f"{model} did not shut down within 10 s of SIGTERM")
-            assert rc == 0, f"{model} exited {rc} on SIGTERM: {proc.stderr.read()}"
+    """Runs tailscope-echo on an ephemeral port; yields (port, proc). Checks a clean SIGTERM shutdown
+    (engines.serve kills it if it is not gone 10 s after SIGTERM: then the exit code is -9)."""
+    _exe("tailscope-echo")
+    with ExitStack() as stack:
+        try:
+            srv = stack.enter_context(serve("tailscope-echo", ["--model", model, "--port", "0", "--threads", "2",
+                                                               "--protocol", protocol, *(extra or [])],
+                                            stop_timeout_s=10.0))
+        except EngineUnavailable as e:
+            pytest.skip(f"model {model} unavailable here: {e.reason}")
+        yield srv.port, srv.proc
+        running_at_end = srv.proc.poll() is None
+    if running_at_end:
+        assert srv.proc.returncode == 0, f"{model} exited {srv.proc.returncode} on SIGTERM: {srv.stderr_text()}"
 
 
 def run_load(port: int, *args: str, out=None, timeout: float = 60) -> tuple[int, dict | None, str]:

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import engine_path
 from tailscope import topology
-from tailscope.engines import validate_document
+from tailscope.engines import serve, validate_document
 
 ERRORS_EXIT = 3
 SERVICE = "unique-id-service"  # a leaf of the graph: it calls nobody, so it runs alone
@@ -39,42 +39,21 @@ def topo_json(tmp_path_factory) -> Path:
 
 @contextmanager
 def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
-    """Runs `tailscope-svc --service SERVICE` on an ephemeral port; yields (port, path of its result document)."""
+    """Runs `tailscope-svc --service SERVICE` on an ephemeral port; yields (port, path of its result document).
+    Its result document is written on SIGTERM, so a service that had to be killed fails the test."""
+    _exe("tailscope-svc")
     out = tmp / "svc-result.json"
-    proc = subprocess.Popen([str(_exe("tailscope-svc")), "--topology", str(topo), "--service", SERVICE,
-                             "--model", model, "--port", "0", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line, f"tailscope-svc --service {SERVICE} did not start: {proc.stderr.read()}"
-        yield json.loads(line)["listening"], out
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                pytest.fail("tailscope-svc did not stop within 30 s of SIGTERM")
+    with serve("tailscope-svc", ["--topology", str(topo), "--service", SERVICE, "--model", model, "--port", "0",
+                                 "--out", str(out)], stop_timeout_s=30.0) as srv:
+        yield srv.port, out
+    assert srv.proc.returncode != -signal.SIGKILL, "tailscope-svc did not stop within 30 s of SIGTERM"
 
 
 @contextmanager
 def http_echo_server():
-    proc = subprocess.Popen([str(_exe("tailscope-echo")), "--model", "epoll", "--protocol", "http", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line, f"tailscope-echo did not start: {proc.stderr.read()}"
-        yield json.loads(line)["listening"]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    _exe("tailscope-echo")
+    with serve("tailscope-echo", ["--model", "epoll", "--protocol", "http", "--port", "0"]) as srv:
+        yield srv.port
 
 
 def run_rpc_load(port: int, *args: str, method: str = METHOD, timeout_s: float = 60) -> tuple[int, dict | None, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tailscope import topology
+from tailscope.engines import serve
 from tailscope.studies import socialnet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,24 +38,12 @@ def topo_json(tmp_path_factory) -> Path:
 
 @contextmanager
 def running_graph(topo: Path, model: str, tmp: Path, *extra: str):
-    """Starts `tailscope-svc --all`; yields (ready line, path of the result document)."""
+    """Starts `tailscope-svc --all`; yields (ready line, path of the result document, process)."""
     out = tmp / f"result-{model}.json"
-    proc = subprocess.Popen([str(SVC), "--topology", str(topo), "--all", "--model", model, "--port", "0",
-                             "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        line = proc.stdout.readline()
-        assert line, f"tailscope-svc did not start: {proc.stderr.read()}"
-        yield json.loads(line), out, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                pytest.fail("tailscope-svc --all did not stop within 30 s of SIGTERM")
+    with serve("tailscope-svc", ["--topology", str(topo), "--all", "--model", model, "--port", "0",
+                                 "--out", str(out), *extra], stop_timeout_s=30.0) as srv:
+        yield srv.ready, out, srv.proc
+    assert srv.proc.returncode != -signal.SIGKILL, "tailscope-svc --all did not stop within 30 s of SIGTERM"
 
 
 def compose(conn: http.client.HTTPConnection) -> int:
@@ -178,10 +167,9 @@ def test_killed_downstream_gives_5xx_then_recovers(topo_json, tmp_path):
         assert compose(conn) == 200
         os.kill(ready["pids"]["text-service"], signal.SIGKILL)
         time.sleep(0.1)
-        t0 = time.monotonic()
+        # A hang would end in the client's 5 s socket timeout (an exception), not in a status.
         status = compose(conn)
         assert status >= 500
-        assert time.monotonic() - t0 < 3.0  # bounded by the call timeouts, not a hang
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if compose(conn) == 200:
@@ -195,6 +183,9 @@ def test_killed_downstream_gives_5xx_then_recovers(topo_json, tmp_path):
     doc = json.loads(out.read_text())
     assert [r["service"] for r in doc["totals"]["restarts"]] == ["text-service"]
     assert doc["totals"]["front"]["errors"] >= 1
+    # The caller of the dead service saw the failure as a failed call (error or timeout), not as nothing.
+    caller = doc["services"]["compose-post-service"]["counters"]
+    assert caller["errors"] + caller["timeouts"] >= 1, caller
 
 
 @needs_engine
@@ -230,18 +221,20 @@ def test_starved_pool_blocking_reports_timeouts_and_never_hangs(topo_json, tmp_p
             conn.close()
 
         threads = [threading.Thread(target=client) for _ in range(12)]
-        t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=60)
         assert not any(t.is_alive() for t in threads), "a client hung"
-        assert time.monotonic() - t0 < 60
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert len(statuses) == 48
-    assert any(s >= 500 for s in statuses)
+    failed = sum(1 for s in statuses if s >= 500)
+    assert failed > 0
     doc = json.loads(out.read_text())
+    # Every request got an answer, and every failed answer is accounted for by the front.
+    assert doc["totals"]["front"]["ok"] + doc["totals"]["front"]["errors"] == 48, doc["totals"]["front"]
+    assert doc["totals"]["front"]["errors"] == failed
     reported = sum(s["counters"]["timeouts"] + s["counters"]["rejections"] for s in doc["services"].values())
     assert reported > 0
 
@@ -268,4 +261,17 @@ def test_summary_ratio_at_the_p99_objective():
     assert s["per"]["coroutine"]["at_objective"] == 1990  # 2600 was not served (achieved < 95 %)
     assert s["per"]["coroutine"]["ratio"] == pytest.approx(3.98)
     assert s["tracing"]["cost"] == pytest.approx(0.03)
-    assert any("met" in n for n in s["notes"])
+    # "met" alone would also match "not met": check the whole verdict.
+    assert any("coroutine reached 3.98× (met)" in n for n in s["notes"]), s["notes"]
+    assert any("measured 3.0 % on coroutine (met;" in n for n in s["notes"]), s["notes"]
+
+
+def test_summary_says_not_met_when_the_targets_are_missed():
+    loads = [
+        _load_doc("std-async", "closed", 0, 1000, 80), _load_doc("std-async", "rate", 500, 500, 10),
+        _load_doc("coroutine", "closed", 0, 1200, 60), _load_doc("coroutine", "rate", 600, 600, 12),
+        _load_doc("coroutine", "tracing-off", 0, 3000, 50), _load_doc("coroutine", "tracing-on", 0, 2700, 50),
+    ]
+    s = socialnet.summarize(loads, {})
+    assert any("coroutine reached 1.2× (not met)" in n for n in s["notes"]), s["notes"]
+    assert any("measured 10.0 % on coroutine (not met;" in n for n in s["notes"]), s["notes"]

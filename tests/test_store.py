@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime
 
 import duckdb
@@ -95,3 +96,43 @@ def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
     assert not list((tmp_path / "out").glob(".*.tmp"))
     with pytest.raises(StoreError, match="unknown export format"):
         Store(tmp_path / "t.duckdb").export("r2", tmp_path / "out", "xlsx")
+
+
+# ---- a damaged database file (issue 13, item 6) -----------------------------------
+
+def _big_store(path):
+    """A database of several blocks (DuckDB allocates 256 KiB blocks), like a real results file."""
+    doc = _doc()
+    doc["padding"] = random.Random(0).randbytes(200_000).hex()  # 400 kB, incompressible: the file spans blocks
+    with Store(path) as s:
+        for k in range(3):
+            s.save_run(_run(f"r{k}", [doc]))
+    return path
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage-in-a-block", "garbage-header", "empty"])
+def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage):
+    from tailscope.store import StoreDamaged
+
+    db = _big_store(tmp_path / "tailscope.duckdb")
+    size = db.stat().st_size
+    con = duckdb.connect(str(db), read_only=True)
+    # A block that holds rows of `documents`: DuckDB's file is 3 headers of 4 KiB, then the blocks.
+    block_id, block_size = con.execute(
+        "SELECT max(block_id), (SELECT block_size FROM pragma_database_size()) FROM pragma_storage_info('documents') "
+        "WHERE block_id >= 0").fetchone()
+    con.close()
+    with open(db, "r+b") as f:
+        if damage == "truncated":
+            f.truncate(int(size * 0.9))  # the tables still read; blocks at the end are missing
+        elif damage == "empty":
+            f.truncate(0)
+        else:
+            f.seek(0 if damage == "garbage-header" else 3 * 4096 + block_id * block_size + 1024)
+            f.write(bytes(range(256)) * 8)
+    before = db.read_bytes()
+    for read_only in (True, False):
+        with pytest.raises(StoreDamaged) as info:
+            Store(db, read_only=read_only)
+        assert str(db) in str(info.value) and "damaged" in str(info.value) and "mv " in str(info.value)
+    assert db.read_bytes() == before  # nothing written, not even a checkpoint

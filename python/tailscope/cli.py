@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
+import duckdb
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from . import machine
+from . import lifetime, machine
 from .runner import DB_NAME, RunError, default_results_dir, run_studies
 from .store import Store, StoreError
 from .studies import all_studies, study_by_name
@@ -26,6 +29,30 @@ results_option = click.option(
 
 def _results(results_dir: Path | None) -> Path:
     return results_dir or default_results_dir()
+
+
+def _store_failure(e: Exception) -> NoReturn:
+    """Exit 2 with one clear line; a DuckDB error that got past the open-time
+    check (store.check_database) still names the database instead of a traceback."""
+    if isinstance(e, duckdb.Error):
+        e = StoreError(f"the results database could not be read: {str(e).strip().splitlines()[0]} "
+                       "(move tailscope.duckdb aside to start a new one)")
+    err_console.print(f"[red]error:[/] {e}")
+    sys.exit(2)
+
+
+def _check_cpus(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--cpus CLIENT,SERVER: two CPU numbers this process may run on."""
+    if value is None:
+        return None
+    parts = value.split(",")
+    allowed = os.sched_getaffinity(0)
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise click.BadParameter(f"'{value}' is not CLIENT,SERVER (two CPU numbers, e.g. 0,1)")
+    bad = [int(p) for p in parts if int(p) not in allowed]
+    if bad:
+        raise click.BadParameter(f"CPU {bad[0]} is not one this process may use (allowed: {sorted(allowed)})")
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,14 +80,16 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
         sys.exit(2)
     results = _results(results_dir)
     try:
-        run_id, report, failures = run_studies(studies, form=form or ("full" if full else "quick"), results_dir=results,
-                                               options=options, console=err_console)
-    except (RunError, StoreError) as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted: nothing was stored, no files were left behind[/]")
-        sys.exit(130)
+        # SIGTERM and SIGHUP take Ctrl-C's path: engines stopped, staging removed, nothing stored.
+        with lifetime.terminate_as_interrupt():
+            run_id, report, failures = run_studies(studies, form=form or ("full" if full else "quick"),
+                                                   results_dir=results, options=options, console=err_console)
+    except (RunError, StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    except KeyboardInterrupt as e:
+        what = "interrupted" if not isinstance(e, lifetime.Terminated) else f"stopped by {e}"
+        err_console.print(f"[yellow]{what}: nothing was stored, no files were left behind[/]")
+        sys.exit(lifetime.interrupt_exit_code(e))
     for study, why in failures:
         err_console.print(f"[red]study {study} failed:[/] {why}")
     console.print(f"run [bold]{run_id}[/] stored in {results / DB_NAME}")
@@ -72,7 +101,8 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
 @main.command()
 @click.option("--full", is_flag=True, help="Long form of every study (quick form by default).")
 @click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
-@click.option("--cpus", default=None, help="CLIENT,SERVER cpus for pinned measurements (default: first,last).")
+@click.option("--cpus", default=None, callback=_check_cpus,
+              help="CLIENT,SERVER cpus for pinned measurements (default: first,last).")
 @click.option("--scale", type=click.FloatRange(min=0.001), default=None,
               help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).")
 @results_option
@@ -98,7 +128,7 @@ def bench() -> None:
 
 def _make_bench_command(name: str, title: str):
     @click.option("--full", is_flag=True, help="Long form.")
-    @click.option("--cpus", default=None, help="CLIENT,SERVER cpus for pinned measurements.")
+    @click.option("--cpus", default=None, callback=_check_cpus, help="CLIENT,SERVER cpus for pinned measurements.")
     @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
     @results_option
     def cmd(full: bool, cpus: str | None, scale: float | None, results_dir: Path | None) -> None:
@@ -139,9 +169,8 @@ def runs(results_dir: Path | None) -> None:
     try:
         with Store(path, read_only=True) as store:
             rows = store.runs()
-    except StoreError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
     t = RichTable()
     t.add_column("run", no_wrap=True)  # the id is what users copy: never wrap or elide it
     for col in ("started (UTC)", "form", "studies", "status"):
@@ -166,9 +195,8 @@ def report(run_id: str | None, results_dir: Path | None) -> None:
                 raise StoreError("the results database holds no runs yet (run `tailscope run`)")
             store.run(run_id)  # unknown run -> error listing the known ones
             out = render_report(store, run_id, results / run_id / "report.html")
-    except StoreError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
     except OSError as e:
         err_console.print(f"[red]error:[/] cannot write the report: {e}")
         sys.exit(2)
@@ -189,9 +217,8 @@ def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None
                 raise StoreError("the results database holds no runs yet (run `tailscope run`)")
             for path in store.export(run_id, out_dir, fmt):
                 console.print(str(path))
-    except StoreError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
     except OSError as e:
         err_console.print(f"[red]error:[/] cannot write the export: {e}")
         sys.exit(2)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import matplotlib
+from cycler import cycler
 
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
@@ -21,7 +24,7 @@ plt.rcParams.update({
     "axes.spines.right": False,
     "axes.grid": True,
     "grid.alpha": 0.3,
-    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+    "axes.prop_cycle": cycler(color=PALETTE),
     "svg.fonttype": "none",  # text stays text: searchable, crisp
     "svg.hashsalt": "tailscope",  # deterministic ids across renders
 })
@@ -83,3 +86,34 @@ def format_ns_axis(axis) -> None:
     """Time units on both major and minor ticks of a (log) axis."""
     axis.set_major_formatter(ns_formatter)
     axis.set_minor_formatter(ns_minor_formatter)
+
+
+@dataclass
+class CdfCurve:
+    """One line of a latency CDF: (value_ns, percentile 0..100) points."""
+
+    label: str
+    points: Sequence[tuple[float, float]]
+    color: str | None = None
+    linestyle: str = "-"
+    linewidth: float = 1.3
+
+
+def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99, ylabel: str = "latency") -> int:
+    """Draws latency CDFs the one way every study does: percentile axis in the
+    HdrHistogram style, log time axis in ns units. Returns how many curves had points."""
+    percentile_axis(ax, max_percentile)
+    drawn = 0
+    for c in curves:
+        if not c.points:
+            continue
+        # A log axis cannot show 0: values below 1 ns (a clock's resolution) are drawn at 1 ns.
+        ys = [max(float(v), 1.0) for v, _ in c.points]
+        ax.plot(tail_x([p for _, p in c.points]), ys, c.linestyle, color=c.color, linewidth=c.linewidth,
+                label=c.label)
+        drawn += 1
+    ax.set_yscale("log")
+    format_ns_axis(ax.yaxis)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel(ylabel)
+    return drawn

@@ -2,7 +2,9 @@
 
 Nothing half-written: artifacts go to a hidden staging folder that is renamed
 to results/<run-id> only when the run is stored and its report rendered; on a
-crash or Ctrl-C the staging folder is removed and the database is untouched.
+crash, Ctrl-C, SIGTERM or SIGHUP the staging folder is removed and the database
+is untouched. A staging folder whose run was killed outright is removed by the
+next run (its name carries the owner's PID).
 """
 
 from __future__ import annotations
@@ -11,19 +13,21 @@ import os
 import secrets
 import shutil
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import machine
-from .engines import EngineError
+from . import lifetime, machine
+from .engines import EngineError, remove_stale_temp
 from .report import render_report
-from .store import EngineDocument, RunRecord, Store
+from .store import EngineDocument, RunRecord, Store, check_database
 from .studies import RunContext, Study
 
 DB_NAME = "tailscope.duckdb"
+# results/.staging-<run-id>-pid<PID>: the owner's PID tells a later run whether it is stale.
+STAGING_PREFIX = ".staging-"
 
 
 class RunError(RuntimeError):
@@ -35,13 +39,25 @@ def default_results_dir() -> Path:
 
 
 def check_writable(results_dir: Path) -> None:
+    probe = results_dir / f".write-test-{os.getpid()}"
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
-        probe = results_dir / f".write-test-{os.getpid()}"
         probe.write_text("ok")
-        probe.unlink()
     except OSError as e:
         raise RunError(f"results folder {results_dir} is not writable: {e.strerror or e}") from e
+    finally:
+        # A full disk creates the file and then fails the write: the probe must go either way.
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def remove_stale_leftovers(results_dir: Path) -> None:
+    """Staging folders and engine temp folders of runs whose process died
+    (SIGKILL, power loss): nothing else would ever remove them."""
+    lifetime.remove_stale(results_dir, STAGING_PREFIX, unowned_is_stale=True)
+    remove_stale_temp()
 
 
 def new_run_id(now: datetime) -> str:
@@ -63,9 +79,12 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
     console = console or Console(stderr=True)
     options = options or {}
     check_writable(results_dir)
-    started = datetime.now(timezone.utc)
+    # Before any study runs: a damaged database fails the run here, with nothing written.
+    check_database(results_dir / DB_NAME)
+    remove_stale_leftovers(results_dir)
+    started = datetime.now(UTC)
     run_id = new_run_id(started)
-    staging = results_dir / f".staging-{run_id}"
+    staging = results_dir / lifetime.owned_name(f"{STAGING_PREFIX}{run_id}-")
     staging.mkdir()
     failures: list[tuple[str, str]] = []
     try:
@@ -90,7 +109,7 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
                 except EngineError as e:
                     failures.append((study.name, str(e)))
                     bar.update(task, description=f"{study.name}: FAILED")
-        finished = datetime.now(timezone.utc)
+        finished = datetime.now(UTC)
         record = RunRecord(
             run_id=run_id, started_at=started.replace(tzinfo=None), finished_at=finished.replace(tzinfo=None),
             form=form, studies=[s.name for s in studies], machine=facts, command=" ".join(sys.argv),

@@ -8,10 +8,11 @@ the flattened tables the report and notebooks query.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import duckdb
 
@@ -44,6 +45,53 @@ class StoreError(RuntimeError):
     pass
 
 
+class StoreDamaged(StoreError):
+    """The database file is truncated or corrupted: nothing is read from or written to it."""
+
+    def __init__(self, path: Path, detail: str):
+        super().__init__(
+            f"results database {path} is damaged ({detail}). Nothing was read or written. Move it aside "
+            f"(mv {path} {path}.damaged) to start a new database on the next run; the reports under "
+            f"{path.parent}/<run-id>/ do not need it.")
+        self.path = path
+
+
+def check_database(path: Path) -> None:
+    """Raises StoreDamaged unless `path` (if it exists) is a whole, readable database.
+
+    Opened read-only, so a damaged file is never written to. Two checks: the file
+    holds every block the database says it has (a truncated file fails here even
+    where the missing blocks are not read yet), and every row of every table
+    reads back (DuckDB verifies each block's checksum on read)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as e:
+        raise StoreDamaged(path, _first_line(e)) from e
+    try:
+        block_size, total_blocks = con.execute(
+            "SELECT block_size, total_blocks FROM pragma_database_size()").fetchone() or (0, 0)
+        size_bytes = path.stat().st_size
+        if size_bytes < int(block_size) * int(total_blocks):
+            raise StoreDamaged(path, f"the file is {size_bytes} bytes, shorter than its "
+                                     f"{total_blocks} blocks of {block_size} bytes: truncated")
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+        for table in tables:
+            # hash() of the whole row makes DuckDB read every column of every block.
+            con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{table}" t').fetchone()
+    except duckdb.Error as e:
+        raise StoreDamaged(path, _first_line(e)) from e
+    finally:
+        con.close()
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 @dataclass
 class EngineDocument:
     study: str
@@ -71,6 +119,7 @@ class Store:
         self.path = Path(path)
         if read_only and not self.path.exists():
             raise StoreError(f"no results database at {self.path} (run `tailscope run` first)")
+        check_database(self.path)
         try:
             if not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +136,7 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -9,8 +9,10 @@ from pathlib import Path
 import jinja2
 
 from ..store import Store
-from ..studies import Figure, Section, Table, registered_studies
 from ..units import fmt_count
+from .blocks import Figure, Section, Table
+
+__all__ = ["Figure", "Section", "Table", "build_sections", "machine_rows", "render_report"]
 
 _HERE = Path(__file__).parent
 
@@ -43,6 +45,8 @@ def machine_rows(machine: dict) -> list[tuple[str, str]]:
 
 
 def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Section]:
+    from ..studies import registered_studies  # studies import this package's blocks: resolve at call time
+
     sections = []
     for study in registered_studies():
         if study.name not in studies:

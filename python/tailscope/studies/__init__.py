@@ -7,38 +7,17 @@ run` runs every study in STUDIES order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
+# The report's building blocks, re-exported: every study module imports them from here.
+from ..report.blocks import Figure, Section, Table
 from ..store import EngineDocument, Store
 
-
-@dataclass
-class Figure:
-    title: str
-    svg: str
-    caption: str  # what was measured and how: pinning, rate, samples
-    finding: str  # one line computed from the data
-
-
-@dataclass
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    caption: str
-    numeric_from: int = 1  # columns from this index on are right-aligned
-    wrap_columns: tuple[int, ...] = ()  # long-text columns that may wrap
-
-
-@dataclass
-class Section:
-    id: str
-    title: str
-    intro: str
-    blocks: list[Figure | Table] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # unavailable figures and why, warnings
+__all__ = ["Figure", "RunContext", "Section", "Study", "Table", "all_studies", "registered_studies",
+           "study_by_name"]
 
 
 @dataclass

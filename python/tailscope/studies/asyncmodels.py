@@ -17,6 +17,7 @@ from ..engines import run_engine
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from ._common import find_document, unavailable_notes
 
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"
@@ -82,11 +83,10 @@ class AsyncModelsStudy:
                 "measured in the same run."
             ),
         )
-        for study, name, variant, reason in store.unavailable(run_id):
-            if study == self.name:
-                sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
+        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = store.documents(run_id, self.name)
-        bench = next((d.document for d in docs if d.engine == ENGINE), None)
+        found = find_document(docs, engine=ENGINE)
+        bench = found.document if found else None
         refs = _references(store, run_id, docs)
         for d in docs:
             for w in d.document.get("warnings", []):
@@ -213,22 +213,16 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
     if not rows:
         return None
     fig, ax = plots.new_figure(9.5, 4.6)
-    plots.percentile_axis(ax, 99.99)
     models = [mm for mm in MODEL_ORDER if any(m.get("model") == mm for m in rows)]
-    for m in rows:
-        color = plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000"
-        style = "-" if m.get("mechanism") == "future" else "--"
-        xs = [p for _, p in m["cdf"]]
-        ys = [max(float(v), 1.0) for v, _ in m["cdf"]]
-        ax.plot(plots.tail_x(xs), ys, style, color=color, linewidth=1.3, label=_label(m))
+    plots.latency_cdf(ax, [
+        plots.CdfCurve(_label(m), [(float(v), float(p)) for v, p in m["cdf"]],
+                       plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000",
+                       "-" if m.get("mechanism") == "future" else "--")
+        for m in rows], ylabel=label.lower())
     for ref_name, ls in (("condvar_handoff", ":"), ("spin_handoff", "-.")):
         if ref_name in refs:
             ax.axhline(refs[ref_name].p50_ns, color="#57606a", linestyle=ls, linewidth=1,
                        label=f"{REF_LABELS[ref_name]} p50")
-    ax.set_yscale("log")
-    plots.format_ns_axis(ax.yaxis)
-    ax.set_xlabel("percentile")
-    ax.set_ylabel(label.lower())
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     best = min(rows, key=lambda m: _p(m, "50"))
     worst = max(rows, key=lambda m: _p(m, "50"))
@@ -253,7 +247,7 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
     import numpy as np
 
     rows = data.at(data.main_load, "total")
-    payloads = sorted({m.get("payload") for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
+    payloads = sorted({str(m.get("payload")) for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
     if len(payloads) < 2:
         return None
     variants = sorted({(m["model"], m["mechanism"]) for m in rows},
@@ -273,15 +267,15 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
     ax.set_ylabel("p50 total delay")
     ax.legend(fontsize=8, title="payload")
     # Finding: the biggest change between the smallest and the largest payload.
-    biggest = None
+    biggest: tuple[float, str, str, float, float] | None = None
     small, large = payloads[0], payloads[-1]
     for model, mech in variants:
-        a = data.one(data.main_load, "total", model, mech, small)
-        b = data.one(data.main_load, "total", model, mech, large)
-        if a and b and _p(a, "50") > 0:
-            r = _p(b, "50") / _p(a, "50")
+        ma = data.one(data.main_load, "total", model, mech, small)
+        mb = data.one(data.main_load, "total", model, mech, large)
+        if ma and mb and _p(ma, "50") > 0:
+            r = _p(mb, "50") / _p(ma, "50")
             if biggest is None or abs(math.log(r)) > abs(math.log(biggest[0])):
-                biggest = (r, model, mech, _p(a, "50"), _p(b, "50"))
+                biggest = (r, model, mech, _p(ma, "50"), _p(mb, "50"))
     if biggest:
         r, model, mech, a, b = biggest
         finding = (f"Payload matters most for {model}/{mech}: p50 total {fmt_ns(a)} with {small} vs {fmt_ns(b)} "
@@ -305,8 +299,8 @@ def _sweep_figure(data: BenchData) -> Figure | None:
                       key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]))
     models = [v[0] for v in variants]
     for model, mech in variants:
-        pts = [(load, data.one(load, "total", model, mech, data.sweep_payload)) for load in loads]
-        pts = [(load, m) for load, m in pts if m]
+        found = [(load, data.one(load, "total", model, mech, data.sweep_payload)) for load in loads]
+        pts = [(load, m) for load, m in found if m]
         if len(pts) < 2:
             continue
         color = plots.PALETTE[MODEL_ORDER.index(model) % 8] if model in MODEL_ORDER else plots.PALETTE[models.index(model) % 8]
@@ -341,7 +335,7 @@ def _delay_table(data: BenchData, refs: dict[str, Ref]) -> Table:
             continue
         low = set(m["latency"].get("low_confidence", []))
 
-        def cell(k: str) -> str:
+        def cell(k: str, m: dict = m, low: set = low) -> str:  # bound now: called in this iteration
             return fmt_ns(_p(m, k)) + (" *" if k in low else "")
         p50 = _p(m, "50")
         rows.append([
@@ -500,7 +494,7 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                 hand = _backlog(m).get("empty_queue_scheduling_p50_ns")
                 if hand is not None:
                     rh = _ratio(hand, ref)
-                    rows.append([f"  same, calls launched into an empty queue only", fmt_ns(hand),
+                    rows.append(["  same, calls launched into an empty queue only", fmt_ns(hand),
                                  fmt_ns(ref.p50_ns) if ref else "—", fmt_ratio(rh), f"≤ {limit:g}×",
                                  "—" if rh is None else ("met" if rh <= limit else "not met"),
                                  f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without "

@@ -14,6 +14,7 @@ from ..engines import run_engine
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from ._common import unavailable_notes
 
 ENGINE = "tailscope-baseline"
 
@@ -60,9 +61,7 @@ class BaselineStudy:
                 "sides on different cores; <em>unpinned</em>: the scheduler decides."
             ),
         )
-        for study, name, variant, reason in store.unavailable(run_id):
-            if study == self.name:
-                sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
+        sec.notes += unavailable_notes(store, run_id, self.name)
         if df.empty:
             sec.notes.append("no baseline measurements were stored for this run")
             return sec
@@ -78,7 +77,7 @@ class BaselineStudy:
         rows = []
         for _, r in df.iterrows():
             low = set(r["low_confidence"]) if r["low_confidence"] is not None else set()
-            def cell(key: str, col: str) -> str:
+            def cell(key: str, col: str, r=r, low: set = low) -> str:  # bound now: called in this iteration
                 return fmt_ns(r[col]) + (" *" if key in low else "")
             rows.append([
                 LABELS.get(r["name"], r["name"]), r["variant"], fmt_count(r["samples"]),
@@ -155,28 +154,26 @@ def _bar_figure(df, pin: str) -> Figure:
 
 def _cdf_figure(cdf, df, pin: str) -> Figure:
     fig, ax = plots.new_figure(9.0, 4.4)
-    plots.percentile_axis(ax, 99.99)
-    worst = None
+    curves = []
     for i, n in enumerate([n for n in ORDER if n in set(cdf["name"])]):
         for variant, style in (("pinned", "-"), ("unpinned", "--")):
             sel = cdf[(cdf["name"] == n) & (cdf["variant"] == variant)]
-            if sel.empty:
-                continue
-            ax.plot(plots.tail_x(sel["percentile"]), sel["value_ns"], style, color=plots.PALETTE[i % 8],
-                    label=f"{LABELS[n]} ({variant})", linewidth=1.4)
+            curves.append(plots.CdfCurve(f"{LABELS[n]} ({variant})", list(zip(sel["value_ns"], sel["percentile"])),
+                                         plots.PALETTE[i % 8], style, 1.4))
+    plots.latency_cdf(ax, curves)
+    worst = None
     for _, r in df.iterrows():
         if r["p50_ns"] and r["p999_ns"]:
             spread = float(r["p999_ns"]) / float(r["p50_ns"])
             if worst is None or spread > worst[0]:
                 worst = (spread, r["name"], r["variant"], r["p50_ns"], r["p999_ns"], r["samples"])
-    ax.set_yscale("log")
-    plots.format_ns_axis(ax.yaxis)
-    ax.set_xlabel("percentile")
-    ax.set_ylabel("latency")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    spread, n, v, p50, p999, samples = worst
-    finding = (f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
-               f"{fmt_ns(p50)} ({fmt_count(samples)} samples).")
+    if worst is None:
+        finding = "No reference has both a p50 and a p99.9, so no tail spread can be stated."
+    else:
+        spread, n, v, p50, p999, samples = worst
+        finding = (f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
+                   f"{fmt_ns(p50)} ({fmt_count(samples)} samples).")
     return Figure("Latency distribution of each reference", plots.to_svg(fig),
                   f"{pin}. Percentile spectrum from the HdrHistogram of each reference (3 significant digits); "
                   "solid pinned, dashed unpinned.", finding)

@@ -19,19 +19,29 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
-import signal
 import subprocess
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from .. import plots
-from ..engines import EngineError, find_engine, run_engine
+from ..engines import EngineError, EngineUnavailable, run_engine, serve
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from ._common import (
+    achieved_per_s,
+    cpu_pair,
+    find_document,
+    measurement,
+    pinning_text,
+    round_rate,
+    series,
+    unavailable_notes,
+)
 
 LOAD = "tailscope-load"
 ECHO = "tailscope-echo"
@@ -57,46 +67,19 @@ COMMON_RATE_FRACTION = 0.25
 RANGES = [("low", 0, 50), ("middle", 51, 500), ("high", 501, 10**9)]
 
 
-class UnavailableModel(RuntimeError):
-    pass
-
-
-def _cpu_pair(options: dict) -> tuple[int, int]:
-    """(client_cpu, server_cpu): --cpus CLIENT,SERVER, else first and last allowed CPU."""
-    text = options.get("cpus")
-    if text:
-        client, server = (int(x) for x in str(text).split(",")[:2])
-        return client, server
-    cpus = sorted(os.sched_getaffinity(0))
-    return cpus[0], cpus[-1]
+# Kept by name for the studies that catch it: the engine exited with "unavailable".
+UnavailableModel = EngineUnavailable
 
 
 @contextmanager
-def echo_server(model: str, server_cpu: int, protocol: str = "echo", extra: list[str] | None = None):
-    """Starts tailscope-echo on an ephemeral port; yields (port, pid)."""
-    exe = find_engine(ECHO)
-    cmd = [str(exe), "--model", model, "--port", "0", "--cpus", str(server_cpu), "--protocol", protocol,
-           "--threads", str(SERVER_THREADS), *(extra or [])]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            rc = proc.wait(timeout=5)
-            err = (proc.stderr.read() if proc.stderr else "").strip()
-            if rc == 4:
-                raise UnavailableModel(err.split("unavailable:", 1)[-1].strip() or "unavailable")
-            raise EngineError(f"{ECHO} --model {model} exited with {rc}: {err}")
-        port = int(json.loads(line)["listening"])
-        yield port, proc.pid
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+def echo_server(model: str, server_cpu: int, protocol: str = "echo",
+                extra: list[str] | None = None) -> Iterator[tuple[int, int]]:
+    """Starts tailscope-echo on an ephemeral port; yields (port, pid).
+    An unavailable model raises UnavailableModel (engines.EngineUnavailable)."""
+    args = ["--model", model, "--port", "0", "--cpus", str(server_cpu), "--protocol", protocol,
+            "--threads", str(SERVER_THREADS), *(extra or [])]
+    with serve(ECHO, args, ready_timeout_s=30.0, stop_timeout_s=5.0) as server:
+        yield server.port, server.proc.pid
 
 
 @dataclass
@@ -111,18 +94,6 @@ def _load_args(port: int, pid: int, connections: int, rate: float, client_cpu: i
             "--warmup", f"{t.warmup_s:.3f}", "-R", f"{rate:.0f}", "--cpus", str(client_cpu),
             "--payload-bytes", str(PAYLOAD_BYTES), "--server-pid", str(pid), "--allow-errors",
             "--timeout", "10s", *(extra or [])]
-
-
-def _round_rate(r: float) -> float:
-    """Two significant digits, so the common rate reads as a round number."""
-    if r <= 0:
-        return 0.0
-    mag = 10 ** (int(math.floor(math.log10(r))) - 1)
-    return math.floor(r / mag) * mag
-
-
-def _achieved(doc: dict) -> float:
-    return float(doc.get("load", {}).get("achieved_per_s") or 0.0)
 
 
 def _wrk_p99_ns(port: int, connections: int, seconds: float, client_cpu: int) -> tuple[float | None, str]:
@@ -151,7 +122,7 @@ class EchoStudy:
                         warmup_s=max(0.05, (1.0 if full else 0.3) * scale))
         connections = FULL_CONNECTIONS if full else QUICK_CONNECTIONS
         models = list(ctx.options.get("echo_models") or MODELS)
-        client_cpu, server_cpu = _cpu_pair(ctx.options)
+        client_cpu, server_cpu = cpu_pair(ctx.options)
         docs: list[EngineDocument] = []
         unavailable: dict[str, str] = {}
         failed: list[dict] = []
@@ -184,7 +155,7 @@ class EchoStudy:
                 with echo_server(model, server_cpu, extra=extra_server) as (port, pid):
                     r = run_engine(LOAD, _load_args(port, pid, c, rate, client_cpu, t, extra), timeout_s=timeout)
             except UnavailableModel as e:
-                unavailable[model] = str(e)
+                unavailable[model] = e.reason
                 return None
             except EngineError as e:  # one failed point must not sink the sweep: reported, not zero
                 failed.append({"name": f"{model} {point}", "variant": "", "reason": str(e)})
@@ -203,11 +174,11 @@ class EchoStudy:
             for model in models:
                 progress(f"{model} c={c} closed loop")
                 d = load_run(model, c, 0, f"closed/{model}/{c}")
-                if d is not None and _achieved(d) > 0:
-                    achieved[model] = _achieved(d)
+                if d is not None and achieved_per_s(d) > 0:
+                    achieved[model] = achieved_per_s(d)
             if c == connections[0]:
                 max_at_8 = dict(achieved)
-            common = _round_rate(COMMON_RATE_FRACTION * min(achieved.values())) if achieved else 0
+            common = round_rate(COMMON_RATE_FRACTION * min(achieved.values())) if achieved else 0
             for model in models:
                 progress(f"{model} c={c} at {common:.0f}/s")
                 if common > 0:
@@ -218,7 +189,7 @@ class EchoStudy:
         if max_at_8:
             # One connection, one request in flight: closed loop is the same traffic as the ping-pong
             # (like for like); 1000/s adds the idle wake-ups a low rate costs both sides.
-            fastest = max(max_at_8, key=max_at_8.get)
+            fastest = max(max_at_8, key=lambda m: max_at_8[m])
             load_run(fastest, 1, 0, f"floor/{fastest}/closed")
             load_run(fastest, 1, 1000, f"floor/{fastest}/rate")
 
@@ -260,9 +231,7 @@ class EchoStudy:
                 "/proc every 100 ms during the measured window."
             ),
         )
-        for study, name, variant, reason in store.unavailable(run_id):
-            if study == self.name:
-                sec.notes.append(f"{name} unavailable: {reason}")
+        sec.notes += unavailable_notes(store, run_id, self.name)
         points = _collect(docs)
         if not points:
             sec.notes.append("no echo measurements were stored for this run")
@@ -311,7 +280,7 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
     for d in docs:
         doc = d.document
         ep = doc.get("echo_point")
-        if d.engine != LOAD or not ep or not d.point.split("/")[0] in ("closed", "rate"):
+        if d.engine != LOAD or not ep or d.point.split("/")[0] not in ("closed", "rate"):
             continue
         meas = {m["name"]: m for m in doc.get("measurements", [])}
         lat = meas.get("latency_intended", {}).get("latency")
@@ -336,7 +305,7 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
 
 def _pin_text(points: list[dict]) -> str:
     p = points[0]
-    return f"Server pinned to CPU {p['server_cpu']}, tailscope-load (1 thread) to CPU {p['client_cpu']}"
+    return pinning_text("Server", p["server_cpu"], "tailscope-load (1 thread)", p["client_cpu"])
 
 
 def _models_in(points: list[dict]) -> list[str]:
@@ -344,9 +313,8 @@ def _models_in(points: list[dict]) -> list[str]:
     return [m for m in MODELS if m in seen]
 
 
-def _series(points: list[dict], model: str, key):
-    sel = sorted((p for p in points if p["model"] == model), key=lambda p: p["c"])
-    return [p["c"] for p in sel], [key(p) for p in sel]
+def _series(points: list[dict], model: str, key: Callable[[dict], Any]) -> tuple[list[float], list[Any]]:
+    return series(points, lambda p: p["model"] == model, lambda p: p["c"], key)
 
 
 def _style(model: str) -> dict:
@@ -468,15 +436,9 @@ def _cdf_figure(rate: list[dict], pin: str) -> Figure:
     findings = []
     for ax, c in zip(axes, cs):
         sel = [p for p in rate if p["c"] == c]
-        plots.percentile_axis(ax, 99.9)
-        for m in _models_in(sel):
-            p = next(q for q in sel if q["model"] == m)
-            if p["cdf"]:
-                xs = plots.tail_x([pt[1] for pt in p["cdf"]])
-                ax.plot(xs, [pt[0] for pt in p["cdf"]], label=m, color=_style(m)["color"],
-                        linestyle=_style(m)["linestyle"], linewidth=1.3)
-        ax.set_yscale("log")
-        plots.format_ns_axis(ax.yaxis)
+        by_model = {p["model"]: p for p in sel}
+        plots.latency_cdf(ax, [plots.CdfCurve(m, by_model[m]["cdf"], _style(m)["color"], _style(m)["linestyle"])
+                               for m in _models_in(sel)], max_percentile=99.9)
         ax.set_title(f"{c} connections, {fmt_count(sel[0]['rate'])} req/s", fontsize=9)
         best = min(sel, key=lambda p: p["lat"]["percentiles"]["99"])
         findings.append(f"{c} conns: {best['model']} p99 {fmt_ns(best['lat']['percentiles']['99'])}")
@@ -526,7 +488,7 @@ def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
         top = max(score.values())
         contenders = [m for m, v in score.items() if v >= 0.95 * top]
 
-        def p99_at_rate(m: str) -> float:
+        def p99_at_rate(m: str, cs: list[int] = cs) -> float:
             vals = [p["lat"]["percentiles"]["99"] for p in rate if p["model"] == m and p["c"] in cs]
             return sum(vals) / len(vals) if vals else math.inf
 
@@ -547,26 +509,26 @@ def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
 
 
 def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None:
-    base = next((d for d in docs if d.engine == BASELINE), None)
-    ping = base and next((m for m in base.document.get("measurements", []) if m["name"] == "tcp_pingpong"), None)
-    if not ping:
+    base = find_document(docs, engine=BASELINE)
+    ping = measurement(base.document if base else None, "tcp_pingpong")
+    a = ping.p_ns("50") if ping else None
+    if not ping or not a:
         return None
-    a = float(ping["latency"]["percentiles"]["50"])
     rows = [["blocking loopback ping-pong (tailscope-baseline)", fmt_ns(a),
-             fmt_ns(ping["latency"]["percentiles"]["99"]), fmt_count(ping["latency"]["count"]), "1×"]]
+             fmt_ns(ping.p_ns("99")), fmt_count(ping.count), "1×"]]
     ratios = {}
     for d in docs:
         if not d.point.startswith("floor/"):
             continue
         _, model, kind = d.point.split("/")
-        ours = next((m for m in d.document.get("measurements", []) if m["name"] == "latency_intended"), None)
-        if not ours:
+        ours = measurement(d.document, "latency_intended")
+        b = ours.p_ns("50") if ours else None
+        if ours is None or b is None:
             continue
-        b = float(ours["latency"]["percentiles"]["50"])
         ratios[kind] = b / a
         label = "back to back (closed loop)" if kind == "closed" else "1000 req/s (open loop)"
         rows.append([f"tailscope-load → {model}, 1 connection, {label}", fmt_ns(b),
-                     fmt_ns(ours["latency"]["percentiles"]["99"]), fmt_count(ours["latency"]["count"]), fmt_ratio(b / a)])
+                     fmt_ns(ours.p_ns("99")), fmt_count(ours.count), fmt_ratio(b / a)])
     if len(rows) == 1:
         return None
     return Table("Measurement floor: what tailscope-load adds",
@@ -578,21 +540,21 @@ def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None
 
 
 def _co_table(docs: list[EngineDocument]) -> Table | None:
-    d = next((d for d in docs if d.point.startswith("co/")), None)
+    d = find_document(docs, point_prefix="co/")
     if not d or "co_demo" not in d.document:
         return None
     co = d.document["co_demo"]
-    meas = {m["name"]: m for m in d.document.get("measurements", [])}
-    if "latency_intended" not in meas:
+    intended, actual = measurement(d.document, "latency_intended"), measurement(d.document, "latency_actual")
+    if intended is None or actual is None:
+        return None
+    base, corr, unc = intended.p_ns("50"), intended.p_ns("99"), actual.p_ns("99")
+    if base is None or corr is None or unc is None:
         return None
     every, stall = co["stall_every_ms"] * 1e6, co["stall_ms"] * 1e6
-    base = float(meas["latency_intended"]["latency"]["percentiles"]["50"])
     # A request intended at a uniform random time waits out the rest of a stall with probability
     # stall/every, uniformly over [0, stall]: P(L > x) = (stall/every)(1 - x/stall) = 1 % at
     # x = stall - 0.01 * every. Plus the ordinary service time (taken as the measured p50).
     expected = stall - 0.01 * every + base
-    corr = float(meas["latency_intended"]["latency"]["percentiles"]["99"])
-    unc = float(meas["latency_actual"]["latency"]["percentiles"]["99"])
     rows = [["analytic expectation", fmt_ns(expected), "1×"],
             ["tailscope-load, from intended send time", fmt_ns(corr), fmt_ratio(corr / expected)],
             ["tailscope-load, from actual send time (uncorrected)", fmt_ns(unc), fmt_ratio(unc / expected)]]

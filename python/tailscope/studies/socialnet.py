@@ -31,19 +31,17 @@ stated as ratios.
 from __future__ import annotations
 
 import json
-import math
-import os
 import shutil
-import signal
-import subprocess
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from .. import plots, topology
-from ..engines import EngineError, find_engine, run_engine
+from ..engines import EngineError, EngineStartError, run_engine, serve
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from ._common import achieved_per_s, measurement, pinning_text, requested_cpus, round_rate, unavailable_notes
 
 SVC = "tailscope-svc"
 LOAD = "tailscope-load"
@@ -62,62 +60,45 @@ TRACE_SAMPLE = 0.01
 TRACING_PAIRS = 2
 
 
-class GraphStartError(EngineError):
-    pass
+# Kept by name for the studies that catch it: the graph exited before it was ready.
+GraphStartError = EngineStartError
 
 
 @contextmanager
 def graph(topology_json: Path, model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None,
-          extra: list[str] | None = None):
-    """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line)."""
-    exe = find_engine(SVC)
-    cmd = [str(exe), "--topology", str(topology_json), "--all", "--model", model, "--port", "0",
-           "--trace-sample", str(trace_sample), "--out", str(out), *(extra or [])]
+          extra: list[str] | None = None, cpu: int | None = None) -> Iterator[tuple[int, dict]]:
+    """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
+
+    `cpu` pins the supervisor, and so every service process it forks, to one CPU
+    (`tailscope run --cpus CLIENT,SERVER`); by default nothing is pinned. The
+    supervisor stops its 12 service processes on SIGTERM and merges their
+    documents into `out`, which can take a while on a loaded machine: hence the
+    long stop timeout."""
+    args = ["--topology", str(topology_json), "--all", "--model", model, "--port", "0",
+            "--trace-sample", str(trace_sample), "--out", str(out), *(extra or [])]
     if traces is not None:
-        cmd += ["--traces", str(traces)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            rc = proc.wait(timeout=10)
-            raise GraphStartError(f"{SVC} --all --model {model} exited with {rc}: "
-                                  f"{(proc.stderr.read() if proc.stderr else '').strip()}")
-        ready = json.loads(line)
-        yield int(ready["listening"]), ready
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        args += ["--traces", str(traces)]
+    with serve(SVC, args, ready_timeout_s=60.0, stop_timeout_s=30.0,
+               cpus=None if cpu is None else {cpu}) as server:
+        yield server.port, server.ready
 
 
-def _load(port: int, rate: float, connections: int, duration_s: float, warmup_s: float, timeout_s: float) -> dict:
+def _load(port: int, rate: float, connections: int, duration_s: float, warmup_s: float, timeout_s: float,
+          client_cpu: int | None = None) -> dict:
     args = ["-t", "1", "-c", str(connections), "-d", f"{duration_s:.3f}", "--warmup", f"{warmup_s:.3f}",
             "-R", f"{rate:.0f}", "--protocol", "http", "--port", str(port), "--path", PATH,
             "--timeout", "2s", "--allow-errors"]
+    if client_cpu is not None:
+        args += ["--cpus", str(client_cpu)]
     return run_engine(LOAD, args, timeout_s=timeout_s).document
 
 
 def _p99(doc: dict) -> float | None:
-    for m in doc.get("measurements", []):
-        if m.get("name") == "latency_intended":
-            return float(m["latency"]["percentiles"]["99"])
-    return None
+    m = measurement(doc, "latency_intended")
+    return m.p_ns("99") if m else None
 
 
-def _achieved(doc: dict) -> float:
-    return float(doc.get("load", {}).get("achieved_per_s") or 0.0)
-
-
-def _round_rate(r: float) -> float:
-    if r <= 0:
-        return 0.0
-    mag = 10 ** (int(math.floor(math.log10(r))) - 1)
-    return math.floor(r / mag) * mag
+_achieved = achieved_per_s
 
 
 class SocialnetStudy:
@@ -131,6 +112,17 @@ class SocialnetStudy:
         warmup = max(0.1, (1.0 if full else 0.5) * scale)
         timeout = duration + warmup + 60
         models = list(ctx.options.get("socialnet_models") or MODELS)
+        cpus = requested_cpus(ctx.options)
+        client_cpu, server_cpu = cpus if cpus else (None, None)
+        pinning = (pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu) if cpus
+                   else "unpinned (graph and generator share every core)")
+
+        def start_graph(model: str, out: Path, trace_sample: float = 0.0,
+                        traces: Path | None = None) -> AbstractContextManager[tuple[int, dict]]:
+            return graph(topo_json, model, out, trace_sample, traces, cpu=server_cpu)
+
+        def load(port: int, rate: float, connections: int) -> dict:
+            return _load(port, rate, connections, duration, warmup, timeout, client_cpu)
         art = Path(ctx.artifacts_dir) / "socialnet"
         art.mkdir(parents=True, exist_ok=True)
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
@@ -146,30 +138,30 @@ class SocialnetStudy:
 
         def store_load(doc: dict, model: str, kind: str, rate: float, connections: int, point: str) -> None:
             doc["socialnet_point"] = {"model": model, "kind": kind, "rate_per_s": rate, "connections": connections,
-                                      "pinning": "unpinned (graph and generator share every core)"}
+                                      "pinning": pinning}
             docs.append(EngineDocument(self.name, LOAD, doc, point))
 
         # 1. Ceilings first (closed loop), each model on a fresh graph, so the common rate can be chosen.
         ceilings: dict[str, float] = {}
         for model in models:
             progress(f"{model} closed loop")
-            with graph(topo_json, model, art / f"graph-{model}-ceiling.json") as (port, _):
-                d = _load(port, 0, CEILING_CONNECTIONS, duration, warmup, timeout)
+            with start_graph(model, art / f"graph-{model}-ceiling.json") as (port, _):
+                d = load(port, 0, CEILING_CONNECTIONS)
             ceilings[model] = _achieved(d)
             store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
             self._store_graph(docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
-        common = _round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0)) if any(
+        common = round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0)) if any(
             ceilings.values()) else 100.0
 
         # 2. Per model: the open-loop sweep and the common rate, traces at 1 % sampling.
         for model in models:
-            rates = sorted({_round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
+            rates = sorted({round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
             out = art / f"graph-{model}.json"
             traces = art / "traces" / model
-            with graph(topo_json, model, out, TRACE_SAMPLE, traces) as (port, _):
+            with start_graph(model, out, TRACE_SAMPLE, traces) as (port, _):
                 for rate in rates:
                     progress(f"{model} at {fmt_count(rate)}/s")
-                    d = _load(port, rate, CONNECTIONS, duration, warmup, timeout)
+                    d = load(port, rate, CONNECTIONS)
                     kind = "common" if rate == common else "rate"
                     store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
             self._store_graph(docs, out, f"{model}/graph", model)
@@ -177,10 +169,10 @@ class SocialnetStudy:
         # 3. Connections sweep at the common rate: std-async vs the best ceiling.
         best = max(ceilings, key=lambda m: ceilings[m])
         for model in dict.fromkeys([BASELINE_MODEL if BASELINE_MODEL in models else best, best]):
-            with graph(topo_json, model, art / f"graph-{model}-connections.json") as (port, _):
+            with start_graph(model, art / f"graph-{model}-connections.json") as (port, _):
                 for c in CONNECTION_SWEEP:
                     progress(f"{model} c={c}")
-                    d = _load(port, common, c, duration, warmup, timeout)
+                    d = load(port, common, c)
                     store_load(d, model, "connections", common, c, f"{model}/connections/{c}")
 
         # 4. Tracing cost: best model, closed loop, 100 % sampling vs off, alternated.
@@ -189,8 +181,8 @@ class SocialnetStudy:
                 progress(f"{best} tracing {'on' if sample else 'off'} ({i + 1}/{TRACING_PAIRS})")
                 tdir = art / "tracing-cost" / f"{i}-{int(sample * 100)}"
                 out = art / f"graph-{best}-tracing-{i}-{int(sample * 100)}.json"
-                with graph(topo_json, best, out, sample, tdir if sample else None) as (port, _):
-                    d = _load(port, 0, CONNECTIONS, duration, warmup, timeout)
+                with start_graph(best, out, sample, tdir if sample else None) as (port, _):
+                    d = load(port, 0, CONNECTIONS)
                 store_load(d, best, f"tracing-{'on' if sample else 'off'}", 0, CONNECTIONS,
                            f"{best}/tracing/{'on' if sample else 'off'}/{i}")
                 # The 100 % traces of a closed-loop run are large (~100 MB) and are not the analysis input:
@@ -223,17 +215,18 @@ class SocialnetStudy:
                 "<em>pool-callback</em> (IO dispatcher + pool, callbacks carrying the request context) and "
                 "<em>coroutine</em> (C++20 coroutines, one event loop per core, when_all fan-out). tailscope-load "
                 f"drives {PATH} open loop with {CONNECTIONS} keep-alive connections; latency from the intended "
-                "send time. Nothing is pinned: the graph and the generator share every core."
+                "send time."
             ),
         )
-        for study, name, variant, reason in store.unavailable(run_id):
-            if study == self.name:
-                sec.notes.append(f"{name} unavailable: {reason}")
+        sec.notes += unavailable_notes(store, run_id, self.name)
         loads = [d.document for d in docs if d.engine == LOAD and "socialnet_point" in d.document]
         graphs = {d.point: d.document for d in docs if d.engine == SVC}
         if not loads:
             sec.notes.append("no socialnet measurements were stored for this run")
             return sec
+        pinning = loads[0]["socialnet_point"].get("pinning", "unpinned (graph and generator share every core)")
+        sec.intro += f" Placement: {pinning}" + ("" if pinning.startswith("unpinned") else
+                                                  " (tailscope run --cpus CLIENT,SERVER)") + "."
         summary = summarize(loads, graphs)
         for n in summary["notes"]:
             sec.notes.append(n)
@@ -285,7 +278,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
             "errors": errors,
         }
     base = per.get(BASELINE_MODEL, {}).get("at_objective") or 0
-    for m, p in per.items():
+    for p in per.values():
         p["ratio"] = p["at_objective"] / base if base else None
         cb = per.get(BASELINE_MODEL, {}).get("ceiling") or 0
         p["ceiling_ratio"] = p["ceiling"] / cb if cb and p["ceiling"] else None
@@ -366,22 +359,17 @@ def _curve_figure(s: dict) -> Figure:
 
 def _cdf_figure(loads: list[dict], rate: float) -> Figure:
     fig, ax = plots.new_figure()
-    plots.percentile_axis(ax)
-    lines = []
+    common = {d["socialnet_point"]["model"]: d for d in loads if d["socialnet_point"]["kind"] == "common"}
+    curves, lines = [], []
     for m in MODELS:
-        d = next((x for x in loads if x["socialnet_point"]["model"] == m and x["socialnet_point"]["kind"] == "common"),
-                 None)
-        if d is None:
+        meas = measurement(common.get(m), "latency_intended")
+        if meas is None or not meas.cdf:
             continue
-        meas = next((x for x in d["measurements"] if x["name"] == "latency_intended"), None)
-        if not meas or not meas.get("cdf"):
-            continue
-        cdf = meas["cdf"]
-        ax.plot(plots.tail_x([p for _, p in cdf]), [v for v, _ in cdf], label=m)
-        lines.append((m, meas["latency"]["percentiles"]["99"]))
-    ax.set_yscale("log")
-    plots.format_ns_axis(ax.yaxis)
-    ax.set_ylabel("latency (from intended send)")
+        curves.append(plots.CdfCurve(m, meas.cdf))
+        p99 = meas.p_ns("99")
+        if p99 is not None:
+            lines.append((m, p99))
+    plots.latency_cdf(ax, curves, ylabel="latency (from intended send)")
     ax.legend(loc="upper left", fontsize=8)
     finding = ", ".join(f"{m} p99 {fmt_ns(v)}" for m, v in sorted(lines, key=lambda x: x[1]))
     return Figure(title=f"Latency CDF at a common rate ({fmt_count(rate)} requests/s)", svg=plots.to_svg(fig),
@@ -415,8 +403,8 @@ def _summary_table(s: dict) -> Table:
     for m in s["models"]:
         p = s["per"][m]
         c = p["common"]
-        lat = next((x["latency"]["percentiles"] for x in (c or {}).get("measurements", [])
-                    if x["name"] == "latency_intended"), {})
+        common = measurement(c, "latency_intended")
+        lat = common.percentiles_ns if common else {}
         e = p["errors"]
         rows.append([m, fmt_count(p["ceiling"]), fmt_ratio(p["ceiling_ratio"]), fmt_count(p["at_objective"]),
                      fmt_ratio(p["ratio"]), fmt_ns(lat.get("50")), fmt_ns(lat.get("99")),

@@ -1,0 +1,131 @@
+"""What several studies need, written once: rates, CPUs, pinning text,
+unavailable notes, typed access to the measurements of a result document
+(docs/formats.md), finding a stored engine document, building plot series.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..store import EngineDocument, Store
+
+T = TypeVar("T")
+
+
+# ---- rates -----------------------------------------------------------------------
+
+def round_rate(rate_per_s: float) -> float:
+    """Rounds down to two significant digits, so a derived rate reads as a round
+    number (and never exceeds what it was derived from)."""
+    if rate_per_s <= 0:
+        return 0.0
+    mag = 10 ** (int(math.floor(math.log10(rate_per_s))) - 1)
+    return math.floor(rate_per_s / mag) * mag
+
+
+def achieved_per_s(doc: dict) -> float:
+    """tailscope-load's achieved rate; 0.0 when the run served nothing (or no load section)."""
+    return float(doc.get("load", {}).get("achieved_per_s") or 0.0)
+
+
+# ---- CPUs and pinning ---------------------------------------------------------------
+
+def requested_cpus(options: dict) -> tuple[int, int] | None:
+    """(client_cpu, server_cpu) from `--cpus CLIENT,SERVER` (checked by the CLI), or None."""
+    text = options.get("cpus")
+    if not text:
+        return None
+    client, server = (int(x) for x in str(text).split(",")[:2])
+    return client, server
+
+
+def cpu_pair(options: dict) -> tuple[int, int]:
+    """--cpus CLIENT,SERVER, else the first and the last CPU this process may use."""
+    requested = requested_cpus(options)
+    if requested is not None:
+        return requested
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0], cpus[-1]
+
+
+def pinning_text(server: str, server_cpu: object, client: str, client_cpu: object) -> str:
+    """The caption prefix every pinned figure carries (measurement rules: say where things ran)."""
+    return f"{server} pinned to CPU {server_cpu}, {client} to CPU {client_cpu}"
+
+
+# ---- notes ------------------------------------------------------------------------------
+
+def unavailable_notes(store: Store, run_id: str, study: str) -> list[str]:
+    """One note per figure the study could not measure, with the reason (never a zero)."""
+    notes = []
+    for s, name, variant, reason in store.unavailable(run_id):
+        if s == study:
+            notes.append(f"{name} ({variant}) unavailable: {reason}" if variant else f"{name} unavailable: {reason}")
+    return notes
+
+
+# ---- measurements ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Measurement:
+    """One entry of a result document's `measurements` (docs/formats.md), typed."""
+
+    name: str
+    variant: str
+    count: int
+    mean_ns: float | None
+    percentiles_ns: dict[str, float]
+    low_confidence: frozenset[str]
+    cdf: list[tuple[float, float]]  # (value_ns, percentile 0..100)
+    raw: dict
+
+    @classmethod
+    def from_dict(cls, m: dict) -> Measurement:
+        lat = m.get("latency") or {}
+        return cls(
+            name=str(m.get("name", "")), variant=str(m.get("variant", "")), count=int(lat.get("count") or 0),
+            mean_ns=None if lat.get("mean") is None else float(lat["mean"]),
+            percentiles_ns={k: float(v) for k, v in (lat.get("percentiles") or {}).items() if v is not None},
+            low_confidence=frozenset(lat.get("low_confidence") or ()),
+            cdf=[(float(v), float(p)) for v, p in m.get("cdf") or []], raw=m)
+
+    def p_ns(self, key: str) -> float | None:
+        """Percentile `key` ("50", "99", "99.9" ...) in ns, or None if the document lacks it."""
+        return self.percentiles_ns.get(key)
+
+
+def measurements(doc: dict | None) -> list[Measurement]:
+    return [Measurement.from_dict(m) for m in (doc or {}).get("measurements", []) if isinstance(m, dict)]
+
+
+def measurement(doc: dict | None, name: str, variant: str | None = None) -> Measurement | None:
+    """The first measurement called `name` (and `variant`, if given), or None."""
+    for m in (doc or {}).get("measurements", []):
+        if isinstance(m, dict) and m.get("name") == name and (variant is None or m.get("variant", "") == variant):
+            return Measurement.from_dict(m)
+    return None
+
+
+# ---- stored documents and series -------------------------------------------------------------
+
+def find_document(docs: Iterable[EngineDocument], *, engine: str | None = None,
+                  point_prefix: str | None = None) -> EngineDocument | None:
+    """The first stored document of `engine` whose point starts with `point_prefix`."""
+    for d in docs:
+        if engine is not None and d.engine != engine:
+            continue
+        if point_prefix is not None and not d.point.startswith(point_prefix):
+            continue
+        return d
+    return None
+
+
+def series(points: Sequence[T], select: Callable[[T], bool], x: Callable[[T], float],
+           y: Callable[[T], Any]) -> tuple[list[float], list[Any]]:
+    """(xs, ys) of the selected points, sorted by x: one line of a plot."""
+    chosen = sorted((p for p in points if select(p)), key=x)
+    return [x(p) for p in chosen], [y(p) for p in chosen]
