@@ -240,6 +240,7 @@ BoundedPool::BoundedPool(size_t workers, size_t queue_capacity) : capacity_(std:
       threads_failed_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  started_ = threads_.size();
 }
 
 BoundedPool::~BoundedPool() { stop(); }

@@ -111,7 +111,7 @@ class BoundedPool {
   // bounded by the admitted requests); dropped only after stop().
   void submit_continuation(std::function<void()> fn);
   void stop();  // runs what is queued, then joins
-  size_t workers() const { return threads_.size(); }
+  size_t workers() const { return started_; }  // threads created (still reported after stop())
   int64_t threads_failed() const { return threads_failed_.load(); }  // workers the system refused to create
   size_t queue_capacity() const { return capacity_; }
   int64_t max_queue_depth() const { return max_depth_.load(); }
@@ -126,6 +126,7 @@ class BoundedPool {
   std::vector<std::thread> threads_;
   std::atomic<int64_t> max_depth_{0};
   std::atomic<int64_t> threads_failed_{0};
+  size_t started_ = 0;
 };
 
 }  // namespace tailscope::svc

@@ -37,7 +37,8 @@ WorkSpec parse_work_spec(const nlohmann::json& j, const std::string& where) {
   else if (kind == "deflate") s.kind = WorkSpec::Kind::kDeflate;
   else bad(where, "kind must be json, sha256 or deflate (got '" + kind + "')");
   if (j.contains("bytes")) {
-    if (!j["bytes"].is_number_unsigned() || j["bytes"].get<uint64_t>() < 1 || j["bytes"].get<uint64_t>() > kMaxWorkBytes)
+    if (!j["bytes"].is_number_integer() || j["bytes"].get<int64_t>() < 1 ||
+        j["bytes"].get<int64_t>() > static_cast<int64_t>(kMaxWorkBytes))
       bad(where, "'bytes' must be an integer in 1 … 16 MiB");
     s.bytes = j["bytes"].get<size_t>();
   }
