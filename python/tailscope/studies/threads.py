@@ -388,7 +388,8 @@ def recommend(rows: list[dict], objective_ns: float, cores: int) -> dict:
     quiet = min((r for r in _closed(rows) if r["mean"]), key=lambda r: r["mean"], default=None)
     wait = max(quiet["mean"] - compute, 0.0) if quiet and compute else None
     analytic = cores * (1 + wait / compute) if wait is not None and compute else None
-    return {"best": best, "compute_ns": compute, "wait_ns": wait, "analytic": analytic, "cores": cores}
+    return {"best": best, "compute_ns": compute, "wait_ns": wait, "analytic": analytic, "cores": cores,
+            "wait_at": (quiet["threads"], quiet["users"]) if quiet else None}
 
 
 def compare_threads(rows: list[dict]) -> dict | None:
@@ -624,7 +625,8 @@ def _recommendation_table(s: dict) -> Table:
         best = rec["best"]
         rows.append([f"{c[0]} · {c[1]}", str(best["threads"]) if best else "none met it",
                      fmt_count(best["achieved"]) if best else "—", fmt_ns(best["p99"]) if best else "—",
-                     fmt_ns(rec["compute_ns"]), fmt_ns(rec["wait_ns"]),
+                     fmt_ns(rec["compute_ns"]),
+                     fmt_ns(rec["wait_ns"]) + (f" (N={rec['wait_at'][0]}, {rec['wait_at'][1]} users)" if rec["wait_at"] else ""),
                      f"{rec['analytic']:.1f}" if rec["analytic"] else "unavailable"])
     return Table(title=f"Recommended thread count (p99 ≤ {fmt_ns(s['objective_ns'])})",
                  columns=["workload · variant", "recommended N", "req/s", "p99", "compute / req", "wait / req",
@@ -632,4 +634,6 @@ def _recommendation_table(s: dict) -> Table:
                  rows=rows, numeric_from=1,
                  caption="Recommended: the N whose best closed-loop point has the highest throughput with p99 within "
                          "the objective and no errors. Compute: the front's CPU time per request (median over points); "
-                         "wait: the least-loaded point's mean latency minus compute. Cores: the graph's CPUs.")
+                         "wait: the least-loaded point's mean latency minus compute (queueing at that point, e.g. "
+                         "with 10 users in the quick form, inflates it; the full form has a 1-user point). Cores: the "
+                         "graph's CPUs.")
