@@ -68,6 +68,9 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
       case Stage::Kind::kCpu:
         burn_cpu_ns(stage.cpu.sample_ns());
         break;
+      case Stage::Kind::kWork:
+        run_work(stage.work);
+        break;
       case Stage::Kind::kStore:
         for (int i = 0; i < stage.store.count; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);

@@ -104,6 +104,8 @@ class PoolBlockingModel final : public ConcurrencyModel {
   nlohmann::json describe() const override {
     return {{"server", "epoll dispatcher + fixed pool"},
             {"workers", pool_ ? pool_->workers() : 0},
+            {"thread_create_failures", pool_ ? pool_->threads_failed() : 0},
+            {"io_dispatchers", server_ ? server_->loops() : 0},
             {"queue_capacity", pool_ ? pool_->queue_capacity() : 0},
             {"max_queue_depth", pool_ ? pool_->max_queue_depth() : 0},
             {"client", "multiplexed channel, future per call"}};

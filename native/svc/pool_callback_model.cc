@@ -34,6 +34,10 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
           burn_cpu_ns(s.cpu.sample_ns());
           ++c.index;
           break;
+        case Stage::Kind::kWork:
+          run_work(s.work);
+          ++c.index;
+          break;
         case Stage::Kind::kStore:
           if (c.step < s.store.count) {
             ++c.step;
@@ -169,6 +173,8 @@ class PoolCallbackModel final : public ConcurrencyModel {
   nlohmann::json describe() const override {
     return {{"server", "epoll dispatcher + processing pool"},
             {"workers", pool_ ? pool_->workers() : 0},
+            {"thread_create_failures", pool_ ? pool_->threads_failed() : 0},
+            {"io_dispatchers", server_ ? server_->loops() : 0},
             {"queue_capacity", pool_ ? pool_->queue_capacity() : 0},
             {"max_queue_depth", pool_ ? pool_->max_queue_depth() : 0},
             {"client", "multiplexed channel, callbacks carrying the request context"}};

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <stdexcept>
+#include <system_error>
 
 #include "net/accept.h"
 #include "net/socket.h"
@@ -42,12 +43,22 @@ void ThreadPerConnectionServer::accept_loop() {
       conn->close();
       break;
     }
+    std::thread thread;
+    try {
+      thread = std::thread([this, conn, done] {
+        serve(conn);
+        done->store(true, std::memory_order_release);
+      });
+    } catch (const std::system_error&) {
+      // No thread for this connection (a task limit at run time): the
+      // connection is refused and counted as a rejection; serving goes on.
+      counters_.rejections.fetch_add(1, std::memory_order_relaxed);
+      threads_failed_.fetch_add(1, std::memory_order_relaxed);
+      conn->close();
+      continue;
+    }
     threads_started_.fetch_add(1, std::memory_order_relaxed);
-    workers_.push_back(Worker{std::thread([this, conn, done] {
-                                serve(conn);
-                                done->store(true, std::memory_order_release);
-                              }),
-                              conn, done});
+    workers_.push_back(Worker{std::move(thread), conn, done});
   }
 }
 
@@ -219,7 +230,17 @@ void EventLoopServer::stop() {
 // ---------------------------------------------------------------- bounded pool
 
 BoundedPool::BoundedPool(size_t workers, size_t queue_capacity) : capacity_(std::max<size_t>(1, queue_capacity)) {
-  for (size_t i = 0; i < std::max<size_t>(1, workers); ++i) threads_.emplace_back([this] { work(); });
+  // A thread the system refuses (EAGAIN: a task or memory limit reached at
+  // run time) is counted, not fatal: the pool runs with the threads it got,
+  // and with none it rejects every request (try_submit) instead of hanging.
+  for (size_t i = 0; i < std::max<size_t>(1, workers); ++i) {
+    try {
+      threads_.emplace_back([this] { work(); });
+    } catch (const std::system_error&) {
+      threads_failed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  started_ = threads_.size();
 }
 
 BoundedPool::~BoundedPool() { stop(); }
@@ -227,7 +248,7 @@ BoundedPool::~BoundedPool() { stop(); }
 bool BoundedPool::try_submit(std::function<void()> fn) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ || queue_.size() >= capacity_) return false;
+    if (stopping_ || threads_.empty() || queue_.size() >= capacity_) return false;
     queue_.push_back(std::move(fn));
     const auto depth = static_cast<int64_t>(queue_.size());
     if (depth > max_depth_.load(std::memory_order_relaxed)) max_depth_.store(depth, std::memory_order_relaxed);

@@ -44,6 +44,7 @@ class ThreadPerConnectionServer {
   void start();
   void stop();  // closes every connection and joins every thread
   int64_t threads_started() const { return threads_started_.load(); }
+  int64_t threads_failed() const { return threads_failed_.load(); }  // connections refused for want of a thread
 
  private:
   void accept_loop();
@@ -63,6 +64,7 @@ class ThreadPerConnectionServer {
   };
   std::list<Worker> workers_;
   std::atomic<int64_t> threads_started_{0};
+  std::atomic<int64_t> threads_failed_{0};
 };
 
 class EventLoopServer {
@@ -109,7 +111,8 @@ class BoundedPool {
   // bounded by the admitted requests); dropped only after stop().
   void submit_continuation(std::function<void()> fn);
   void stop();  // runs what is queued, then joins
-  size_t workers() const { return threads_.size(); }
+  size_t workers() const { return started_; }  // threads created (still reported after stop())
+  int64_t threads_failed() const { return threads_failed_.load(); }  // workers the system refused to create
   size_t queue_capacity() const { return capacity_; }
   int64_t max_queue_depth() const { return max_depth_.load(); }
 
@@ -122,6 +125,8 @@ class BoundedPool {
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::atomic<int64_t> max_depth_{0};
+  std::atomic<int64_t> threads_failed_{0};
+  size_t started_ = 0;
 };
 
 }  // namespace tailscope::svc

@@ -60,7 +60,7 @@ StageList parse_stages(const json& j, const std::string& where);
 
 Stage parse_stage(const json& j, const std::string& where) {
   if (!j.is_object() || j.size() != 1)
-    bad(where, "a stage is an object with exactly one key: cpu, call, group or store");
+    bad(where, "a stage is an object with exactly one key: cpu, call, group, store or work");
   Stage s;
   const std::string key = j.begin().key();
   const json& v = j.begin().value();
@@ -119,8 +119,11 @@ Stage parse_stage(const json& j, const std::string& where) {
       if (!s.store.hit_ratio) bad(here, "'on_miss' needs 'hit_ratio'");
       s.store.on_miss = std::make_shared<StageList>(parse_stages(v["on_miss"], here + ".on_miss"));
     }
+  } else if (key == "work") {
+    s.kind = Stage::Kind::kWork;
+    s.work = parse_work_spec(v, here);
   } else {
-    bad(where, "unknown stage '" + key + "' (cpu, call, group, store)");
+    bad(where, "unknown stage '" + key + "' (cpu, call, group, store, work)");
   }
   return s;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "svc/distribution.h"
+#include "svc/work_stage.h"
 
 namespace tailscope::svc {
 
@@ -47,12 +48,13 @@ struct StoreOp {
 };
 
 struct Stage {
-  enum class Kind { kCpu, kCall, kGroup, kStore };
+  enum class Kind { kCpu, kCall, kGroup, kStore, kWork };
   Kind kind = Kind::kCpu;
   LatencyDistribution cpu;
   CallSpec call;
   CallGroup group;
   StoreOp store;
+  WorkSpec work;  // real work: json / sha256 / deflate over a buffer (work_stage.h)
 };
 
 struct Endpoint {

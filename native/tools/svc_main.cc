@@ -31,6 +31,7 @@
 #include "core/result_writer.h"
 #include "net/socket.h"
 #include "svc/runtime.h"
+#include "svc/thread_limit.h"
 #include "svc/tracer.h"
 
 namespace {
@@ -94,6 +95,23 @@ json cpu_usage() {
   return {{"user_s", s(ru.ru_utime)}, {"sys_s", s(ru.ru_stime)}, {"max_rss_bytes", ru.ru_maxrss * 1024}};
 }
 
+// Threads a service process starts besides its pool: IO dispatchers, the
+// timer, the resource sampler, channel readers (a few per downstream service).
+constexpr int64_t kOwnThreadsPerProcess = 32;
+
+// --workers N must fit the machine before any process or thread starts
+// (thread_limit.h); under --all every service whose model is a pool gets N.
+void check_workers(const Flags& f) {
+  const Topology topology = load_topology_file(f.topology);
+  int64_t pools = 0;
+  for (const auto& [name, s] : topology.services) {
+    if (!f.all && name != f.service) continue;
+    const std::string model = s.model.empty() ? f.model : s.model;
+    pools += model == "pool-blocking" || model == "pool-callback";
+  }
+  check_workers_fit(static_cast<int64_t>(f.runtime.workers), std::max<int64_t>(pools, 1), kOwnThreadsPerProcess);
+}
+
 int run_one(const Flags& f, int argc, char** argv) {
   const Topology topology = load_topology_file(f.topology);
   const Service& service = topology.service(f.service);
@@ -131,7 +149,7 @@ int run_one(const Flags& f, int argc, char** argv) {
   result["ran_s"] = ran_s;
   doc["config"] = {{"topology", f.topology}, {"service", f.service}, {"model", options.model},
                    {"trace_sample", f.trace_sample}, {"call_timeout_ms", instance.runtime().call_timeout_ns() / 1e6},
-                   {"port", ports[f.service]}};
+                   {"port", ports[f.service]}, {"workers", f.runtime.workers}, {"loops", f.runtime.loops}};
   doc["services"] = {{f.service, result}};
   doc["measurements"] = json::array();
   doc["unavailable"] = json::array();
@@ -309,8 +327,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... (single-service mode)");
   app.add_option("--listen-fd", f.listen_fd, "Inherited listening socket (set by --all)");
-  app.add_option("--workers", f.runtime.workers, "pool-blocking / pool-callback processing threads")
-      ->check(CLI::Range(1, 4096));
+  auto* workers = app.add_option("--workers", f.runtime.workers,
+                                 "pool-blocking / pool-callback processing threads (1 … the machine's thread limit)");
   app.add_option("--loops", f.runtime.loops, "coroutine: event loops (default: online CPUs); pools: IO dispatchers")
       ->check(CLI::Range(1, 256));
   app.add_option("--queue", f.runtime.queue_capacity, "Bounded queue / in-flight limit per loop (then: reject)")
@@ -337,6 +355,7 @@ int main(int argc, char** argv) {
     if (f.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
     make_model(f.model);  // validates the name before anything starts
     if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");
+    if (workers->count() > 0) check_workers(f);
     return f.all ? run_all(f, argc, argv) : run_one(f, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "tailscope-svc: " << e.what() << std::endl;

@@ -22,6 +22,10 @@ err_console = Console(stderr=True)
 
 VERDICT_STYLE = {machine.OK: "green", machine.WARN: "yellow", machine.UNAVAILABLE: "red"}
 
+objective_option = click.option(
+    "--objective-ms", type=click.FloatRange(min=0.001), default=None,
+    help="p99 objective of the thread-count study's recommendation (default 50 ms).")
+
 results_option = click.option(
     "--results", "results_dir", type=click.Path(path_type=Path), default=None,
     help="Results folder (default: ./results or $TAILSCOPE_RESULTS).")
@@ -105,15 +109,18 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
               help="CLIENT,SERVER cpus for pinned measurements (default: first,last).")
 @click.option("--scale", type=click.FloatRange(min=0.001), default=None,
               help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).")
+@objective_option
 @results_option
-def run(full: bool, study_names: tuple[str, ...], cpus: str | None, scale: float | None,
+def run(full: bool, study_names: tuple[str, ...], cpus: str | None, scale: float | None, objective_ms: float | None,
         results_dir: Path | None) -> None:
     """The main job: run every available study, store the results, write the report."""
-    _run(list(study_names), full, results_dir, _options(cpus, scale))
+    _run(list(study_names), full, results_dir, _options(cpus, scale, objective_ms))
 
 
-def _options(cpus: str | None, scale: float | None) -> dict:
+def _options(cpus: str | None, scale: float | None, objective_ms: float | None = None) -> dict:
     opts: dict = {}
+    if objective_ms:
+        opts["objective_ms"] = objective_ms
     if cpus:
         opts["cpus"] = cpus
     if scale:
@@ -130,9 +137,11 @@ def _make_bench_command(name: str, title: str):
     @click.option("--full", is_flag=True, help="Long form.")
     @click.option("--cpus", default=None, callback=_check_cpus, help="CLIENT,SERVER cpus for pinned measurements.")
     @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
+    @objective_option
     @results_option
-    def cmd(full: bool, cpus: str | None, scale: float | None, results_dir: Path | None) -> None:
-        _run([name], full, results_dir, _options(cpus, scale))
+    def cmd(full: bool, cpus: str | None, scale: float | None, objective_ms: float | None,
+            results_dir: Path | None) -> None:
+        _run([name], full, results_dir, _options(cpus, scale, objective_ms))
 
     cmd.__doc__ = title
     return click.command(name=name)(cmd)

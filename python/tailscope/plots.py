@@ -11,7 +11,7 @@ from cycler import cycler
 
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from .units import fmt_ns  # noqa: E402
 
@@ -117,3 +117,74 @@ def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99
     ax.set_xlabel("percentile")
     ax.set_ylabel(ylabel)
     return drawn
+
+
+def line_panels(panels: dict[str, dict[str, tuple[list, list]]], xlabel: str, ylabel: str, *,
+                log_x: bool = False, log_y: bool = False, ns_y: bool = False, columns: int = 2):
+    """Small multiples: one axis per panel title, one line per label in each → (fig, axes by title).
+
+    The thread-count study draws every metric-vs-users figure this way (a panel per workload ×
+    variant, a line per thread count), so panels share their y range and compare at a glance."""
+    import math
+
+    titles = list(panels) or ["(no data)"]
+    rows = math.ceil(len(titles) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(7.5, 2.6 * rows + 0.6), layout="constrained", squeeze=False,
+                             sharey=True)
+    by_title = {}
+    for i, ax in enumerate(axes.flat):
+        if i >= len(titles):
+            ax.set_visible(False)
+            continue
+        title = titles[i]
+        by_title[title] = ax
+        ax.set_title(title, fontsize=9)
+        for label, (xs, ys) in panels.get(title, {}).items():
+            pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", markersize=3, label=label)
+        if log_x:
+            ax.set_xscale("log")
+        if log_y:
+            ax.set_yscale("log")
+        if ns_y:
+            # Major ticks only: minor labels on every small panel cost most of the drawing time.
+            ax.yaxis.set_major_formatter(ns_formatter)
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return fig, by_title
+
+
+def grouped_bars(ax, groups: list[str], series: dict[str, list], ylabel: str) -> None:
+    """Bars of several series side by side per group; a None value leaves a gap (unavailable, not 0)."""
+    import numpy as np
+
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(groups))
+    for i, (label, values) in enumerate(series.items()):
+        xs = [x[j] + i * width for j, v in enumerate(values) if v is not None]
+        ax.bar(xs, [v for v in values if v is not None], width, label=label)
+    ax.set_xticks(x + width * (len(series) - 1) / 2)
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
+def ccdf_axis(ax, xs: list, survival: list, label: str, fit: tuple[float, float, float] | None = None) -> None:
+    """A log-log survival curve P(X > x); with fit = (threshold, tail_fraction, scale) also the
+    exponential tail fitted above the threshold, dashed, in the same colour."""
+    import numpy as np
+
+    (line,) = ax.plot(xs, survival, label=label, linewidth=1.2)
+    if fit is not None and xs:
+        u, frac, scale = fit
+        grid = np.geomspace(max(u, min(xs)), max(xs), 50)
+        ax.plot(grid, frac * np.exp(-(grid - u) / scale), linestyle="--", linewidth=0.9, color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(ns_formatter)
+    ax.xaxis.set_minor_formatter(NullFormatter())

@@ -21,7 +21,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOCIALNET = REPO_ROOT / "topologies" / "socialnet.yaml"
-STAGE_KINDS = ("cpu", "call", "group", "store")
+STAGE_KINDS = ("cpu", "call", "group", "store", "work")
 
 
 class TopologyError(ValueError):

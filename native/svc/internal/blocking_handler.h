@@ -27,6 +27,9 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
       case Stage::Kind::kCpu:
         burn_cpu_ns(stage.cpu.sample_ns());
         break;
+      case Stage::Kind::kWork:
+        run_work(stage.work);
+        break;
       case Stage::Kind::kStore: {
         for (int i = 0; i < stage.store.count; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);

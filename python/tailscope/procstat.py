@@ -1,0 +1,252 @@
+"""/proc sampling for the thread-count study: CPU, run queue, load, context switches, run-queue wait.
+
+A `ProcSampler` watches a set of processes (by name → pid) and the whole system over one
+measured window:
+
+- **every interval** (100 ms by default) it reads the instantaneous figures: `procs_running` and
+  `procs_blocked` of /proc/stat (the system's run queue: running + runnable tasks, and tasks in
+  uninterruptible sleep), and per process the state of every thread in /proc/PID/task/*/stat
+  (`R` = running or runnable, `D` = uninterruptible);
+- **at the start and the end** of the window it reads the cumulative counters, whose difference is
+  the window's: CPU ticks (system and per process), voluntary and involuntary context switches and
+  the run-queue wait of every thread (/proc/PID/task/*/status and /proc/PID/task/*/schedstat —
+  schedstat's second field is the time the thread spent runnable but waiting for a CPU).
+  Reading them only twice keeps the sampler cheap with 1000 threads; a thread that exits inside the
+  window takes its counts with it (the study's pool threads live for the whole run).
+
+Two load figures, because they answer different questions:
+
+- `loadavg_1m_end`: the kernel's 1-minute load average (/proc/loadavg) at the end of the window.
+  It is an exponentially damped average with a 1-minute time constant, so it describes *this*
+  window only when the window ran for a minute or more; shorter windows mostly show what ran before.
+- `instantaneous_load_mean`: the mean over the window's samples of runnable + uninterruptible
+  tasks (`procs_running` − 1 + `procs_blocked`): the same quantity the kernel averages, without the
+  damping. The − 1 removes the sampler itself, which is running while it reads /proc/stat.
+
+The sampler's own CPU time is reported (`sampler_cpu_s`), so its cost is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+DEFAULT_INTERVAL_S = 0.1
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def _stat_fields(text: str) -> list[str]:
+    """Fields of a /proc/.../stat line after the command name (which may contain spaces and ')').
+
+    Index 0 is the state (field 3 of proc(5)); utime is index 11, stime index 12."""
+    return text[text.rindex(")") + 2:].split()
+
+
+@dataclass
+class SystemSnapshot:
+    procs_running: int
+    procs_blocked: int
+    cpu_busy_ticks: int
+    cpu_total_ticks: int
+    loadavg_1m: float
+
+
+def read_system() -> SystemSnapshot:
+    stat = _read("/proc/stat") or ""
+    running = blocked = busy = total = 0
+    for line in stat.splitlines():
+        if line.startswith("cpu "):
+            ticks = [int(x) for x in line.split()[1:]]
+            total = sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+            busy = total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
+        elif line.startswith("procs_running "):
+            running = int(line.split()[1])
+        elif line.startswith("procs_blocked "):
+            blocked = int(line.split()[1])
+    load = (_read("/proc/loadavg") or "0").split()
+    return SystemSnapshot(running, blocked, busy, total, float(load[0]))
+
+
+def thread_states(pid: int) -> tuple[int, int, int]:
+    """(runnable, uninterruptible, threads) of one process right now, from /proc/PID/task/*/stat."""
+    runnable = blocked = threads = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0, 0
+    for tid in tids:
+        text = _read(f"/proc/{pid}/task/{tid}/stat")
+        if not text:
+            continue
+        threads += 1
+        state = _stat_fields(text)[0]
+        runnable += state == "R"
+        blocked += state == "D"
+    return runnable, blocked, threads
+
+
+@dataclass
+class ProcessSnapshot:
+    cpu_ticks: int  # utime + stime of the whole process (dead threads included)
+    threads: dict[str, tuple[int, int, int, int]]  # tid → (voluntary, involuntary, run_ns, wait_ns)
+    schedstat: bool  # /proc/PID/task/*/schedstat was readable
+
+
+def read_process(pid: int) -> ProcessSnapshot | None:
+    text = _read(f"/proc/{pid}/stat")
+    if not text:
+        return None
+    f = _stat_fields(text)
+    snap = ProcessSnapshot(int(f[11]) + int(f[12]), {}, True)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return snap
+    for tid in tids:
+        status = _read(f"/proc/{pid}/task/{tid}/status")
+        if status is None:
+            continue
+        vol = invol = 0
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                vol = int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                invol = int(line.split()[1])
+        sched = _read(f"/proc/{pid}/task/{tid}/schedstat")
+        run_ns = wait_ns = 0
+        if sched:
+            parts = sched.split()
+            run_ns, wait_ns = int(parts[0]), int(parts[1])
+        else:
+            snap.schedstat = False
+        snap.threads[tid] = (vol, invol, run_ns, wait_ns)
+    return snap
+
+
+@dataclass
+class _Series:
+    runnable: list[int] = field(default_factory=list)
+    blocked: list[int] = field(default_factory=list)
+    threads: list[int] = field(default_factory=list)
+
+
+def _mean(xs: list) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+class ProcSampler:
+    """Samples `pids` (name → pid) and the system every `interval_s` between start() and stop()."""
+
+    def __init__(self, pids: dict[str, int], interval_s: float = DEFAULT_INTERVAL_S):
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0 (got {interval_s})")
+        self.pids = dict(pids)
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sys_running: list[int] = []
+        self._sys_blocked: list[int] = []
+        self._series = {name: _Series() for name in self.pids}
+        self._start_sys: SystemSnapshot | None = None
+        self._start_proc: dict[str, ProcessSnapshot | None] = {}
+        self._t0 = self._t1 = 0.0
+        self._cpu_s = 0.0
+
+    def __enter__(self) -> "ProcSampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def start(self) -> None:
+        self._start_sys = read_system()
+        self._start_proc = {name: read_process(pid) for name, pid in self.pids.items()}
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="procstat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            s = read_system()
+            self._sys_running.append(max(s.procs_running - 1, 0))  # minus the sampler itself
+            self._sys_blocked.append(s.procs_blocked)
+            for name, pid in self.pids.items():
+                r, d, n = thread_states(pid)
+                ser = self._series[name]
+                ser.runnable.append(r)
+                ser.blocked.append(d)
+                ser.threads.append(n)
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+        self._cpu_s = time.thread_time() - started
+
+    def stop(self) -> dict:
+        """Stops sampling and returns the window's summary (see the module docstring)."""
+        if self._thread is None:
+            raise RuntimeError("ProcSampler.stop() before start()")
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self._t1 = time.monotonic()
+        end_sys = read_system()
+        window_s = self._t1 - self._t0
+        start_sys = self._start_sys
+        assert start_sys is not None
+        total = end_sys.cpu_total_ticks - start_sys.cpu_total_ticks
+        inst = [r + b for r, b in zip(self._sys_running, self._sys_blocked)]
+        system = {
+            "cpus": len(os.sched_getaffinity(0)),
+            "cpu_busy_pct": 100.0 * (end_sys.cpu_busy_ticks - start_sys.cpu_busy_ticks) / total if total > 0 else None,
+            "procs_running_mean": _mean(self._sys_running),
+            "procs_running_max": max(self._sys_running, default=None),
+            "procs_blocked_mean": _mean(self._sys_blocked),
+            "instantaneous_load_mean": _mean(inst),
+            "loadavg_1m_start": start_sys.loadavg_1m,
+            "loadavg_1m_end": end_sys.loadavg_1m,
+        }
+        processes = {}
+        for name, pid in self.pids.items():
+            before, after = self._start_proc.get(name), read_process(pid)
+            ser = self._series[name]
+            p: dict = {
+                "pid": pid,
+                "runnable_threads_mean": _mean(ser.runnable),
+                "runnable_threads_max": max(ser.runnable, default=None),
+                "uninterruptible_threads_mean": _mean(ser.blocked),
+                "threads_max": max(ser.threads, default=None),
+            }
+            if before is None or after is None:
+                p["unavailable"] = "the process was not readable at the start or the end of the window"
+            else:
+                p["cpu_pct"] = 100.0 * (after.cpu_ticks - before.cpu_ticks) / CLK_TCK / window_s if window_s > 0 else None
+                # Per thread: end − start; a thread born inside the window counts from 0.
+                vol = invol = run_ns = wait_ns = 0
+                for tid, (v, i, r, w) in after.threads.items():
+                    v0, i0, r0, w0 = before.threads.get(tid, (0, 0, 0, 0))
+                    vol, invol, run_ns, wait_ns = vol + v - v0, invol + i - i0, run_ns + r - r0, wait_ns + w - w0
+                p["voluntary_ctx_switches"] = vol
+                p["involuntary_ctx_switches"] = invol
+                if before.schedstat and after.schedstat:
+                    p["run_ns"] = run_ns
+                    p["runqueue_wait_ns"] = wait_ns
+                else:
+                    p["runqueue_wait_ns"] = None
+                    p["runqueue_wait_unavailable"] = "/proc/PID/task/*/schedstat is not readable (kernel without schedstats?)"
+            processes[name] = p
+        return {"interval_s": self.interval_s, "samples": len(self._sys_running), "window_s": window_s,
+                "system": system, "processes": processes, "sampler_cpu_s": self._cpu_s}
