@@ -162,7 +162,7 @@ class ProcSampler:
         self._t0 = self._t1 = 0.0
         self._cpu_s = 0.0
 
-    def __enter__(self) -> "ProcSampler":
+    def __enter__(self) -> ProcSampler:
         self.start()
         return self
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import topology
-from .engines import EngineError, run_engine
+from .engines import EngineError
 from .studies import socialnet
 
 GROWTH_LIMIT = 0.05

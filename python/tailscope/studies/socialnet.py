@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -66,11 +66,11 @@ GraphStartError = EngineStartError
 
 @contextmanager
 def graph(topology_json: Path, model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None,
-          extra: list[str] | None = None, cpu: int | None = None) -> Iterator[tuple[int, dict]]:
+          extra: list[str] | None = None, cpu: int | Iterable[int] | None = None) -> Iterator[tuple[int, dict]]:
     """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
 
     `cpu` pins the supervisor, and so every service process it forks, to one CPU
-    (`tailscope run --cpus CLIENT,SERVER`); by default nothing is pinned. The
+    (`tailscope run --cpus CLIENT,SERVER`) or a set of CPUs; by default nothing is pinned. The
     supervisor stops its 12 service processes on SIGTERM and merges their
     documents into `out`, which can take a while on a loaded machine: hence the
     long stop timeout."""
@@ -79,7 +79,7 @@ def graph(topology_json: Path, model: str, out: Path, trace_sample: float = 0.0,
     if traces is not None:
         args += ["--traces", str(traces)]
     with serve(SVC, args, ready_timeout_s=60.0, stop_timeout_s=30.0,
-               cpus=None if cpu is None else {cpu}) as server:
+               cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))) as server:
         yield server.port, server.ready
 
 

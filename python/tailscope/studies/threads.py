@@ -25,7 +25,7 @@ import math
 import os
 import resource
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +35,8 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from .socialnet import SVC, GraphStartError, _achieved, _p99, _round_rate, graph
+from ._common import achieved_per_s, round_rate
+from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
 REPO = Path(__file__).resolve().parents[3]
@@ -115,16 +116,8 @@ def workload_json(name: str, out: Path, message_bytes: int) -> Path:
 
 @contextmanager
 def pinned_graph(topo: Path, model: str, out: Path, cpus: list[int], workers: int):
-    """socialnet.graph(), started with the calling thread's affinity set to `cpus`: every process
-    and thread of the graph inherits it. The caller's affinity is restored at once."""
-    with ExitStack() as stack:
-        before = os.sched_getaffinity(0)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        try:
-            port, ready = stack.enter_context(graph(topo, model, out, extra=["--workers", str(workers)]))
-        finally:
-            os.sched_setaffinity(0, before)
+    """socialnet.graph() pinned to `cpus` (every process and thread of the graph inherits it)."""
+    with graph(topo, model, out, extra=["--workers", str(workers)], cpu=set(cpus) or None) as (port, ready):
         yield port, ready
 
 
@@ -205,14 +198,14 @@ class ThreadsStudy:
                         hlog = art / f"{workload}-{variant}-{n}-c{users}.hlog"
                         d, stats = run_point(port, path, users, 0, plan.duration_s, plan.warmup_s, load_cpus, hlog,
                                              watched)
-                        best = max(best, _achieved(d))
+                        best = max(best, achieved_per_s(d))
                         d["threads_point"] = base | {"kind": "closed", "users": users, "procstat": stats,
                                                      "tail": tail_of(hlog), "flags": _flags(d, users, nofile_hard)}
                         docs.append(EngineDocument(self.name, LOAD, d, f"{key}/closed/{users}"))
                     for f in plan.open_fractions:
                         ctx.progress(f"threads: {key} open {f:.0%}", done / steps)
                         done += 1
-                        rate = _round_rate(f * best)
+                        rate = round_rate(f * best)
                         if rate <= 0:
                             continue
                         users = max(users_list)
@@ -299,7 +292,7 @@ def point_row(doc: dict) -> dict:
     load = doc.get("load", {})
     completed = load.get("requests_completed") or 0
     window = ps.get("window_s") or 0
-    achieved = _achieved(doc)
+    achieved = achieved_per_s(doc)
     # Requests served in the sampler's window (≈ the measured window), for per-request figures.
     in_window = achieved * window if window else 0
 
@@ -350,7 +343,7 @@ def summarize(docs: list[dict], objective_ns: float) -> dict:
             notes.append(f"{g['threads_point']['workload']} {g['threads_point']['variant']} "
                          f"N={g['threads_point']['threads']}: the graph did not start — {g['threads_point']['failed']}")
             continue
-        for name, s in g.get("services", {}).items():
+        for s in g.get("services", {}).values():
             md = s.get("model_details", {})
             failures += int(md.get("thread_create_failures") or 0)
             rejections += int(s.get("counters", {}).get("rejections") or 0)
