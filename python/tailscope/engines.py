@@ -118,7 +118,16 @@ def spawn(cmd: list[str], *, cpus: set[int] | None = None, **popen_kwargs: Any) 
         if cpus is not None:
             os.sched_setaffinity(0, cpus)
 
-    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=child_setup, **popen_kwargs)
+    lifetime.raise_if_terminated()
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=child_setup, **popen_kwargs)
+    try:
+        # A SIGTERM that landed during the fork had its exception swallowed: stop here.
+        lifetime.raise_if_terminated()
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    return proc
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

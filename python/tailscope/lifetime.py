@@ -76,20 +76,38 @@ def terminate_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM and SIGHUP raise Terminated; the previous handlers
     come back afterwards. Only the first signal raises: later ones are ignored so
     they cannot cut the cleanup short (Ctrl-C still interrupts it)."""
+    global _pending
     previous = {s: signal.getsignal(s) for s in TERMINATION_SIGNALS}
 
     def handler(signum: int, _frame: FrameType | None) -> None:
+        global _pending
         for s in TERMINATION_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
+        _pending = signum
         raise Terminated(signum)
 
+    _pending = None
     for s in TERMINATION_SIGNALS:
         signal.signal(s, handler)
     try:
         yield
     finally:
+        _pending = None
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+# The signal that arrived, kept after its exception was raised: Python swallows
+# an exception raised while it runs a callback whose errors it ignores (seen: the
+# logging module's at-fork hook, when the signal lands while subprocess forks),
+# so the places that start engines re-raise it (raise_if_terminated).
+_pending: int | None = None
+
+
+def raise_if_terminated() -> None:
+    """Raises Terminated if SIGTERM/SIGHUP arrived inside terminate_as_interrupt()."""
+    if _pending is not None:
+        raise Terminated(_pending)
 
 
 # ---- folders owned by a process ---------------------------------------------
