@@ -137,6 +137,24 @@ def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
     assert steps[0]["saturated"] and doc["ramps"]["std-thread"]["saturation_found"]
 
 
+def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
+    out = tmp_path / "r.json"
+    r = subprocess.run([str(engine(ENGINE)), "--quick", "--scale", "0.05", "--models", "deferred",
+                        "--payloads", "void", "--payload-bytes", "64", "--sweep-payload", "bytes64",
+                        "--sweep", "none", "--max-rate", "20000", "--placement", "unpinned", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    # The sweep payload comes first: the ramp runs with it.
+    assert doc["config"]["payloads"] == ["bytes64", "void"] and doc["config"]["sweep_payload"] == "bytes64"
+    assert doc["config"]["placement"] == "unpinned" and doc["config"]["sweep_pcts"] == []
+    assert doc["ramps"]["deferred"]["payload"] == "bytes64"
+    payloads = {m["payload"]: m["payload_bytes"] for m in doc["measurements"]}
+    assert payloads == {"bytes64": 64, "void": 0}
+    assert all(m["pinning"] == {"policy": "unpinned"} for m in doc["measurements"])
+    assert {m["load_pct"] for m in doc["measurements"]} == {75.0}
+
+
 @pytest.mark.parametrize("args, message", [
     (["--models", "green-threads"], "unknown model"),
     (["--payloads", "float"], "unknown payload"),

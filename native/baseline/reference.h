@@ -58,6 +58,9 @@ Reference spin_handoff_reference();
 Reference tcp_pingpong_reference();
 Reference empty_syscall_reference();
 Reference clock_read_reference();
+// Not in all_references(): tailscope-asyncbench measures it beside the
+// coroutine model (docs/async-study.md), so it is reported there, once.
+Reference same_thread_resume_reference();
 
 // Builds a Reference whose run() first checks the placement (CPUs inside this
 // process's allowed set), so a bad --cpus fails with a message before any

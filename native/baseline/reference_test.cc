@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "core/affinity.h"
 
@@ -13,10 +14,17 @@ namespace {
 // of samples (warm-up excluded), values are positive, pinning is honoured.
 class EveryReference : public ::testing::TestWithParam<bool> {};
 
+// The listed references and the one tailscope-asyncbench measures itself.
+std::vector<Reference> references_under_test() {
+  std::vector<Reference> refs = all_references();
+  refs.push_back(same_thread_resume_reference());
+  return refs;
+}
+
 TEST_P(EveryReference, RecordsRequestedSamplesExcludingWarmup) {
   const bool pinned = GetParam();
   CpuPair pair = default_cpu_pair();
-  for (const Reference& ref : all_references()) {
+  for (const Reference& ref : references_under_test()) {
     ReferenceConfig config;
     config.iterations = 50;
     config.warmup_iterations = 7;
@@ -47,6 +55,7 @@ TEST(References, NamesAreUniqueAndDescribed) {
     EXPECT_GT(ref.default_iterations, 0);
   }
   EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.count(same_thread_resume_reference().name), 0u);  // reported by tailscope-asyncbench only
 }
 
 TEST(References, PinningToACpuOutsideTheSetIsAnError) {

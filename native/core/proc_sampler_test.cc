@@ -131,7 +131,11 @@ TEST(ProcSampler, SystemOnlySamplerAndReadersWork) {
   nlohmann::json s = sampler.summary();
   EXPECT_FALSE(s.contains("process"));
   EXPECT_TRUE(s.contains("system"));
-  EXPECT_GE(s["sampler_cpu_ns"].get<int64_t>(), 0);
+  // Reading /proc costs CPU, so a sampler that took samples has spent some:
+  // 0 would mean its own cost is not being measured.
+  EXPECT_GT(s["samples"].get<int>(), 0);
+  EXPECT_GT(s["sampler_cpu_ns"].get<int64_t>(), 0);
+  EXPECT_EQ(s["sampler_cpu_ns"].get<int64_t>(), sampler.sampler_cpu_ns());
 }
 
 }  // namespace
