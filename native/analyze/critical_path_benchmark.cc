@@ -41,7 +41,7 @@ struct Options {
 
 // DeathStarBench-like traces: a server root, nested client/server RPC pairs,
 // a few tags per span, processes listed after the spans (as Jaeger exports).
-std::uint64_t WriteSyntheticTraces(const Options& o, std::size_t* traces_out) {
+std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) {
   std::FILE* f = std::fopen(o.file.c_str(), "wb");
   if (f == nullptr) {
     std::perror(o.file.c_str());
@@ -126,33 +126,33 @@ std::uint64_t WriteSyntheticTraces(const Options& o, std::size_t* traces_out) {
 
 // Thread CPU time (user + system, page faults included): on a small shared
 // machine wall-clock time measures the neighbours as much as the code.
-double ThreadCpuSeconds() {
+double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-double Seconds(const std::function<void()>& fn) {
-  const double t0 = ThreadCpuSeconds();
+double seconds_of(const std::function<void()>& fn) {
+  const double t0 = thread_cpu_seconds();
   fn();
-  return ThreadCpuSeconds() - t0;
+  return thread_cpu_seconds() - t0;
 }
 
-double Best(int repeat, const std::function<void()>& fn) {
+double best_seconds(int repeat, const std::function<void()>& fn) {
   double best = 1e300;
-  for (int i = 0; i < repeat; ++i) best = std::min(best, Seconds(fn));
+  for (int i = 0; i < repeat; ++i) best = std::min(best, seconds_of(fn));
   return best;
 }
 
 // The same parse over a read-only mapping of the file, in situ with strings
 // decoded into a scratch buffer: RapidJSON's fastest mode, and the one
 // tailscope's reader uses for plain files.
-void ParseMapped(const std::string& path) {
+void parse_mapped(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY);
   struct stat st {};
   fstat(fd, &st);
   trace::MappedFile mapped;
-  if (!mapped.Open(fd, static_cast<std::size_t>(st.st_size))) {
+  if (!mapped.open(fd, static_cast<std::size_t>(st.st_size))) {
     std::fprintf(stderr, "cannot map %s\n", path.c_str());
     std::exit(1);
   }
@@ -167,7 +167,7 @@ void ParseMapped(const std::string& path) {
   }
 }
 
-void ParseOnly(const std::string& path) {
+void parse_only(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   static char buffer[256 * 1024];
   rapidjson::FileReadStream stream(f, buffer, sizeof buffer);
@@ -208,16 +208,16 @@ int main(int argc, char** argv) {
   }
 
   std::size_t traces = 0;
-  const std::uint64_t bytes = WriteSyntheticTraces(o, &traces);
+  const std::uint64_t bytes = write_synthetic_traces(o, &traces);
   const std::size_t spans = traces * o.spans_per_trace;
   const double mb = static_cast<double>(bytes) / 1e6;
   std::printf(
       "tailscope-critpath-bench: %zu spans in %zu traces, %.1f MB of Jaeger JSON (%s); thread CPU time, best of %d\n",
       spans, traces, mb, o.file.c_str(), o.repeat);
 
-  ParseOnly(o.file);  // warm the page cache
-  const double stream_floor_s = Best(o.repeat, [&] { ParseOnly(o.file); });
-  const double in_place_floor_s = Best(o.repeat, [&] { ParseMapped(o.file); });
+  parse_only(o.file);  // warm the page cache
+  const double stream_floor_s = best_seconds(o.repeat, [&] { parse_only(o.file); });
+  const double in_place_floor_s = best_seconds(o.repeat, [&] { parse_mapped(o.file); });
   // The floor is the faster of RapidJSON's two ways of parsing the file.
   const double floor_s = std::min(stream_floor_s, in_place_floor_s);
   auto report = [&](const char* what, double seconds) {
@@ -227,9 +227,9 @@ int main(int argc, char** argv) {
   report("parse only, RapidJSON file stream", stream_floor_s);
   report("parse only, RapidJSON mapped, in situ", in_place_floor_s);
 
-  const double read_s = Best(o.repeat, [&] {
+  const double read_s = best_seconds(o.repeat, [&] {
     trace::NameTable names;
-    auto r = trace::ReadTraceFile(o.file, names, {}, [](trace::Trace&) { return true; });
+    auto r = trace::read_trace_file(o.file, names, {}, [](trace::Trace&) { return true; });
     if (!r.ok) {
       std::fprintf(stderr, "%s\n", r.error.c_str());
       std::exit(1);
@@ -239,12 +239,12 @@ int main(int argc, char** argv) {
 
   double capstone_s = 0;
   for (const char* algorithm : {"capstone", "jaeger", "crisp"}) {
-    const double s = Best(o.repeat, [&] {
+    const double s = best_seconds(o.repeat, [&] {
       trace::NameTable names;
-      analyze::TraceAnalyzer analyzer(analyze::MakeCriticalPathAlgorithm(algorithm), {});
+      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
       analyze::CriticalPathAggregator aggregator(names, {});
-      auto r = trace::ReadTraceFile(o.file, names, {}, [&](trace::Trace& t) {
-        aggregator.Add(analyzer.Analyze(t));
+      auto r = trace::read_trace_file(o.file, names, {}, [&](trace::Trace& t) {
+        aggregator.add(analyzer.analyze(t));
         return true;
       });
       if (!r.ok || aggregator.traces_analyzed() != traces) {

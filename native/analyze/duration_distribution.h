@@ -17,15 +17,15 @@ class DurationDistribution {
   // Negative values count as 0. While exact, a sample is only appended: the
   // aggregator adds several per span, and the statistics are computed when
   // asked for.
-  void Add(std::int64_t ns) {
+  void add(std::int64_t ns) {
     if (ns < 0) ns = 0;
     if (!bucketed_) {
       values_.push_back(ns);
       sorted_ = false;
-      if (values_.size() > kExactSamples) MoveToBuckets();
+      if (values_.size() > kExactSamples) move_to_buckets();
       return;
     }
-    AddToBuckets(ns);
+    add_to_buckets(ns);
   }
   std::uint64_t count() const { return count_ + values_.size(); }
   bool exact() const { return !bucketed_; }
@@ -36,7 +36,7 @@ class DurationDistribution {
   std::int64_t max() const;
   double sum() const;
   // Nearest-rank percentile, q in [0, 100]; 0 when empty.
-  std::int64_t Percentile(double q) const;
+  std::int64_t percentile(double q) const;
 
  private:
   struct Moments {
@@ -48,11 +48,11 @@ class DurationDistribution {
     std::int64_t min = 0;
     std::int64_t max = 0;
   };
-  Moments ComputeMoments() const;
-  static std::uint32_t BucketOf(std::uint64_t v);
-  static std::int64_t BucketValue(std::uint32_t bucket);
-  void MoveToBuckets();
-  void AddToBuckets(std::int64_t ns);
+  Moments compute_moments() const;
+  static std::uint32_t bucket_of(std::uint64_t v);
+  static std::int64_t bucket_value(std::uint32_t bucket);
+  void move_to_buckets();
+  void add_to_buckets(std::int64_t ns);
 
   std::uint64_t count_ = 0;  // samples in buckets (values_ holds the others)
   // Sums of x - shift (the first value) and its squares: the shifted-data
@@ -63,7 +63,7 @@ class DurationDistribution {
   double sum_ = 0;
   std::int64_t min_ = 0;
   std::int64_t max_ = 0;
-  mutable std::vector<std::int64_t> values_;  // sorted lazily by Percentile()
+  mutable std::vector<std::int64_t> values_;  // sorted lazily by percentile()
   mutable bool sorted_ = true;
   // Bucket counts in groups of 1024 (one group per power of two past 2047),
   // allocated when first used: a few groups cover the latencies of a service.
