@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -191,8 +192,12 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   const double elapsed_s = seconds_since(started);
   // The result/1 envelope (engine, version, start time, command line, machine)
   // first, then the critical-path sections.
-  nlohmann::ordered_json doc = nlohmann::ordered_json(new_result_document(kEngine, argc, argv));
+  const nlohmann::json envelope = new_result_document(kEngine, argc, argv);
+  nlohmann::ordered_json doc;
   doc["schema"] = kSchema;
+  for (const char* key : {"engine", "engine_version", "started_at", "command_line", "machine"}) {
+    doc[key] = nlohmann::ordered_json(envelope.at(key));
+  }
   doc["algorithm"] = options.algorithm;
   doc["time_unit"] = "ns";
   doc["config"] = {{"algorithm", options.algorithm},
@@ -245,16 +250,25 @@ int main(int argc, char** argv) {
   app.add_option("--artifacts", options.artifacts_dir, "Write DIR/critical_paths.ndjson: every trace's result");
   app.add_option("--what-if", options.what_if_services,
                  "Project end-to-end latency without SERVICE's own time (repeatable: one scenario each)")
-      ->expected(1)
+      ->allow_extra_args(false)  // one SERVICE per flag: the trace files follow
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--what-if-no-delays", options.what_if_no_delays,
                "Project end-to-end latency without RPC scheduling/join delay");
-  app.add_option("--max-traces", options.max_traces, "Stop after N traces (default: all)");
-  app.add_option("--top", options.top, "Length of rankings and top-path lists")->capture_default_str();
+  // CLI11 would otherwise wrap "-1" into a huge unsigned count.
+  const CLI::Validator non_negative(
+      [](std::string& text) {
+        return !text.empty() && text[0] == '-' ? "expects a non-negative integer, got " + text : std::string();
+      },
+      "N >= 0");
+  app.add_option("--max-traces", options.max_traces, "Stop after N traces (default: all)")->check(non_negative);
+  app.add_option("--top", options.top, "Length of rankings and top-path lists")
+      ->check(non_negative)
+      ->capture_default_str();
   app.add_option("--doc-traces", options.doc_traces, "Per-trace results kept in the document")
+      ->check(non_negative)
       ->capture_default_str();
   app.add_option("--max-spans-per-trace", options.max_spans_per_trace, "Drop spans past N in one trace")
-      ->check(CLI::PositiveNumber)
+      ->check(non_negative & CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
   app.add_option("inputs", options.inputs, "Trace files ('-' reads stdin)")->required();
   try {
