@@ -125,12 +125,13 @@ TEST_P(CriticalPathPropertyTest, DeepChainsDoNotExhaustTheStack) {
   check_path_properties(tree, cp, GetParam());
 }
 
-TEST_P(CriticalPathPropertyTest, WideFanOutsStayFast) {
-  // 20 000 overlapping siblings: the algorithms must not be quadratic in the
-  // common case (this would take minutes if they were). Behaviour only.
+TEST_P(CriticalPathPropertyTest, WideFanOutsAreWellFormed) {
+  // 2 000 overlapping siblings: the paths are still well formed. How fast the
+  // algorithms are on wide fan-outs is critical_path_benchmark.cc's business
+  // (a test asserts behaviour, it does not time).
   trace::NameTable names;
   testing::TraceBuilder b(names);
-  constexpr int kChildren = 20'000;
+  constexpr int kChildren = 2'000;
   b.span("root", "", 0, 10 * kChildren);
   for (int i = 0; i < kChildren; ++i) b.span(testing::numbered("c", i), "root", 5 * i, 20);
   Warnings w;

@@ -1,9 +1,7 @@
-// Test helper: builds traces span by span, and reads the shared conformance
-// fixtures. Used only by *_test.cc.
+// Test helper: builds traces span by span. Used only by *_test.cc (the shared
+// conformance fixtures: trace/conformance_fixtures.h).
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -49,11 +47,6 @@ inline std::string numbered(std::string_view prefix, long long n) {
   std::string s(prefix);
   s += std::to_string(n);
   return s;
-}
-
-inline std::filesystem::path fixtures_dir() {
-  if (const char* env = std::getenv("TAILSCOPE_CRITPATH_FIXTURES")) return env;
-  return TAILSCOPE_CRITPATH_FIXTURES;
 }
 
 }  // namespace tailscope::analyze::testing
