@@ -72,5 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   aggregator.add_reader_stats(result.stats);
   (void)aggregator.to_json().dump();
+  const analyze::MeasurementLists lists = aggregator.measurements("capstone");
+  (void)lists.measurements.dump();
+  (void)lists.unavailable.dump();
   return 0;
 }

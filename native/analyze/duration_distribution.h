@@ -1,6 +1,22 @@
 // A distribution of durations (ns) with bounded memory: exact up to
 // kExactSamples values, then log-linear buckets with <= 0.05 % relative error
 // (HdrHistogram-like, 3 significant digits). Mean and CV are always exact.
+//
+// Why not core/hdr_histogram, the lab's one histogram type:
+//  * Exactness. The analyzer's distributions are mostly small (per service,
+//    per RPC edge, per distinct path, over the traces of one export), and
+//    their percentiles must be exact nearest-rank values: the conformance
+//    fixtures and the report compare them to the per-trace results to the
+//    nanosecond. HdrHistogram reports bucket edges (3 significant digits)
+//    from the first sample on; this type only buckets past 10 000 samples.
+//  * Memory per instance. The aggregator keeps one per operation, service,
+//    RPC edge and distinct critical path (up to 10 000 paths). HdrHistogram's
+//    counts array is dense over its whole range — about 440 KB for the
+//    ±2^62 ns that clamped span times can reach — while these buckets come in
+//    8 KB groups allocated per power of two actually used.
+// Everything that leaves the engine as a result/1 measurement uses the
+// report's conventions (core/latency_summary: percentiles, tail samples,
+// low confidence) on top of this type.
 #pragma once
 
 #include <array>
