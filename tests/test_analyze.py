@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import BUILD, REPO, SHARED
+from conftest import BUILD, CRITPATH_FIXTURES, REPO, require_fixture
 
 
 def _needs_engine():
@@ -87,6 +87,14 @@ def test_analyze_command_stores_and_reports(tmp_path):
     con = duckdb.connect(str(results / "tailscope.duckdb"), read_only=True)
     n = con.execute("SELECT count(*) FROM measurements WHERE run_id = ? AND name = 'cp_time'", [run_id]).fetchone()[0]
     assert n == 2  # front and back
+    # The engine's own measurements, exact: back's server time is 20..39 µs, and
+    # its critical-path time per request is that (the rest of the RPC is front's).
+    row = con.execute("SELECT engine, samples, min_ns, p50_ns, max_ns FROM measurements "
+                      "WHERE run_id = ? AND name = 'cp_time' AND variant = 'back'", [run_id]).fetchone()
+    assert row == ("tailscope-critpath", 20, 20_000, 29_000, 39_000)
+    # No probe tags in these traces: stored as unavailable with the engine's reason.
+    reasons = dict(con.execute("SELECT name, reason FROM unavailable WHERE run_id = ?", [run_id]).fetchall())
+    assert "tailscope.scheduling_delay_ns" in reasons["probe_scheduling"]
     con.close()
 
 
@@ -105,9 +113,7 @@ def test_invalid_trace_file_fails_cleanly(tmp_path):
 
 def test_crisp_fixtures_analyze_end_to_end(tmp_path, monkeypatch):
     _needs_engine()
-    fixtures = SHARED / "fixtures" / "critical-path" / "crisp"
-    if not fixtures.is_dir():
-        pytest.skip(f"{fixtures} absent (shared fixtures are not part of a user's clone)")
+    fixtures = require_fixture(CRITPATH_FIXTURES / "crisp")
     monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
     from tailscope.analyze import critical_paths
 

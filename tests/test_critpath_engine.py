@@ -14,16 +14,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD_DIR = Path(os.environ.get("TAILSCOPE_BUILD_DIR", ROOT / "build" / "release"))
-ENGINE = BUILD_DIR / "bin" / "tailscope-critpath"
-FIXTURES = Path(os.environ.get("TAILSCOPE_CRITPATH_FIXTURES", ROOT.parent / "shared" / "fixtures" / "critical-path"))
+from conftest import BUILD, fixture_files, require_fixture
+
+ENGINE = BUILD / "bin" / "tailscope-critpath"
 
 pytestmark = pytest.mark.skipif(
     not ENGINE.exists(), reason=f"{ENGINE} not built (run `make build` or set TAILSCOPE_BUILD_DIR)"
-)
-needs_fixtures = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"conformance fixtures not found at {FIXTURES} (a clone without ../shared)"
 )
 
 
@@ -75,17 +71,13 @@ SIMPLE = jaeger_trace(
 )
 
 
-def crisp_fixtures():
-    return sorted(FIXTURES.glob("crisp/*.json")) if FIXTURES.is_dir() else []
+def fixture_id(p) -> str:
+    return p.stem if isinstance(p, Path) else str(p)
 
 
-def jaeger_fixtures():
-    return sorted(FIXTURES.glob("jaeger-ui/*.json")) if FIXTURES.is_dir() else []
-
-
-@needs_fixtures
-@pytest.mark.parametrize("fixture", crisp_fixtures(), ids=lambda p: p.stem)
-def test_crisp_mode_matches_crisp_exclusive_times(fixture: Path):
+@pytest.mark.parametrize("fixture", fixture_files("crisp"), ids=fixture_id)
+def test_crisp_mode_matches_crisp_exclusive_times(fixture):
+    fixture = require_fixture(fixture)
     expected = json.loads(fixture.read_text())["testing"]
     expected = expected[0] if isinstance(expected, list) else expected["opTimeExclusive"]
     doc = analyze("--algorithm", "crisp", fixture)
@@ -97,9 +89,9 @@ def test_crisp_mode_matches_crisp_exclusive_times(fixture: Path):
     assert got == expected
 
 
-@needs_fixtures
-@pytest.mark.parametrize("fixture", jaeger_fixtures(), ids=lambda p: p.stem)
-def test_jaeger_mode_matches_jaeger_ui_sections(fixture: Path, tmp_path: Path):
+@pytest.mark.parametrize("fixture", fixture_files("jaeger-ui"), ids=fixture_id)
+def test_jaeger_mode_matches_jaeger_ui_sections(fixture, tmp_path: Path):
+    fixture = require_fixture(fixture)
     data = json.loads(fixture.read_text())
     trace_file = tmp_path / "trace.json"
     trace_file.write_text(json.dumps(data["trace"]))
@@ -207,11 +199,37 @@ def test_truncated_file_is_an_error(tmp_path: Path):
     text = json.dumps({"data": [SIMPLE, SIMPLE]})
     path.write_text(text[: len(text) // 2])
     out = tmp_path / "out.json"
-    proc = run("--out", out, path, check=False)
-    assert proc.returncode != 0
+    artifacts = tmp_path / "artifacts"
+    proc = run("--out", out, "--artifacts", artifacts, path, check=False)
+    assert proc.returncode == 1
     assert f"byte offset {len(text) // 2}" in proc.stderr.decode()
     assert not out.exists(), "nothing half-written"
-    assert not list(tmp_path.glob("out.json.tmp.*"))
+    # The per-trace NDJSON was being streamed when the input failed: its
+    # temporary file is gone too (it once stayed behind, 170 MB of it).
+    assert list(artifacts.iterdir()) == []
+    assert not list(tmp_path.rglob("*.tmp*"))
+
+
+def test_interrupted_run_leaves_no_temporary_artifact(tmp_path: Path):
+    # A FIFO nobody writes to: the engine has created its NDJSON temp file
+    # and blocks reading, deterministically, until we send SIGTERM.
+    fifo = tmp_path / "traces.fifo"
+    os.mkfifo(fifo)
+    artifacts = tmp_path / "artifacts"
+    proc = subprocess.Popen([str(ENGINE), "--artifacts", str(artifacts), str(fifo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = json.loads(proc.stderr.readline())  # the start event: the temp file exists by now
+        assert first["phase"] == "start"
+        assert len(list(artifacts.glob("*.tmp*"))) == 1
+        proc.terminate()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert list(artifacts.iterdir()) == []
 
 
 def test_truncated_gzip_is_an_error(tmp_path: Path):
@@ -256,15 +274,81 @@ def test_artifacts_out_file_and_progress(tmp_path: Path):
     assert len(lines) == 2 and all(json.loads(l)["trace_id"] == "simple" for l in lines)
     assert doc["warnings"]["duplicate_trace_id"] == 1
     events = [json.loads(l) for l in proc.stderr.decode().splitlines()]
-    assert events[0]["event"] == "start" and events[-1]["event"] == "done"
+    assert all(e["engine"] == "tailscope-critpath" for e in events)
+    assert events[0]["phase"] == "start" and events[-1]["phase"] == "done"
+    assert events[-1]["fraction_done"] == 1.0
     assert not list(tmp_path.rglob("*.tmp.*"))
 
 
-@pytest.mark.parametrize("args", [["--algorithm", "fastest"], ["--top", "-1"], ["--bogus"], []])
-def test_usage_errors(args, tmp_path: Path):
+@pytest.mark.parametrize("args, complaint", [
+    (["--algorithm", "fastest", "t.json"], "--algorithm"),
+    (["--top", "-1", "t.json"], "--top"),
+    (["--max-spans-per-trace", "0", "t.json"], "--max-spans-per-trace"),
+    (["--bogus", "t.json"], "--bogus"),
+    ([], "inputs is required"),
+])
+def test_usage_errors(args, complaint, tmp_path: Path):
     proc = run(*args, check=False)
     assert proc.returncode == 2
-    assert "usage:" in proc.stderr.decode()
+    assert complaint in proc.stderr.decode()
+    assert proc.stdout == b""
+
+
+def test_times_beyond_int64_are_clamped_not_zero(tmp_path: Path):
+    # docs/critical-path.md: time_out_of_range, clamped to ±2^61 ns. They used
+    # to be read as 0 and counted as bad_timestamp.
+    trace = jaeger_trace("huge", [
+        jaeger_span("root", None, 99999999999999999999, 100),
+        jaeger_span("child", "root", 99999999999999999999, 50),
+    ])
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(trace))
+    doc = analyze(path)
+    assert doc["warnings"]["bad_timestamp"] == 0
+    assert doc["warnings"]["time_out_of_range"] == 2
+    (t,) = doc["traces"]
+    assert t["start_ns"] == 2**61
+
+
+def test_derived_distributions_are_result_measurements(tmp_path: Path):
+    # Two requests: end-to-end 100 µs and 200 µs; backend 50 / 150 µs on the path.
+    slow = jaeger_trace("slow", [
+        jaeger_span("root", None, 1000, 200, "p1", "GET /", "server"),
+        jaeger_span("call", "root", 1010, 160, "p1", "rpc", "client"),
+        jaeger_span("serve", "call", 1015, 150, "p2", "rpc", "server"),
+    ])
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"data": [SIMPLE, slow]}))
+    doc = analyze("--what-if", "backend", path)
+    by_key = {(m["name"], m["variant"]): m for m in doc["measurements"]}
+    e2e = by_key[("end_to_end", "capstone")]["latency"]
+    assert (e2e["count"], e2e["min"], e2e["max"]) == (2, 100_000, 200_000)
+    assert e2e["percentiles"]["50"] == 100_000 and e2e["percentiles"]["99"] == 200_000  # nearest rank, exact
+    assert e2e["low_confidence"] == ["50", "90", "99", "99.9", "99.99"]
+    backend = by_key[("cp_time", "backend")]
+    assert backend["latency"]["percentiles"]["50"] == 50_000
+    assert backend["cdf"][0] == [50_000, 0] and backend["cdf"][-1] == [150_000, 100]
+    assert ("rpc_scheduling", "capstone") in by_key and ("what_if", "remove:backend") in by_key
+    # No probe tags in these traces: unavailable with a reason, not a 0.
+    unavailable = {(u["name"], u["variant"]): u["reason"] for u in doc["unavailable"]}
+    assert "tailscope.scheduling_delay_ns" in unavailable[("probe_scheduling", "capstone")]
+    assert ("probe_scheduling", "capstone") not in by_key
+    probe = doc["delays"]["probe_scheduling_ns"]
+    assert probe["count"] == 0 and probe["p99"] is None and probe["mean"] is None and probe["unavailable"]
+
+
+def test_empty_distributions_are_unavailable_not_zero(tmp_path: Path):
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps({"data": []}))
+    doc = analyze("--what-if", "backend", path)
+    assert doc["measurements"] == []
+    names = {u["name"] for u in doc["unavailable"]}
+    assert {"end_to_end", "rpc_scheduling", "rpc_join", "delay_on_path", "what_if"} <= names
+    e2e = doc["end_to_end_ns"]
+    assert e2e["count"] == 0 and e2e["p50"] is None and e2e["unavailable"] == "no traces in the input"
+    (w,) = doc["what_if"]
+    assert w["mean_ratio"] is None and w["p99_ratio"] is None
+    assert doc["delays"]["on_path_share_of_end_to_end"] is None
 
 
 def test_missing_file_is_named(tmp_path: Path):

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "analyze/analysis_json.h"
+#include "core/latency_summary.h"
 
 namespace tailscope::analyze {
 
@@ -12,49 +13,111 @@ namespace {
 
 constexpr std::size_t kMaxPathKeyOperations = 512;
 
-std::uint64_t PackOperation(trace::NameId service, trace::NameId operation) {
+std::uint64_t pack_operation(trace::NameId service, trace::NameId operation) {
   return (std::uint64_t{service} << 32) | operation;
 }
 
-double Ratio(double numerator, double denominator) { return denominator > 0 ? numerator / denominator : 0.0; }
+double ratio(double numerator, double denominator) { return denominator > 0 ? numerator / denominator : 0.0; }
+
+// A ratio of two figures where the denominator may be unmeasured (an empty
+// distribution): null then, not 0.
+nlohmann::ordered_json ratio_or_null(double numerator, double denominator) {
+  return denominator > 0 ? nlohmann::ordered_json(numerator / denominator) : nlohmann::ordered_json(nullptr);
+}
+
+constexpr std::string_view kNoRpcReason =
+    "no client span with a server child (span.kind tags absent, or no RPC in the traces)";
+constexpr std::string_view kNoProbeReason =
+    "no span carries tailscope's async-probe tags (tailscope.scheduling_delay_ns / tailscope.join_delay_ns)";
+
+// The percentile levels of a measurement's CDF: every percent, then the tail.
+const std::vector<double>& cdf_percentiles() {
+  static const std::vector<double> levels = [] {
+    std::vector<double> v;
+    for (int p = 0; p < 100; ++p) v.push_back(p);
+    for (double p : {99.5, 99.9, 99.99, 100.0}) v.push_back(p);
+    return v;
+  }();
+  return levels;
+}
+
+// The latency block of a result/1 measurement, from a non-empty distribution:
+// nearest-rank percentiles (exact while the distribution is), and how many
+// samples lie beyond each, as core/latency_summary reports them.
+nlohmann::ordered_json latency_json(const DurationDistribution& d) {
+  const auto count = d.count();
+  nlohmann::ordered_json percentiles = nlohmann::ordered_json::object();
+  nlohmann::ordered_json tail = nlohmann::ordered_json::object();
+  nlohmann::ordered_json low = nlohmann::ordered_json::array();
+  for (const auto& [key, p] : reported_percentiles()) {
+    percentiles[key] = d.percentile(p);
+    const double beyond = static_cast<double>(count) * (100.0 - p) / 100.0;
+    tail[key] = beyond;
+    if (beyond < kMinTailSamples) low.push_back(key);
+  }
+  return {{"unit", "ns"},        {"count", count},         {"out_of_range", 0},
+          {"min", d.min()},      {"mean", d.mean()},       {"stddev", d.stddev()},
+          {"max", d.max()},      {"percentiles", percentiles}, {"tail_samples", tail},
+          {"low_confidence", low}, {"exact_percentiles", d.exact()}};
+}
+
+void add_measurement(MeasurementLists& lists, std::string_view name, std::string_view variant, std::string_view what,
+                     const DurationDistribution& d, std::string_view reason_if_empty) {
+  if (d.count() == 0) {
+    lists.unavailable.push_back({{"name", name}, {"variant", variant}, {"reason", reason_if_empty}});
+    return;
+  }
+  nlohmann::ordered_json cdf = nlohmann::ordered_json::array();
+  for (double p : cdf_percentiles()) cdf.push_back({d.percentile(p), p});
+  lists.measurements.push_back({{"name", name},
+                                {"variant", variant},
+                                {"what", what},
+                                {"latency", latency_json(d)},
+                                {"cdf", std::move(cdf)}});
+}
 
 }  // namespace
 
-nlohmann::ordered_json DistributionJson(const DurationDistribution& d) {
-  return nlohmann::ordered_json{{"count", d.count()},       {"mean", d.mean()},           {"stddev", d.stddev()},
-                        {"cv", d.cv()},             {"min", d.min()},             {"p50", d.Percentile(50)},
-                        {"p90", d.Percentile(90)},  {"p99", d.Percentile(99)},    {"max", d.max()},
-                        {"exact", d.exact()}};
+nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::string_view reason_if_empty) {
+  if (d.count() == 0) {
+    return nlohmann::ordered_json{{"count", 0},         {"mean", nullptr}, {"stddev", nullptr}, {"cv", nullptr},
+                                  {"min", nullptr},     {"p50", nullptr},  {"p90", nullptr},    {"p99", nullptr},
+                                  {"max", nullptr},     {"exact", true},   {"unavailable", reason_if_empty}};
+  }
+  return nlohmann::ordered_json{{"count", d.count()},      {"mean", d.mean()},          {"stddev", d.stddev()},
+                                {"cv", d.cv()},            {"min", d.min()},            {"p50", d.percentile(50)},
+                                {"p90", d.percentile(90)}, {"p99", d.percentile(99)},   {"max", d.max()},
+                                {"exact", d.exact()}};
 }
 
 CriticalPathAggregator::CriticalPathAggregator(const trace::NameTable& names, std::vector<WhatIfScenario> scenarios,
                                                AggregateOptions options)
     : names_(names), scenarios_(std::move(scenarios)), options_(options), what_if_(scenarios_.size()) {}
 
-void CriticalPathAggregator::AddReaderStats(const trace::ReadStats& stats) {
-  warnings_.Add(Warning::kSpanWithoutId, stats.dropped_spans_without_id);
-  warnings_.Add(Warning::kSpanWithoutService, stats.spans_without_service);
-  warnings_.Add(Warning::kSpanOverLimit, stats.dropped_spans_over_limit);
-  warnings_.Add(Warning::kBadTimestamp, stats.bad_timestamps);
+void CriticalPathAggregator::add_reader_stats(const trace::ReadStats& stats) {
+  warnings_.add(Warning::kSpanWithoutId, stats.dropped_spans_without_id);
+  warnings_.add(Warning::kSpanWithoutService, stats.spans_without_service);
+  warnings_.add(Warning::kSpanOverLimit, stats.dropped_spans_over_limit);
+  warnings_.add(Warning::kBadTimestamp, stats.bad_timestamps);
 }
 
-void CriticalPathAggregator::Add(const TraceAnalysis& a) {
+void CriticalPathAggregator::add(const TraceAnalysis& a) {
   ++traces_;
-  warnings_.Merge(a.warnings);
+  warnings_.merge(a.warnings);
   if (!a.analyzed) return;
   ++analyzed_;
-  end_to_end_.Add(a.end_to_end_ns);
+  end_to_end_.add(a.end_to_end_ns);
   end_to_end_total_ns_ += static_cast<double>(a.end_to_end_ns);
 
   for (const OperationTime& op : a.by_operation) {
-    Accumulator& acc = operations_[PackOperation(op.service, op.operation)];
+    Accumulator& acc = operations_[pack_operation(op.service, op.operation)];
     acc.service = op.service;
     acc.operation = op.operation;
     ++acc.traces_on_path;
     const double x = static_cast<double>(op.exclusive_ns);
     acc.total_ns += x;
     acc.sum_squares += x * x;
-    acc.when_on_path.Add(op.exclusive_ns);
+    acc.when_on_path.add(op.exclusive_ns);
   }
   for (const ServiceTime& s : a.by_service) {
     Accumulator& acc = services_[s.service];
@@ -63,7 +126,7 @@ void CriticalPathAggregator::Add(const TraceAnalysis& a) {
     const double x = static_cast<double>(s.exclusive_ns);
     acc.total_ns += x;
     acc.sum_squares += x * x;
-    acc.when_on_path.Add(s.exclusive_ns);
+    acc.when_on_path.add(s.exclusive_ns);
   }
 
   // Distinct paths: the sequence of (service, operation) of the path spans.
@@ -71,7 +134,7 @@ void CriticalPathAggregator::Add(const TraceAnalysis& a) {
   const std::size_t n = std::min(a.path.spans.size(), kMaxPathKeyOperations);
   for (std::size_t i = 0; i < n; ++i) {
     const trace::Span& s = a.trace->spans[a.path.spans[i].span];
-    const std::uint64_t packed = PackOperation(s.service, s.operation);
+    const std::uint64_t packed = pack_operation(s.service, s.operation);
     key_scratch_.append(reinterpret_cast<const char*>(&packed), sizeof packed);
   }
   if (a.path.spans.size() > n) {
@@ -84,18 +147,18 @@ void CriticalPathAggregator::Add(const TraceAnalysis& a) {
     PathStats& p = it->second;
     p.operations.resize(n);
     std::memcpy(p.operations.data(), key_scratch_.data(), n * sizeof(std::uint64_t));
-    p.example_trace_id = trace::ValidUtf8(a.trace->trace_id);
+    p.example_trace_id = trace::valid_utf8(a.trace->trace_id);
   }
   if (it != paths_.end()) {
     ++it->second.count;
-    it->second.end_to_end.Add(a.end_to_end_ns);
+    it->second.end_to_end.add(a.end_to_end_ns);
   } else {
     ++paths_over_cap_;
   }
 
   for (const RpcDelay& d : a.rpc_delays) {
-    rpc_scheduling_.Add(d.scheduling_ns);
-    rpc_join_.Add(d.join_ns);
+    rpc_scheduling_.add(d.scheduling_ns);
+    rpc_join_.add(d.join_ns);
     const trace::Span& client = a.trace->spans[d.client_span];
     const trace::Span& server = a.trace->spans[d.server_span];
     const std::array<trace::NameId, 3> key{client.service, server.service, server.operation};
@@ -107,55 +170,55 @@ void CriticalPathAggregator::Add(const TraceAnalysis& a) {
       edge->second.server_service = key[1];
       edge->second.server_operation = key[2];
     }
-    edge->second.scheduling.Add(d.scheduling_ns);
-    edge->second.join.Add(d.join_ns);
+    edge->second.scheduling.add(d.scheduling_ns);
+    edge->second.join.add(d.join_ns);
   }
-  for (std::int64_t v : a.probe_scheduling_ns) probe_scheduling_.Add(v);
-  for (std::int64_t v : a.probe_join_ns) probe_join_.Add(v);
-  delay_on_path_.Add(a.delay_on_path_ns);
+  for (std::int64_t v : a.probe_scheduling_ns) probe_scheduling_.add(v);
+  for (std::int64_t v : a.probe_join_ns) probe_join_.add(v);
+  delay_on_path_.add(a.delay_on_path_ns);
   delay_on_path_total_ns_ += static_cast<double>(a.delay_on_path_ns);
 
   for (std::size_t i = 0; i < what_if_.size() && i < a.what_if.size(); ++i) {
-    what_if_[i].end_to_end.Add(a.what_if[i].end_to_end_ns);
+    what_if_[i].end_to_end.add(a.what_if[i].end_to_end_ns);
     for (const OperationTime& op : a.what_if[i].by_operation) {
-      what_if_[i].operation_total_ns[PackOperation(op.service, op.operation)] += static_cast<double>(op.exclusive_ns);
+      what_if_[i].operation_total_ns[pack_operation(op.service, op.operation)] += static_cast<double>(op.exclusive_ns);
     }
   }
 }
 
-double CriticalPathAggregator::StddevOverAllTraces(const Accumulator& acc) const {
+double CriticalPathAggregator::stddev_over_all_traces(const Accumulator& acc) const {
   if (analyzed_ == 0) return 0;
   const double n = static_cast<double>(analyzed_);
   const double mean = acc.total_ns / n;
   return std::sqrt(std::max(0.0, acc.sum_squares / n - mean * mean));
 }
 
-nlohmann::ordered_json CriticalPathAggregator::AccumulatorJson(const Accumulator& acc, bool with_operation) const {
+nlohmann::ordered_json CriticalPathAggregator::accumulator_json(const Accumulator& acc, bool with_operation) const {
   nlohmann::ordered_json j;
-  j["service"] = names_.Name(acc.service);
+  j["service"] = names_.name(acc.service);
   if (with_operation) {
-    j["operation"] = names_.Name(acc.operation);
-    j["key"] = OperationKey(names_, acc.service, acc.operation);
+    j["operation"] = names_.name(acc.operation);
+    j["key"] = operation_key(names_, acc.service, acc.operation);
   }
-  const double mean_all = Ratio(acc.total_ns, static_cast<double>(analyzed_));
-  const double stddev_all = StddevOverAllTraces(acc);
+  const double mean_all = ratio(acc.total_ns, static_cast<double>(analyzed_));
+  const double stddev_all = stddev_over_all_traces(acc);
   j["traces_on_path"] = acc.traces_on_path;
-  j["frequency"] = Ratio(static_cast<double>(acc.traces_on_path), static_cast<double>(analyzed_));
+  j["frequency"] = ratio(static_cast<double>(acc.traces_on_path), static_cast<double>(analyzed_));
   j["total_ns"] = acc.total_ns;
-  j["share_of_end_to_end"] = Ratio(acc.total_ns, end_to_end_total_ns_);
+  j["share_of_end_to_end"] = ratio_or_null(acc.total_ns, end_to_end_total_ns_);
   j["mean_per_trace_ns"] = mean_all;
   j["stddev_per_trace_ns"] = stddev_all;
-  j["cv_per_trace"] = Ratio(stddev_all, mean_all);
-  j["cp_time_ns"] = DistributionJson(acc.when_on_path);
+  j["cv_per_trace"] = ratio(stddev_all, mean_all);
+  j["cp_time_ns"] = distribution_json(acc.when_on_path, "never on the critical path");
   return j;
 }
 
-nlohmann::ordered_json CriticalPathAggregator::Ranking(const std::unordered_map<std::uint64_t, Accumulator>& table,
+nlohmann::ordered_json CriticalPathAggregator::ranking(const std::unordered_map<std::uint64_t, Accumulator>& table,
                                                bool with_operation, bool by_variability) const {
   std::vector<const Accumulator*> order;
   order.reserve(table.size());
   for (const auto& [key, acc] : table) order.push_back(&acc);
-  auto score = [&](const Accumulator* acc) { return by_variability ? StddevOverAllTraces(*acc) : acc->total_ns; };
+  auto score = [&](const Accumulator* acc) { return by_variability ? stddev_over_all_traces(*acc) : acc->total_ns; };
   std::sort(order.begin(), order.end(), [&](const Accumulator* a, const Accumulator* b) {
     const double sa = score(a), sb = score(b);
     if (sa != sb) return sa > sb;
@@ -164,21 +227,21 @@ nlohmann::ordered_json CriticalPathAggregator::Ranking(const std::unordered_map<
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   const std::size_t limit = std::min(order.size(), options_.top_n);
   for (std::size_t i = 0; i < limit; ++i) {
-    nlohmann::ordered_json j = AccumulatorJson(*order[i], with_operation);
+    nlohmann::ordered_json j = accumulator_json(*order[i], with_operation);
     j.erase("cp_time_ns");
     j["rank"] = i + 1;
-    j["p50_ns"] = order[i]->when_on_path.Percentile(50);
-    j["p99_ns"] = order[i]->when_on_path.Percentile(99);
+    j["p50_ns"] = order[i]->when_on_path.percentile(50);
+    j["p99_ns"] = order[i]->when_on_path.percentile(99);
     list.push_back(std::move(j));
   }
   return list;
 }
 
-nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
+nlohmann::ordered_json CriticalPathAggregator::to_json() const {
   nlohmann::ordered_json doc;
   doc["traces_total"] = traces_;
   doc["traces_analyzed"] = analyzed_;
-  doc["end_to_end_ns"] = DistributionJson(end_to_end_);
+  doc["end_to_end_ns"] = distribution_json(end_to_end_, no_traces_reason());
 
   // Distinct critical paths, most frequent first.
   {
@@ -193,13 +256,13 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
       const PathStats& p = *order[i];
       nlohmann::ordered_json path = nlohmann::ordered_json::array();
       for (std::uint64_t op : p.operations) {
-        path.push_back(OperationKey(names_, static_cast<trace::NameId>(op >> 32), static_cast<trace::NameId>(op)));
+        path.push_back(operation_key(names_, static_cast<trace::NameId>(op >> 32), static_cast<trace::NameId>(op)));
       }
       top.push_back({{"rank", i + 1},
                      {"path", std::move(path)},
                      {"count", p.count},
-                     {"fraction", Ratio(static_cast<double>(p.count), static_cast<double>(analyzed_))},
-                     {"end_to_end_ns", DistributionJson(p.end_to_end)},
+                     {"fraction", ratio(static_cast<double>(p.count), static_cast<double>(analyzed_))},
+                     {"end_to_end_ns", distribution_json(p.end_to_end, no_traces_reason())},
                      {"example_trace_id", p.example_trace_id}});
     }
     doc["critical_paths"] = {{"distinct", paths_.size()},
@@ -216,7 +279,7 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
     });
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < std::min(order.size(), options_.max_listed); ++i) {
-      list.push_back(AccumulatorJson(*order[i], with_operation));
+      list.push_back(accumulator_json(*order[i], with_operation));
     }
     return list;
   };
@@ -225,10 +288,10 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
   doc["services"] = listing(services_, false);
   doc["services_listed_of"] = services_.size();
 
-  doc["bottlenecks"] = {{"by_mean", Ranking(operations_, true, false)},
-                        {"by_variability", Ranking(operations_, true, true)},
-                        {"services_by_mean", Ranking(services_, false, false)},
-                        {"services_by_variability", Ranking(services_, false, true)}};
+  doc["bottlenecks"] = {{"by_mean", ranking(operations_, true, false)},
+                        {"by_variability", ranking(operations_, true, true)},
+                        {"services_by_mean", ranking(services_, false, false)},
+                        {"services_by_variability", ranking(services_, false, true)}};
 
   {
     std::vector<const EdgeStats*> order;
@@ -240,19 +303,19 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
     nlohmann::ordered_json edges = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < std::min(order.size(), options_.max_listed); ++i) {
       const EdgeStats& e = *order[i];
-      edges.push_back({{"client_service", names_.Name(e.client_service)},
-                       {"server_service", names_.Name(e.server_service)},
-                       {"server_operation", names_.Name(e.server_operation)},
+      edges.push_back({{"client_service", names_.name(e.client_service)},
+                       {"server_service", names_.name(e.server_service)},
+                       {"server_operation", names_.name(e.server_operation)},
                        {"count", e.scheduling.count()},
-                       {"scheduling_ns", DistributionJson(e.scheduling)},
-                       {"join_ns", DistributionJson(e.join)}});
+                       {"scheduling_ns", distribution_json(e.scheduling, kNoRpcReason)},
+                       {"join_ns", distribution_json(e.join, kNoRpcReason)}});
     }
-    doc["delays"] = {{"rpc_scheduling_ns", DistributionJson(rpc_scheduling_)},
-                     {"rpc_join_ns", DistributionJson(rpc_join_)},
-                     {"probe_scheduling_ns", DistributionJson(probe_scheduling_)},
-                     {"probe_join_ns", DistributionJson(probe_join_)},
-                     {"on_path_ns", DistributionJson(delay_on_path_)},
-                     {"on_path_share_of_end_to_end", Ratio(delay_on_path_total_ns_, end_to_end_total_ns_)},
+    doc["delays"] = {{"rpc_scheduling_ns", distribution_json(rpc_scheduling_, kNoRpcReason)},
+                     {"rpc_join_ns", distribution_json(rpc_join_, kNoRpcReason)},
+                     {"probe_scheduling_ns", distribution_json(probe_scheduling_, kNoProbeReason)},
+                     {"probe_join_ns", distribution_json(probe_join_, kNoProbeReason)},
+                     {"on_path_ns", distribution_json(delay_on_path_, no_traces_reason())},
+                     {"on_path_share_of_end_to_end", ratio_or_null(delay_on_path_total_ns_, end_to_end_total_ns_)},
                      {"by_edge", std::move(edges)}};
   }
 
@@ -261,7 +324,7 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
     const WhatIfScenario& s = scenarios_[i];
     const WhatIfStats& w = what_if_[i];
     nlohmann::ordered_json removed = nlohmann::ordered_json::array();
-    for (trace::NameId id : s.removed_services) removed.push_back(names_.Name(id));
+    for (trace::NameId id : s.removed_services) removed.push_back(names_.name(id));
     std::vector<std::pair<double, std::uint64_t>> ops;
     for (const auto& [key, total] : w.operation_total_ns) ops.emplace_back(total, key);
     std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
@@ -271,21 +334,21 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
     for (std::size_t k = 0; k < std::min(ops.size(), options_.top_n); ++k) {
       const auto service = static_cast<trace::NameId>(ops[k].second >> 32);
       const auto operation = static_cast<trace::NameId>(ops[k].second);
-      top_ops.push_back({{"service", names_.Name(service)},
-                         {"operation", names_.Name(operation)},
-                         {"key", OperationKey(names_, service, operation)},
-                         {"mean_per_trace_ns", Ratio(ops[k].first, static_cast<double>(w.end_to_end.count()))}});
+      top_ops.push_back({{"service", names_.name(service)},
+                         {"operation", names_.name(operation)},
+                         {"key", operation_key(names_, service, operation)},
+                         {"mean_per_trace_ns", ratio(ops[k].first, static_cast<double>(w.end_to_end.count()))}});
     }
     what_if.push_back(
         {{"scenario", s.name},
          {"removed_services", std::move(removed)},
          {"remove_delays", s.remove_delays},
-         {"end_to_end_ns", DistributionJson(w.end_to_end)},
-         {"mean_ratio", Ratio(w.end_to_end.mean(), end_to_end_.mean())},
-         {"p50_ratio", Ratio(static_cast<double>(w.end_to_end.Percentile(50)),
-                             static_cast<double>(end_to_end_.Percentile(50)))},
-         {"p99_ratio", Ratio(static_cast<double>(w.end_to_end.Percentile(99)),
-                             static_cast<double>(end_to_end_.Percentile(99)))},
+         {"end_to_end_ns", distribution_json(w.end_to_end, no_traces_reason())},
+         {"mean_ratio", ratio_or_null(w.end_to_end.mean(), end_to_end_.mean())},
+         {"p50_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(50)),
+                             static_cast<double>(end_to_end_.percentile(50)))},
+         {"p99_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(99)),
+                             static_cast<double>(end_to_end_.percentile(99)))},
          {"top_operations", std::move(top_ops)}});
   }
   doc["what_if"] = std::move(what_if);
@@ -294,6 +357,41 @@ nlohmann::ordered_json CriticalPathAggregator::ToJson() const {
   for (std::size_t i = 0; i < warnings_.counts.size(); ++i) warnings[std::string(kWarningNames[i])] = warnings_.counts[i];
   doc["warnings"] = std::move(warnings);
   return doc;
+}
+
+std::string_view CriticalPathAggregator::no_traces_reason() const {
+  return traces_ == 0 ? "no traces in the input" : "no trace could be analyzed (no usable root span; see warnings)";
+}
+
+MeasurementLists CriticalPathAggregator::measurements(std::string_view algorithm) const {
+  MeasurementLists lists;
+  add_measurement(lists, "end_to_end", algorithm, "root span duration, per analyzed trace", end_to_end_,
+                  no_traces_reason());
+  std::vector<const Accumulator*> services;
+  for (const auto& [key, acc] : services_) services.push_back(&acc);
+  std::sort(services.begin(), services.end(), [&](const Accumulator* a, const Accumulator* b) {
+    return names_.name(a->service) < names_.name(b->service);
+  });
+  for (const Accumulator* acc : services) {
+    add_measurement(lists, "cp_time", names_.name(acc->service),
+                    "critical-path time of the service, per trace where it is on the path", acc->when_on_path,
+                    "never on the critical path");
+  }
+  add_measurement(lists, "rpc_scheduling", algorithm, "server span start - client span start, per RPC",
+                  rpc_scheduling_, kNoRpcReason);
+  add_measurement(lists, "rpc_join", algorithm, "client span end - server span end, per RPC", rpc_join_,
+                  kNoRpcReason);
+  add_measurement(lists, "probe_scheduling", algorithm, "tailscope.scheduling_delay_ns tag values",
+                  probe_scheduling_, kNoProbeReason);
+  add_measurement(lists, "probe_join", algorithm, "tailscope.join_delay_ns tag values", probe_join_, kNoProbeReason);
+  add_measurement(lists, "delay_on_path", algorithm, "scheduling + join delay on the critical path, per trace",
+                  delay_on_path_, no_traces_reason());
+  for (std::size_t i = 0; i < scenarios_.size(); ++i) {
+    add_measurement(lists, "what_if", scenarios_[i].name,
+                    "projected end-to-end latency with the scenario's time removed, per trace",
+                    what_if_[i].end_to_end, no_traces_reason());
+  }
+  return lists;
 }
 
 }  // namespace tailscope::analyze

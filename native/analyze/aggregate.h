@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -27,24 +28,39 @@ struct AggregateOptions {
   std::size_t max_listed = 1'000;         // operations / services / edges listed
 };
 
-// {"count", "mean", "stddev", "cv", "min", "p50", "p90", "p99", "max", "exact"}
-nlohmann::ordered_json DistributionJson(const DurationDistribution& d);
+// {"count", "mean", "stddev", "cv", "min", "p50", "p90", "p99", "max", "exact"};
+// an empty distribution has count 0, every statistic null and
+// "unavailable": `reason_if_empty` (never a 0 that looks measured).
+nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::string_view reason_if_empty);
+
+// The derived distributions as tailscope.result/1 measurements
+// (docs/formats.md), so the driver stores them like any engine's: the
+// "measurements" array, and "unavailable" entries (with a reason) for those
+// that are empty.
+struct MeasurementLists {
+  nlohmann::ordered_json measurements = nlohmann::ordered_json::array();
+  nlohmann::ordered_json unavailable = nlohmann::ordered_json::array();
+};
 
 class CriticalPathAggregator {
  public:
   CriticalPathAggregator(const trace::NameTable& names, std::vector<WhatIfScenario> scenarios,
                          AggregateOptions options = {});
 
-  void Add(const TraceAnalysis& analysis);
-  void AddReaderStats(const trace::ReadStats& stats);
-  void AddWarning(Warning w, std::uint64_t n = 1) { warnings_.Add(w, n); }
+  void add(const TraceAnalysis& analysis);
+  void add_reader_stats(const trace::ReadStats& stats);
+  void add_warning(Warning w, std::uint64_t n = 1) { warnings_.add(w, n); }
 
   std::uint64_t traces() const { return traces_; }
   std::uint64_t traces_analyzed() const { return analyzed_; }
   const Warnings& warnings() const { return warnings_; }
 
   // The summary sections, keyed as in docs/critical-path.md.
-  nlohmann::ordered_json ToJson() const;
+  nlohmann::ordered_json to_json() const;
+  // end_to_end, cp_time per service, rpc_scheduling, rpc_join,
+  // probe_scheduling, probe_join, delay_on_path and what_if per scenario;
+  // `algorithm` is the variant of the per-run ones.
+  MeasurementLists measurements(std::string_view algorithm) const;
 
  private:
   struct Accumulator {  // critical-path time of one operation or service
@@ -73,10 +89,12 @@ class CriticalPathAggregator {
     std::unordered_map<std::uint64_t, double> operation_total_ns;
   };
 
-  nlohmann::ordered_json AccumulatorJson(const Accumulator& acc, bool with_operation) const;
-  nlohmann::ordered_json Ranking(const std::unordered_map<std::uint64_t, Accumulator>& table, bool with_operation,
+  nlohmann::ordered_json accumulator_json(const Accumulator& acc, bool with_operation) const;
+  nlohmann::ordered_json ranking(const std::unordered_map<std::uint64_t, Accumulator>& table, bool with_operation,
                          bool by_variability) const;
-  double StddevOverAllTraces(const Accumulator& acc) const;
+  double stddev_over_all_traces(const Accumulator& acc) const;
+  // Why an empty per-trace distribution is empty.
+  std::string_view no_traces_reason() const;
 
   const trace::NameTable& names_;
   std::vector<WhatIfScenario> scenarios_;

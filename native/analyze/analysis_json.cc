@@ -9,34 +9,34 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void Text(JsonWriter& w, std::string_view text) {
-  if (trace::IsValidUtf8(text)) {
+void json_string(JsonWriter& w, std::string_view text) {
+  if (trace::is_valid_utf8(text)) {
     w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
   } else {
-    const std::string repaired = trace::ValidUtf8(text);
+    const std::string repaired = trace::valid_utf8(text);
     w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
   }
 }
 
-void SpanRef(JsonWriter& w, const TraceAnalysis& a, const trace::NameTable& names, std::uint32_t span,
+void json_span_ref(JsonWriter& w, const TraceAnalysis& a, const trace::NameTable& names, std::uint32_t span,
              std::string_view id_key = "span_id") {
   const trace::Span& s = a.trace->spans[span];
   w.Key(id_key.data(), static_cast<rapidjson::SizeType>(id_key.size()));
-  Text(w, a.trace->SpanId(s));
+  json_string(w, a.trace->span_id(s));
   w.Key("service");
-  Text(w, names.Name(s.service));
+  json_string(w, names.name(s.service));
   w.Key("operation");
-  Text(w, names.Name(s.operation));
+  json_string(w, names.name(s.operation));
 }
 
-void Operations(JsonWriter& w, const std::vector<OperationTime>& ops, const trace::NameTable& names) {
+void json_operations(JsonWriter& w, const std::vector<OperationTime>& ops, const trace::NameTable& names) {
   w.StartArray();
   for (const OperationTime& op : ops) {
     w.StartObject();
     w.Key("service");
-    Text(w, names.Name(op.service));
+    json_string(w, names.name(op.service));
     w.Key("operation");
-    Text(w, names.Name(op.operation));
+    json_string(w, names.name(op.operation));
     w.Key("exclusive_ns");
     w.Int64(op.exclusive_ns);
     w.EndObject();
@@ -44,7 +44,7 @@ void Operations(JsonWriter& w, const std::vector<OperationTime>& ops, const trac
   w.EndArray();
 }
 
-void Int64Array(JsonWriter& w, const std::vector<std::int64_t>& values) {
+void json_int64_array(JsonWriter& w, const std::vector<std::int64_t>& values) {
   w.StartArray();
   for (std::int64_t v : values) w.Int64(v);
   w.EndArray();
@@ -52,20 +52,20 @@ void Int64Array(JsonWriter& w, const std::vector<std::int64_t>& values) {
 
 }  // namespace
 
-std::string OperationKey(const trace::NameTable& names, trace::NameId service, trace::NameId operation) {
-  std::string key(names.Name(service));
+std::string operation_key(const trace::NameTable& names, trace::NameId service, trace::NameId operation) {
+  std::string key(names.name(service));
   key += ':';
-  key += names.Name(operation);
+  key += names.name(operation);
   return key;
 }
 
-void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& names,
+void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& names,
                              const std::vector<WhatIfScenario>& scenarios, std::string& out) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("trace_id");
-  Text(w, a.trace->trace_id);
+  json_string(w, a.trace->trace_id);
   w.Key("analyzed");
   w.Bool(a.analyzed);
   w.Key("span_count");
@@ -73,7 +73,7 @@ void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& nam
   if (a.analyzed) {
     w.Key("root");
     w.StartObject();
-    SpanRef(w, a, names, a.root);
+    json_span_ref(w, a, names, a.root);
     w.EndObject();
     w.Key("start_ns");
     w.Int64(a.start_ns);
@@ -83,14 +83,14 @@ void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& nam
     w.StartArray();
     for (const SpanOnPath& p : a.path.spans) {
       const trace::Span& s = a.trace->spans[p.span];
-      Text(w, OperationKey(names, s.service, s.operation));
+      json_string(w, operation_key(names, s.service, s.operation));
     }
     w.EndArray();
     w.Key("sections");
     w.StartArray();
     for (const CriticalPathSection& section : a.path.sections) {
       w.StartObject();
-      SpanRef(w, a, names, section.span);
+      json_span_ref(w, a, names, section.span);
       w.Key("start_ns");
       w.Int64(section.start_ns);
       w.Key("end_ns");
@@ -102,20 +102,20 @@ void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& nam
     w.StartArray();
     for (const SpanOnPath& p : a.path.spans) {
       w.StartObject();
-      SpanRef(w, a, names, p.span);
+      json_span_ref(w, a, names, p.span);
       w.Key("exclusive_ns");
       w.Int64(p.exclusive_ns);
       w.EndObject();
     }
     w.EndArray();
     w.Key("operations");
-    Operations(w, a.by_operation, names);
+    json_operations(w, a.by_operation, names);
     w.Key("services");
     w.StartArray();
     for (const ServiceTime& s : a.by_service) {
       w.StartObject();
       w.Key("service");
-      Text(w, names.Name(s.service));
+      json_string(w, names.name(s.service));
       w.Key("exclusive_ns");
       w.Int64(s.exclusive_ns);
       w.EndObject();
@@ -129,14 +129,14 @@ void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& nam
     w.StartArray();
     for (const RpcDelay& d : a.rpc_delays) {
       w.StartObject();
-      SpanRef(w, a, names, d.client_span, "client_span_id");
+      json_span_ref(w, a, names, d.client_span, "client_span_id");
       const trace::Span& server = a.trace->spans[d.server_span];
       w.Key("server_span_id");
-      Text(w, a.trace->SpanId(server));
+      json_string(w, a.trace->span_id(server));
       w.Key("server_service");
-      Text(w, names.Name(server.service));
+      json_string(w, names.name(server.service));
       w.Key("server_operation");
-      Text(w, names.Name(server.operation));
+      json_string(w, names.name(server.operation));
       w.Key("scheduling_ns");
       w.Int64(d.scheduling_ns);
       w.Key("join_ns");
@@ -145,20 +145,20 @@ void AppendTraceAnalysisJson(const TraceAnalysis& a, const trace::NameTable& nam
     }
     w.EndArray();
     w.Key("probe_scheduling_ns");
-    Int64Array(w, a.probe_scheduling_ns);
+    json_int64_array(w, a.probe_scheduling_ns);
     w.Key("probe_join_ns");
-    Int64Array(w, a.probe_join_ns);
+    json_int64_array(w, a.probe_join_ns);
     w.EndObject();
     w.Key("what_if");
     w.StartArray();
     for (std::size_t i = 0; i < a.what_if.size() && i < scenarios.size(); ++i) {
       w.StartObject();
       w.Key("scenario");
-      Text(w, scenarios[i].name);
+      json_string(w, scenarios[i].name);
       w.Key("end_to_end_ns");
       w.Int64(a.what_if[i].end_to_end_ns);
       w.Key("operations");
-      Operations(w, a.what_if[i].by_operation, names);
+      json_operations(w, a.what_if[i].by_operation, names);
       w.EndObject();
     }
     w.EndArray();

@@ -12,10 +12,10 @@
 namespace tailscope::analyze {
 
 // Appends the JSON object (no newline) to `out`.
-void AppendTraceAnalysisJson(const TraceAnalysis& analysis, const trace::NameTable& names,
+void append_trace_analysis_json(const TraceAnalysis& analysis, const trace::NameTable& names,
                              const std::vector<WhatIfScenario>& scenarios, std::string& out);
 
 // "service:operation", the key used in paths and rankings.
-std::string OperationKey(const trace::NameTable& names, trace::NameId service, trace::NameId operation);
+std::string operation_key(const trace::NameTable& names, trace::NameId service, trace::NameId operation);
 
 }  // namespace tailscope::analyze

@@ -25,16 +25,16 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
  public:
   std::string_view name() const override { return "capstone"; }
 
-  void Compute(const SpanTree& tree, CriticalPath& out) override {
-    out.Clear();
-    clipped_.BuildJaeger(tree);
+  void compute(const SpanTree& tree, CriticalPath& out) override {
+    out.clear();
+    clipped_.build_jaeger(tree);
     const std::uint32_t root = tree.root();
     stack_.clear();
     stack_.push_back(Window{root, clipped_.start(root), clipped_.end(root)});
     while (!stack_.empty()) {
       const Window w = stack_.back();
       stack_.pop_back();
-      ChooseChildren(w);
+      choose_children(w);
       std::int64_t cursor = w.start_ns;
       for (const Window& child : chain_) {
         if (child.start_ns > cursor) out.sections.push_back(CriticalPathSection{w.span, cursor, child.start_ns});
@@ -43,7 +43,7 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
       }
       if (w.end_ns > cursor) out.sections.push_back(CriticalPathSection{w.span, cursor, w.end_ns});
     }
-    internal::FinishFromSections(tree, out, exclusive_ns_, on_path_);
+    internal::finish_from_sections(tree, out, exclusive_ns_, on_path_);
   }
 
  private:
@@ -55,7 +55,7 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
 
   // Fills chain_ with the children of `w.span` on the path inside the window,
   // each with the window it holds; the windows are disjoint and in time order.
-  void ChooseChildren(const Window& w) {
+  void choose_children(const Window& w) {
     candidates_.clear();
     for (std::uint32_t c : clipped_.children(w.span)) {
       const std::int64_t start = std::max(clipped_.start(c), w.start_ns);
@@ -90,6 +90,6 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
 
 }  // namespace
 
-std::unique_ptr<CriticalPathAlgorithm> MakeCapstoneAlgorithm() { return std::make_unique<CapstoneAlgorithm>(); }
+std::unique_ptr<CriticalPathAlgorithm> make_capstone_algorithm() { return std::make_unique<CapstoneAlgorithm>(); }
 
 }  // namespace tailscope::analyze

@@ -3,7 +3,7 @@
 namespace tailscope::analyze {
 
 template <typename Rule>
-void ClippedTree::Build(const SpanTree& tree, Rule rule) {
+void ClippedTree::build(const SpanTree& tree, Rule rule) {
   const std::size_t n = tree.size();
   alive_.assign(n, 0);
   start_.resize(n);
@@ -34,8 +34,8 @@ void ClippedTree::Build(const SpanTree& tree, Rule rule) {
   }
 }
 
-void ClippedTree::BuildJaeger(const SpanTree& tree) {
-  Build(tree, [](const SpanTree& t, std::uint32_t p, std::uint32_t c, std::int64_t ps, std::int64_t pe,
+void ClippedTree::build_jaeger(const SpanTree& tree) {
+  build(tree, [](const SpanTree& t, std::uint32_t p, std::uint32_t c, std::int64_t ps, std::int64_t pe,
                  std::int64_t& cs, std::int64_t& ce) {
     if (t.span(p).kind == trace::SpanKind::kProducer && t.span(c).kind == trace::SpanKind::kConsumer) {
       return false;  // asynchronous: the producer does not wait for its consumer
@@ -52,8 +52,8 @@ void ClippedTree::BuildJaeger(const SpanTree& tree) {
   });
 }
 
-void ClippedTree::BuildCrisp(const SpanTree& tree) {
-  Build(tree, [](const SpanTree& t, std::uint32_t, std::uint32_t c, std::int64_t ps, std::int64_t pe,
+void ClippedTree::build_crisp(const SpanTree& tree) {
+  build(tree, [](const SpanTree& t, std::uint32_t, std::uint32_t c, std::int64_t ps, std::int64_t pe,
                  std::int64_t& cs, std::int64_t& ce) {
     if (t.span(c).parent_ref != trace::RefType::kChildOf) return false;
     if (cs >= ps && ce <= pe) return true;

@@ -18,11 +18,11 @@ class ClippedTree {
   // retiming): a consumer child of a producer span is not blocking and is
   // pruned; a child starting at or after its parent's end, or ending at or
   // before its start, is dropped; overflowing children are clipped.
-  void BuildJaeger(const SpanTree& tree);
+  void build_jaeger(const SpanTree& tree);
   // CRISP's rules: only CHILD_OF children count; a child is kept when it lies
   // within its parent, clipped when it overflows one side, and dropped when it
   // is outside or overflows both sides.
-  void BuildCrisp(const SpanTree& tree);
+  void build_crisp(const SpanTree& tree);
 
   bool alive(std::uint32_t i) const { return alive_[i] != 0; }
   std::int64_t start(std::uint32_t i) const { return start_[i]; }
@@ -35,7 +35,7 @@ class ClippedTree {
 
  private:
   template <typename Rule>
-  void Build(const SpanTree& tree, Rule rule);
+  void build(const SpanTree& tree, Rule rule);
 
   std::vector<std::uint8_t> alive_;
   std::vector<std::int64_t> start_;

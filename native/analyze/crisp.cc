@@ -34,9 +34,9 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
  public:
   std::string_view name() const override { return "crisp"; }
 
-  void Compute(const SpanTree& tree, CriticalPath& out) override {
-    out.Clear();
-    clipped_.BuildCrisp(tree);
+  void compute(const SpanTree& tree, CriticalPath& out) override {
+    out.clear();
+    clipped_.build_crisp(tree);
     const std::size_t n = tree.size();
     on_path_.assign(n, 0);
     path_children_ns_.assign(n, 0);
@@ -47,18 +47,18 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
     while (!stack_.empty()) {
       const std::uint32_t node = stack_.back();
       stack_.pop_back();
-      ChoosePathChildren(node);
+      choose_path_children(node);
     }
     out.spans.clear();
     for (std::uint32_t s : tree.preorder()) {
       if (!on_path_[s]) continue;
       out.spans.push_back(SpanOnPath{s, std::max<std::int64_t>(0, clipped_.duration(s) - path_children_ns_[s])});
     }
-    BuildSections(tree, out);
+    build_sections(tree, out);
   }
 
  private:
-  void ChoosePathChildren(std::uint32_t node) {
+  void choose_path_children(std::uint32_t node) {
     const auto kids = clipped_.children(node);
     if (kids.empty()) return;
     by_end_.assign(kids.begin(), kids.end());
@@ -76,26 +76,26 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
     std::sort(starts_.begin(), starts_.end());
     std::sort(ends_.begin(), ends_.end());
     std::uint32_t last = by_end_[0];
-    AddToPath(node, last);
+    add_to_path(node, last);
     for (std::size_t i = 1; i < by_end_.size(); ++i) {
-      if (HappensBefore(node, by_end_[i], last)) {
+      if (happens_before(node, by_end_[i], last)) {
         last = by_end_[i];
-        AddToPath(node, last);
+        add_to_path(node, last);
       }
     }
   }
 
-  void AddToPath(std::uint32_t parent, std::uint32_t child) {
+  void add_to_path(std::uint32_t parent, std::uint32_t child) {
     on_path_[child] = 1;
     path_children_ns_[parent] += clipped_.duration(child);
     stack_.push_back(child);
   }
 
-  static std::ptrdiff_t CountInRange(const std::vector<std::int64_t>& sorted, std::int64_t lo, std::int64_t hi) {
+  static std::ptrdiff_t count_in_range(const std::vector<std::int64_t>& sorted, std::int64_t lo, std::int64_t hi) {
     return std::upper_bound(sorted.begin(), sorted.end(), hi) - std::lower_bound(sorted.begin(), sorted.end(), lo);
   }
 
-  bool HappensBefore(std::uint32_t parent, std::uint32_t before, std::uint32_t later) const {
+  bool happens_before(std::uint32_t parent, std::uint32_t before, std::uint32_t later) const {
     if (clipped_.end(before) < clipped_.start(later)) return true;
     const std::int64_t parent_ns = clipped_.duration(parent);
     if (parent_ns <= 0) return false;
@@ -105,13 +105,13 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
       // Exactly two events (later's start, before's end) in the overlap.
       const std::int64_t lo = clipped_.start(later);
       const std::int64_t hi = clipped_.end(before);
-      const auto events = CountInRange(starts_, lo, hi) + CountInRange(ends_, lo, hi);
+      const auto events = count_in_range(starts_, lo, hi) + count_in_range(ends_, lo, hi);
       return events == 2;
     }
     return false;
   }
 
-  void BuildSections(const SpanTree& tree, CriticalPath& out) {
+  void build_sections(const SpanTree& tree, CriticalPath& out) {
     const std::size_t n = tree.size();
     window_start_.assign(n, 0);
     window_end_.assign(n, 0);
@@ -163,6 +163,6 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
 
 }  // namespace
 
-std::unique_ptr<CriticalPathAlgorithm> MakeCrispAlgorithm() { return std::make_unique<CrispAlgorithm>(); }
+std::unique_ptr<CriticalPathAlgorithm> make_crisp_algorithm() { return std::make_unique<CrispAlgorithm>(); }
 
 }  // namespace tailscope::analyze

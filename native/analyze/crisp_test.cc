@@ -3,42 +3,27 @@
 // "[service] operation" (testing / testing.opTimeExclusive).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <vector>
+#include <sstream>
+#include <string>
 
 #include "analyze/critical_path.h"
 #include "analyze/span_tree.h"
-#include "analyze/test_trace_builder.h"
-#include "trace/trace_reader.h"
+#include "trace/conformance_fixtures.h"
 
 namespace tailscope::analyze {
 namespace {
 
-std::vector<std::string> CrispFixtures() {
-  std::vector<std::string> names;
-  const auto dir = testing::FixturesDir() / "crisp";
-  if (std::filesystem::exists(dir)) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("fixtures-absent");
-  return names;
-}
-
 class CrispFixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CrispFixtureTest, ReproducesCrispExclusiveTimes) {
-  const auto path = testing::FixturesDir() / "crisp" / (GetParam() + ".json");
-  if (!std::filesystem::exists(path)) {
-    GTEST_SKIP() << "conformance fixtures not found at " << testing::FixturesDir()
-                 << " (a clone without ../shared): skipping";
-  }
-  const nlohmann::json fixture = nlohmann::json::parse(std::ifstream(path));
+  const auto path = trace::testing::fixtures_dir() / "crisp" / (GetParam() + ".json");
+  TAILSCOPE_REQUIRE_FIXTURE(path);
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  const nlohmann::json fixture = nlohmann::json::parse(text.str());
   const nlohmann::json& testing_block = fixture["testing"];
   const nlohmann::json& expected_json =
       testing_block.is_array() ? testing_block.at(0) : testing_block.at("opTimeExclusive");
@@ -46,27 +31,22 @@ TEST_P(CrispFixtureTest, ReproducesCrispExclusiveTimes) {
   for (const auto& [key, value] : expected_json.items()) want[key] = value.get<std::int64_t>();
 
   trace::NameTable names;
-  std::vector<trace::Trace> traces;
-  auto read = trace::ReadTraceFile(path.string(), names, {}, [&](trace::Trace& t) {
-    traces.push_back(t);
-    return true;
-  });
-  ASSERT_TRUE(read.ok) << read.error;
-  ASSERT_EQ(traces.size(), 1u);
+  trace::Trace trace;
+  ASSERT_TRUE(trace::testing::read_single_trace(text.str(), names, trace));
   Warnings warnings;
   SpanTree tree;
-  tree.Build(traces[0], warnings);
+  tree.build(trace, warnings);
   ASSERT_TRUE(tree.has_root());
   CriticalPath cp;
-  MakeCrispAlgorithm()->Compute(tree, cp);
+  make_crisp_algorithm()->compute(tree, cp);
 
   std::map<std::string, std::int64_t> got;
   for (const SpanOnPath& s : cp.spans) {
     const trace::Span& span = tree.span(s.span);
     std::string key = "[";
-    key += names.Name(span.service);
+    key += names.name(span.service);
     key += "] ";
-    key += names.Name(span.operation);
+    key += names.name(span.operation);
     ASSERT_EQ(s.exclusive_ns % 1000, 0);
     got[key] += s.exclusive_ns / 1000;
   }
@@ -81,8 +61,8 @@ TEST_P(CrispFixtureTest, ReproducesCrispExclusiveTimes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Crisp, CrispFixtureTest, ::testing::ValuesIn(CrispFixtures()),
-                         [](const auto& info) { return info.param == "fixtures-absent" ? std::string("absent") : info.param; });
+INSTANTIATE_TEST_SUITE_P(Crisp, CrispFixtureTest, ::testing::ValuesIn(trace::testing::fixture_names("crisp")),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tailscope::analyze

@@ -4,16 +4,16 @@
 
 namespace tailscope::analyze {
 
-std::unique_ptr<CriticalPathAlgorithm> MakeCriticalPathAlgorithm(std::string_view name) {
-  if (name == "capstone") return MakeCapstoneAlgorithm();
-  if (name == "jaeger") return MakeJaegerAlgorithm();
-  if (name == "crisp") return MakeCrispAlgorithm();
+std::unique_ptr<CriticalPathAlgorithm> make_critical_path_algorithm(std::string_view name) {
+  if (name == "capstone") return make_capstone_algorithm();
+  if (name == "jaeger") return make_jaeger_algorithm();
+  if (name == "crisp") return make_crisp_algorithm();
   return nullptr;
 }
 
 namespace internal {
 
-void FinishFromSections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& exclusive_ns,
+void finish_from_sections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& exclusive_ns,
                         std::vector<std::uint8_t>& on_path) {
   std::sort(path.sections.begin(), path.sections.end(),
             [](const CriticalPathSection& a, const CriticalPathSection& b) { return a.start_ns < b.start_ns; });

@@ -42,7 +42,7 @@ struct SpanOnPath {
 struct CriticalPath {
   std::vector<CriticalPathSection> sections;  // in time order
   std::vector<SpanOnPath> spans;              // root first, parents before children
-  void Clear() {
+  void clear() {
     sections.clear();
     spans.clear();
   }
@@ -53,21 +53,21 @@ class CriticalPathAlgorithm {
   virtual ~CriticalPathAlgorithm() = default;
   virtual std::string_view name() const = 0;
   // `tree` must have a root. Not const: algorithms keep scratch buffers.
-  virtual void Compute(const SpanTree& tree, CriticalPath& out) = 0;
+  virtual void compute(const SpanTree& tree, CriticalPath& out) = 0;
 };
 
-std::unique_ptr<CriticalPathAlgorithm> MakeCapstoneAlgorithm();
-std::unique_ptr<CriticalPathAlgorithm> MakeJaegerAlgorithm();
-std::unique_ptr<CriticalPathAlgorithm> MakeCrispAlgorithm();
+std::unique_ptr<CriticalPathAlgorithm> make_capstone_algorithm();
+std::unique_ptr<CriticalPathAlgorithm> make_jaeger_algorithm();
+std::unique_ptr<CriticalPathAlgorithm> make_crisp_algorithm();
 // "capstone", "jaeger" or "crisp"; nullptr for anything else.
-std::unique_ptr<CriticalPathAlgorithm> MakeCriticalPathAlgorithm(std::string_view name);
+std::unique_ptr<CriticalPathAlgorithm> make_critical_path_algorithm(std::string_view name);
 
 namespace internal {
 // Shared by the algorithms: sorts `path.sections` by time and fills
 // `path.spans` with every span that has a section plus its ancestors (an
 // ancestor fully covered by its children is on the path with 0 ns), exclusive
 // time = sum of the span's sections.
-void FinishFromSections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& scratch_ns,
+void finish_from_sections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& scratch_ns,
                         std::vector<std::uint8_t>& scratch_mark);
 }  // namespace internal
 

@@ -19,7 +19,7 @@ namespace {
 
 using namespace tailscope;
 
-void CheckInvariants(const analyze::TraceAnalysis& a) {
+void check_invariants(const analyze::TraceAnalysis& a) {
   if (!a.analyzed) return;
   std::int64_t at = a.tree->start(a.root);
   for (const auto& s : a.path.sections) {
@@ -37,23 +37,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.max_spans_per_trace = 4096;
   options.max_nesting_depth = 32;
   // Seeds use these service names; the scenario removes one of them.
-  const trace::NameId removed = names.Intern("S2");
+  const trace::NameId removed = names.intern("S2");
   std::vector<analyze::WhatIfScenario> scenarios{{"remove:S2", {removed}, false}, {"no_delays", {}, true}};
   analyze::TraceAnalyzer analyzers[] = {
-      analyze::TraceAnalyzer(analyze::MakeCapstoneAlgorithm(), scenarios),
-      analyze::TraceAnalyzer(analyze::MakeJaegerAlgorithm(), scenarios),
-      analyze::TraceAnalyzer(analyze::MakeCrispAlgorithm(), scenarios),
+      analyze::TraceAnalyzer(analyze::make_capstone_algorithm(), scenarios),
+      analyze::TraceAnalyzer(analyze::make_jaeger_algorithm(), scenarios),
+      analyze::TraceAnalyzer(analyze::make_crisp_algorithm(), scenarios),
   };
   analyze::CriticalPathAggregator aggregator(names, scenarios);
   std::string json;
   int traces = 0;
   auto on_trace = [&](trace::Trace& t) {
     for (auto& analyzer : analyzers) {
-      const auto& a = analyzer.Analyze(t);
-      CheckInvariants(a);
+      const auto& a = analyzer.analyze(t);
+      check_invariants(a);
       json.clear();
-      analyze::AppendTraceAnalysisJson(a, names, scenarios, json);
-      aggregator.Add(a);
+      analyze::append_trace_analysis_json(a, names, scenarios, json);
+      aggregator.add(a);
     }
     return ++traces < 64;
   };
@@ -65,12 +65,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       close(fd);
       return 0;
     }
-    result = trace::ReadTraceFile("/proc/self/fd/" + std::to_string(fd), names, options, on_trace);
+    result = trace::read_trace_file("/proc/self/fd/" + std::to_string(fd), names, options, on_trace);
     close(fd);
   } else {
-    result = trace::ReadTraceText(std::string_view(reinterpret_cast<const char*>(data), size), names, options, on_trace);
+    result = trace::read_trace_text(std::string_view(reinterpret_cast<const char*>(data), size), names, options, on_trace);
   }
-  aggregator.AddReaderStats(result.stats);
-  (void)aggregator.ToJson().dump();
+  aggregator.add_reader_stats(result.stats);
+  (void)aggregator.to_json().dump();
+  const analyze::MeasurementLists lists = aggregator.measurements("capstone");
+  (void)lists.measurements.dump();
+  (void)lists.unavailable.dump();
   return 0;
 }

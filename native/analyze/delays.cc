@@ -3,7 +3,7 @@
 namespace tailscope::analyze {
 
 namespace {
-bool WaitsOnServer(const SpanTree& tree, std::uint32_t span) {
+bool waits_on_server(const SpanTree& tree, std::uint32_t span) {
   if (tree.span(span).kind != trace::SpanKind::kClient) return false;
   for (std::uint32_t c : tree.children(span)) {
     if (tree.span(c).kind == trace::SpanKind::kServer) return true;
@@ -12,7 +12,7 @@ bool WaitsOnServer(const SpanTree& tree, std::uint32_t span) {
 }
 }  // namespace
 
-void ExtractDelays(const SpanTree& tree, TraceAnalysis& analysis) {
+void extract_delays(const SpanTree& tree, TraceAnalysis& analysis) {
   analysis.rpc_delays.clear();
   analysis.probe_scheduling_ns.clear();
   analysis.probe_join_ns.clear();
@@ -28,13 +28,13 @@ void ExtractDelays(const SpanTree& tree, TraceAnalysis& analysis) {
       std::int64_t join = tree.end(s) - tree.end(c);
       // Across services SpanTree has already counted this overflow as skew.
       if ((scheduling < 0 || join < 0) && tree.span(c).service == span.service) {
-        analysis.warnings.Add(Warning::kClockSkew);
+        analysis.warnings.add(Warning::kClockSkew);
       }
       analysis.rpc_delays.push_back(RpcDelay{s, c, scheduling < 0 ? 0 : scheduling, join < 0 ? 0 : join});
     }
   }
   for (const SpanOnPath& p : analysis.path.spans) {
-    if (WaitsOnServer(tree, p.span)) analysis.delay_on_path_ns += p.exclusive_ns;
+    if (waits_on_server(tree, p.span)) analysis.delay_on_path_ns += p.exclusive_ns;
   }
 }
 

@@ -9,6 +9,6 @@ namespace tailscope::analyze {
 
 // Fills rpc_delays, probe_*_ns and delay_on_path_ns (needs analysis.path);
 // negative RPC delays are counted as clock skew.
-void ExtractDelays(const SpanTree& tree, TraceAnalysis& analysis);
+void extract_delays(const SpanTree& tree, TraceAnalysis& analysis);
 
 }  // namespace tailscope::analyze

@@ -12,7 +12,7 @@ constexpr std::uint64_t kSubBuckets = std::uint64_t{1} << kSubBucketBits;
 constexpr std::uint64_t kHalf = kSubBuckets / 2;
 }  // namespace
 
-void DurationDistribution::AddToBuckets(std::int64_t ns) {
+void DurationDistribution::add_to_buckets(std::int64_t ns) {
   ++count_;
   const double x = static_cast<double>(ns);
   if (count_ == 1) {
@@ -25,28 +25,28 @@ void DurationDistribution::AddToBuckets(std::int64_t ns) {
   sum_ += x;
   min_ = std::min(min_, ns);
   max_ = std::max(max_, ns);
-  const std::uint32_t bucket = BucketOf(static_cast<std::uint64_t>(ns));
+  const std::uint32_t bucket = bucket_of(static_cast<std::uint64_t>(ns));
   const std::size_t group = bucket / kGroupSize;
   if (group >= groups_.size()) groups_.resize(group + 1);
   if (!groups_[group]) groups_[group] = std::make_unique<Group>();
   ++(*groups_[group])[bucket % kGroupSize];
 }
 
-void DurationDistribution::MoveToBuckets() {
+void DurationDistribution::move_to_buckets() {
   bucketed_ = true;
   std::vector<std::int64_t> values;
   values.swap(values_);
-  for (std::int64_t v : values) AddToBuckets(v);
+  for (std::int64_t v : values) add_to_buckets(v);
 }
 
-std::uint32_t DurationDistribution::BucketOf(std::uint64_t v) {
+std::uint32_t DurationDistribution::bucket_of(std::uint64_t v) {
   if (v < kSubBuckets) return static_cast<std::uint32_t>(v);
   const int shift = std::bit_width(v) - kSubBucketBits;  // >= 1
   return static_cast<std::uint32_t>(kSubBuckets + static_cast<std::uint64_t>(shift - 1) * kHalf +
                                     ((v >> shift) - kHalf));
 }
 
-std::int64_t DurationDistribution::BucketValue(std::uint32_t bucket) {
+std::int64_t DurationDistribution::bucket_value(std::uint32_t bucket) {
   if (bucket < kSubBuckets) return bucket;
   const std::uint64_t k = bucket - kSubBuckets;
   const int shift = static_cast<int>(k / kHalf) + 1;
@@ -56,7 +56,7 @@ std::int64_t DurationDistribution::BucketValue(std::uint32_t bucket) {
 
 // Statistics of the exact samples are computed on demand (shifted data, like
 // the buckets' running sums).
-DurationDistribution::Moments DurationDistribution::ComputeMoments() const {
+DurationDistribution::Moments DurationDistribution::compute_moments() const {
   if (values_.empty()) return Moments{static_cast<double>(count_), shift_, shifted_sum_, shifted_squares_, sum_, min_, max_};
   Moments m;
   m.n = static_cast<double>(values_.size());
@@ -74,26 +74,26 @@ DurationDistribution::Moments DurationDistribution::ComputeMoments() const {
 }
 
 double DurationDistribution::mean() const {
-  const Moments m = ComputeMoments();
+  const Moments m = compute_moments();
   return m.n > 0 ? m.shift + m.shifted_sum / m.n : 0.0;
 }
 
 double DurationDistribution::stddev() const {
-  const Moments m = ComputeMoments();
+  const Moments m = compute_moments();
   if (m.n <= 0) return 0.0;
   return std::sqrt(std::max(0.0, (m.shifted_squares - m.shifted_sum * m.shifted_sum / m.n) / m.n));
 }
 
-std::int64_t DurationDistribution::min() const { return ComputeMoments().min; }
-std::int64_t DurationDistribution::max() const { return ComputeMoments().max; }
-double DurationDistribution::sum() const { return ComputeMoments().sum; }
+std::int64_t DurationDistribution::min() const { return compute_moments().min; }
+std::int64_t DurationDistribution::max() const { return compute_moments().max; }
+double DurationDistribution::sum() const { return compute_moments().sum; }
 
 double DurationDistribution::cv() const {
   const double mu = mean();
   return mu > 0 ? stddev() / mu : 0.0;
 }
 
-std::int64_t DurationDistribution::Percentile(double q) const {
+std::int64_t DurationDistribution::percentile(double q) const {
   const std::uint64_t n = count();
   if (n == 0) return 0;
   q = std::clamp(q, 0.0, 100.0);
@@ -113,7 +113,7 @@ std::int64_t DurationDistribution::Percentile(double q) const {
     for (std::size_t i = 0; i < kGroupSize; ++i) {
       seen += (*groups_[group])[i];
       if (seen >= rank) {
-        return std::clamp(BucketValue(static_cast<std::uint32_t>(group * kGroupSize + i)), min_, max_);
+        return std::clamp(bucket_value(static_cast<std::uint32_t>(group * kGroupSize + i)), min_, max_);
       }
     }
   }

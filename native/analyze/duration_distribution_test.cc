@@ -10,14 +10,14 @@ namespace {
 
 TEST(DurationDistributionTest, ExactNearestRankPercentiles) {
   DurationDistribution d;
-  for (int v = 100; v >= 1; --v) d.Add(v);
+  for (int v = 100; v >= 1; --v) d.add(v);
   EXPECT_TRUE(d.exact());
   EXPECT_EQ(d.count(), 100u);
-  EXPECT_EQ(d.Percentile(50), 50);
-  EXPECT_EQ(d.Percentile(90), 90);
-  EXPECT_EQ(d.Percentile(99), 99);
-  EXPECT_EQ(d.Percentile(100), 100);
-  EXPECT_EQ(d.Percentile(0), 1);
+  EXPECT_EQ(d.percentile(50), 50);
+  EXPECT_EQ(d.percentile(90), 90);
+  EXPECT_EQ(d.percentile(99), 99);
+  EXPECT_EQ(d.percentile(100), 100);
+  EXPECT_EQ(d.percentile(0), 1);
   EXPECT_DOUBLE_EQ(d.mean(), 50.5);
   EXPECT_EQ(d.min(), 1);
   EXPECT_EQ(d.max(), 100);
@@ -25,21 +25,21 @@ TEST(DurationDistributionTest, ExactNearestRankPercentiles) {
 
 TEST(DurationDistributionTest, CoefficientOfVariation) {
   DurationDistribution d;
-  d.Add(10);
-  d.Add(30);
+  d.add(10);
+  d.add(30);
   EXPECT_DOUBLE_EQ(d.stddev(), 10.0);
   EXPECT_DOUBLE_EQ(d.cv(), 0.5);
   DurationDistribution zeros;
-  zeros.Add(0);
+  zeros.add(0);
   EXPECT_EQ(zeros.cv(), 0.0);
   DurationDistribution empty;
-  EXPECT_EQ(empty.Percentile(99), 0);
+  EXPECT_EQ(empty.percentile(99), 0);
   EXPECT_EQ(empty.mean(), 0.0);
 }
 
 TEST(DurationDistributionTest, NegativeValuesCountAsZero) {
   DurationDistribution d;
-  d.Add(-5);
+  d.add(-5);
   EXPECT_EQ(d.min(), 0);
 }
 
@@ -50,16 +50,16 @@ TEST(DurationDistributionTest, BucketsKeepRelativeErrorSmallPastTheExactLimit) {
   std::lognormal_distribution<double> latency(13.0, 1.0);  // ~0.4 ms median, in ns
   for (int i = 0; i < 50'000; ++i) {
     values.push_back(static_cast<std::int64_t>(latency(rng)));
-    d.Add(values.back());
+    d.add(values.back());
   }
   EXPECT_FALSE(d.exact());
   std::sort(values.begin(), values.end());
   for (double q : {50.0, 90.0, 99.0, 99.9}) {
     const auto rank = static_cast<std::size_t>(std::ceil(q / 100.0 * values.size() - 1e-9));
     const double want = static_cast<double>(values[rank - 1]);
-    EXPECT_NEAR(static_cast<double>(d.Percentile(q)), want, want * 0.001) << "p" << q;
+    EXPECT_NEAR(static_cast<double>(d.percentile(q)), want, want * 0.001) << "p" << q;
   }
-  EXPECT_EQ(d.Percentile(100), values.back());
+  EXPECT_EQ(d.percentile(100), values.back());
 }
 
 }  // namespace

@@ -27,40 +27,40 @@ class JaegerAlgorithm final : public CriticalPathAlgorithm {
  public:
   std::string_view name() const override { return "jaeger"; }
 
-  void Compute(const SpanTree& tree, CriticalPath& out) override {
-    out.Clear();
-    clipped_.BuildJaeger(tree);
-    SortChildrenByEnd(tree.size());
+  void compute(const SpanTree& tree, CriticalPath& out) override {
+    out.clear();
+    clipped_.build_jaeger(tree);
+    sort_children_by_end(tree.size());
 
     std::uint32_t current = tree.root();
     bool returning = false;        // came back from a child that started at `returning_at`
     std::int64_t returning_at = 0;
     for (;;) {
       const std::int64_t section_end = returning ? returning_at : clipped_.end(current);
-      const std::uint32_t child = LastFinishingChild(current, returning, returning_at);
+      const std::uint32_t child = last_finishing_child(current, returning, returning_at);
       if (child != kNoSpan) {
-        Emit(out, current, clipped_.end(child), section_end);
+        emit(out, current, clipped_.end(child), section_end);
         current = child;
         returning = false;
         continue;
       }
-      Emit(out, current, clipped_.start(current), section_end);
+      emit(out, current, clipped_.start(current), section_end);
       if (current == tree.root()) break;
       returning = true;
       returning_at = clipped_.start(current);
       current = tree.parent(current);
     }
-    internal::FinishFromSections(tree, out, exclusive_ns_, on_path_);
+    internal::finish_from_sections(tree, out, exclusive_ns_, on_path_);
   }
 
  private:
-  static void Emit(CriticalPath& out, std::uint32_t span, std::int64_t start, std::int64_t end) {
+  static void emit(CriticalPath& out, std::uint32_t span, std::int64_t start, std::int64_t end) {
     if (start != end) out.sections.push_back(CriticalPathSection{span, start, end});
   }
 
   // Children of every span by end time, latest first; among equal ends the
   // earlier child in Jaeger's order (start time) wins, as its strict '>' does.
-  void SortChildrenByEnd(std::size_t n) {
+  void sort_children_by_end(std::size_t n) {
     by_end_begin_.assign(n + 1, 0);
     by_end_.clear();
     for (std::uint32_t s = 0; s < n; ++s) {
@@ -75,7 +75,7 @@ class JaegerAlgorithm final : public CriticalPathAlgorithm {
 
   // The returning point only moves back in time, so each span's candidates
   // are consumed in end order through a cursor: O(children) per span overall.
-  std::uint32_t LastFinishingChild(std::uint32_t span, bool returning, std::int64_t returning_at) {
+  std::uint32_t last_finishing_child(std::uint32_t span, bool returning, std::int64_t returning_at) {
     const std::uint32_t begin = by_end_begin_[span];
     const std::uint32_t end = by_end_begin_[span + 1];
     if (!returning) return begin < end ? by_end_[begin] : kNoSpan;
@@ -94,6 +94,6 @@ class JaegerAlgorithm final : public CriticalPathAlgorithm {
 
 }  // namespace
 
-std::unique_ptr<CriticalPathAlgorithm> MakeJaegerAlgorithm() { return std::make_unique<JaegerAlgorithm>(); }
+std::unique_ptr<CriticalPathAlgorithm> make_jaeger_algorithm() { return std::make_unique<JaegerAlgorithm>(); }
 
 }  // namespace tailscope::analyze

@@ -5,28 +5,15 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "analyze/critical_path.h"
 #include "analyze/span_tree.h"
-#include "analyze/test_trace_builder.h"
-#include "trace/trace_reader.h"
+#include "trace/conformance_fixtures.h"
 
 namespace tailscope::analyze {
 namespace {
-
-std::vector<std::string> JaegerFixtures() {
-  std::vector<std::string> names;
-  const auto dir = testing::FixturesDir() / "jaeger-ui";
-  if (std::filesystem::exists(dir)) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
-      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("fixtures-absent");
-  return names;
-}
 
 struct Section {
   std::string span_id;
@@ -35,37 +22,30 @@ struct Section {
   bool operator==(const Section&) const = default;
 };
 
+// gtest's printer hook: the name is gtest's.
 void PrintTo(const Section& s, std::ostream* os) { *os << s.span_id << "[" << s.start_us << "," << s.end_us << "]"; }
 
 class JaegerFixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(JaegerFixtureTest, ReproducesJaegerUiSections) {
-  const auto path = testing::FixturesDir() / "jaeger-ui" / (GetParam() + ".json");
-  if (!std::filesystem::exists(path)) {
-    GTEST_SKIP() << "conformance fixtures not found at " << testing::FixturesDir()
-                 << " (a clone without ../shared): skipping";
-  }
+  const auto path = trace::testing::fixtures_dir() / "jaeger-ui" / (GetParam() + ".json");
+  TAILSCOPE_REQUIRE_FIXTURE(path);
   const nlohmann::json fixture = nlohmann::json::parse(std::ifstream(path));
   trace::NameTable names;
-  std::vector<trace::Trace> traces;
-  auto read = trace::ReadTraceText(fixture["trace"].dump(), names, {}, [&](trace::Trace& t) {
-    traces.push_back(t);
-    return true;
-  });
-  ASSERT_TRUE(read.ok) << read.error;
-  ASSERT_EQ(traces.size(), 1u);
+  trace::Trace trace;
+  ASSERT_TRUE(trace::testing::read_single_trace(fixture["trace"].dump(), names, trace));
 
   Warnings warnings;
   SpanTree tree;
-  tree.Build(traces[0], warnings);
+  tree.build(trace, warnings);
   ASSERT_TRUE(tree.has_root());
   CriticalPath cp;
-  MakeJaegerAlgorithm()->Compute(tree, cp);
+  make_jaeger_algorithm()->compute(tree, cp);
 
   std::vector<Section> got;
   for (const CriticalPathSection& s : cp.sections) {
     ASSERT_EQ(s.start_ns % 1000, 0);
-    got.push_back(Section{std::string(traces[0].SpanId(tree.span(s.span))), s.start_ns / 1000, s.end_ns / 1000});
+    got.push_back(Section{std::string(trace.span_id(tree.span(s.span))), s.start_ns / 1000, s.end_ns / 1000});
   }
   // Jaeger UI lists sections walking backwards from the root's end.
   std::reverse(got.begin(), got.end());
@@ -77,8 +57,9 @@ TEST_P(JaegerFixtureTest, ReproducesJaegerUiSections) {
   EXPECT_EQ(got, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(JaegerUi, JaegerFixtureTest, ::testing::ValuesIn(JaegerFixtures()),
-                         [](const auto& info) { return info.param == "fixtures-absent" ? std::string("absent") : info.param; });
+INSTANTIATE_TEST_SUITE_P(JaegerUi, JaegerFixtureTest,
+                         ::testing::ValuesIn(trace::testing::fixture_names("jaeger-ui")),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tailscope::analyze

@@ -5,37 +5,37 @@
 
 namespace tailscope::analyze {
 
-void SpanTree::IndexSpanIds(Warnings& warnings) {
+void SpanTree::index_span_ids(Warnings& warnings) {
   const std::size_t n = size();
   const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
   slots_.assign(capacity, kNoSpan);
   duplicate_.assign(n, 0);
   const std::size_t mask = capacity - 1;
   for (std::uint32_t i = 0; i < n; ++i) {
-    const std::string_view id = trace_->SpanId(trace_->spans[i]);
-    for (std::size_t slot = trace::QuickHash(id) & mask;; slot = (slot + 1) & mask) {
+    const std::string_view id = trace_->span_id(trace_->spans[i]);
+    for (std::size_t slot = trace::quick_hash(id) & mask;; slot = (slot + 1) & mask) {
       if (slots_[slot] == kNoSpan) {
         slots_[slot] = i;
         break;
       }
-      if (trace_->SpanId(trace_->spans[slots_[slot]]) == id) {
+      if (trace_->span_id(trace_->spans[slots_[slot]]) == id) {
         duplicate_[i] = 1;
-        warnings.Add(Warning::kDuplicateSpanId);
+        warnings.add(Warning::kDuplicateSpanId);
         break;
       }
     }
   }
 }
 
-std::uint32_t SpanTree::FindSpanId(std::string_view id) const {
+std::uint32_t SpanTree::find_span_id(std::string_view id) const {
   const std::size_t mask = slots_.size() - 1;
-  for (std::size_t slot = trace::QuickHash(id) & mask;; slot = (slot + 1) & mask) {
+  for (std::size_t slot = trace::quick_hash(id) & mask;; slot = (slot + 1) & mask) {
     if (slots_[slot] == kNoSpan) return kNoSpan;
-    if (trace_->SpanId(trace_->spans[slots_[slot]]) == id) return slots_[slot];
+    if (trace_->span_id(trace_->spans[slots_[slot]]) == id) return slots_[slot];
   }
 }
 
-void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
+void SpanTree::build(const trace::Trace& trace, Warnings& warnings) {
   trace_ = &trace;
   root_ = kNoSpan;
   const std::size_t n = trace.spans.size();
@@ -47,7 +47,7 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
   child_list_.clear();
   preorder_.clear();
   if (n == 0) {
-    warnings.Add(Warning::kEmptyTrace);
+    warnings.add(Warning::kEmptyTrace);
     return;
   }
 
@@ -56,11 +56,11 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
     std::int64_t start = s.start_ns;
     std::int64_t duration = s.duration_ns;
     if (duration < 0) {
-      warnings.Add(Warning::kNegativeDuration);
+      warnings.add(Warning::kNegativeDuration);
       duration = 0;
     }
     if (start > kMaxTimeNs || start < -kMaxTimeNs || duration > kMaxTimeNs) {
-      warnings.Add(Warning::kTimeOutOfRange);
+      warnings.add(Warning::kTimeOutOfRange);
       start = std::clamp(start, -kMaxTimeNs, kMaxTimeNs);
       duration = std::min(duration, kMaxTimeNs);
     }
@@ -68,7 +68,7 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
     end_[i] = start + duration;
   }
 
-  IndexSpanIds(warnings);
+  index_span_ids(warnings);
 
   // Resolve parents; collect root candidates.
   std::uint32_t best_root = kNoSpan;
@@ -88,21 +88,21 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
       if (better(i, best_root)) best_root = i;
       continue;
     }
-    const std::uint32_t p = FindSpanId(trace.ParentSpanId(s));
+    const std::uint32_t p = find_span_id(trace.parent_span_id(s));
     if (p == kNoSpan) {
-      warnings.Add(Warning::kOrphanSpan);
+      warnings.add(Warning::kOrphanSpan);
       if (better(i, best_orphan)) best_orphan = i;
     } else if (p == i) {
-      warnings.Add(Warning::kCycle);
+      warnings.add(Warning::kCycle);
     } else {
       parent_[i] = p;
     }
   }
-  if (roots > 1) warnings.Add(Warning::kMultipleRoots, roots - 1);
+  if (roots > 1) warnings.add(Warning::kMultipleRoots, roots - 1);
   root_ = best_root;
   if (root_ == kNoSpan) {
     root_ = best_orphan;
-    warnings.Add(Warning::kMissingRoot);
+    warnings.add(Warning::kMissingRoot);
   }
 
   // Spans whose parent chain loops: walk each chain once (state per span:
@@ -133,7 +133,7 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
       for (std::uint32_t s : stack_) state[s] = outcome;
       if (outcome == 3) cyclic += stack_.size();
     }
-    if (cyclic > 0) warnings.Add(Warning::kCycle, cyclic);
+    if (cyclic > 0) warnings.add(Warning::kCycle, cyclic);
   }
 
   // Children lists (CSR), from spans whose parent resolved.
@@ -181,12 +181,12 @@ void SpanTree::Build(const trace::Trace& trace, Warnings& warnings) {
     const bool outside = start_[c] >= start_[p] ? start_[c] >= end_[p] : end_[c] <= start_[p];
     const bool overflows = start_[c] < start_[p] || end_[c] > end_[p];
     if (outside) {
-      warnings.Add(Warning::kChildOutsideParent);
+      warnings.add(Warning::kChildOutsideParent);
     } else if (overflows) {
-      warnings.Add(Warning::kChildOutlivesParent);
+      warnings.add(Warning::kChildOutlivesParent);
     }
     if ((outside || overflows) && trace.spans[c].service != trace.spans[p].service) {
-      warnings.Add(Warning::kClockSkew);
+      warnings.add(Warning::kClockSkew);
     }
   }
 }

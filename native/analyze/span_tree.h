@@ -21,7 +21,7 @@ class SpanTree {
  public:
   // Rebuilds the tree for `trace` (which must outlive the tree's use);
   // reuses memory across traces.
-  void Build(const trace::Trace& trace, Warnings& warnings);
+  void build(const trace::Trace& trace, Warnings& warnings);
 
   const trace::Trace& trace() const { return *trace_; }
   const trace::Span& span(std::uint32_t i) const { return trace_->spans[i]; }
@@ -43,8 +43,8 @@ class SpanTree {
   int depth(std::uint32_t i) const { return depth_[i]; }
 
  private:
-  std::uint32_t FindSpanId(std::string_view id) const;
-  void IndexSpanIds(Warnings& warnings);
+  std::uint32_t find_span_id(std::string_view id) const;
+  void index_span_ids(Warnings& warnings);
 
   const trace::Trace* trace_ = nullptr;
   std::uint32_t root_ = kNoSpan;

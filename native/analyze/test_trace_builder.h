@@ -1,9 +1,7 @@
-// Test helper: builds traces span by span, and reads the shared conformance
-// fixtures. Used only by *_test.cc.
+// Test helper: builds traces span by span. Used only by *_test.cc (the shared
+// conformance fixtures: trace/conformance_fixtures.h).
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -18,18 +16,18 @@ class TraceBuilder {
   }
 
   // Times in the unit the test chooses (ns in the model). parent "" = root.
-  TraceBuilder& Span(std::string_view id, std::string_view parent, std::int64_t start, std::int64_t duration,
+  TraceBuilder& span(std::string_view id, std::string_view parent, std::int64_t start, std::int64_t duration,
                      std::string_view service = "svc", std::string_view operation = "",
                      trace::SpanKind kind = trace::SpanKind::kUnspecified,
                      trace::RefType ref = trace::RefType::kChildOf) {
     trace::Span s;
-    s.span_id = trace_.Store(id);
+    s.span_id = trace_.store(id);
     if (!parent.empty()) {
-      s.parent_span_id = trace_.Store(parent);
+      s.parent_span_id = trace_.store(parent);
       s.parent_ref = ref;
     }
-    s.service = names_.Intern(service);
-    s.operation = names_.Intern(operation.empty() ? id : operation);
+    s.service = names_.intern(service);
+    s.operation = names_.intern(operation.empty() ? id : operation);
     s.kind = kind;
     s.start_ns = start;
     s.duration_ns = duration;
@@ -44,16 +42,11 @@ class TraceBuilder {
   trace::Trace trace_;
 };
 
-// prefix + number, e.g. Numbered("span", 3) == "span3".
-inline std::string Numbered(std::string_view prefix, long long n) {
+// prefix + number, e.g. numbered("span", 3) == "span3".
+inline std::string numbered(std::string_view prefix, long long n) {
   std::string s(prefix);
   s += std::to_string(n);
   return s;
-}
-
-inline std::filesystem::path FixturesDir() {
-  if (const char* env = std::getenv("TAILSCOPE_CRITPATH_FIXTURES")) return env;
-  return TAILSCOPE_CRITPATH_FIXTURES;
 }
 
 }  // namespace tailscope::analyze::testing

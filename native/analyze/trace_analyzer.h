@@ -19,12 +19,12 @@ class TraceAnalyzer {
   TraceAnalyzer(std::unique_ptr<CriticalPathAlgorithm> algorithm, std::vector<WhatIfScenario> scenarios);
 
   // The result (and the tree it points to) is valid until the next call.
-  const TraceAnalysis& Analyze(const trace::Trace& trace);
+  const TraceAnalysis& analyze(const trace::Trace& trace);
   const CriticalPathAlgorithm& algorithm() const { return *algorithm_; }
   const std::vector<WhatIfScenario>& scenarios() const { return scenarios_; }
 
  private:
-  void Attribute(const SpanTree& tree, const CriticalPath& path, std::vector<OperationTime>& by_operation,
+  void attribute(const SpanTree& tree, const CriticalPath& path, std::vector<OperationTime>& by_operation,
                  std::vector<ServiceTime>* by_service);
 
   std::unique_ptr<CriticalPathAlgorithm> algorithm_;
@@ -37,7 +37,7 @@ class TraceAnalyzer {
   SpanTree retimed_tree_;
   CriticalPath retimed_path_;
   // (service, operation) -> index in the output, open addressing, reused.
-  std::uint32_t SlotFor(std::uint64_t key, std::uint32_t next_index, bool* inserted);
+  std::uint32_t slot_for(std::uint64_t key, std::uint32_t next_index, bool* inserted);
   std::vector<std::uint64_t> slot_keys_;
   std::vector<std::uint32_t> slot_values_;
 };

@@ -18,37 +18,37 @@ using trace::SpanKind;
 //   client rpc     |=============================|         100..700
 //   user login          |==================|               150..600  (50 scheduling, 100 join)
 //   front render                                   |===|   800..900
-trace::Trace RpcTrace(trace::NameTable& names, const std::string& id = "t") {
+trace::Trace rpc_trace(trace::NameTable& names, const std::string& id = "t") {
   TraceBuilder b(names, id);
-  b.Span("root", "", 0, 1000, "front", "GET /", SpanKind::kServer)
-      .Span("call", "root", 100, 600, "front", "login", SpanKind::kClient)
-      .Span("serve", "call", 150, 450, "user", "login", SpanKind::kServer)
-      .Span("render", "root", 800, 100, "front", "render");
+  b.span("root", "", 0, 1000, "front", "GET /", SpanKind::kServer)
+      .span("call", "root", 100, 600, "front", "login", SpanKind::kClient)
+      .span("serve", "call", 150, 450, "user", "login", SpanKind::kServer)
+      .span("render", "root", 800, 100, "front", "render");
   b.last().probe_scheduling_delay_ns = 7;
   return b.trace();
 }
 
 TEST(TraceAnalyzerTest, AttributesPathTimeToOperationsAndServices) {
   trace::NameTable names;
-  const trace::Trace t = RpcTrace(names);
-  TraceAnalyzer analyzer(MakeJaegerAlgorithm(), {});
-  const TraceAnalysis& a = analyzer.Analyze(t);
+  const trace::Trace t = rpc_trace(names);
+  TraceAnalyzer analyzer(make_jaeger_algorithm(), {});
+  const TraceAnalysis& a = analyzer.analyze(t);
   ASSERT_TRUE(a.analyzed);
   EXPECT_EQ(a.end_to_end_ns, 1000);
   std::map<std::string, std::int64_t> ops;
-  for (const auto& op : a.by_operation) ops[OperationKey(names, op.service, op.operation)] = op.exclusive_ns;
+  for (const auto& op : a.by_operation) ops[operation_key(names, op.service, op.operation)] = op.exclusive_ns;
   EXPECT_EQ(ops, (std::map<std::string, std::int64_t>{
                      {"front:GET /", 300}, {"front:login", 150}, {"user:login", 450}, {"front:render", 100}}));
   std::map<std::string, std::int64_t> services;
-  for (const auto& s : a.by_service) services[std::string(names.Name(s.service))] = s.exclusive_ns;
+  for (const auto& s : a.by_service) services[std::string(names.name(s.service))] = s.exclusive_ns;
   EXPECT_EQ(services, (std::map<std::string, std::int64_t>{{"front", 550}, {"user", 450}}));
 }
 
 TEST(TraceAnalyzerTest, ExtractsSchedulingAndJoinDelays) {
   trace::NameTable names;
-  const trace::Trace t = RpcTrace(names);
-  TraceAnalyzer analyzer(MakeCapstoneAlgorithm(), {});
-  const TraceAnalysis& a = analyzer.Analyze(t);
+  const trace::Trace t = rpc_trace(names);
+  TraceAnalyzer analyzer(make_capstone_algorithm(), {});
+  const TraceAnalysis& a = analyzer.analyze(t);
   ASSERT_EQ(a.rpc_delays.size(), 1u);
   EXPECT_EQ(a.rpc_delays[0].scheduling_ns, 50);
   EXPECT_EQ(a.rpc_delays[0].join_ns, 100);
@@ -60,24 +60,24 @@ TEST(TraceAnalyzerTest, ExtractsSchedulingAndJoinDelays) {
 TEST(TraceAnalyzerTest, NegativeDelaysAreSkewClampedToZero) {
   trace::NameTable names;
   TraceBuilder b(names);
-  b.Span("call", "", 100, 100, "a", "x", SpanKind::kClient).Span("serve", "call", 90, 50, "a", "x", SpanKind::kServer);
-  TraceAnalyzer analyzer(MakeCapstoneAlgorithm(), {});
-  const TraceAnalysis& a = analyzer.Analyze(b.trace());
+  b.span("call", "", 100, 100, "a", "x", SpanKind::kClient).span("serve", "call", 90, 50, "a", "x", SpanKind::kServer);
+  TraceAnalyzer analyzer(make_capstone_algorithm(), {});
+  const TraceAnalysis& a = analyzer.analyze(b.trace());
   ASSERT_EQ(a.rpc_delays.size(), 1u);
   EXPECT_EQ(a.rpc_delays[0].scheduling_ns, 0);
-  EXPECT_EQ(a.warnings.Get(Warning::kClockSkew), 1u);
+  EXPECT_EQ(a.warnings.get(Warning::kClockSkew), 1u);
 }
 
 TEST(TraceAnalyzerTest, EmptyTraceIsReportedNotAnalyzed) {
   trace::NameTable names;
   trace::Trace empty;
   empty.trace_id = "e";
-  TraceAnalyzer analyzer(MakeCrispAlgorithm(), {WhatIfScenario{"no_delays", {}, true}});
-  const TraceAnalysis& a = analyzer.Analyze(empty);
+  TraceAnalyzer analyzer(make_crisp_algorithm(), {WhatIfScenario{"no_delays", {}, true}});
+  const TraceAnalysis& a = analyzer.analyze(empty);
   EXPECT_FALSE(a.analyzed);
-  EXPECT_EQ(a.warnings.Get(Warning::kEmptyTrace), 1u);
+  EXPECT_EQ(a.warnings.get(Warning::kEmptyTrace), 1u);
   std::string line;
-  AppendTraceAnalysisJson(a, names, analyzer.scenarios(), line);
+  append_trace_analysis_json(a, names, analyzer.scenarios(), line);
   const auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["analyzed"], false);
   EXPECT_EQ(j["warnings"]["empty_trace"], 1);
@@ -85,12 +85,12 @@ TEST(TraceAnalyzerTest, EmptyTraceIsReportedNotAnalyzed) {
 
 TEST(TraceAnalyzerTest, PerTraceJsonCarriesPathSectionsAndWhatIf) {
   trace::NameTable names;
-  const trace::Trace t = RpcTrace(names);
-  std::vector<WhatIfScenario> scenarios{{"remove:user", {names.Intern("user")}, false}, {"no_delays", {}, true}};
-  TraceAnalyzer analyzer(MakeCapstoneAlgorithm(), scenarios);
-  const TraceAnalysis& a = analyzer.Analyze(t);
+  const trace::Trace t = rpc_trace(names);
+  std::vector<WhatIfScenario> scenarios{{"remove:user", {names.intern("user")}, false}, {"no_delays", {}, true}};
+  TraceAnalyzer analyzer(make_capstone_algorithm(), scenarios);
+  const TraceAnalysis& a = analyzer.analyze(t);
   std::string line;
-  AppendTraceAnalysisJson(a, names, scenarios, line);
+  append_trace_analysis_json(a, names, scenarios, line);
   const auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["trace_id"], "t");
   EXPECT_EQ(j["end_to_end_ns"], 1000);
@@ -107,17 +107,17 @@ TEST(TraceAnalyzerTest, PerTraceJsonCarriesPathSectionsAndWhatIf) {
 
 TEST(AggregatorTest, CountsDistinctPathsAndRanksBottlenecks) {
   trace::NameTable names;
-  std::vector<WhatIfScenario> scenarios{{"remove:user", {names.Intern("user")}, false}};
-  TraceAnalyzer analyzer(MakeCapstoneAlgorithm(), scenarios);
+  std::vector<WhatIfScenario> scenarios{{"remove:user", {names.intern("user")}, false}};
+  TraceAnalyzer analyzer(make_capstone_algorithm(), scenarios);
   CriticalPathAggregator aggregator(names, scenarios, AggregateOptions{5, 100, 100});
-  for (int i = 0; i < 3; ++i) aggregator.Add(analyzer.Analyze(RpcTrace(names, testing::Numbered("rpc", i))));
+  for (int i = 0; i < 3; ++i) aggregator.add(analyzer.analyze(rpc_trace(names, testing::numbered("rpc", i))));
   TraceBuilder simple(names, "simple");
-  simple.Span("root", "", 0, 100, "front", "GET /");
-  aggregator.Add(analyzer.Analyze(simple.trace()));
+  simple.span("root", "", 0, 100, "front", "GET /");
+  aggregator.add(analyzer.analyze(simple.trace()));
   trace::Trace empty;
-  aggregator.Add(analyzer.Analyze(empty));
+  aggregator.add(analyzer.analyze(empty));
 
-  const nlohmann::json j = aggregator.ToJson();
+  const nlohmann::json j = aggregator.to_json();
   EXPECT_EQ(j["traces_total"], 5);
   EXPECT_EQ(j["traces_analyzed"], 4);
   EXPECT_EQ(j["critical_paths"]["distinct"], 2);

@@ -38,13 +38,13 @@ inline constexpr std::array<std::string_view, static_cast<std::size_t>(Warning::
 struct Warnings {
   std::array<std::uint64_t, static_cast<std::size_t>(Warning::kCount)> counts{};
 
-  void Add(Warning w, std::uint64_t n = 1) { counts[static_cast<std::size_t>(w)] += n; }
-  std::uint64_t Get(Warning w) const { return counts[static_cast<std::size_t>(w)]; }
-  void Merge(const Warnings& o) {
+  void add(Warning w, std::uint64_t n = 1) { counts[static_cast<std::size_t>(w)] += n; }
+  std::uint64_t get(Warning w) const { return counts[static_cast<std::size_t>(w)]; }
+  void merge(const Warnings& o) {
     for (std::size_t i = 0; i < counts.size(); ++i) counts[i] += o.counts[i];
   }
-  void Clear() { counts.fill(0); }
-  bool Any() const {
+  void clear() { counts.fill(0); }
+  bool any() const {
     for (auto c : counts) {
       if (c != 0) return true;
     }

@@ -5,13 +5,13 @@
 namespace tailscope::analyze {
 
 namespace {
-std::int64_t ProbeNs(std::int64_t v) { return v < 0 ? 0 : v; }
-bool IsRpc(const SpanTree& tree, std::uint32_t parent, std::uint32_t child) {
+std::int64_t probe_ns(std::int64_t v) { return v < 0 ? 0 : v; }
+bool is_rpc(const SpanTree& tree, std::uint32_t parent, std::uint32_t child) {
   return tree.span(parent).kind == trace::SpanKind::kClient && tree.span(child).kind == trace::SpanKind::kServer;
 }
 }  // namespace
 
-void WhatIfRetimer::RetimeSpan(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
+void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
                                std::uint32_t s) {
   const bool removed = std::find(scenario.removed_services.begin(), scenario.removed_services.end(),
                                  tree.span(s).service) != scenario.removed_services.end();
@@ -50,9 +50,9 @@ void WhatIfRetimer::RetimeSpan(const SpanTree& tree, const ClippedTree& clipped,
     const std::int64_t gap = clipped.start(c) - (pred != kNoSpan ? clipped.end(pred) : clipped.start(s));
     std::int64_t removable = 0;
     if (scenario.remove_delays) {
-      removable = IsRpc(tree, s, c) ? gap
-                                    : std::min(gap, ProbeNs(tree.span(c).probe_scheduling_delay_ns) +
-                                                        (pred != kNoSpan ? ProbeNs(tree.span(pred).probe_join_delay_ns) : 0));
+      removable = is_rpc(tree, s, c) ? gap
+                                    : std::min(gap, probe_ns(tree.span(c).probe_scheduling_delay_ns) +
+                                                        (pred != kNoSpan ? probe_ns(tree.span(pred).probe_join_delay_ns) : 0));
     }
     const std::int64_t effective_gap = removed ? 0 : gap - removable;
     offset_[c] = (pred != kNoSpan ? offset_[pred] + new_duration_[pred] : 0) + effective_gap;
@@ -62,14 +62,14 @@ void WhatIfRetimer::RetimeSpan(const SpanTree& tree, const ClippedTree& clipped,
   const std::int64_t tail = clipped.end(s) - clipped.end(last);
   std::int64_t removable_tail = 0;
   if (scenario.remove_delays) {
-    removable_tail = IsRpc(tree, s, last) ? tail : std::min(tail, ProbeNs(tree.span(last).probe_join_delay_ns));
+    removable_tail = is_rpc(tree, s, last) ? tail : std::min(tail, probe_ns(tree.span(last).probe_join_delay_ns));
   }
   new_duration_[s] = last_end + (removed ? 0 : tail - removable_tail);
 }
 
-void WhatIfRetimer::Retime(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
+void WhatIfRetimer::retime(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
                            trace::Trace& out) {
-  out.Clear();
+  out.clear();
   const trace::Trace& in = tree.trace();
   out.trace_id = in.trace_id;
   if (!tree.has_root()) return;
@@ -80,7 +80,7 @@ void WhatIfRetimer::Retime(const SpanTree& tree, const ClippedTree& clipped, con
   position_.assign(n, 0);
   const auto& preorder = tree.preorder();
   for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {  // children first
-    if (clipped.alive(*it)) RetimeSpan(tree, clipped, scenario, *it);
+    if (clipped.alive(*it)) retime_span(tree, clipped, scenario, *it);
   }
   for (std::uint32_t s : preorder) {  // parents first
     if (!clipped.alive(s)) continue;
@@ -88,8 +88,8 @@ void WhatIfRetimer::Retime(const SpanTree& tree, const ClippedTree& clipped, con
     trace::Span span = in.spans[s];
     span.start_ns = new_start_[s];
     span.duration_ns = new_duration_[s];
-    span.span_id = out.Store(in.SpanId(in.spans[s]));
-    span.parent_span_id = out.Store(in.ParentSpanId(in.spans[s]));
+    span.span_id = out.store(in.span_id(in.spans[s]));
+    span.parent_span_id = out.store(in.parent_span_id(in.spans[s]));
     if (s == tree.root()) span.parent_ref = trace::RefType::kNone;  // an orphan root stays the root
     out.spans.push_back(span);
   }

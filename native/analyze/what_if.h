@@ -25,10 +25,10 @@ class WhatIfRetimer {
  public:
   // `clipped` must be tree's Jaeger-style ClippedTree. `out` receives the
   // spans `clipped` keeps, with new times and the same ids.
-  void Retime(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario, trace::Trace& out);
+  void retime(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario, trace::Trace& out);
 
  private:
-  void RetimeSpan(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario, std::uint32_t s);
+  void retime_span(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario, std::uint32_t s);
 
   std::vector<std::int64_t> new_duration_;
   std::vector<std::int64_t> offset_;   // start relative to the parent's new start

@@ -37,42 +37,77 @@ std::string iso8601_utc(int64_t epoch_ns) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, std::string_view text) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   // Built by appending: gcc 12 at -O3 warns falsely (-Wrestrict) on chained operator+.
-  std::string tmp = dir.string();
-  tmp.append("/.").append(target.filename().string()).append(".tmp.XXXXXX");
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) fail("cannot write (no temporary file possible beside it)", path, errno);
+  temp_ = dir.string();
+  temp_.append("/.").append(target.filename().string()).append(".tmp.XXXXXX");
+  fd_ = mkstemp(temp_.data());
+  if (fd_ < 0) fail("cannot write (no temporary file possible beside it)", path, errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temp_.c_str());
+  }
+}
+
+void AtomicFileWriter::fail_and_remove(const std::string& what, int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_.c_str());
+  fail(what, path_, err);
+}
+
+void AtomicFileWriter::append(std::string_view text) {
+  constexpr size_t kBlockBytes = 1 << 20;
+  if (buffer_.empty() && text.size() >= kBlockBytes) {  // a whole document: no copy
+    write_all(text);
+    return;
+  }
+  buffer_.append(text);
+  if (buffer_.size() >= kBlockBytes) flush_buffer();
+}
+
+void AtomicFileWriter::flush_buffer() {
+  write_all(buffer_);
+  buffer_.clear();
+}
+
+void AtomicFileWriter::write_all(std::string_view bytes) {
+  if (fd_ < 0) fail("cannot write (already committed or failed)", path_, EBADF);
   size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("cannot write", path, err);
-    }
+    if (n < 0) fail_and_remove("cannot write", errno);
     done += static_cast<size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("cannot flush", path, err);
-  }
+}
+
+void AtomicFileWriter::commit() {
+  flush_buffer();
+  if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0) fail_and_remove("cannot flush", errno);
+  const int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) {
     int err = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot close", path, err);
+    ::unlink(temp_.c_str());
+    fail("cannot close", path_, err);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
     int err = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot rename temporary file onto", path, err);
+    ::unlink(temp_.c_str());
+    fail("cannot rename temporary file onto", path_, err);
   }
+}
+
+void write_file_atomic(const std::string& path, std::string_view text) {
+  AtomicFileWriter writer(path);
+  writer.append(text);
+  writer.commit();
 }
 
 void write_result(const nlohmann::json& doc, const std::string& path) {

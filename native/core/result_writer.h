@@ -16,6 +16,35 @@ inline constexpr std::string_view kResultSchema = "tailscope.result/1";
 // (unwritable folder, full disk); the temp file is removed in that case.
 void write_file_atomic(const std::string& path, std::string_view text);
 
+// The same for output too large to hold in memory (an engine's per-trace
+// NDJSON): append() streams into a temporary file beside `path`; commit()
+// fsyncs and renames it into place. Until commit() succeeds, the destructor
+// removes the temporary file, so every failure path (an exception, an early
+// return) leaves nothing half-written. Errors throw std::runtime_error naming
+// `path`. temp_path() lets a signal handler unlink it (async-signal-safe).
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void append(std::string_view text);
+  void commit();
+  const std::string& path() const { return path_; }
+  const char* temp_path() const { return temp_.c_str(); }
+
+ private:
+  void flush_buffer();
+  void write_all(std::string_view bytes);
+  [[noreturn]] void fail_and_remove(const std::string& what, int err);
+
+  std::string path_;
+  std::string temp_;
+  int fd_ = -1;
+  std::string buffer_;  // writes go out in large blocks, not per line
+};
+
 // Dumps `doc` (pretty, 2 spaces) to `path` atomically, or to stdout if path is "" or "-".
 void write_result(const nlohmann::json& doc, const std::string& path);
 

@@ -91,6 +91,32 @@ TEST(ResultWriter, ParentIsAFileIsAnError) {
   fs::remove_all(dir);
 }
 
+TEST(ResultWriter, StreamedFileAppearsOnlyOnCommit) {
+  fs::path dir = temp_dir();
+  fs::path file = dir / "lines.ndjson";
+  {
+    AtomicFileWriter writer(file);
+    writer.append("{\"a\": 1}\n");
+    writer.append(std::string(2 << 20, 'x'));  // past the block size: written through
+    EXPECT_FALSE(fs::exists(file));
+    writer.commit();
+  }
+  EXPECT_EQ(fs::file_size(file), 9u + (2u << 20));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, StreamedFileWithoutCommitLeavesNothing) {
+  fs::path dir = temp_dir();
+  {
+    AtomicFileWriter writer(dir / "lines.ndjson");
+    writer.append(std::string(3 << 20, 'x'));
+    EXPECT_TRUE(fs::exists(writer.temp_path()));
+  }  // an error path: the writer goes out of scope uncommitted
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 0);
+  fs::remove_all(dir);
+}
+
 TEST(ResultWriter, NewDocumentCarriesContractFields) {
   char arg0[] = "tailscope-test";
   char arg1[] = "--flag";

@@ -177,16 +177,16 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
       trace::Trace& t = traces[j["trace_id"].get<std::string>()];
       t.trace_id = j["trace_id"];
       trace::Span sp;
-      sp.span_id = t.Store(j.value("span_id", ""));
+      sp.span_id = t.store(j.value("span_id", ""));
       const std::string parent = j.value("parent_span_id", "");
       if (!parent.empty()) {
-        sp.parent_span_id = t.Store(parent);
+        sp.parent_span_id = t.store(parent);
         sp.parent_ref = trace::RefType::kChildOf;
       }
-      sp.kind = trace::ParseSpanKind(j.value("kind", ""));
+      sp.kind = trace::parse_span_kind(j.value("kind", ""));
       sp.error = j.value("error", false);
-      sp.service = names.Intern(j.value("service", "unknown_service"));
-      sp.operation = names.Intern(j.value("operation", "unknown"));
+      sp.service = names.intern(j.value("service", "unknown_service"));
+      sp.operation = names.intern(j.value("operation", "unknown"));
       sp.start_ns = j.value("start_unix_ns", int64_t{0});
       sp.duration_ns = j.value("duration_ns", int64_t{0});
       if (j.contains("scheduling_delay_ns")) sp.probe_scheduling_delay_ns = j["scheduling_delay_ns"];
@@ -202,8 +202,8 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
   for (auto& t : ordered)
     std::stable_sort(t.spans.begin(), t.spans.end(),
                      [](const trace::Span& a, const trace::Span& b) { return a.start_ns < b.start_ns; });
-  write_file_atomic(out_dir + "/traces.jaeger.json", trace::JaegerJsonDocument(ordered, names));
-  write_file_atomic(out_dir + "/traces.otlp.json", trace::OtlpJsonDocument(ordered, names));
+  write_file_atomic(out_dir + "/traces.jaeger.json", trace::jaeger_json_document(ordered, names));
+  write_file_atomic(out_dir + "/traces.otlp.json", trace::otlp_json_document(ordered, names));
   return {{"traces", ordered.size()}, {"spans", span_count}, {"bad_lines", bad_lines},
           {"jaeger", out_dir + "/traces.jaeger.json"}, {"otlp", out_dir + "/traces.otlp.json"}};
 }

@@ -1,6 +1,7 @@
 #include "trace/gzip_read_stream.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,9 @@ GzipReadStream::GzipReadStream(const std::string& path) : buffer_(new Ch[kBuffer
     eof_ = true;
     return;
   }
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) size_at_open_ = st.st_size;
+  fd_ = fd;
   file_ = gzdopen(fd, "rb");
   if (file_ == nullptr) {
     close(fd);
@@ -25,15 +29,21 @@ GzipReadStream::GzipReadStream(const std::string& path) : buffer_(new Ch[kBuffer
     return;
   }
   gzbuffer(file_, kBufferBytes);
-  Refill();
+  refill();
   compressed_ = gzdirect(file_) == 0;
+}
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> GzipReadStream::shrunk_since_open() const {
+  struct stat st {};
+  if (size_at_open_ < 0 || file_ == nullptr || fstat(fd_, &st) != 0 || st.st_size >= size_at_open_) return std::nullopt;
+  return std::make_pair(static_cast<std::uint64_t>(size_at_open_), static_cast<std::uint64_t>(st.st_size));
 }
 
 GzipReadStream::~GzipReadStream() {
   if (file_ != nullptr) gzclose(file_);
 }
 
-void GzipReadStream::Refill() {
+void GzipReadStream::refill() {
   if (eof_) return;
   consumed_ += read_count_;
   const int n = gzread(file_, buffer_.get(), static_cast<unsigned>(kBufferBytes));

@@ -1,12 +1,16 @@
 // A RapidJSON input stream over zlib's gzread: reads gzip-compressed and plain
 // files alike (zlib passes non-gzip input through unchanged), in fixed-size
-// chunks, so memory does not grow with the file.
+// chunks, so memory does not grow with the file. Plain reads, never a
+// mapping: a file that shrinks under us ends early instead of raising SIGBUS.
 #pragma once
 
 #include <zlib.h>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <utility>
+#include <cstdint>
 #include <string>
 
 namespace tailscope::trace {
@@ -27,6 +31,9 @@ class GzipReadStream {
   // gzip data); the stream then behaves as if it had ended.
   const std::string& error() const { return error_; }
   bool compressed() const { return compressed_; }
+  // For a regular file whose size went down since it was opened (another
+  // process truncated it while we read): {size when opened, size now}.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> shrunk_since_open() const;
   // True at the real end of input (Peek() is also '\0' at a NUL byte).
   bool at_end() const { return eof_ && current_ == last_; }
 
@@ -34,7 +41,7 @@ class GzipReadStream {
   Ch Peek() const { return *current_; }
   Ch Take() {
     const Ch c = *current_;
-    Advance();
+    advance();
     return c;
   }
   // Offset in the (decompressed) input.
@@ -45,16 +52,18 @@ class GzipReadStream {
   std::size_t PutEnd(Ch*) { return 0; }
 
  private:
-  void Advance() {
+  void advance() {
     if (current_ < last_) {
       ++current_;
     } else {
-      Refill();
+      refill();
     }
   }
-  void Refill();
+  void refill();
 
   gzFile file_ = nullptr;
+  int fd_ = -1;                 // owned by file_
+  std::int64_t size_at_open_ = -1;  // regular files only
   std::unique_ptr<Ch[]> buffer_;
   Ch* current_ = nullptr;
   Ch* last_ = nullptr;          // last valid byte (or the '\0' sentinel at end)

@@ -13,31 +13,31 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void WriteText(JsonWriter& w, std::string_view text) {
-  if (IsValidUtf8(text)) {
+void write_text(JsonWriter& w, std::string_view text) {
+  if (is_valid_utf8(text)) {
     w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
   } else {
-    const std::string repaired = ValidUtf8(text);
+    const std::string repaired = valid_utf8(text);
     w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
   }
 }
 
-void WriteTag(JsonWriter& w, std::string_view key, std::string_view type) {
+void write_tag(JsonWriter& w, std::string_view key, std::string_view type) {
   w.StartObject();
   w.Key("key");
-  WriteText(w, key);
+  write_text(w, key);
   w.Key("type");
-  WriteText(w, type);
+  write_text(w, type);
   w.Key("value");
 }
 
-std::string ProcessId(std::size_t index) {
+std::string process_id(std::size_t index) {
   char text[32];
   std::snprintf(text, sizeof text, "p%zu", index + 1);
   return text;
 }
 
-void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
+void write_trace(JsonWriter& w, const Trace& trace, const NameTable& names) {
   // processID "p<n>" per distinct service, in order of first use.
   std::vector<NameId> services;
   auto process_index = [&](NameId service) {
@@ -49,17 +49,17 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
   };
   w.StartObject();
   w.Key("traceID");
-  WriteText(w, trace.trace_id);
+  write_text(w, trace.trace_id);
   w.Key("spans");
   w.StartArray();
   for (const Span& span : trace.spans) {
     w.StartObject();
     w.Key("traceID");
-    WriteText(w, trace.trace_id);
+    write_text(w, trace.trace_id);
     w.Key("spanID");
-    WriteText(w, trace.SpanId(span));
+    write_text(w, trace.span_id(span));
     w.Key("operationName");
-    WriteText(w, names.Name(span.operation));
+    write_text(w, names.name(span.operation));
     w.Key("references");
     w.StartArray();
     if (span.parent_ref != RefType::kNone) {
@@ -67,9 +67,9 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
       w.Key("refType");
       w.String(span.parent_ref == RefType::kFollowsFrom ? "FOLLOWS_FROM" : "CHILD_OF");
       w.Key("traceID");
-      WriteText(w, trace.trace_id);
+      write_text(w, trace.trace_id);
       w.Key("spanID");
-      WriteText(w, trace.ParentSpanId(span));
+      write_text(w, trace.parent_span_id(span));
       w.EndObject();
     }
     w.EndArray();
@@ -80,22 +80,22 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
     w.Key("tags");
     w.StartArray();
     if (span.kind != SpanKind::kUnspecified) {
-      WriteTag(w, "span.kind", "string");
-      WriteText(w, SpanKindName(span.kind));
+      write_tag(w, "span.kind", "string");
+      write_text(w, span_kind_name(span.kind));
       w.EndObject();
     }
     if (span.error) {
-      WriteTag(w, "error", "bool");
+      write_tag(w, "error", "bool");
       w.Bool(true);
       w.EndObject();
     }
     if (span.probe_scheduling_delay_ns >= 0) {
-      WriteTag(w, internal::kSchedulingDelayTag, "int64");
+      write_tag(w, internal::kSchedulingDelayTag, "int64");
       w.Int64(span.probe_scheduling_delay_ns);
       w.EndObject();
     }
     if (span.probe_join_delay_ns >= 0) {
-      WriteTag(w, internal::kJoinDelayTag, "int64");
+      write_tag(w, internal::kJoinDelayTag, "int64");
       w.Int64(span.probe_join_delay_ns);
       w.EndObject();
     }
@@ -104,7 +104,7 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
     w.StartArray();
     w.EndArray();
     w.Key("processID");
-    w.String(ProcessId(process_index(span.service)).c_str());
+    w.String(process_id(process_index(span.service)).c_str());
     w.Key("warnings");
     w.Null();
     w.EndObject();
@@ -113,10 +113,10 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
   w.Key("processes");
   w.StartObject();
   for (std::size_t i = 0; i < services.size(); ++i) {
-    w.Key(ProcessId(i).c_str());
+    w.Key(process_id(i).c_str());
     w.StartObject();
     w.Key("serviceName");
-    WriteText(w, names.Name(services[i]));
+    write_text(w, names.name(services[i]));
     w.Key("tags");
     w.StartArray();
     w.EndArray();
@@ -130,20 +130,20 @@ void WriteTrace(JsonWriter& w, const Trace& trace, const NameTable& names) {
 
 }  // namespace
 
-std::string JaegerJsonTrace(const Trace& trace, const NameTable& names) {
+std::string jaeger_json_trace(const Trace& trace, const NameTable& names) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
-  WriteTrace(w, trace, names);
+  write_trace(w, trace, names);
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-std::string JaegerJsonDocument(std::span<const Trace> traces, const NameTable& names) {
+std::string jaeger_json_document(std::span<const Trace> traces, const NameTable& names) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("data");
   w.StartArray();
-  for (const Trace& trace : traces) WriteTrace(w, trace, names);
+  for (const Trace& trace : traces) write_trace(w, trace, names);
   w.EndArray();
   w.Key("total");
   w.Int(0);

@@ -13,15 +13,15 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void WriteText(JsonWriter& w, std::string_view text) {
-  const std::string repaired = IsValidUtf8(text) ? std::string(text) : ValidUtf8(text);
+void write_text(JsonWriter& w, std::string_view text) {
+  const std::string repaired = is_valid_utf8(text) ? std::string(text) : valid_utf8(text);
   w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
 }
 
-void WriteIntAttribute(JsonWriter& w, std::string_view key, std::int64_t value) {
+void write_int_attribute(JsonWriter& w, std::string_view key, std::int64_t value) {
   w.StartObject();
   w.Key("key");
-  WriteText(w, key);
+  write_text(w, key);
   w.Key("value");
   w.StartObject();
   w.Key("intValue");  // OTLP JSON writes 64-bit integers as strings
@@ -31,7 +31,7 @@ void WriteIntAttribute(JsonWriter& w, std::string_view key, std::int64_t value) 
   w.EndObject();
 }
 
-int OtlpKind(SpanKind kind) {
+int otlp_kind(SpanKind kind) {
   switch (kind) {
     case SpanKind::kInternal: return 1;
     case SpanKind::kServer: return 2;
@@ -43,20 +43,20 @@ int OtlpKind(SpanKind kind) {
   return 0;
 }
 
-void WriteSpan(JsonWriter& w, const Trace& trace, const Span& span, const NameTable& names) {
+void write_span(JsonWriter& w, const Trace& trace, const Span& span, const NameTable& names) {
   w.StartObject();
   w.Key("traceId");
-  WriteText(w, trace.trace_id);
+  write_text(w, trace.trace_id);
   w.Key("spanId");
-  WriteText(w, trace.SpanId(span));
+  write_text(w, trace.span_id(span));
   if (span.parent_ref != RefType::kNone) {
     w.Key("parentSpanId");
-    WriteText(w, trace.ParentSpanId(span));
+    write_text(w, trace.parent_span_id(span));
   }
   w.Key("name");
-  WriteText(w, names.Name(span.operation));
+  write_text(w, names.name(span.operation));
   w.Key("kind");
-  w.Int(OtlpKind(span.kind));
+  w.Int(otlp_kind(span.kind));
   w.Key("startTimeUnixNano");
   w.String(std::to_string(span.start_ns).c_str());
   w.Key("endTimeUnixNano");
@@ -64,9 +64,9 @@ void WriteSpan(JsonWriter& w, const Trace& trace, const Span& span, const NameTa
   w.Key("attributes");
   w.StartArray();
   if (span.probe_scheduling_delay_ns >= 0) {
-    WriteIntAttribute(w, internal::kSchedulingDelayTag, span.probe_scheduling_delay_ns);
+    write_int_attribute(w, internal::kSchedulingDelayTag, span.probe_scheduling_delay_ns);
   }
-  if (span.probe_join_delay_ns >= 0) WriteIntAttribute(w, internal::kJoinDelayTag, span.probe_join_delay_ns);
+  if (span.probe_join_delay_ns >= 0) write_int_attribute(w, internal::kJoinDelayTag, span.probe_join_delay_ns);
   w.EndArray();
   if (span.error) {
     w.Key("status");
@@ -80,7 +80,7 @@ void WriteSpan(JsonWriter& w, const Trace& trace, const Span& span, const NameTa
 
 }  // namespace
 
-std::string OtlpJsonDocument(std::span<const Trace> traces, const NameTable& names) {
+std::string otlp_json_document(std::span<const Trace> traces, const NameTable& names) {
   // One resource per service; spans keep their trace order inside it.
   std::map<NameId, std::vector<std::pair<const Trace*, const Span*>>> by_service;
   for (const Trace& trace : traces) {
@@ -103,7 +103,7 @@ std::string OtlpJsonDocument(std::span<const Trace> traces, const NameTable& nam
     w.Key("value");
     w.StartObject();
     w.Key("stringValue");
-    WriteText(w, names.Name(service));
+    write_text(w, names.name(service));
     w.EndObject();
     w.EndObject();
     w.EndArray();
@@ -118,7 +118,7 @@ std::string OtlpJsonDocument(std::span<const Trace> traces, const NameTable& nam
     w.EndObject();
     w.Key("spans");
     w.StartArray();
-    for (const auto& [trace, span] : spans) WriteSpan(w, *trace, *span, names);
+    for (const auto& [trace, span] : spans) write_span(w, *trace, *span, names);
     w.EndArray();
     w.EndObject();
     w.EndArray();

@@ -6,7 +6,7 @@
 
 namespace tailscope::trace {
 
-std::string_view SpanKindName(SpanKind kind) {
+std::string_view span_kind_name(SpanKind kind) {
   switch (kind) {
     case SpanKind::kInternal: return "internal";
     case SpanKind::kServer: return "server";
@@ -19,14 +19,14 @@ std::string_view SpanKindName(SpanKind kind) {
 }
 
 namespace {
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+bool equals_ignore_case(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
 }  // namespace
 
-SpanKind ParseSpanKind(std::string_view text) {
+SpanKind parse_span_kind(std::string_view text) {
   // The common spellings first: this runs for every span.
   if (text == "server") return SpanKind::kServer;
   if (text == "client") return SpanKind::kClient;
@@ -34,20 +34,20 @@ SpanKind ParseSpanKind(std::string_view text) {
   if (text.size() > kOtlpPrefix.size() && text.substr(0, kOtlpPrefix.size()) == kOtlpPrefix) {
     text.remove_prefix(kOtlpPrefix.size());
   }
-  if (EqualsIgnoreCase(text, "server")) return SpanKind::kServer;
-  if (EqualsIgnoreCase(text, "client")) return SpanKind::kClient;
-  if (EqualsIgnoreCase(text, "producer")) return SpanKind::kProducer;
-  if (EqualsIgnoreCase(text, "consumer")) return SpanKind::kConsumer;
-  if (EqualsIgnoreCase(text, "internal")) return SpanKind::kInternal;
+  if (equals_ignore_case(text, "server")) return SpanKind::kServer;
+  if (equals_ignore_case(text, "client")) return SpanKind::kClient;
+  if (equals_ignore_case(text, "producer")) return SpanKind::kProducer;
+  if (equals_ignore_case(text, "consumer")) return SpanKind::kConsumer;
+  if (equals_ignore_case(text, "internal")) return SpanKind::kInternal;
   return SpanKind::kUnspecified;
 }
 
 NameTable::NameTable() {
-  Intern("unknown_service");
-  Intern("(name table full)");
+  intern("unknown_service");
+  intern("(name table full)");
 }
 
-std::size_t QuickHash(std::string_view s) {
+std::size_t quick_hash(std::string_view s) {
   std::uint64_t head = 0, tail = 0;
   std::memcpy(&head, s.data(), std::min<std::size_t>(8, s.size()));
   if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
@@ -63,19 +63,19 @@ std::size_t QuickHash(std::string_view s) {
   return static_cast<std::size_t>(h);
 }
 
-NameId NameTable::Intern(std::string_view name) {
-  CacheEntry& entry = cache_[QuickHash(name) & (cache_.size() - 1)];
+NameId NameTable::intern(std::string_view name) {
+  CacheEntry& entry = cache_[quick_hash(name) & (cache_.size() - 1)];
   if (entry.name != nullptr && *entry.name == name) return entry.id;
-  const NameId id = InternSlow(name);
+  const NameId id = intern_slow(name);
   entry.name = &names_[id];
   entry.id = id;
   return id;
 }
 
-NameId NameTable::InternSlow(std::string_view name) {
+NameId NameTable::intern_slow(std::string_view name) {
   if (auto it = ids_.find(name); it != ids_.end()) return it->second;
   if (names_.size() >= kMaxNames) return kOverflowName;
-  std::string stored = IsValidUtf8(name) ? std::string(name) : ValidUtf8(name);
+  std::string stored = is_valid_utf8(name) ? std::string(name) : valid_utf8(name);
   if (stored != name) {
     // The repaired spelling may already be interned.
     if (auto it = ids_.find(stored); it != ids_.end()) return it->second;
@@ -92,13 +92,13 @@ NameId NameTable::InternSlow(std::string_view name) {
   return id;
 }
 
-StrRef Trace::Store(std::string_view text) {
+StrRef Trace::store(std::string_view text) {
   StrRef ref{static_cast<std::uint32_t>(arena.size()), static_cast<std::uint32_t>(text.size())};
   arena.append(text);
   return ref;
 }
 
-void Trace::Clear() {
+void Trace::clear() {
   trace_id.clear();
   spans.clear();
   arena.clear();
@@ -106,7 +106,7 @@ void Trace::Clear() {
 
 namespace {
 // Length of the valid UTF-8 sequence starting at s[i], or 0 when invalid.
-std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   const auto c0 = static_cast<unsigned char>(s[i]);
   if (c0 < 0x80) return 1;
   auto cont = [&](std::size_t k) {
@@ -131,24 +131,24 @@ std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
 }
 }  // namespace
 
-bool IsValidUtf8(std::string_view text) {
+bool is_valid_utf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     if (static_cast<unsigned char>(text[i]) < 0x80) {
       ++i;
       continue;
     }
-    const std::size_t n = Utf8SequenceLength(text, i);
+    const std::size_t n = utf8_sequence_length(text, i);
     if (n == 0) return false;
     i += n;
   }
   return true;
 }
 
-std::string ValidUtf8(std::string_view text) {
+std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    const std::size_t n = Utf8SequenceLength(text, i);
+    const std::size_t n = utf8_sequence_length(text, i);
     if (n == 0) {
       out.append("\xEF\xBF\xBD");
       ++i;

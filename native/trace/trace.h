@@ -17,9 +17,9 @@ enum class SpanKind : std::uint8_t { kUnspecified, kInternal, kServer, kClient, 
 // How a span refers to its parent. Jaeger has both; OTLP's parentSpanId is kChildOf.
 enum class RefType : std::uint8_t { kNone, kChildOf, kFollowsFrom };
 
-std::string_view SpanKindName(SpanKind kind);
+std::string_view span_kind_name(SpanKind kind);
 // Parses "server", "SPAN_KIND_SERVER", "Server"…; unknown text gives kUnspecified.
-SpanKind ParseSpanKind(std::string_view text);
+SpanKind parse_span_kind(std::string_view text);
 
 using NameId = std::uint32_t;
 
@@ -34,12 +34,12 @@ class NameTable {
   static constexpr NameId kOverflowName = 1;    // "(name table full)"
 
   NameTable();
-  NameId Intern(std::string_view name);
-  std::string_view Name(NameId id) const { return names_[id]; }
+  NameId intern(std::string_view name);
+  std::string_view name(NameId id) const { return names_[id]; }
   std::size_t size() const { return names_.size(); }
 
  private:
-  NameId InternSlow(std::string_view name);
+  NameId intern_slow(std::string_view name);
 
   // Direct-mapped cache in front of the map: readers intern the operation of
   // every span, and most are repeats.
@@ -83,20 +83,20 @@ struct Trace {
   std::vector<Span> spans;
   std::string arena;
 
-  std::string_view Str(StrRef ref) const { return std::string_view(arena).substr(ref.offset, ref.length); }
-  StrRef Store(std::string_view text);
-  std::string_view SpanId(const Span& span) const { return Str(span.span_id); }
-  std::string_view ParentSpanId(const Span& span) const { return Str(span.parent_span_id); }
+  std::string_view str(StrRef ref) const { return std::string_view(arena).substr(ref.offset, ref.length); }
+  StrRef store(std::string_view text);
+  std::string_view span_id(const Span& span) const { return str(span.span_id); }
+  std::string_view parent_span_id(const Span& span) const { return str(span.parent_span_id); }
   // Keeps capacity: the readers reuse one Trace for every trace of a file.
-  void Clear();
+  void clear();
 };
 
 // A fast hash of short strings (ids, names): length, first and last 8 bytes.
-std::size_t QuickHash(std::string_view s);
+std::size_t quick_hash(std::string_view s);
 
 // Returns `text` unchanged when it is valid UTF-8, else a copy with every
 // invalid byte replaced by U+FFFD.
-std::string ValidUtf8(std::string_view text);
-bool IsValidUtf8(std::string_view text);
+std::string valid_utf8(std::string_view text);
+bool is_valid_utf8(std::string_view text);
 
 }  // namespace tailscope::trace

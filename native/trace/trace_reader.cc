@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "trace/gzip_read_stream.h"
-#include "trace/mapped_file.h"
 #include "trace/internal/jaeger_trace_builder.h"
 #include "trace/internal/json_scalar.h"
 #include "trace/internal/otlp_document_builder.h"
@@ -19,7 +18,7 @@
 
 namespace tailscope::trace {
 
-void ReadStats::Add(const ReadStats& o) {
+void ReadStats::add(const ReadStats& o) {
   bytes += o.bytes;
   traces += o.traces;
   spans += o.spans;
@@ -54,17 +53,15 @@ class TraceJsonHandler {
         otlp_(names, options, stats) {}
 
   bool stopped() const { return stopped_; }
-  // Called between traces, where no pointer into the input is live.
-  void set_trace_boundary_hook(std::function<void()> hook) { boundary_hook_ = std::move(hook); }
   const std::string& semantic_error() const { return semantic_error_; }
 
   // RapidJSON SAX handler concept.
-  bool Null() { return OnScalar(JsonScalar{}); }
+  bool Null() { return on_scalar(JsonScalar{}); }
   bool Bool(bool b) {
     JsonScalar s;
     s.type = JsonScalar::Type::kBool;
     s.boolean = b;
-    return OnScalar(s);
+    return on_scalar(s);
   }
   bool Int(int i) { return Int64(i); }
   bool Uint(unsigned u) { return Int64(u); }
@@ -72,31 +69,31 @@ class TraceJsonHandler {
     JsonScalar s;
     s.type = JsonScalar::Type::kInt;
     s.integer = i;
-    return OnScalar(s);
+    return on_scalar(s);
   }
   bool Uint64(std::uint64_t u) {
     JsonScalar s;
     s.type = JsonScalar::Type::kUint;
     s.unsigned_integer = u;
-    return OnScalar(s);
+    return on_scalar(s);
   }
   bool Double(double d) {
     JsonScalar s;
     s.type = JsonScalar::Type::kDouble;
     s.number = d;
-    return OnScalar(s);
+    return on_scalar(s);
   }
   bool RawNumber(const char* str, rapidjson::SizeType length, bool copy) { return String(str, length, copy); }
   bool String(const char* str, rapidjson::SizeType length, bool) {
     JsonScalar s;
     s.type = JsonScalar::Type::kString;
     s.text = std::string_view(str, length);
-    return OnScalar(s);
+    return on_scalar(s);
   }
   bool Key(const char* str, rapidjson::SizeType length, bool) {
     const std::string_view key(str, length);
     if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {  // the hot path: inside a span
-      inside_trace_->Key(key);
+      inside_trace_->key(key);
       return true;
     }
     Route& r = routes_.back();
@@ -113,16 +110,16 @@ class TraceJsonHandler {
           }
         }
         pending_ = Pending::kNone;
-        r.trace->Key(key);
+        r.trace->key(key);
         return true;
-      case RouteKind::kOtlp: otlp_.Key(key); return true;
+      case RouteKind::kOtlp: otlp_.key(key); return true;
       default: return true;
     }
   }
-  bool StartObject() { return OnStart(true); }
-  bool StartArray() { return OnStart(false); }
-  bool EndObject(rapidjson::SizeType) { return OnEnd(); }
-  bool EndArray(rapidjson::SizeType) { return OnEnd(); }
+  bool StartObject() { return on_start(true); }
+  bool StartArray() { return on_start(false); }
+  bool EndObject(rapidjson::SizeType) { return on_end(); }
+  bool EndArray(rapidjson::SizeType) { return on_end(); }
 
  private:
   enum class RouteKind : std::uint8_t { kTop, kTopArray, kTrace, kData, kOtlp, kSkip };
@@ -134,9 +131,9 @@ class TraceJsonHandler {
     bool may_be_envelope = false;
   };
 
-  bool OnScalar(const JsonScalar& value) {
+  bool on_scalar(const JsonScalar& value) {
     if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {
-      inside_trace_->Scalar(value);
+      inside_trace_->scalar(value);
       return true;
     }
     Route& r = routes_.back();
@@ -146,38 +143,38 @@ class TraceJsonHandler {
           pending_ = Pending::kNone;  // "data": null and the like
           return true;
         }
-        r.trace->Scalar(value);
+        r.trace->scalar(value);
         return true;
-      case RouteKind::kOtlp: otlp_.Scalar(value); return true;
+      case RouteKind::kOtlp: otlp_.scalar(value); return true;
       case RouteKind::kTop:
       case RouteKind::kTopArray:
-        return Fail("expected a JSON object (a Jaeger trace or envelope, or an OTLP document)");
+        return fail("expected a JSON object (a Jaeger trace or envelope, or an OTLP document)");
       default: return true;  // kData: non-object items are ignored; kSkip
     }
   }
 
-  bool OnStart(bool is_object) {
+  bool on_start(bool is_object) {
     if (depth_ >= options_.max_nesting_depth) {
-      return Fail("JSON nested deeper than " + std::to_string(options_.max_nesting_depth) + " levels");
+      return fail("JSON nested deeper than " + std::to_string(options_.max_nesting_depth) + " levels");
     }
     ++depth_;
     if (inside_trace_ != nullptr && depth_ > trace_base_depth_ + 1) {
-      if (is_object) inside_trace_->StartObject(); else inside_trace_->StartArray();
+      if (is_object) inside_trace_->start_object(); else inside_trace_->start_array();
       return true;
     }
     Route& r = routes_.back();
     switch (r.kind) {
       case RouteKind::kTop:
         if (is_object) {
-          BeginTrace(&top_trace_, true);
+          begin_trace(&top_trace_, true);
         } else {
           routes_.push_back(Route{RouteKind::kTopArray, depth_});
-          UpdateFastPath();
+          update_fast_path();
         }
         return true;
       case RouteKind::kTopArray:
-        if (!is_object) return Fail("expected a JSON object inside the top-level array");
-        BeginTrace(&top_trace_, true);
+        if (!is_object) return fail("expected a JSON object inside the top-level array");
+        begin_trace(&top_trace_, true);
         return true;
       case RouteKind::kTrace:
         if (depth_ == r.base_depth + 1 && pending_ != Pending::kNone) {
@@ -186,79 +183,78 @@ class TraceJsonHandler {
           if (!is_object && pending == Pending::kData) {
             routes_.push_back(Route{RouteKind::kData, depth_});
           } else if (!is_object && pending == Pending::kOtlp) {
-            otlp_.Begin();
+            otlp_.begin();
             routes_.push_back(Route{RouteKind::kOtlp, depth_});
           } else {
             routes_.push_back(Route{RouteKind::kSkip, depth_});
           }
-          UpdateFastPath();
+          update_fast_path();
           return true;
         }
-        if (is_object) r.trace->StartObject(); else r.trace->StartArray();
+        if (is_object) r.trace->start_object(); else r.trace->start_array();
         return true;
       case RouteKind::kData:
         if (is_object) {
-          BeginTrace(&item_trace_, false);
+          begin_trace(&item_trace_, false);
         } else {
           routes_.push_back(Route{RouteKind::kSkip, depth_});
-          UpdateFastPath();
+          update_fast_path();
         }
         return true;
       case RouteKind::kOtlp:
-        if (is_object) otlp_.StartObject(); else otlp_.StartArray();
+        if (is_object) otlp_.start_object(); else otlp_.start_array();
         return true;
       case RouteKind::kSkip: return true;
     }
     return true;
   }
 
-  bool OnEnd() {
+  bool on_end() {
     if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {
       --depth_;
-      inside_trace_->EndContainer();
+      inside_trace_->end_container();
       return true;
     }
     Route& r = routes_.back();
     const bool closes_route = r.kind != RouteKind::kTop && depth_ == r.base_depth;
     --depth_;
     if (!closes_route) {
-      if (r.kind == RouteKind::kTrace) r.trace->EndContainer();
-      else if (r.kind == RouteKind::kOtlp) otlp_.EndContainer();
+      if (r.kind == RouteKind::kTrace) r.trace->end_container();
+      else if (r.kind == RouteKind::kOtlp) otlp_.end_container();
       return true;
     }
     const Route done = r;
     routes_.pop_back();
-    UpdateFastPath();
+    update_fast_path();
     switch (done.kind) {
       case RouteKind::kTrace:
-        if (!done.may_be_envelope || done.trace->has_content()) return Emit(done.trace->Finish());
+        if (!done.may_be_envelope || done.trace->has_content()) return emit(done.trace->finish());
         return true;
       case RouteKind::kOtlp:
-        if (!otlp_.Finish(on_trace_)) {
+        if (!otlp_.finish(on_trace_)) {
           stopped_ = true;
           return false;
         }
-        if (boundary_hook_) boundary_hook_();
         return true;
       default: return true;
     }
   }
 
-  void BeginTrace(JaegerTraceBuilder* builder, bool may_be_envelope) {
-    builder->Begin();
+  void begin_trace(JaegerTraceBuilder* builder, bool may_be_envelope) {
+    builder->begin();
     pending_ = Pending::kNone;
     routes_.push_back(Route{RouteKind::kTrace, depth_, builder, may_be_envelope});
-    UpdateFastPath();
+    update_fast_path();
   }
 
   // Events deeper than a trace object's own keys go straight to its builder.
-  void UpdateFastPath() {
+  void update_fast_path() {
     const Route& r = routes_.back();
     inside_trace_ = r.kind == RouteKind::kTrace ? r.trace : nullptr;
     trace_base_depth_ = r.base_depth;
   }
 
-  bool Emit(Trace& trace) {
+  bool emit(Trace& trace) {
     ++stats_.traces;
     ++stats_.jaeger_traces;
     stats_.spans += trace.spans.size();
@@ -266,11 +262,10 @@ class TraceJsonHandler {
       stopped_ = true;
       return false;
     }
-    if (boundary_hook_) boundary_hook_();
     return true;
   }
 
-  bool Fail(std::string message) {
+  bool fail(std::string message) {
     semantic_error_ = std::move(message);
     return false;
   }
@@ -288,18 +283,16 @@ class TraceJsonHandler {
   int trace_base_depth_ = 0;
   bool stopped_ = false;
   std::string semantic_error_;
-  std::function<void()> boundary_hook_;
 };
 
 // Parses one JSON value after another (a document, or NDJSON lines) until
 // the end of input. `ended(stream)` tells a real end from a NUL byte inside
 // the input, which RapidJSON streams also report as '\0'.
 template <unsigned kFlags, typename Stream, typename Ended>
-ReadResult ReadStream(Stream& stream, Ended ended, std::function<void()> boundary_hook, NameTable& names,
-                      const ReadOptions& options, const TraceCallback& on_trace) {
+ReadResult read_stream(Stream& stream, Ended ended, NameTable& names, const ReadOptions& options,
+                       const TraceCallback& on_trace) {
   ReadResult result;
   TraceJsonHandler handler(names, options, result.stats, on_trace);
-  handler.set_trace_boundary_hook(std::move(boundary_hook));
   rapidjson::Reader reader;
   bool any_value = false;
   for (;;) {
@@ -336,54 +329,24 @@ ReadResult ReadStream(Stream& stream, Ended ended, std::function<void()> boundar
   return result;
 }
 
-// Plain files are mapped and parsed from memory in situ, strings decoded into
-// a scratch buffer (see internal/scratch_stream.h): about 3x the speed of a
-// buffered file stream. The mapping ends in a zero page, the '\0' the
-// stream stops at.
-ReadResult ReadMemory(const char* text, std::size_t size, char* scratch, MappedFile* mapped, NameTable& names,
-                      const ReadOptions& options, const TraceCallback& on_trace) {
+// In-memory text is parsed in situ, strings decoded into a scratch buffer
+// (see internal/scratch_stream.h). The text ends in '\0', where the stream stops.
+ReadResult read_memory(const char* text, std::size_t size, char* scratch, NameTable& names,
+                       const ReadOptions& options, const TraceCallback& on_trace) {
   internal::ScratchStream stream(text, scratch);
-  std::function<void()> release;
-  if (mapped != nullptr) release = [mapped, &stream] { mapped->ReleaseBefore(stream.Tell()); };
-  return ReadStream<rapidjson::kParseInsituFlag>(
-      stream, [size](internal::ScratchStream& s) { return s.Tell() >= size; }, std::move(release), names, options,
-      on_trace);
-}
-
-bool IsGzip(int fd) {
-  unsigned char magic[2] = {0, 0};
-  return pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  return read_stream<rapidjson::kParseInsituFlag>(
+      stream, [size](internal::ScratchStream& s) { return s.Tell() >= size; }, names, options, on_trace);
 }
 
 }  // namespace
 
-ReadResult ReadTraceFile(const std::string& path, NameTable& names, const ReadOptions& options,
-                         const TraceCallback& on_trace) {
-  if (path != "-") {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      ReadResult result;
-      result.ok = false;
-      result.error = std::string("cannot read: ") + std::strerror(errno);
-      return result;
-    }
-    struct stat st {};
-    // Size 0 may be a /proc-style file with content: read those as a stream.
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !IsGzip(fd)) {
-      MappedFile mapped;
-      const bool mapped_ok = mapped.Open(fd, static_cast<std::size_t>(st.st_size));
-      close(fd);
-      if (!mapped_ok) {
-        ReadResult result;
-        result.ok = false;
-        result.error = "cannot map: " + mapped.error();
-        return result;
-      }
-      return ReadMemory(mapped.data(), mapped.size(), mapped.scratch(), &mapped, names, options, on_trace);
-    }
-    close(fd);
-  }
-  // Gzip, pipes and stdin: decompress and parse in fixed-size chunks.
+ReadResult read_trace_file(const std::string& path, NameTable& names, const ReadOptions& options,
+                           const TraceCallback& on_trace) {
+  // Every file, plain or gzip, file or pipe, is read with buffered read(2)s
+  // in fixed-size chunks. Plain files are deliberately not mmap()ed: a file
+  // truncated by another process while mapped kills the reader with SIGBUS
+  // (and leaves its temporary outputs behind); a short read is an error we
+  // can report.
   GzipReadStream stream(path);
   if (!stream.ok()) {
     ReadResult result;
@@ -391,8 +354,8 @@ ReadResult ReadTraceFile(const std::string& path, NameTable& names, const ReadOp
     result.error = "cannot read: " + stream.error();
     return result;
   }
-  ReadResult result = ReadStream<rapidjson::kParseNoFlags>(
-      stream, [](const GzipReadStream& s) { return s.at_end(); }, {}, names, options, on_trace);
+  ReadResult result = read_stream<rapidjson::kParseNoFlags>(
+      stream, [](const GzipReadStream& s) { return s.at_end(); }, names, options, on_trace);
   result.stats.compressed = stream.compressed();
   if (!stream.ok() && !result.stopped) {
     // A decompression error ends the stream early; report it rather than the
@@ -401,14 +364,20 @@ ReadResult ReadTraceFile(const std::string& path, NameTable& names, const ReadOp
     result.error = stream.error() + " (after " + std::to_string(stream.Tell()) + " decompressed bytes)";
     result.error_offset = stream.Tell();
   }
+  if (!result.ok) {
+    if (const auto sizes = stream.shrunk_since_open()) {
+      result.error = "file truncated while being read (" + std::to_string(sizes->first) + " bytes when opened, " +
+                     std::to_string(sizes->second) + " now): " + result.error;
+    }
+  }
   return result;
 }
 
-ReadResult ReadTraceText(std::string_view json, NameTable& names, const ReadOptions& options,
+ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
                          const TraceCallback& on_trace) {
   const std::string text(json);  // the stream needs a terminating '\0'
   std::string scratch(json.size() + 1, '\0');
-  return ReadMemory(text.c_str(), text.size(), scratch.data(), nullptr, names, options, on_trace);
+  return read_memory(text.c_str(), text.size(), scratch.data(), names, options, on_trace);
 }
 
 }  // namespace tailscope::trace

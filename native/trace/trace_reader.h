@@ -38,10 +38,10 @@ struct ReadStats {
   std::uint64_t dropped_spans_over_limit = 0;
   std::uint64_t dropped_spans_without_id = 0;
   std::uint64_t spans_without_service = 0;   // unknown processID / no service.name
-  std::uint64_t bad_timestamps = 0;          // non-numeric or out-of-range times, read as 0
+  std::uint64_t bad_timestamps = 0;          // non-numeric times, read as 0 (huge ones saturate instead)
   bool compressed = false;
 
-  void Add(const ReadStats& other);
+  void add(const ReadStats& other);
 };
 
 struct ReadResult {
@@ -57,9 +57,9 @@ struct ReadResult {
 using TraceCallback = std::function<bool(Trace&)>;
 
 // `path` "-" reads stdin.
-ReadResult ReadTraceFile(const std::string& path, NameTable& names, const ReadOptions& options,
+ReadResult read_trace_file(const std::string& path, NameTable& names, const ReadOptions& options,
                          const TraceCallback& on_trace);
-ReadResult ReadTraceText(std::string_view json, NameTable& names, const ReadOptions& options,
+ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
                          const TraceCallback& on_trace);
 
 }  // namespace tailscope::trace

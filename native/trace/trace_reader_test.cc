@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include "trace/conformance_fixtures.h"
 
 namespace tailscope::trace {
 namespace {
@@ -18,18 +21,18 @@ struct ReadAllResult {
   std::vector<Trace> traces;
 };
 
-ReadAllResult ReadAll(std::string_view json, NameTable& names, ReadOptions options = {}) {
+ReadAllResult read_all(std::string_view json, NameTable& names, ReadOptions options = {}) {
   ReadAllResult out;
-  out.result = ReadTraceText(json, names, options, [&](Trace& t) {
+  out.result = read_trace_text(json, names, options, [&](Trace& t) {
     out.traces.push_back(t);
     return true;
   });
   return out;
 }
 
-const Span* FindSpan(const Trace& trace, std::string_view id) {
+const Span* find_span(const Trace& trace, std::string_view id) {
   for (const Span& s : trace.spans) {
-    if (trace.SpanId(s) == id) return &s;
+    if (trace.span_id(s) == id) return &s;
   }
   return nullptr;
 }
@@ -41,17 +44,17 @@ class TempDir {
     path_ = mkdtemp(pattern);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
 
  private:
   std::string path_;
 };
 
-void WriteFile(const std::string& path, std::string_view data) {
+void write_file(const std::string& path, std::string_view data) {
   std::ofstream(path, std::ios::binary) << data;
 }
 
-void WriteGzip(const std::string& path, std::string_view data) {
+void write_gzip(const std::string& path, std::string_view data) {
   gzFile f = gzopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   ASSERT_EQ(gzwrite(f, data.data(), static_cast<unsigned>(data.size())), static_cast<int>(data.size()));
@@ -88,7 +91,7 @@ constexpr std::string_view kEnvelope = R"({
 
 TEST(TraceReaderTest, ReadsJaegerEnvelopeTraceByTrace) {
   NameTable names;
-  auto out = ReadAll(kEnvelope, names);
+  auto out = read_all(kEnvelope, names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 2u);
   EXPECT_EQ(out.result.stats.traces, 2u);
@@ -98,12 +101,12 @@ TEST(TraceReaderTest, ReadsJaegerEnvelopeTraceByTrace) {
   const Trace& t1 = out.traces[0];
   EXPECT_EQ(t1.trace_id, "t1");
   ASSERT_EQ(t1.spans.size(), 2u);
-  const Span* a = FindSpan(t1, "a");
-  const Span* b = FindSpan(t1, "b");
+  const Span* a = find_span(t1, "a");
+  const Span* b = find_span(t1, "b");
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(names.Name(a->service), "frontend");  // processes come after the spans
-  EXPECT_EQ(names.Name(b->service), "backend");
-  EXPECT_EQ(names.Name(a->operation), "GET /");
+  EXPECT_EQ(names.name(a->service), "frontend");  // processes come after the spans
+  EXPECT_EQ(names.name(b->service), "backend");
+  EXPECT_EQ(names.name(a->operation), "GET /");
   EXPECT_EQ(a->start_ns, 1'000'000);  // microseconds in, nanoseconds out
   EXPECT_EQ(a->duration_ns, 500'000);
   EXPECT_EQ(a->kind, SpanKind::kServer);
@@ -111,26 +114,26 @@ TEST(TraceReaderTest, ReadsJaegerEnvelopeTraceByTrace) {
   EXPECT_FALSE(a->error);
   // CHILD_OF wins over an earlier FOLLOWS_FROM.
   EXPECT_EQ(b->parent_ref, RefType::kChildOf);
-  EXPECT_EQ(t1.ParentSpanId(*b), "a");
+  EXPECT_EQ(t1.parent_span_id(*b), "a");
   EXPECT_TRUE(b->error);  // value before key
   EXPECT_EQ(b->probe_scheduling_delay_ns, 1234);
   EXPECT_EQ(b->probe_join_delay_ns, 77);
 
   const Trace& t2 = out.traces[1];
   ASSERT_EQ(t2.spans.size(), 1u);
-  EXPECT_EQ(names.Name(t2.spans[0].service), "inline");
+  EXPECT_EQ(names.name(t2.spans[0].service), "inline");
 }
 
 TEST(TraceReaderTest, ReadsSingleTraceObject) {
   NameTable names;
-  auto out = ReadAll(R"({"traceID": "x", "processes": {"p": {"serviceName": "s"}},
+  auto out = read_all(R"({"traceID": "x", "processes": {"p": {"serviceName": "s"}},
                          "spans": [{"spanID": "1", "operationName": "o", "startTime": 1, "duration": 2,
                                     "processID": "p"}]})",
                      names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 1u);
   EXPECT_EQ(out.traces[0].trace_id, "x");
-  EXPECT_EQ(names.Name(out.traces[0].spans[0].service), "s");
+  EXPECT_EQ(names.name(out.traces[0].spans[0].service), "s");
 }
 
 TEST(TraceReaderTest, ReadsNdjsonAndTopLevelArrays) {
@@ -142,7 +145,7 @@ TEST(TraceReaderTest, ReadsNdjsonAndTopLevelArrays) {
       "\n\n"
       R"([{"traceID": "4", "spans": []}])"
       "\n";
-  auto out = ReadAll(ndjson, names);
+  auto out = read_all(ndjson, names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 4u);
   EXPECT_EQ(out.traces[0].trace_id, "1");
@@ -151,14 +154,14 @@ TEST(TraceReaderTest, ReadsNdjsonAndTopLevelArrays) {
 
 TEST(TraceReaderTest, EnvelopeWithoutTracesYieldsNothing) {
   NameTable names;
-  auto out = ReadAll(R"({"data": null, "total": 0, "errors": [{"code": 1}]})", names);
+  auto out = read_all(R"({"data": null, "total": 0, "errors": [{"code": 1}]})", names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   EXPECT_TRUE(out.traces.empty());
 }
 
 TEST(TraceReaderTest, CountsSpansWithoutIdOrService) {
   NameTable names;
-  auto out = ReadAll(R"({"traceID": "x", "spans": [
+  auto out = read_all(R"({"traceID": "x", "spans": [
         {"operationName": "no id", "startTime": 1, "duration": 1},
         {"spanID": "b", "processID": "missing", "startTime": "12", "duration": 1.5},
         {"spanID": "c", "startTime": "soon", "duration": 1}]})",
@@ -173,11 +176,45 @@ TEST(TraceReaderTest, CountsSpansWithoutIdOrService) {
   EXPECT_EQ(out.traces[0].spans[0].duration_ns, 1'500); // fractional microseconds
 }
 
+// Regression: times beyond int64 were read as 0 (counted as bad_timestamp)
+// instead of being clamped as docs/critical-path.md says. They saturate at the
+// int64 limit; the span tree then clamps them to ±2^61 ns (time_out_of_range).
+TEST(TraceReaderTest, TimesBeyondInt64SaturateInsteadOfBecomingZero) {
+  NameTable names;
+  auto jaeger = read_all(R"({"traceID": "x", "spans": [
+        {"spanID": "double", "startTime": 99999999999999999999, "duration": -99999999999999999999},
+        {"spanID": "uint64", "startTime": 18446744073709551615, "duration": 1},
+        {"spanID": "times1000", "startTime": 9300000000000000, "duration": -9300000000000000},
+        {"spanID": "string", "startTime": "99999999999999999999", "duration": "-99999999999999999999"}]})",
+                         names);
+  ASSERT_TRUE(jaeger.result.ok) << jaeger.result.error;
+  EXPECT_EQ(jaeger.result.stats.bad_timestamps, 0u);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  for (const char* id : {"double", "uint64", "times1000", "string"}) {
+    const Span* span = find_span(jaeger.traces[0], id);
+    ASSERT_NE(span, nullptr) << id;
+    EXPECT_EQ(span->start_ns, kMax) << id;
+  }
+  EXPECT_EQ(find_span(jaeger.traces[0], "double")->duration_ns, kMin);
+  EXPECT_EQ(find_span(jaeger.traces[0], "times1000")->duration_ns, kMin);
+  EXPECT_EQ(find_span(jaeger.traces[0], "string")->duration_ns, kMin);
+
+  auto otlp = read_all(R"({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "t", "spanId": "a", "startTimeUnixNano": "-99999999999999999999",
+         "endTimeUnixNano": "99999999999999999999"}]}]}]})",
+                       names);
+  ASSERT_TRUE(otlp.result.ok) << otlp.result.error;
+  EXPECT_EQ(otlp.result.stats.bad_timestamps, 0u);
+  EXPECT_EQ(otlp.traces[0].spans[0].start_ns, kMin);
+  EXPECT_EQ(otlp.traces[0].spans[0].duration_ns, kMax);  // the difference saturates too
+}
+
 TEST(TraceReaderTest, DropsSpansPastTheLimit) {
   NameTable names;
   ReadOptions options;
   options.max_spans_per_trace = 2;
-  auto out = ReadAll(R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"},
+  auto out = read_all(R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"},
                          {"spanID": "3", "tags": [{"key": "error", "value": true}]}]})",
                      names, options);
   ASSERT_TRUE(out.result.ok) << out.result.error;
@@ -203,7 +240,7 @@ constexpr std::string_view kOtlp = R"({"resourceSpans": [
 
 TEST(TraceReaderTest, ReadsOtlpGroupingSpansByTrace) {
   NameTable names;
-  auto out = ReadAll(kOtlp, names);
+  auto out = read_all(kOtlp, names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 2u);
   EXPECT_EQ(out.result.stats.otlp_traces, 2u);
@@ -213,18 +250,18 @@ TEST(TraceReaderTest, ReadsOtlpGroupingSpansByTrace) {
   EXPECT_EQ(t2.trace_id, "T2");
   ASSERT_EQ(t1.spans.size(), 1u);
   ASSERT_EQ(t2.spans.size(), 2u);
-  const Span* s1 = FindSpan(t2, "s1");
-  const Span* s3 = FindSpan(t2, "s3");
+  const Span* s1 = find_span(t2, "s1");
+  const Span* s3 = find_span(t2, "s3");
   ASSERT_TRUE(s1 && s3);
-  EXPECT_EQ(names.Name(s1->service), "api");  // resource after its spans
-  EXPECT_EQ(names.Name(s3->service), "db");
+  EXPECT_EQ(names.name(s1->service), "api");  // resource after its spans
+  EXPECT_EQ(names.name(s3->service), "db");
   EXPECT_EQ(s1->kind, SpanKind::kServer);
   EXPECT_EQ(s1->start_ns, 1'700'000'000'000'000'000);
   EXPECT_EQ(s1->duration_ns, 500'000);
   EXPECT_EQ(s1->probe_join_delay_ns, 42);
   EXPECT_EQ(s1->parent_ref, RefType::kNone);
   EXPECT_EQ(s3->kind, SpanKind::kConsumer);
-  EXPECT_EQ(t2.ParentSpanId(*s3), "s1");
+  EXPECT_EQ(t2.parent_span_id(*s3), "s1");
   EXPECT_TRUE(s3->error);
   EXPECT_EQ(t1.spans[0].kind, SpanKind::kClient);
   EXPECT_TRUE(t1.spans[0].error);
@@ -234,7 +271,7 @@ TEST(TraceReaderTest, ReadsOtlpGroupingSpansByTrace) {
 TEST(TraceReaderTest, InvalidJsonReportsByteOffset) {
   NameTable names;
   const std::string text = R"({"data": [{"traceID": "a",, "spans": []}]})";
-  auto out = ReadAll(text, names);
+  auto out = read_all(text, names);
   ASSERT_FALSE(out.result.ok);
   EXPECT_EQ(out.result.error_offset, text.find(",,") + 1);
   EXPECT_NE(out.result.error.find("byte offset " + std::to_string(text.find(",,") + 1)), std::string::npos)
@@ -245,7 +282,7 @@ TEST(TraceReaderTest, TruncatedInputReportsEndOffset) {
   NameTable names;
   const std::string text = R"({"data": [{"traceID": "a", "spans": [{"spanID": "x", "startTime": 12)";
   int traces = 0;
-  auto result = ReadTraceText(text, names, {}, [&](Trace&) { return ++traces, true; });
+  auto result = read_trace_text(text, names, {}, [&](Trace&) { return ++traces, true; });
   ASSERT_FALSE(result.ok);
   EXPECT_EQ(result.error_offset, text.size());
   EXPECT_EQ(traces, 0);
@@ -254,7 +291,7 @@ TEST(TraceReaderTest, TruncatedInputReportsEndOffset) {
 TEST(TraceReaderTest, TracesBeforeAnErrorAreDelivered) {
   NameTable names;
   const std::string text = "{\"traceID\": \"1\", \"spans\": []}\n{\"traceID\": \"2\", \"spans\": [}\n";
-  auto out = ReadAll(text, names);
+  auto out = read_all(text, names);
   ASSERT_FALSE(out.result.ok);
   EXPECT_EQ(out.traces.size(), 1u);
   EXPECT_EQ(out.result.error_offset, text.find("[}") + 1);
@@ -265,7 +302,7 @@ TEST(TraceReaderTest, RejectsDeepNestingWithBoundedCost) {
   std::string text;
   for (int i = 0; i < 100000; ++i) text += "{\"x\":";
   text += "1" + std::string(100000, '}');
-  auto out = ReadAll(text, names);
+  auto out = read_all(text, names);
   ASSERT_FALSE(out.result.ok);
   EXPECT_NE(out.result.error.find("nested deeper"), std::string::npos) << out.result.error;
   EXPECT_EQ(out.result.error_offset, 64u * 5 + 1);  // just after the 65th '{'
@@ -273,19 +310,19 @@ TEST(TraceReaderTest, RejectsDeepNestingWithBoundedCost) {
 
 TEST(TraceReaderTest, RejectsEmptyInputAndScalars) {
   NameTable names;
-  EXPECT_FALSE(ReadAll("", names).result.ok);
-  EXPECT_FALSE(ReadAll(" \n\t ", names).result.ok);
-  auto scalar = ReadAll("42", names);
+  EXPECT_FALSE(read_all("", names).result.ok);
+  EXPECT_FALSE(read_all(" \n\t ", names).result.ok);
+  auto scalar = read_all("42", names);
   EXPECT_FALSE(scalar.result.ok);
   EXPECT_NE(scalar.result.error.find("expected a JSON object"), std::string::npos);
-  auto nul = ReadAll(std::string_view("{\"traceID\": \"a\"\0}", 17), names);
+  auto nul = read_all(std::string_view("{\"traceID\": \"a\"\0}", 17), names);
   EXPECT_FALSE(nul.result.ok);
 }
 
 TEST(TraceReaderTest, CallbackCanStopTheRead) {
   NameTable names;
   int seen = 0;
-  auto result = ReadTraceText(kEnvelope, names, {}, [&](Trace&) { return ++seen < 1; });
+  auto result = read_trace_text(kEnvelope, names, {}, [&](Trace&) { return ++seen < 1; });
   EXPECT_TRUE(result.ok);
   EXPECT_TRUE(result.stopped);
   EXPECT_EQ(seen, 1);
@@ -293,12 +330,12 @@ TEST(TraceReaderTest, CallbackCanStopTheRead) {
 
 TEST(TraceReaderTest, ReadsPlainAndGzipFiles) {
   TempDir dir;
-  WriteFile(dir.File("plain.json"), kEnvelope);
-  WriteGzip(dir.File("packed.json.gz"), kEnvelope);
+  write_file(dir.file("plain.json"), kEnvelope);
+  write_gzip(dir.file("packed.json.gz"), kEnvelope);
   for (const char* name : {"plain.json", "packed.json.gz"}) {
     NameTable names;
     int traces = 0;
-    auto result = ReadTraceFile(dir.File(name), names, {}, [&](Trace&) { return ++traces, true; });
+    auto result = read_trace_file(dir.file(name), names, {}, [&](Trace&) { return ++traces, true; });
     ASSERT_TRUE(result.ok) << name << ": " << result.error;
     EXPECT_EQ(traces, 2) << name;
     EXPECT_EQ(result.stats.bytes, kEnvelope.size()) << name;
@@ -314,10 +351,10 @@ TEST(TraceReaderTest, ReadsLargeFilesAcrossBufferBoundaries) {
             R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
             std::string(100, 'v') + "\"}]}]}\n";
   }
-  WriteGzip(dir.File("big.json.gz"), text);
+  write_gzip(dir.file("big.json.gz"), text);
   NameTable names;
   int traces = 0;
-  auto result = ReadTraceFile(dir.File("big.json.gz"), names, {}, [&](Trace& t) {
+  auto result = read_trace_file(dir.file("big.json.gz"), names, {}, [&](Trace& t) {
     EXPECT_EQ(t.trace_id, std::to_string(traces));
     return ++traces, true;
   });
@@ -326,42 +363,68 @@ TEST(TraceReaderTest, ReadsLargeFilesAcrossBufferBoundaries) {
   EXPECT_EQ(result.stats.bytes, text.size());
 }
 
+// Regression: plain files used to be mmap()ed, and a file truncated by another
+// process while being read killed the engine with SIGBUS. The callback runs
+// between traces, so truncating there is a deterministic "truncated while
+// being read" (the file is far larger than one read buffer).
+TEST(TraceReaderTest, FileTruncatedWhileBeingReadIsAnErrorNotACrash) {
+  TempDir dir;
+  const std::string path = dir.file("shrinking.json");
+  std::string text;
+  constexpr int kTraces = 20'000;
+  for (int i = 0; i < kTraces; ++i) {
+    text += R"({"traceID": ")" + std::to_string(i) +
+            R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
+            std::string(150, 'v') + "\"}]}]}\n";
+  }
+  write_file(path, text);
+  NameTable names;
+  int traces = 0;
+  auto result = read_trace_file(path, names, {}, [&](Trace&) {
+    if (++traces == 1) std::filesystem::resize_file(path, 0);
+    return true;
+  });
+  ASSERT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("truncated while being read"), std::string::npos) << result.error;
+  EXPECT_LT(traces, kTraces);
+}
+
 TEST(TraceReaderTest, TruncatedGzipIsAnError) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 2000; ++i) text += R"({"traceID": "x", "spans": []})" "\n";
-  WriteGzip(dir.File("full.gz"), text);
-  std::ifstream in(dir.File("full.gz"), std::ios::binary);
+  write_gzip(dir.file("full.gz"), text);
+  std::ifstream in(dir.file("full.gz"), std::ios::binary);
   std::string packed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  WriteFile(dir.File("cut.gz"), std::string_view(packed).substr(0, packed.size() / 2));
+  write_file(dir.file("cut.gz"), std::string_view(packed).substr(0, packed.size() / 2));
   NameTable names;
-  auto result = ReadTraceFile(dir.File("cut.gz"), names, {}, [](Trace&) { return true; });
+  auto result = read_trace_file(dir.file("cut.gz"), names, {}, [](Trace&) { return true; });
   ASSERT_FALSE(result.ok);
   EXPECT_NE(result.error.find("gzip"), std::string::npos) << result.error;
 }
 
 TEST(TraceReaderTest, MissingFileIsAnError) {
   NameTable names;
-  auto result = ReadTraceFile("/nonexistent/trace.json", names, {}, [](Trace&) { return true; });
+  auto result = read_trace_file("/nonexistent/trace.json", names, {}, [](Trace&) { return true; });
   ASSERT_FALSE(result.ok);
   EXPECT_NE(result.error.find("No such file"), std::string::npos) << result.error;
 }
 
 TEST(TraceReaderTest, InvalidUtf8NamesAreRepaired) {
   NameTable names;
-  auto out = ReadAll("{\"traceID\": \"x\", \"spans\": [{\"spanID\": \"a\", \"operationName\": \"bad\xff\"}]}", names);
+  auto out = read_all("{\"traceID\": \"x\", \"spans\": [{\"spanID\": \"a\", \"operationName\": \"bad\xff\"}]}", names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
-  EXPECT_EQ(names.Name(out.traces[0].spans[0].operation), "bad\xEF\xBF\xBD");
+  EXPECT_EQ(names.name(out.traces[0].spans[0].operation), "bad\xEF\xBF\xBD");
 }
 
 TEST(TraceReaderTest, ReadsEveryConformanceFixture) {
-  const std::filesystem::path dir = TAILSCOPE_CRITPATH_FIXTURES;
-  if (!std::filesystem::exists(dir / "crisp")) GTEST_SKIP() << "fixtures not found at " << dir;
+  const std::filesystem::path dir = testing::fixtures_dir() / "crisp";
+  TAILSCOPE_REQUIRE_FIXTURE(dir);
   int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir / "crisp")) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     NameTable names;
     int traces = 0;
-    auto result = ReadTraceFile(entry.path(), names, {}, [&](Trace& t) { return traces += !t.spans.empty(), true; });
+    auto result = read_trace_file(entry.path(), names, {}, [&](Trace& t) { return traces += !t.spans.empty(), true; });
     ASSERT_TRUE(result.ok) << entry.path() << ": " << result.error;
     EXPECT_EQ(traces, 1) << entry.path();
     ++files;

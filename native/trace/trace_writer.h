@@ -12,10 +12,10 @@
 namespace tailscope::trace {
 
 // One Jaeger trace object {"traceID", "spans", "processes"}: a line of NDJSON.
-std::string JaegerJsonTrace(const Trace& trace, const NameTable& names);
+std::string jaeger_json_trace(const Trace& trace, const NameTable& names);
 // The Jaeger UI / query API envelope {"data": [trace, …]}.
-std::string JaegerJsonDocument(std::span<const Trace> traces, const NameTable& names);
+std::string jaeger_json_document(std::span<const Trace> traces, const NameTable& names);
 // One OTLP JSON document {"resourceSpans": […]}, one resource per service.
-std::string OtlpJsonDocument(std::span<const Trace> traces, const NameTable& names);
+std::string otlp_json_document(std::span<const Trace> traces, const NameTable& names);
 
 }  // namespace tailscope::trace

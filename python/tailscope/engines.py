@@ -86,15 +86,17 @@ CRITPATH_SCHEMA = "tailscope.critpath/1"
 
 
 def validate_document(doc: object, engine: str) -> dict:
-    """Checks the fields every result document must have (docs/formats.md)."""
+    """Checks the fields every result document must have (docs/formats.md).
+
+    A `tailscope.critpath/1` document is the result/1 envelope (measurements,
+    unavailable) plus the critical-path sections (docs/critical-path.md)."""
     if not isinstance(doc, dict):
         raise EngineError(f"{engine}: result is not a JSON object")
-    if doc.get("schema") == CRITPATH_SCHEMA:  # docs/critical-path.md
+    if doc.get("schema") == CRITPATH_SCHEMA:
         for key in ("summary", "operations", "services", "critical_paths", "warnings"):
             if key not in doc:
                 raise EngineError(f"{engine}: critical-path document lacks '{key}'")
-        return doc
-    if doc.get("schema") != RESULT_SCHEMA:
+    elif doc.get("schema") != RESULT_SCHEMA:
         raise EngineError(f"{engine}: unsupported schema {doc.get('schema')!r} (expected {RESULT_SCHEMA})")
     for key, kind in (("engine", str), ("machine", dict), ("measurements", list), ("unavailable", list)):
         if not isinstance(doc.get(key), kind):

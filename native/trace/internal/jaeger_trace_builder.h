@@ -27,17 +27,17 @@ class JaegerTraceBuilder {
 
   // Starts a trace; the events that follow are those inside its object (the
   // object's own start and end are not passed).
-  void Begin();
+  void begin();
   // True once the object showed a trace key (traceID, spans, processes).
   bool has_content() const { return has_content_; }
 
-  void Key(std::string_view key);
-  void Scalar(const JsonScalar& value);
-  void StartObject();
-  void StartArray();
-  void EndContainer();
-  // Resolves processIDs to services. The trace stays valid until Begin().
-  Trace& Finish();
+  void key(std::string_view key);
+  void scalar(const JsonScalar& value);
+  void start_object();
+  void start_array();
+  void end_container();
+  // Resolves processIDs to services. The trace stays valid until begin().
+  Trace& finish();
 
  private:
   enum class Frame : std::uint8_t {
@@ -50,11 +50,11 @@ class JaegerTraceBuilder {
   };
 
   Frame frame() const { return frames_[top_]; }
-  void StartContainer(bool is_object);
-  void BeginSpan();
-  void EndSpan();
-  void EndReference();
-  void EndTag();
+  void start_container(bool is_object);
+  void begin_span();
+  void end_span();
+  void end_reference();
+  void end_tag();
   Span* current_span() { return dropping_span_ ? nullptr : &trace_.spans.back(); }
 
   NameTable& names_;
@@ -92,8 +92,8 @@ class JaegerTraceBuilder {
 
 // ---- implementation ----
 
-inline void JaegerTraceBuilder::Begin() {
-  trace_.Clear();
+inline void JaegerTraceBuilder::begin() {
+  trace_.clear();
   top_ = 0;
   frames_[0] = Frame::kTrace;
   field_ = Field::kNone;
@@ -103,49 +103,49 @@ inline void JaegerTraceBuilder::Begin() {
   process_count_ = 0;
 }
 
-inline void JaegerTraceBuilder::Key(std::string_view key) {
+inline void JaegerTraceBuilder::key(std::string_view key) {
   if (skip_depth_ > 0) return;
   // Most frequent frames first: a span's tags, then the span itself.
   const Frame f = frame();
   if (f == Frame::kTag) {
-    field_ = Is(key, "key") ? Field::kTagKey : Is(key, "value") ? Field::kTagValue : Field::kNone;
+    field_ = is_literal(key, "key") ? Field::kTagKey : is_literal(key, "value") ? Field::kTagValue : Field::kNone;
     return;
   }
   field_ = Field::kNone;
   if (f == Frame::kSpan) {
     switch (key.size()) {
-      case 4: if (Is(key, "tags")) field_ = Field::kTags; break;
-      case 6: if (Is(key, "spanID")) field_ = Field::kSpanId; break;
+      case 4: if (is_literal(key, "tags")) field_ = Field::kTags; break;
+      case 6: if (is_literal(key, "spanID")) field_ = Field::kSpanId; break;
       case 7:
-        if (Is(key, "traceID")) field_ = Field::kSpanTraceId;
-        else if (Is(key, "process")) field_ = Field::kProcess;
+        if (is_literal(key, "traceID")) field_ = Field::kSpanTraceId;
+        else if (is_literal(key, "process")) field_ = Field::kProcess;
         break;
-      case 8: if (Is(key, "duration")) field_ = Field::kDuration; break;
+      case 8: if (is_literal(key, "duration")) field_ = Field::kDuration; break;
       case 9:
-        if (Is(key, "startTime")) field_ = Field::kStartTime;
-        else if (Is(key, "processID")) field_ = Field::kProcessId;
+        if (is_literal(key, "startTime")) field_ = Field::kStartTime;
+        else if (is_literal(key, "processID")) field_ = Field::kProcessId;
         break;
-      case 10: if (Is(key, "references")) field_ = Field::kReferences; break;
-      case 12: if (Is(key, "parentSpanID")) field_ = Field::kParentSpanId; break;
-      case 13: if (Is(key, "operationName")) field_ = Field::kOperationName; break;
+      case 10: if (is_literal(key, "references")) field_ = Field::kReferences; break;
+      case 12: if (is_literal(key, "parentSpanID")) field_ = Field::kParentSpanId; break;
+      case 13: if (is_literal(key, "operationName")) field_ = Field::kOperationName; break;
       default: break;
     }
     return;
   }
   switch (f) {
     case Frame::kTrace:
-      if (Is(key, "spans")) field_ = Field::kSpans;
-      else if (Is(key, "processes")) field_ = Field::kProcesses;
-      else if (Is(key, "traceID")) field_ = Field::kTraceId;
+      if (is_literal(key, "spans")) field_ = Field::kSpans;
+      else if (is_literal(key, "processes")) field_ = Field::kProcesses;
+      else if (is_literal(key, "traceID")) field_ = Field::kTraceId;
       if (field_ != Field::kNone) has_content_ = true;
       break;
     case Frame::kReference:
-      if (Is(key, "refType")) field_ = Field::kRefType;
-      else if (Is(key, "spanID")) field_ = Field::kRefSpanId;
+      if (is_literal(key, "refType")) field_ = Field::kRefType;
+      else if (is_literal(key, "spanID")) field_ = Field::kRefSpanId;
       break;
     case Frame::kSpanProcess:
     case Frame::kProcess:
-      if (Is(key, "serviceName")) field_ = Field::kServiceName;
+      if (is_literal(key, "serviceName")) field_ = Field::kServiceName;
       break;
     case Frame::kProcesses:
       process_key_.assign(key);
@@ -155,7 +155,7 @@ inline void JaegerTraceBuilder::Key(std::string_view key) {
   }
 }
 
-inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
+inline void JaegerTraceBuilder::scalar(const JsonScalar& value) {
   if (skip_depth_ > 0) return;
   const Field field = field_;
   if (field == Field::kNone) return;  // a key we skip ("type", "flags", …)
@@ -171,7 +171,7 @@ inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
       break;
     case Field::kSpanId:
       if (span != nullptr && value.is_string() && !value.text.empty()) {
-        span->span_id = trace_.Store(value.text);
+        span->span_id = trace_.store(value.text);
         span_has_id_ = true;
       }
       break;
@@ -179,18 +179,18 @@ inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
       // Older Jaeger JSON: a bare parentSpanID; references[] take precedence.
       if (span != nullptr && value.is_string() && !value.text.empty() && value.text != "0" &&
           span->parent_ref == RefType::kNone) {
-        span->parent_span_id = trace_.Store(value.text);
+        span->parent_span_id = trace_.store(value.text);
         span->parent_ref = RefType::kChildOf;
       }
       break;
     case Field::kOperationName:
-      if (span != nullptr && value.is_string()) span->operation = names_.Intern(value.text);
+      if (span != nullptr && value.is_string()) span->operation = names_.intern(value.text);
       break;
     case Field::kStartTime:
     case Field::kDuration:
       if (span != nullptr) {
         std::int64_t ns = 0;
-        if (value.ToNanoseconds(1000, &ns)) {
+        if (value.to_nanoseconds(1000, &ns)) {
           (field == Field::kStartTime ? span->start_ns : span->duration_ns) = ns;
         } else {
           span_time_ok_ = false;
@@ -198,22 +198,22 @@ inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
       }
       break;
     case Field::kProcessId:
-      if (span != nullptr && value.is_string()) span->process_id = trace_.Store(value.text);
+      if (span != nullptr && value.is_string()) span->process_id = trace_.store(value.text);
       break;
     case Field::kServiceName:
       if (!value.is_string()) break;
       if (frame() == Frame::kSpanProcess) {
-        if (span != nullptr) span->service = names_.Intern(value.text);
+        if (span != nullptr) span->service = names_.intern(value.text);
       } else {
         if (process_count_ == processes_.size()) processes_.emplace_back();
         auto& slot = processes_[process_count_++];
         slot.first.assign(process_key_);
-        slot.second = names_.Intern(value.text);
+        slot.second = names_.intern(value.text);
       }
       break;
     case Field::kRefType:
       if (value.is_string()) {
-        ref_type_ = Is(value.text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
+        ref_type_ = is_literal(value.text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
       }
       break;
     case Field::kRefSpanId:
@@ -225,27 +225,27 @@ inline void JaegerTraceBuilder::Scalar(const JsonScalar& value) {
     case Field::kTagKey:
       if (value.is_string()) {
         tag_has_key_ = true;
-        tag_ = ClassifySpanTag(value.text);
+        tag_ = classify_span_tag(value.text);
         if (tag_ != SpanTag::kOther && tag_value_.present && span != nullptr) {
-          ApplySpanTag(*span, tag_, tag_value_.scalar);
+          apply_span_tag(*span, tag_, tag_value_.scalar);
         }
       }
       break;
     case Field::kTagValue:
       if (tag_has_key_) {
-        if (tag_ != SpanTag::kOther && span != nullptr) ApplySpanTag(*span, tag_, value);
+        if (tag_ != SpanTag::kOther && span != nullptr) apply_span_tag(*span, tag_, value);
       } else {
-        tag_value_.Set(value);  // key still to come
+        tag_value_.set(value);  // key still to come
       }
       break;
     default: break;
   }
 }
 
-inline void JaegerTraceBuilder::StartObject() { StartContainer(true); }
-inline void JaegerTraceBuilder::StartArray() { StartContainer(false); }
+inline void JaegerTraceBuilder::start_object() { start_container(true); }
+inline void JaegerTraceBuilder::start_array() { start_container(false); }
 
-inline void JaegerTraceBuilder::StartContainer(bool is_object) {
+inline void JaegerTraceBuilder::start_container(bool is_object) {
   if (skip_depth_ > 0) {
     ++skip_depth_;
     return;
@@ -283,7 +283,7 @@ inline void JaegerTraceBuilder::StartContainer(bool is_object) {
   }
   frames_[++top_] = next;
   switch (next) {
-    case Frame::kSpan: BeginSpan(); break;
+    case Frame::kSpan: begin_span(); break;
     case Frame::kReference:
       ref_type_ = RefType::kChildOf;  // Jaeger's default when refType is absent
       ref_has_id_ = false;
@@ -291,29 +291,29 @@ inline void JaegerTraceBuilder::StartContainer(bool is_object) {
     case Frame::kTag:
       tag_has_key_ = false;
       tag_ = SpanTag::kOther;
-      tag_value_.Reset();
+      tag_value_.reset();
       break;
     default: break;
   }
 }
 
-inline void JaegerTraceBuilder::EndContainer() {
+inline void JaegerTraceBuilder::end_container() {
   if (skip_depth_ > 0) {
     --skip_depth_;
     return;
   }
   field_ = Field::kNone;
   const Frame ending = frame();
-  if (ending == Frame::kTrace) return;  // the trace object itself: Finish() handles it
+  if (ending == Frame::kTrace) return;  // the trace object itself: finish() handles it
   switch (ending) {
-    case Frame::kSpan: EndSpan(); break;
-    case Frame::kReference: EndReference(); break;
+    case Frame::kSpan: end_span(); break;
+    case Frame::kReference: end_reference(); break;
     default: break;
   }
   --top_;
 }
 
-inline void JaegerTraceBuilder::BeginSpan() {
+inline void JaegerTraceBuilder::begin_span() {
   span_has_id_ = false;
   span_time_ok_ = true;
   if (trace_.spans.size() >= options_.max_spans_per_trace) {
@@ -325,7 +325,7 @@ inline void JaegerTraceBuilder::BeginSpan() {
   trace_.spans.back().service = kUnresolved;
 }
 
-inline void JaegerTraceBuilder::EndSpan() {
+inline void JaegerTraceBuilder::end_span() {
   if (dropping_span_) {
     ++stats_.dropped_spans_over_limit;
     dropping_span_ = false;
@@ -339,18 +339,18 @@ inline void JaegerTraceBuilder::EndSpan() {
   if (!span_time_ok_) ++stats_.bad_timestamps;
 }
 
-inline void JaegerTraceBuilder::EndReference() {
+inline void JaegerTraceBuilder::end_reference() {
   Span* span = current_span();
   if (span == nullptr || !ref_has_id_) return;
   const bool replaces = span->parent_ref == RefType::kNone ||
                         (span->parent_ref == RefType::kFollowsFrom && ref_type_ == RefType::kChildOf);
   if (replaces) {
-    span->parent_span_id = trace_.Store(ref_span_id_);
+    span->parent_span_id = trace_.store(ref_span_id_);
     span->parent_ref = ref_type_;
   }
 }
 
-inline Trace& JaegerTraceBuilder::Finish() {
+inline Trace& JaegerTraceBuilder::finish() {
   // processID -> service through a small open-addressing table (a trace has
   // few processes and many spans); later duplicates of a processID lose.
   const std::size_t n = process_count_;
@@ -358,7 +358,7 @@ inline Trace& JaegerTraceBuilder::Finish() {
   while (capacity < 2 * n) capacity *= 2;
   process_slots_.assign(capacity, kUnresolved);
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t slot = QuickHash(processes_[i].first) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+    for (std::size_t slot = quick_hash(processes_[i].first) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
       if (process_slots_[slot] == kUnresolved) {
         process_slots_[slot] = static_cast<std::uint32_t>(i);
         break;
@@ -369,8 +369,8 @@ inline Trace& JaegerTraceBuilder::Finish() {
   for (Span& span : trace_.spans) {
     if (span.service != kUnresolved) continue;
     span.service = NameTable::kUnknownService;
-    const std::string_view pid = trace_.Str(span.process_id);
-    for (std::size_t slot = QuickHash(pid) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+    const std::string_view pid = trace_.str(span.process_id);
+    for (std::size_t slot = quick_hash(pid) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
       const std::uint32_t p = process_slots_[slot];
       if (p == kUnresolved) {
         ++stats_.spans_without_service;

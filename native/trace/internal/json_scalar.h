@@ -14,7 +14,7 @@ namespace tailscope::trace::internal {
 // key == literal, with a constant-length memcmp the compiler inlines (SAX
 // handlers compare every key; string_view's == calls memcmp).
 template <std::size_t N>
-inline bool Is(std::string_view key, const char (&literal)[N]) {
+inline bool is_literal(std::string_view key, const char (&literal)[N]) {
   return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
 }
 
@@ -31,7 +31,7 @@ struct JsonScalar {
 
   // Integers, integral doubles and decimal strings ("1700000000000000000", as
   // OTLP writes 64-bit times). False when out of range or not a number.
-  bool ToInt64(std::int64_t* out) const {
+  bool to_int64(std::int64_t* out) const {
     switch (type) {
       case Type::kInt: *out = integer; return true;
       case Type::kUint:
@@ -52,26 +52,53 @@ struct JsonScalar {
   }
 
   // A time in `unit_ns` units (1000 for Jaeger's microseconds) as nanoseconds.
-  // Doubles keep their fraction (1.5 µs = 1500 ns).
-  bool ToNanoseconds(std::int64_t unit_ns, std::int64_t* out) const {
-    if (type == Type::kDouble) {
-      const double ns = number * static_cast<double>(unit_ns);
-      if (!std::isfinite(ns) || std::fabs(ns) >= 9.2e18) return false;
-      *out = static_cast<std::int64_t>(std::llround(ns));
-      return true;
-    }
+  // Doubles keep their fraction (1.5 µs = 1500 ns). A number beyond int64
+  // (as a JSON number or a decimal string) saturates at the int64 limit of
+  // its sign: the analyzer then clamps it to ±2^61 ns and counts
+  // time_out_of_range (docs/critical-path.md). False only for what is not a
+  // number at all (bad_timestamp).
+  bool to_nanoseconds(std::int64_t unit_ns, std::int64_t* out) const {
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
     std::int64_t v = 0;
-    if (!ToInt64(&v)) return false;
-    if (v > std::numeric_limits<std::int64_t>::max() / unit_ns ||
-        v < std::numeric_limits<std::int64_t>::min() / unit_ns) {
-      return false;
+    switch (type) {
+      case Type::kDouble: {
+        const double ns = number * static_cast<double>(unit_ns);
+        if (std::isnan(ns)) return false;
+        // 2^63 is exactly representable; anything at or past it saturates.
+        if (ns >= 9223372036854775808.0) *out = kMax;
+        else if (ns <= -9223372036854775808.0) *out = kMin;
+        else *out = static_cast<std::int64_t>(std::llround(ns));
+        return true;
+      }
+      case Type::kUint:
+        if (unsigned_integer > static_cast<std::uint64_t>(kMax)) {
+          *out = kMax;
+          return true;
+        }
+        v = static_cast<std::int64_t>(unsigned_integer);
+        break;
+      case Type::kString: {
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ptr != end) return false;
+        if (ec == std::errc::result_out_of_range) {
+          *out = text[0] == '-' ? kMin : kMax;
+          return true;
+        }
+        if (ec != std::errc()) return false;
+        break;
+      }
+      default:
+        if (!to_int64(&v)) return false;
+        break;
     }
-    *out = v * unit_ns;
+    if (__builtin_mul_overflow(v, unit_ns, out)) *out = v < 0 ? kMin : kMax;
     return true;
   }
 
   // Tags like error=true arrive as bools, "true" strings or 1.
-  bool IsTruthy() const {
+  bool is_truthy() const {
     switch (type) {
       case Type::kBool: return boolean;
       case Type::kInt: return integer != 0;

@@ -1,12 +1,13 @@
 #include "trace/internal/otlp_document_builder.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace tailscope::trace::internal {
 
-void OtlpDocumentBuilder::Begin() {
-  document_.Clear();
+void OtlpDocumentBuilder::begin() {
+  document_.clear();
   span_trace_ids_.clear();
   frames_.clear();
   frames_.push_back(Frame::kResourceSpansArray);
@@ -20,49 +21,49 @@ bool OtlpDocumentBuilder::in_span() const {
   return frames_.size() >= 6 && frames_[5] == Frame::kSpan && !dropping_span_;
 }
 
-void OtlpDocumentBuilder::Key(std::string_view key) {
+void OtlpDocumentBuilder::key(std::string_view key) {
   if (skip_depth_ > 0) return;
   field_ = Field::kNone;
   switch (frame()) {
     case Frame::kResourceSpans:
-      if (Is(key, "resource")) field_ = Field::kResource;
-      else if (Is(key, "scopeSpans") || Is(key, "instrumentationLibrarySpans")) field_ = Field::kScopeSpans;
+      if (is_literal(key, "resource")) field_ = Field::kResource;
+      else if (is_literal(key, "scopeSpans") || is_literal(key, "instrumentationLibrarySpans")) field_ = Field::kScopeSpans;
       break;
     case Frame::kResource:
-      if (Is(key, "attributes")) field_ = Field::kAttributes;
+      if (is_literal(key, "attributes")) field_ = Field::kAttributes;
       break;
     case Frame::kAttribute:
-      if (Is(key, "key")) field_ = Field::kKey;
-      else if (Is(key, "value")) field_ = Field::kValue;
+      if (is_literal(key, "key")) field_ = Field::kKey;
+      else if (is_literal(key, "value")) field_ = Field::kValue;
       break;
     case Frame::kAnyValue:
-      if (Is(key, "stringValue")) field_ = Field::kStringValue;
-      else if (Is(key, "intValue")) field_ = Field::kIntValue;
-      else if (Is(key, "boolValue")) field_ = Field::kBoolValue;
-      else if (Is(key, "doubleValue")) field_ = Field::kDoubleValue;
+      if (is_literal(key, "stringValue")) field_ = Field::kStringValue;
+      else if (is_literal(key, "intValue")) field_ = Field::kIntValue;
+      else if (is_literal(key, "boolValue")) field_ = Field::kBoolValue;
+      else if (is_literal(key, "doubleValue")) field_ = Field::kDoubleValue;
       break;
     case Frame::kScopeSpans:
-      if (Is(key, "spans")) field_ = Field::kSpans;
+      if (is_literal(key, "spans")) field_ = Field::kSpans;
       break;
     case Frame::kSpan:
-      if (Is(key, "traceId")) field_ = Field::kTraceId;
-      else if (Is(key, "spanId")) field_ = Field::kSpanId;
-      else if (Is(key, "parentSpanId")) field_ = Field::kParentSpanId;
-      else if (Is(key, "name")) field_ = Field::kName;
-      else if (Is(key, "kind")) field_ = Field::kKind;
-      else if (Is(key, "startTimeUnixNano")) field_ = Field::kStart;
-      else if (Is(key, "endTimeUnixNano")) field_ = Field::kEnd;
-      else if (Is(key, "attributes")) field_ = Field::kAttributes;
-      else if (Is(key, "status")) field_ = Field::kStatus;
+      if (is_literal(key, "traceId")) field_ = Field::kTraceId;
+      else if (is_literal(key, "spanId")) field_ = Field::kSpanId;
+      else if (is_literal(key, "parentSpanId")) field_ = Field::kParentSpanId;
+      else if (is_literal(key, "name")) field_ = Field::kName;
+      else if (is_literal(key, "kind")) field_ = Field::kKind;
+      else if (is_literal(key, "startTimeUnixNano")) field_ = Field::kStart;
+      else if (is_literal(key, "endTimeUnixNano")) field_ = Field::kEnd;
+      else if (is_literal(key, "attributes")) field_ = Field::kAttributes;
+      else if (is_literal(key, "status")) field_ = Field::kStatus;
       break;
     case Frame::kStatus:
-      if (Is(key, "code")) field_ = Field::kCode;
+      if (is_literal(key, "code")) field_ = Field::kCode;
       break;
     default: break;
   }
 }
 
-void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
+void OtlpDocumentBuilder::scalar(const JsonScalar& value) {
   if (skip_depth_ > 0) return;
   const Field field = field_;
   field_ = Field::kNone;
@@ -75,34 +76,34 @@ void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
     case Field::kIntValue:
     case Field::kBoolValue:
     case Field::kDoubleValue:
-      attribute_value_.Set(value);
+      attribute_value_.set(value);
       break;
     case Field::kTraceId:
-      if (span != nullptr && value.is_string()) span_trace_id_ = document_.Store(value.text);
+      if (span != nullptr && value.is_string()) span_trace_id_ = document_.store(value.text);
       break;
     case Field::kSpanId:
       if (span != nullptr && value.is_string() && !value.text.empty()) {
-        span->span_id = document_.Store(value.text);
+        span->span_id = document_.store(value.text);
         span_has_id_ = true;
       }
       break;
     case Field::kParentSpanId:
       if (span != nullptr && value.is_string() && !value.text.empty()) {
-        span->parent_span_id = document_.Store(value.text);
+        span->parent_span_id = document_.store(value.text);
         span->parent_ref = RefType::kChildOf;
       }
       break;
     case Field::kName:
-      if (span != nullptr && value.is_string()) span->operation = names_.Intern(value.text);
+      if (span != nullptr && value.is_string()) span->operation = names_.intern(value.text);
       break;
     case Field::kKind:
       if (span == nullptr) break;
       if (value.is_string()) {
-        span->kind = ParseSpanKind(value.text);
+        span->kind = parse_span_kind(value.text);
       } else {
         // OTLP enum: 1 internal, 2 server, 3 client, 4 producer, 5 consumer.
         std::int64_t k = 0;
-        if (value.ToInt64(&k) && k >= 1 && k <= 5) {
+        if (value.to_int64(&k) && k >= 1 && k <= 5) {
           static constexpr SpanKind kKinds[] = {SpanKind::kInternal, SpanKind::kServer, SpanKind::kClient,
                                                 SpanKind::kProducer, SpanKind::kConsumer};
           span->kind = kKinds[k - 1];
@@ -113,7 +114,7 @@ void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
     case Field::kEnd:
       if (span != nullptr) {
         std::int64_t ns = 0;
-        if (!value.ToNanoseconds(1, &ns)) {
+        if (!value.to_nanoseconds(1, &ns)) {
           span_time_ok_ = false;
         } else if (field == Field::kStart) {
           span->start_ns = ns;
@@ -127,7 +128,7 @@ void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
     case Field::kCode:
       if (span != nullptr) {
         std::int64_t code = 0;
-        if ((value.is_string() && Is(value.text, "STATUS_CODE_ERROR")) || (value.ToInt64(&code) && code == 2)) {
+        if ((value.is_string() && is_literal(value.text, "STATUS_CODE_ERROR")) || (value.to_int64(&code) && code == 2)) {
           span->error = true;
         }
       }
@@ -136,10 +137,10 @@ void OtlpDocumentBuilder::Scalar(const JsonScalar& value) {
   }
 }
 
-void OtlpDocumentBuilder::StartObject() { StartContainer(true); }
-void OtlpDocumentBuilder::StartArray() { StartContainer(false); }
+void OtlpDocumentBuilder::start_object() { start_container(true); }
+void OtlpDocumentBuilder::start_array() { start_container(false); }
 
-void OtlpDocumentBuilder::StartContainer(bool is_object) {
+void OtlpDocumentBuilder::start_container(bool is_object) {
   if (skip_depth_ > 0) {
     ++skip_depth_;
     return;
@@ -190,7 +191,7 @@ void OtlpDocumentBuilder::StartContainer(bool is_object) {
       break;
     case Frame::kAttribute:
       attribute_key_.clear();
-      attribute_value_.Reset();
+      attribute_value_.reset();
       break;
     case Frame::kSpan:
       span_has_id_ = false;
@@ -208,17 +209,17 @@ void OtlpDocumentBuilder::StartContainer(bool is_object) {
   }
 }
 
-void OtlpDocumentBuilder::EndContainer() {
+void OtlpDocumentBuilder::end_container() {
   if (skip_depth_ > 0) {
     --skip_depth_;
     return;
   }
   field_ = Field::kNone;
   const Frame ending = frame();
-  if (ending == Frame::kResourceSpansArray) return;  // Finish() handles the array end
+  if (ending == Frame::kResourceSpansArray) return;  // finish() handles the array end
   switch (ending) {
-    case Frame::kSpan: EndSpan(); break;
-    case Frame::kAttribute: EndAttribute(); break;
+    case Frame::kSpan: end_span(); break;
+    case Frame::kAttribute: end_attribute(); break;
     case Frame::kResourceSpans: {
       // The resource may follow its spans in the object: assign it now.
       const NameId service = resource_has_service_ ? resource_service_ : NameTable::kUnknownService;
@@ -233,7 +234,7 @@ void OtlpDocumentBuilder::EndContainer() {
   frames_.pop_back();
 }
 
-void OtlpDocumentBuilder::EndSpan() {
+void OtlpDocumentBuilder::end_span() {
   if (dropping_span_) {
     ++stats_.dropped_spans_over_limit;
     dropping_span_ = false;
@@ -249,43 +250,46 @@ void OtlpDocumentBuilder::EndSpan() {
     ++stats_.bad_timestamps;
     span.duration_ns = 0;
   } else {
-    // Subtraction in unsigned arithmetic: hostile times must not overflow.
-    span.duration_ns =
-        static_cast<std::int64_t>(static_cast<std::uint64_t>(span_end_ns_) - static_cast<std::uint64_t>(span.start_ns));
+    // Hostile (or saturated) times must not overflow: the difference
+    // saturates too, and the analyzer clamps what is out of range.
+    if (__builtin_sub_overflow(span_end_ns_, span.start_ns, &span.duration_ns)) {
+      span.duration_ns = span_end_ns_ > span.start_ns ? std::numeric_limits<std::int64_t>::max()
+                                                      : std::numeric_limits<std::int64_t>::min();
+    }
   }
   span_trace_ids_.push_back(span_trace_id_);
 }
 
-void OtlpDocumentBuilder::EndAttribute() {
+void OtlpDocumentBuilder::end_attribute() {
   if (!attribute_value_.present) return;
   // [kResourceSpansArray, kResourceSpans, kResource, kAttributes, kAttribute]
   if (frames_.size() == 5 && frames_[2] == Frame::kResource) {
     if (attribute_key_ == "service.name" && attribute_value_.scalar.is_string()) {
-      resource_service_ = names_.Intern(attribute_value_.scalar.text);
+      resource_service_ = names_.intern(attribute_value_.scalar.text);
       resource_has_service_ = true;
     }
     return;
   }
-  if (in_span()) ApplySpanTag(document_.spans.back(), ClassifySpanTag(attribute_key_), attribute_value_.scalar);
+  if (in_span()) apply_span_tag(document_.spans.back(), classify_span_tag(attribute_key_), attribute_value_.scalar);
 }
 
-bool OtlpDocumentBuilder::Finish(const TraceCallback& on_trace) {
+bool OtlpDocumentBuilder::finish(const TraceCallback& on_trace) {
   const std::size_t n = document_.spans.size();
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0u);
   // Group by traceId, keeping input order inside a trace.
   std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return document_.Str(span_trace_ids_[a]) < document_.Str(span_trace_ids_[b]);
+    return document_.str(span_trace_ids_[a]) < document_.str(span_trace_ids_[b]);
   });
   for (std::size_t begin = 0; begin < n;) {
-    const std::string_view trace_id = document_.Str(span_trace_ids_[order_[begin]]);
+    const std::string_view trace_id = document_.str(span_trace_ids_[order_[begin]]);
     std::size_t end = begin;
-    out_.Clear();
+    out_.clear();
     out_.trace_id.assign(trace_id);
-    while (end < n && document_.Str(span_trace_ids_[order_[end]]) == trace_id) {
+    while (end < n && document_.str(span_trace_ids_[order_[end]]) == trace_id) {
       Span span = document_.spans[order_[end]];
-      span.span_id = out_.Store(document_.Str(span.span_id));
-      span.parent_span_id = out_.Store(document_.Str(span.parent_span_id));
+      span.span_id = out_.store(document_.str(span.span_id));
+      span.parent_span_id = out_.store(document_.str(span.parent_span_id));
       out_.spans.push_back(span);
       ++end;
     }

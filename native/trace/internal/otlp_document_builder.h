@@ -20,15 +20,15 @@ class OtlpDocumentBuilder {
       : names_(names), options_(options), stats_(stats) {}
 
   // Starts a resourceSpans array; the events that follow are those inside it.
-  void Begin();
-  void Key(std::string_view key);
-  void Scalar(const JsonScalar& value);
-  void StartObject();
-  void StartArray();
-  void EndContainer();
+  void begin();
+  void key(std::string_view key);
+  void scalar(const JsonScalar& value);
+  void start_object();
+  void start_array();
+  void end_container();
   // Emits the buffered spans as one Trace per traceId (in traceId order, spans
   // in input order). Returns false when the callback asked to stop.
-  bool Finish(const TraceCallback& on_trace);
+  bool finish(const TraceCallback& on_trace);
 
  private:
   enum class Frame : std::uint8_t {
@@ -41,9 +41,9 @@ class OtlpDocumentBuilder {
   };
 
   Frame frame() const { return frames_.back(); }
-  void StartContainer(bool is_object);
-  void EndSpan();
-  void EndAttribute();
+  void start_container(bool is_object);
+  void end_span();
+  void end_attribute();
   bool in_span() const;
 
   NameTable& names_;

@@ -1,4 +1,4 @@
-// RapidJSON input stream over a '\0'-terminated buffer (a mapped file), parsed
+// RapidJSON input stream over a '\0'-terminated buffer (text in memory), parsed
 // in "in situ" mode but with decoded strings written to a separate scratch
 // buffer instead of over the input: the input can stay read-only, and the
 // parser keeps both cursors in registers (copyOptimization), which makes

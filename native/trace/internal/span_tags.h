@@ -16,28 +16,28 @@ inline constexpr std::string_view kJoinDelayTag = "tailscope.join_delay_ns";
 
 enum class SpanTag : std::uint8_t { kOther, kSpanKind, kError, kOtelStatusCode, kSchedulingDelay, kJoinDelay };
 
-inline SpanTag ClassifySpanTag(std::string_view key) {
+inline SpanTag classify_span_tag(std::string_view key) {
   switch (key.size()) {
-    case 5: return Is(key, "error") ? SpanTag::kError : SpanTag::kOther;
-    case 9: return Is(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
-    case 16: return Is(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
-    case 23: return Is(key, "tailscope.join_delay_ns") ? SpanTag::kJoinDelay : SpanTag::kOther;
-    case 29: return Is(key, "tailscope.scheduling_delay_ns") ? SpanTag::kSchedulingDelay : SpanTag::kOther;
+    case 5: return is_literal(key, "error") ? SpanTag::kError : SpanTag::kOther;
+    case 9: return is_literal(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
+    case 16: return is_literal(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
+    case 23: return is_literal(key, "tailscope.join_delay_ns") ? SpanTag::kJoinDelay : SpanTag::kOther;
+    case 29: return is_literal(key, "tailscope.scheduling_delay_ns") ? SpanTag::kSchedulingDelay : SpanTag::kOther;
     default: return SpanTag::kOther;
   }
 }
 
-inline void ApplySpanTag(Span& span, SpanTag tag, const JsonScalar& value) {
+inline void apply_span_tag(Span& span, SpanTag tag, const JsonScalar& value) {
   switch (tag) {
     case SpanTag::kSpanKind:
-      if (value.is_string()) span.kind = ParseSpanKind(value.text);
+      if (value.is_string()) span.kind = parse_span_kind(value.text);
       break;
-    case SpanTag::kError: span.error = span.error || value.IsTruthy(); break;
-    case SpanTag::kOtelStatusCode: span.error = span.error || (value.is_string() && Is(value.text, "ERROR")); break;
+    case SpanTag::kError: span.error = span.error || value.is_truthy(); break;
+    case SpanTag::kOtelStatusCode: span.error = span.error || (value.is_string() && is_literal(value.text, "ERROR")); break;
     case SpanTag::kSchedulingDelay:
     case SpanTag::kJoinDelay: {
       std::int64_t ns = 0;
-      if (value.ToInt64(&ns) && ns >= 0) {
+      if (value.to_int64(&ns) && ns >= 0) {
         (tag == SpanTag::kSchedulingDelay ? span.probe_scheduling_delay_ns : span.probe_join_delay_ns) = ns;
       }
       break;
@@ -52,7 +52,7 @@ struct OwnedScalar {
   std::string storage;
   bool present = false;
 
-  void Set(const JsonScalar& s) {
+  void set(const JsonScalar& s) {
     scalar = s;
     if (s.is_string()) {
       storage.assign(s.text);
@@ -60,7 +60,7 @@ struct OwnedScalar {
     }
     present = true;
   }
-  void Reset() { present = false; }
+  void reset() { present = false; }
 };
 
 }  // namespace tailscope::trace::internal

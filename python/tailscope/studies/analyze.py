@@ -1,48 +1,25 @@
 """Study `analyze`: critical paths of traces (from any Jaeger/OTLP source).
 
 Run by `tailscope analyze FILE...`. The engine document (tailscope.critpath/1)
-is stored whole; per-service critical-path times, end-to-end latency, RPC
-scheduling/join delays and what-if projections are also stored as
-distributions (exact percentiles over the per-trace values) so the report can
-draw their CDFs like any other measurement.
+is stored whole. Its `measurements` — per-service critical-path time, end-to-end
+latency, RPC scheduling/join delays, delay on the path and what-if projections,
+computed by the engine with exact percentiles (docs/critical-path.md) — land in
+the measurements and cdf_points tables like any engine's, and its `unavailable`
+entries say which of them the traces could not give, and why.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import numpy as np
-
 from .. import plots
-from ..analyze import load_ndjson, run_critpath, summary_tables
+from ..analyze import run_critpath, summary_tables
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
 
 ENGINE = "tailscope-critpath"
-CDF_PERCENTILES = [*range(0, 100), 99.5, 99.9, 99.99, 100]
 MAX_SERVICE_CURVES = 8
-MIN_TAIL_SAMPLES = 10
-
-
-def distribution(name: str, variant: str, values, what: str) -> dict | None:
-    """A result/1 measurement from raw values (exact percentiles)."""
-    v = np.asarray([x for x in values if x is not None], dtype=float)
-    if v.size == 0:
-        return None
-    pct = {"50": 50, "90": 90, "99": 99, "99.9": 99.9, "99.99": 99.99}
-    tail = {k: v.size * (100 - p) / 100 for k, p in pct.items()}
-    return {
-        "name": name, "variant": variant, "what": what, "pinning": {}, "observed": {},
-        "latency": {
-            "unit": "ns", "count": int(v.size), "min": float(v.min()), "mean": float(v.mean()),
-            "stddev": float(v.std()), "max": float(v.max()),
-            "percentiles": {k: float(np.percentile(v, p, method="inverted_cdf")) for k, p in pct.items()},
-            "tail_samples": tail, "low_confidence": [k for k, t in tail.items() if t < MIN_TAIL_SAMPLES],
-        },
-        "cdf": [[float(np.percentile(v, p, method="inverted_cdf")), float(p)] for p in CDF_PERCENTILES],
-    }
 
 
 class AnalyzeStudy:
@@ -69,7 +46,7 @@ class AnalyzeStudy:
         art.mkdir(parents=True, exist_ok=True)
 
         def on_progress(p: dict) -> None:
-            if p.get("event") == "input_done":
+            if p.get("phase") == "input_done":
                 ctx.progress(f"analyze: {Path(p.get('input', '')).name}", 0.5)
 
         # Traces from this run's own socialnet study: also project "no scheduling/join delay".
@@ -78,43 +55,7 @@ class AnalyzeStudy:
                            what_if_no_delays=bool(no_delays),
                            max_traces=int(ctx.options.get("max_traces", 0)), artifacts_dir=art,
                            on_progress=on_progress)
-        ndjson = art / "critical_paths.ndjson"
-        tables = load_ndjson(ndjson)
-        measurements = []
-        traces = tables["traces"]
-        analyzed = traces[traces["analyzed"]] if not traces.empty else traces
-        m = distribution("end_to_end", algorithm, analyzed["end_to_end_ns"] if not analyzed.empty else [],
-                         "root span duration")
-        measurements.append(m)
-        svc = tables["services"]
-        if not svc.empty:
-            for service, grp in svc.groupby("service"):
-                measurements.append(distribution("cp_time", str(service), grp["exclusive_ns"],
-                                                 "critical-path time of the service in traces where it is on the path"))
-        rpc = tables["rpc_delays"]
-        if not rpc.empty:
-            measurements.append(distribution("rpc_scheduling", algorithm, rpc["scheduling_ns"],
-                                             "server span start − client span start, per RPC"))
-            measurements.append(distribution("rpc_join", algorithm, rpc["join_ns"],
-                                             "client span end − server span end, per RPC"))
-        if not analyzed.empty:
-            measurements.append(distribution("delay_on_path", algorithm, analyzed["delay_on_path_ns"],
-                                             "scheduling + join delay on the critical path, per trace"))
-        wi = tables["trace_what_if"]
-        if not wi.empty:
-            for scenario, grp in wi.groupby("scenario"):
-                measurements.append(distribution("what_if", str(scenario), grp["end_to_end_ns"],
-                                                 "projected end-to-end latency with the scenario's time removed"))
-        derived = {
-            "schema": "tailscope.result/1", "engine": "tailscope-analyze-derived", "machine": {},
-            "config": {"algorithm": algorithm, "inputs": files},
-            "measurements": [x for x in measurements if x is not None], "unavailable": [], "warnings": [],
-        }
-        if rpc.empty:
-            derived["unavailable"].append({"name": "rpc_scheduling", "variant": algorithm,
-                                           "reason": "no client span with a server child (span.kind tags absent)"})
-        return [EngineDocument(self.name, ENGINE, doc, point),
-                EngineDocument(self.name, derived["engine"], derived, point)]
+        return [EngineDocument(self.name, ENGINE, doc, point)]
 
     def section(self, store: Store, run_id: str) -> Section:
         by_point: dict[str, dict] = {}
