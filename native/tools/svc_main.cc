@@ -41,6 +41,7 @@ using namespace tailscope::svc;
 
 struct Flags {
   std::string topology, service, model = "coroutine", ports_text, traces_dir, out, merge_dir, parts_dir;
+  std::string check_path, check_origin;
   bool all = false;
   int port = -1, listen_fd = -1;
   double trace_sample = 0.0, duration_s = 0.0;
@@ -328,8 +329,30 @@ int main(int argc, char** argv) {
   app.add_option("--restart-ms", f.restart_ms, "--all: restart a dead service after this long (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}));
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
+  app.add_option("--check-topology", f.check_path,
+                 "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
+                 "error on stderr and exit 1. python -m tailscope.topology validates through this");
+  app.add_option("--origin", f.check_origin, "--check-topology: the name errors give the input (default: FILE)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!f.check_path.empty()) {
+      std::string text;
+      if (f.check_path == "-") {
+        std::stringstream ss;
+        ss << std::cin.rdbuf();
+        text = ss.str();
+      } else {
+        std::ifstream in(f.check_path);
+        if (!in) throw std::invalid_argument(f.check_path + ": cannot open topology file");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      json doc;
+      parse_topology_text(text, f.check_origin.empty() ? f.check_path : f.check_origin, &doc);
+      std::cout << doc.dump(1) << std::endl;
+      return 0;
+    }
     if (!f.merge_dir.empty()) {
       std::cout << merge_span_files(f.merge_dir).dump() << std::endl;
       return 0;

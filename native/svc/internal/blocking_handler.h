@@ -25,12 +25,12 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
     if (rs.status != RpcStatus::kOk) return;  // a failed stage ends the handler, as an exception would
     switch (stage.kind) {
       case Stage::Kind::kCpu:
-        burn_cpu_ns(stage.cpu.sample_ns());
+        burn_cpu_ns(stage.cpu.sample_ns(), rt.stopping());
         break;
       case Stage::Kind::kStore: {
         for (int i = 0; i < stage.store.count; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);
-          blocking_wait_ns(stage.store.latency.sample_ns());
+          blocking_wait_ns(stage.store.latency.sample_ns(), rt.stopping());
           rt.end_store(span);
         }
         if (stage.store.on_miss && rt.store_missed(stage.store))
