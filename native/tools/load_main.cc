@@ -192,11 +192,20 @@ int main(int argc, char** argv) {
       std::cerr << "tailscope-load: run incomplete: " << result.aborted_reason << " (partial results written)\n";
       return kExitErrors;
     }
+    bool failed = false;
     if (result.totals.errors.total() > 0 && !allow_errors) {
       std::cerr << "tailscope-load: " << result.totals.errors.total() << " errors: " << doc["load"]["errors"].dump()
                 << (result.totals.first_violation.empty() ? "" : " (first: " + result.totals.first_violation + ")") << "\n";
-      return kExitErrors;
+      failed = true;
     }
+    // A run that measured nothing is not a success (-R 0.001 used to exit 0
+    // with an empty window); --allow-errors accepts it like errors, since a
+    // study sweeping into overload still wants the document.
+    if (result.totals.completed_in_window == 0 && !allow_errors) {
+      std::cerr << "tailscope-load: no request completed in the measured window: nothing was measured\n";
+      failed = true;
+    }
+    if (failed) return kExitErrors;
   } catch (const std::exception& e) {
     std::cerr << "tailscope-load: error: " << e.what() << "\n";
     return 1;
