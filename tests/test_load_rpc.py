@@ -200,3 +200,14 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     # The stage really was running when the service stopped (not a vacuous pass).
     counters = json.loads(out.read_text())["services"]["slow"]["counters"]
     assert counters["requests"] >= 1, counters
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ports", "a=abc"], "--ports: 'a=abc': the port must be an integer in 1 … 65535"),   # was "stoi"
+    (["--ports", "a=99999"], "--ports: 'a=99999': the port must be an integer in 1 … 65535"),
+    (["--duration", "nan"], "--duration: not a finite number"),  # CLI11's Range let NaN through: ran forever
+])
+def test_svc_bad_numbers_are_clear_errors(args, message, topo_json):
+    r = subprocess.run([str(_exe("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and message in r.stderr, r.stderr

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -58,7 +60,12 @@ std::map<std::string, int> parse_ports(const std::string& text) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw std::invalid_argument("--ports: expected NAME=PORT, got '" + item + "'");
-    out[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
+    const std::string port = item.substr(eq + 1);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535)
+      throw std::invalid_argument("--ports: '" + item + "': the port must be an integer in 1 … 65535");
+    out[item.substr(0, eq)] = value;
   }
   return out;
 }
@@ -357,6 +364,10 @@ int main(int argc, char** argv) {
       std::cout << merge_span_files(f.merge_dir).dump() << std::endl;
       return 0;
     }
+    // CLI11's Range lets NaN through (every comparison with it is false).
+    for (const auto& [name, v] : {std::pair{"--duration", f.duration_s}, std::pair{"--timeout-ms", f.timeout_ms},
+                                  std::pair{"--trace-sample", f.trace_sample}})
+      if (!std::isfinite(v)) throw std::invalid_argument(std::string(name) + ": not a finite number");
     if (f.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
     make_model(f.model);  // validates the name before anything starts
     if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");
