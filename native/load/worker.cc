@@ -185,9 +185,9 @@ void LoadWorker::on_readable(Connection& c) {
       c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
       --in_flight_total_;
       freed = true;
-      const bool ok = verdict == ClientProtocol::Verdict::kOk;
-      if (!ok) ++result_.errors.bad_status;
-      timing_->on_response(p, received, ok, response_bytes);
+      const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
+      if (!answered_ok) ++result_.errors.bad_status;
+      timing_->on_response(p, received, answered_ok, response_bytes);
     });
     if (!ok || unexpected) {
       if (result_.first_violation.empty())
