@@ -364,3 +364,37 @@ def test_connection_refused_counts_connect_errors(tmp_path):
     rc, doc, err = run_load(port, "-c", "2", "-d", "0.3s", "--warmup", "0s", out=tmp_path / "r.json")
     assert rc == 3, err
     assert doc["load"]["errors"]["connect"] > 0
+
+
+# ---- issue 13: what the document says must match what was measured ----------------------------
+def test_bytes_count_the_same_requests_as_the_request_counts(tmp_path):
+    """bytes_sent / bytes_received included the warm-up while requests_sent /
+    requests_completed did not. Echo answers byte for byte, so with no errors
+    both byte counts are exactly the payload times the requests in the window."""
+    with server("epoll") as (port, _):
+        rc, doc, err = run_load(port, "-c", "2", "-R", "200", "-d", "0.5s", "--warmup", "0.5s",
+                                "--payload-bytes", "100", out=tmp_path / "r.json")
+    assert rc in (0, 3), err
+    load = doc["load"]
+    assert load["errors_total"] == 0, load["errors"]
+    assert load["requests_sent"] > 0
+    assert load["bytes_sent"] == 100 * load["requests_sent"]
+    assert load["bytes_received"] == 100 * load["requests_completed"]
+
+
+def test_a_server_that_never_answers_is_not_called_a_generator_bottleneck(tmp_path):
+    """The listener accepts (the kernel's backlog) and never reads: the rate
+    shortfall is the server's. Before: generator_bottleneck was true."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        rc, doc, err = run_load(listener.getsockname()[1], "-c", "2", "-R", "100", "-d", "0.5s", "--warmup", "0s",
+                                "--timeout", "0.3s", out=tmp_path / "r.json")
+    assert rc == 3, err
+    assert "no request completed in the measured window" in err
+    load = doc["load"]
+    assert load["requests_completed"] == 0
+    assert {u["name"] for u in doc["unavailable"]} >= {"latency_intended", "latency_actual"}
+    assert load["self_check"]["rate_shortfall"] is True
+    assert load["self_check"]["server_held_back"] is True
+    assert load["generator_bottleneck"] is False

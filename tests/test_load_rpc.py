@@ -131,3 +131,62 @@ def test_rpc_flags_are_refused_with_another_protocol():
     r = subprocess.run([str(_exe("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "only to --protocol rpc" in r.stderr, r.stderr
+
+
+# ---- issue 13: a long stage must not hold a service past its stop ------------------------------
+SLOW_TOPOLOGY = {
+    "name": "slow",
+    "services": [{"name": "slow", "endpoints": [
+        {"name": "burn", "stages": [{"cpu": 50_000_000}]},                                   # 50 s busy loop
+        {"name": "wait", "stages": [{"store": {"span": "s", "latency": {"kind": "constant", "us": 50_000_000}}}]},
+    ]}],
+}
+MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+
+
+@pytest.mark.parametrize("method", ["burn", "wait"])
+@pytest.mark.parametrize("model", MODELS)
+def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
+    """Before the fix `cpu: 1e9` made tailscope-svc ignore --duration and SIGTERM
+    (the model joined a thread busy for 1000 s). The stage here lasts 50 s; the
+    service must stop at its 1.5 s --duration, long before the stage would end:
+    the 25 s wait turns a stage that is waited out into a failure."""
+    topo = tmp_path / "slow.json"
+    topo.write_text(json.dumps(topology.validate(SLOW_TOPOLOGY, "slow")))
+    out = tmp_path / "svc.json"
+    svc = subprocess.Popen([str(_exe("tailscope-svc")), "--topology", str(topo), "--service", "slow", "--model", model,
+                            "--port", "0", "--duration", "1.5", "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    load = None
+    try:
+        line = svc.stdout.readline()
+        assert line, svc.stderr.read()
+        port = json.loads(line)["listening"]
+        load = subprocess.Popen([str(_exe("tailscope-load")), "--protocol", "rpc", "--rpc-method", method,
+                                 "--port", str(port), "-c", "1", "-R", "0", "-d", "1s", "--warmup", "0s",
+                                 "--timeout", "60s", "--allow-errors"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            rc = svc.wait(timeout=25)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{model}: tailscope-svc waited out a 50 s '{method}' stage past --duration 1.5")
+        assert rc == 0, svc.stderr.read()
+    finally:
+        for p in (svc, load):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    # The stage really was running when the service stopped (not a vacuous pass).
+    counters = json.loads(out.read_text())["services"]["slow"]["counters"]
+    assert counters["requests"] >= 1, counters
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ports", "a=abc"], "--ports: 'a=abc': the port must be an integer in 1 … 65535"),   # was "stoi"
+    (["--ports", "a=99999"], "--ports: 'a=99999': the port must be an integer in 1 … 65535"),
+    (["--duration", "nan"], "--duration: not a finite number"),  # CLI11's Range let NaN through: ran forever
+])
+def test_svc_bad_numbers_are_clear_errors(args, message, topo_json):
+    r = subprocess.run([str(_exe("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and message in r.stderr, r.stderr

@@ -29,7 +29,7 @@ class EchoClient final : public ClientProtocol {
     fill_echo_payload(id_, seq, out.data() + at, payload_bytes_);
     expected_.append(out, at, payload_bytes_);
   }
-  void reset() override {
+  void reset_state() override {
     expected_.clear();
     head_ = 0;
   }
@@ -78,7 +78,7 @@ class HttpClient final : public ClientProtocol {
  public:
   HttpClient(const LoadConfig& config) : request_(net::http_get_request(config.host, config.http_path)) {}
   void append_request(uint64_t, std::string& out) override { out += request_; }
-  void reset() override { reader_ = net::HttpResponseReader(); }
+  void reset_state() override { reader_ = net::HttpResponseReader(); }
   std::string violation() const override { return reader_.error(); }
 
  protected:

@@ -22,8 +22,10 @@ class ClientProtocol {
   virtual ~ClientProtocol() = default;
   // Appends request `seq` of this connection to out.
   virtual void append_request(uint64_t seq, std::string& out) = 0;
-  // Consumes received bytes; calls on_response(verdict, position) once per
-  // complete response (or on_response(verdict) if that is all F takes).
+  // Consumes received bytes; calls on_response(verdict, position, bytes)
+  // once per complete response (or (verdict, position) or (verdict), if
+  // that is all F takes); `bytes` is that whole response's length, however
+  // many feeds it arrived in.
   // `position` says which request in flight it answers, counted in send
   // order from the oldest (0): echo and http answer in order, so always 0;
   // rpc responses come in any order and are matched by request id. Returns
@@ -35,10 +37,14 @@ class ClientProtocol {
       size_t used = 0;
       int r = feed_one(data, &used);
       data.remove_prefix(used);
+      response_bytes_ += used;
       if (r < 0) return false;
       if (r > 0) {
         const Verdict verdict = r == 1 ? Verdict::kOk : Verdict::kBadStatus;
-        if constexpr (std::is_invocable_v<F&, Verdict, size_t>) on_response(verdict, answered_position_);
+        const size_t bytes = response_bytes_;
+        response_bytes_ = 0;
+        if constexpr (std::is_invocable_v<F&, Verdict, size_t, size_t>) on_response(verdict, answered_position_, bytes);
+        else if constexpr (std::is_invocable_v<F&, Verdict, size_t>) on_response(verdict, answered_position_);
         else on_response(verdict);
       } else if (used == 0) {
         break;
@@ -47,7 +53,10 @@ class ClientProtocol {
     return true;
   }
   // Forget partial state (after a reconnect).
-  virtual void reset() = 0;
+  void reset() {
+    response_bytes_ = 0;
+    reset_state();
+  }
   // Why the last feed failed.
   virtual std::string violation() const = 0;
 
@@ -56,7 +65,11 @@ class ClientProtocol {
   // A protocol whose responses can come out of order sets answered_position_
   // before returning 1 or 2.
   virtual int feed_one(std::string_view data, size_t* used) = 0;
+  virtual void reset_state() = 0;
   size_t answered_position_ = 0;
+
+ private:
+  size_t response_bytes_ = 0;  // of the response being read
 };
 
 // "echo", "http", "rpc"; throws std::invalid_argument naming the text.

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace tailscope::load {
 namespace {
 
@@ -49,6 +52,27 @@ TEST(HttpClient, ReportsBadStatus) {
   ASSERT_EQ(verdicts.size(), 2u);
   EXPECT_EQ(verdicts[0], ClientProtocol::Verdict::kOk);
   EXPECT_EQ(verdicts[1], ClientProtocol::Verdict::kBadStatus);
+}
+
+// bytes_received counts the responses to requests in the window, so each
+// response reports its own length, however it was split across reads.
+TEST(HttpClient, ReportsEachResponsesLengthAcrossSplits) {
+  LoadConfig config;
+  config.protocol = LoadProtocol::kHttp;
+  auto client = make_client_protocol(config, 0);
+  const std::string first = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+  const std::string second = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  const std::string wire = first + second;
+  std::vector<size_t> lengths;
+  auto on_response = [&](ClientProtocol::Verdict, size_t, size_t bytes) { lengths.push_back(bytes); };
+  ASSERT_TRUE(client->feed(std::string_view(wire).substr(0, 10), on_response));
+  ASSERT_TRUE(client->feed(std::string_view(wire).substr(10), on_response));
+  EXPECT_EQ(lengths, (std::vector<size_t>{first.size(), second.size()}));
+  // A response cut by a reconnect does not lend its bytes to the next one.
+  ASSERT_TRUE(client->feed(std::string_view(first).substr(0, 20), on_response));
+  client->reset();
+  ASSERT_TRUE(client->feed(second, on_response));
+  EXPECT_EQ(lengths.back(), second.size());
 }
 
 }  // namespace

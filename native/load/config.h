@@ -43,9 +43,35 @@ struct LoadConfig {
 };
 
 // "10k" → 10000, "2.5M" → 2.5e6, "500" → 500 (SI suffixes k, M, G as in wrk2).
-// Throws std::invalid_argument naming the text.
+// Throws std::invalid_argument naming the text (also when it is out of a
+// double's range, e.g. 1e400).
 double parse_si_number(std::string_view text);
 // "10s", "500ms", "2m", "1h", "250us", bare number = seconds.
 double parse_duration_s(std::string_view text);
+
+// The limits of what a user can type (docs/load-generator.md, "Limits").
+// Durations are bounded so every deadline stays far inside int64
+// nanoseconds (9.3e9 s overflowed and ended the run at once).
+inline constexpr double kMaxDurationS = 86'400;   // -d, --warmup: 24 h
+inline constexpr double kMinDurationS = 0.001;    // -d: 1 ms
+inline constexpr double kMaxTimeoutS = 3'600;     // --timeout: 1 h
+inline constexpr double kMaxRatePerS = 100e6;     // -R: 100 M/s, far beyond what one machine sends
+inline constexpr int64_t kMaxConnections = 1'000'000;
+
+// Each parses one option's text and throws std::invalid_argument with a
+// message naming the option and the value ("-c: '1.5' is not an integer").
+// An integer with an optional SI suffix ("10k"), in [min, max].
+int64_t parse_count(std::string_view option, std::string_view text, int64_t min, int64_t max);
+// A plain number (no suffix) in [min, max].
+double parse_number_in(std::string_view option, std::string_view text, double min, double max);
+// A duration (units as parse_duration_s) in [min_s, max_s].
+double parse_duration_in(std::string_view option, std::string_view text, double min_s, double max_s);
+// -R: 0 (closed loop) or a rate in (0, kMaxRatePerS].
+double parse_rate_per_s(std::string_view option, std::string_view text);
+
+// Checks what no single option can: an open-loop rate must intend at least
+// one request in the measured window (R × d ≥ 1), or the run would measure
+// nothing and call it complete. Throws std::invalid_argument.
+void check_load_config(const LoadConfig& config);
 
 }  // namespace tailscope::load

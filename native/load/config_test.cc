@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace tailscope::load {
 namespace {
@@ -24,6 +25,47 @@ TEST(ParseDuration, AcceptsUnits) {
   EXPECT_DOUBLE_EQ(parse_duration_s("2m"), 120);
   EXPECT_DOUBLE_EQ(parse_duration_s("1h"), 3600);
   EXPECT_THROW(parse_duration_s("3 fortnights"), std::invalid_argument);
+}
+
+// Issue 13: each of these used to be accepted, misread or reported as "stod".
+TEST(ParseOptions, RejectWhatTheRunCannotHonour) {
+  auto message = [](auto&& parse) -> std::string {
+    try {
+      parse();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message([] { parse_count("-c", "1.5", 1, kMaxConnections); }),
+            "-c: '1.5' is not an integer (1 … 1000000)");
+  EXPECT_EQ(parse_count("-c", "1.5k", 1, kMaxConnections), 1500);
+  EXPECT_EQ(message([] { parse_count("-c", "2M", 1, kMaxConnections); }),
+            "-c: '2M' is out of range (1 … 1000000)");
+  EXPECT_EQ(message([] { parse_rate_per_s("-R", "1e400"); }), "-R: '1e400' is out of range");
+  EXPECT_EQ(message([] { parse_rate_per_s("-R", "1e308G"); }), "-R: '1e308G' is out of range");
+  EXPECT_NE(message([] { parse_rate_per_s("-R", "200M"); }).find("-R: '200M' is out of range"), std::string::npos);
+  EXPECT_EQ(message([] { parse_duration_in("-d", "9300000000s", kMinDurationS, kMaxDurationS); }),
+            "-d: '9300000000s' is out of range (0.001 s … 86400 s)");
+  EXPECT_EQ(message([] { parse_duration_in("-d", "0s", kMinDurationS, kMaxDurationS); }),
+            "-d: '0s' is out of range (0.001 s … 86400 s)");
+  EXPECT_DOUBLE_EQ(parse_duration_in("-d", "24h", kMinDurationS, kMaxDurationS), 86'400);
+  EXPECT_EQ(message([] { parse_number_in("--spin-us", "nan", 0, 10'000); }),
+            "--spin-us: 'nan' is not a number");
+  EXPECT_EQ(message([] { parse_number_in("--spin-us", "5us", 0, 10'000); }),
+            "--spin-us: '5us' is not a number");
+  EXPECT_EQ(message([] { parse_count("-t", "-1", 1, 256); }), "-t: '-1' is not a number");
+}
+
+TEST(CheckLoadConfig, AnOpenLoopRunMustIntendARequestInTheWindow) {
+  LoadConfig config;
+  config.duration_s = 10;
+  config.rate_per_s = 0.001;
+  EXPECT_THROW(check_load_config(config), std::invalid_argument);
+  config.rate_per_s = 0.1;  // one request in 10 s
+  EXPECT_NO_THROW(check_load_config(config));
+  config.rate_per_s = 0;    // closed loop
+  EXPECT_NO_THROW(check_load_config(config));
 }
 
 }  // namespace

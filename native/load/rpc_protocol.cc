@@ -54,7 +54,7 @@ class RpcClient final : public ClientProtocol {
     in_flight_ids_.push_back(seq);
   }
 
-  void reset() override {
+  void reset_state() override {
     in_flight_ids_.clear();
     partial_.clear();
   }

@@ -151,7 +151,15 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
   const int64_t p99 = t.intended.value_at_percentile(99.0);
   const int64_t lag_p99 = t.send_lag.value_at_percentile(99.0);
   const bool rate_shortfall = config.open_loop() && achieved < 0.99 * config.rate_per_s;
-  const bool lag_dominates = t.send_lag.total_count() > 0 && static_cast<double>(lag_p99) > 0.10 * static_cast<double>(p99);
+  // The server held requests back (errors, unanswered requests, sends
+  // delayed by a busy connection): a rate shortfall is then the server's,
+  // not evidence against the generator.
+  const bool server_held_back =
+      t.errors.total() > 0 || t.server_backlog_sends > 0 || t.completed_in_window < t.sent_in_window;
+  // Without a latency there is nothing for the send lag to dominate.
+  const bool lag_dominates = t.send_lag.total_count() > 0 && t.intended.total_count() > 0 &&
+                             static_cast<double>(lag_p99) > 0.10 * static_cast<double>(p99);
+  const bool generator_bottleneck = lag_dominates || (rate_shortfall && !server_held_back);
   const std::string mode = config.open_loop() ? "open" : "closed";
   nlohmann::json pinning = {{"policy", config.cpus.empty() ? "unpinned" : "pinned"}};
   if (!config.cpus.empty()) pinning["load_cpus"] = config.cpus;
@@ -175,9 +183,10 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
       {"errors", errors},
       {"errors_total", t.errors.total()},
       {"complete", result.complete},
-      {"generator_bottleneck", rate_shortfall || lag_dominates},
+      {"generator_bottleneck", generator_bottleneck},
       {"self_check",
        {{"rate_shortfall", rate_shortfall},
+        {"server_held_back", server_held_back},
         {"send_lag_p99_ns", lag_p99},
         {"latency_p99_ns", p99},
         {"send_lag_over_10pct_of_p99", lag_dominates},

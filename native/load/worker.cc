@@ -13,6 +13,7 @@
 
 #include "core/affinity.h"
 #include "core/clock.h"
+#include "load/request_timing.h"
 #include "net/socket.h"
 
 namespace tailscope::load {
@@ -27,8 +28,13 @@ int64_t reconnect_backoff_ns(int attempts) {
 
 }  // namespace
 
-LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock)
-    : config_(config), index_(index), clock_(clock), rng_(config.seed * 1'000'003 + static_cast<uint64_t>(index)) {
+LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock,
+                       NowFn now)
+    : config_(config),
+      index_(index),
+      clock_(clock),
+      rng_(config.seed * 1'000'003 + static_cast<uint64_t>(index)),
+      timing_(std::make_unique<RequestTiming>(config, clock, result_, now)) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw std::runtime_error("epoll_create1 failed");
   connections_.resize(static_cast<size_t>(connection_count));
@@ -110,17 +116,13 @@ int64_t LoadWorker::advance_schedule(Connection& c) {
   return c.next_intended_ns + interval_ns_;
 }
 
-// The send path: stamp, account, send.
+// The send path: build, stamp and account (RequestTiming), send.
 void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
-  const int64_t actual = monotonic_ns();
-  const int64_t intended = config_.open_loop() ? c.next_intended_ns : actual;
-  if (intended >= clock_.measure_start_ns && intended < clock_.measure_end_ns) {
-    ++result_.sent_in_window;
-    result_.send_lag.record(std::max<int64_t>(0, actual - std::max(intended, c.ready_ns)));
-    if (intended < c.ready_ns) ++result_.server_backlog_sends;
-  }
+  const size_t queued = c.out.size();
   c.protocol->append_request(c.seq++, c.out);
-  c.in_flight.push_back({intended, actual});
+  const Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
+  const int64_t actual = sent.actual_ns;
+  c.in_flight.push_back(sent);
   ++in_flight_total_;
   if (config_.open_loop()) c.next_intended_ns = advance_schedule(c);
   if (!flush(c)) return;
@@ -133,7 +135,6 @@ bool LoadWorker::flush(Connection& c) {
     long w = net::send_some(c.fd, c.out.data() + c.out_head, c.out.size() - c.out_head);
     if (w > 0) {
       c.out_head += static_cast<size_t>(w);
-      result_.bytes_sent += w;
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -162,17 +163,6 @@ void LoadWorker::update_interest(Connection& c) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
 }
 
-void LoadWorker::record_interval(int64_t received_ns, int64_t intended_latency, int64_t actual_latency) {
-  const int64_t interval_ns = static_cast<int64_t>(config_.hlog_interval_s * 1e9);
-  const int64_t k = (received_ns - clock_.measure_start_ns) / interval_ns;
-  if (k < 0 || k > 100'000) return;
-  while (static_cast<int64_t>(result_.intervals.size()) <= k) result_.intervals.push_back(nullptr);
-  auto& slot = result_.intervals[static_cast<size_t>(k)];
-  if (!slot) slot = std::make_unique<IntervalHistograms>();
-  slot->intended.record(intended_latency);
-  slot->actual.record(actual_latency);
-}
-
 // The receive path: stamp, match each response to its request, record.
 void LoadWorker::on_readable(Connection& c) {
   for (int round = 0; round < 8 && c.open; ++round) {
@@ -182,12 +172,11 @@ void LoadWorker::on_readable(Connection& c) {
       return;
     }
     if (r < 0) return;
-    const int64_t received = monotonic_ns();
-    result_.bytes_received += r;
+    const int64_t received = timing_->now();
     bool unexpected = false;
     bool freed = false;
     const bool ok = c.protocol->feed(std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
-                                     [&](ClientProtocol::Verdict verdict, size_t position) {
+                                     [&](ClientProtocol::Verdict verdict, size_t position, size_t response_bytes) {
       if (position >= c.in_flight.size()) {
         unexpected = true;
         return;
@@ -196,16 +185,9 @@ void LoadWorker::on_readable(Connection& c) {
       c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
       --in_flight_total_;
       freed = true;
-      if (verdict != ClientProtocol::Verdict::kOk) {
-        ++result_.errors.bad_status;
-        return;
-      }
-      if (p.intended_ns >= clock_.measure_start_ns && p.intended_ns < clock_.measure_end_ns) {
-        result_.intended.record(received - p.intended_ns);
-        result_.actual.record(received - p.actual_ns);
-        ++result_.completed_in_window;
-        if (config_.record_intervals) record_interval(received, received - p.intended_ns, received - p.actual_ns);
-      }
+      const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
+      if (!answered_ok) ++result_.errors.bad_status;
+      timing_->on_response(p, received, answered_ok, response_bytes);
     });
     if (!ok || unexpected) {
       if (result_.first_violation.empty())

@@ -5,8 +5,10 @@
 //   intended_ns  = when the schedule says the request should leave
 //                  (open loop: fixed or Poisson per-connection schedule;
 //                  closed loop: the moment it could leave);
-//   actual_ns    = monotonic_ns() just before send();
-//   received_ns  = monotonic_ns() just after the recv() that completed it;
+//   actual_ns    = now() just before send();
+//   received_ns  = now() just after the recv() that completed it;
+//   (now() is monotonic_ns unless a test injects a clock; the stamps and what
+//   is recorded from them are request_timing.h, RequestTiming)
 //   latency_intended = received - intended   (coordinated omission corrected)
 //   latency_actual   = received - actual     (what wrk/Fortio report)
 //   send_lag         = actual - max(intended, ready), where ready is when the
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/hdr_histogram.h"
 #include "load/client_protocol.h"
 #include "load/config.h"
@@ -49,6 +52,11 @@ struct RunClock {
   std::atomic<int> live_connections{0};
 };
 
+// One request in flight: its two send-side stamps.
+struct InFlightRequest {
+  int64_t intended_ns, actual_ns;
+};
+
 struct IntervalHistograms {
   HdrHistogram intended = HdrHistogram::for_latency_ns();
   HdrHistogram actual = HdrHistogram::for_latency_ns();
@@ -63,7 +71,7 @@ struct WorkerResult {
   int64_t server_backlog_sends = 0;  // sent late because the connection waited for a response
   int64_t skipped_while_disconnected = 0;
   int64_t unsent_in_window = 0;  // open loop: intended in the window, never sent (run ended first)
-  int64_t bytes_sent = 0, bytes_received = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;  // of the requests in the window and of their responses
   int64_t connections_established = 0;
   ErrorCounts errors;
   std::vector<std::unique_ptr<IntervalHistograms>> intervals;  // --hlog only
@@ -71,18 +79,20 @@ struct WorkerResult {
   std::string first_connect_error;
 };
 
+class RequestTiming;
+
 class LoadWorker {
  public:
-  LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock);
+  using NowFn = int64_t (*)();
+  LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock,
+             NowFn now = &monotonic_ns);
   ~LoadWorker();
   // Connects, waits for the common start, runs warm-up + window, drains.
   void run();
   WorkerResult& result() { return result_; }
 
  private:
-  struct Pending {
-    int64_t intended_ns, actual_ns;
-  };
+  using Pending = InFlightRequest;
   struct Connection {
     int fd = -1;
     uint32_t id = 0;
@@ -113,7 +123,6 @@ class LoadWorker {
   void handle_events(int n, struct epoll_event* events);
   void housekeeping(int64_t now);
   int64_t advance_schedule(Connection& c);
-  void record_interval(int64_t received_ns, int64_t intended_latency, int64_t actual_latency);
   void update_interest(Connection& c);
 
   const LoadConfig& config_;
@@ -128,6 +137,7 @@ class LoadWorker {
   int64_t last_housekeeping_ns_ = 0;
   int64_t in_flight_total_ = 0;
   WorkerResult result_;
+  std::unique_ptr<RequestTiming> timing_;  // stamps and records into result_
   std::vector<char> recv_buffer_;
 };
 

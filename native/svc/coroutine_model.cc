@@ -66,7 +66,7 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
     if (rs.status != RpcStatus::kOk) co_return 0;
     switch (stage.kind) {
       case Stage::Kind::kCpu:
-        burn_cpu_ns(stage.cpu.sample_ns());
+        burn_cpu_ns(stage.cpu.sample_ns(), rt.stopping());
         break;
       case Stage::Kind::kWork:
         run_work(stage.work);

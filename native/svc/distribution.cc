@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <random>
 #include <stdexcept>
 
@@ -19,7 +21,8 @@ double need_number(const nlohmann::json& j, const char* key, const std::string& 
   if (!j.contains(key) || !j[key].is_number())
     throw std::invalid_argument(where + ": distribution needs a number '" + key + "'");
   const double v = j[key].get<double>();
-  if (!(v >= 0) || !std::isfinite(v)) throw std::invalid_argument(where + ": '" + key + "' must be finite and >= 0");
+  if (!(v >= 0) || !(v <= kMaxStageUs))
+    throw std::invalid_argument(where + ": '" + key + "' is " + j[key].dump() + "; it must be in 0 … 60000000 (60 s)");
   return v;
 }
 
@@ -35,9 +38,10 @@ int64_t LatencyDistribution::sample_ns() const {
       v = a_ns > 0 ? std::lognormal_distribution<double>(std::log(a_ns), b_ns)(rng()) : 0;
       break;
   }
-  const double cap = cap_ns > 0 ? cap_ns : 20 * std::max(a_ns, b_ns * (kind == Kind::kUniform));
-  if (kind != Kind::kConstant && v > cap) v = cap;
-  return static_cast<int64_t>(std::max(0.0, v));
+  double cap = cap_ns > 0 ? cap_ns : 20 * std::max(a_ns, b_ns * (kind == Kind::kUniform));
+  if (kind == Kind::kConstant || cap > static_cast<double>(kMaxStageNs)) cap = static_cast<double>(kMaxStageNs);
+  // Clipped before the conversion: a double above int64's range is undefined behaviour.
+  return static_cast<int64_t>(std::clamp(v, 0.0, cap));
 }
 
 double LatencyDistribution::mean_ns() const {
@@ -69,6 +73,15 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
     throw std::invalid_argument(where + ": a distribution is a number (µs) or an object with a 'kind'");
   const std::string kind = j["kind"];
+  // A misspelt parameter ("median_ms") must not silently fall back to a default.
+  const std::map<std::string, std::set<std::string>> keys = {
+      {"constant", {"us"}}, {"uniform", {"min_us", "max_us"}}, {"exponential", {"mean_us"}},
+      {"lognormal", {"median_us", "sigma"}}};
+  if (auto k = keys.find(kind); k != keys.end()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "kind" && it.key() != "cap_us" && !k->second.count(it.key()))
+        throw std::invalid_argument(where + ": unknown key '" + it.key() + "' in a " + kind + " distribution");
+  }
   if (kind == "constant") {
     d.a_ns = need_number(j, "us", where) * 1e3;
   } else if (kind == "uniform") {
@@ -82,8 +95,12 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
   } else if (kind == "lognormal") {
     d.kind = LatencyDistribution::Kind::kLognormal;
     d.a_ns = need_number(j, "median_us", where) * 1e3;
-    d.b_ns = need_number(j, "sigma", where);
-    if (d.b_ns > 3) throw std::invalid_argument(where + ": lognormal sigma above 3 is not a latency distribution");
+    if (!j.contains("sigma") || !j["sigma"].is_number())
+      throw std::invalid_argument(where + ": distribution needs a number 'sigma'");
+    d.b_ns = j["sigma"].get<double>();
+    if (!(d.b_ns >= 0) || !(d.b_ns <= 3))
+      throw std::invalid_argument(where + ": lognormal 'sigma' is " + j["sigma"].dump() +
+                                  "; it must be in 0 … 3 (above 3 is not a latency distribution)");
   } else {
     throw std::invalid_argument(where + ": unknown distribution kind '" + kind +
                                 "' (constant, uniform, exponential, lognormal)");
@@ -92,11 +109,11 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
   return d;
 }
 
-void burn_cpu_ns(int64_t ns) {
+void burn_cpu_ns(int64_t ns, const std::atomic<bool>& stop) {
   if (ns <= 0) return;
-  const int64_t end = monotonic_ns() + ns;
+  const int64_t end = monotonic_ns() + std::min(ns, kMaxStageNs);
   volatile uint64_t sink = 0;
-  while (monotonic_ns() < end) {
+  while (monotonic_ns() < end && !stop.load(std::memory_order_relaxed)) {
     for (int i = 0; i < 64; ++i) sink = sink * 6364136223846793005ULL + 1442695040888963407ULL;
   }
 }

@@ -3,11 +3,20 @@
 // the socialnet topology uses and why).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace tailscope::svc {
+
+// The largest value any distribution parameter (us, min_us, max_us, mean_us,
+// median_us, cap_us) may take, and the longest draw: 60 s. A stage is work
+// inside one request; a larger figure is a unit slip (ns written as µs) that
+// would hold a thread past every call timeout, and 1e18 µs would overflow the
+// float → int64 conversion of a draw (docs/microservices.md).
+inline constexpr double kMaxStageUs = 60e6;
+inline constexpr int64_t kMaxStageNs = 60'000'000'000;
 
 struct LatencyDistribution {
   enum class Kind { kConstant, kUniform, kExponential, kLognormal };
@@ -16,7 +25,7 @@ struct LatencyDistribution {
   double b_ns = 0;  // uniform: max; lognormal: sigma (dimensionless)
   double cap_ns = 0;  // samples are clipped here (0 = 20 × the median/mean), so one draw cannot stall a run
 
-  // Draws one value (thread-safe: per-thread generator).
+  // Draws one value in [0, kMaxStageNs] (thread-safe: per-thread generator).
   int64_t sample_ns() const;
   double mean_ns() const;
   nlohmann::json to_json() const;
@@ -28,7 +37,8 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
 
 // Busy-loops on the calling thread for `ns` of wall time, so simulated work
 // competes for cores like real code (a preempted burn takes longer, as real
-// work would).
-void burn_cpu_ns(int64_t ns);
+// work would). Returns early once `stop` is set: a service shutting down must
+// not wait out a long stage (ServiceRuntime::stopping()).
+void burn_cpu_ns(int64_t ns, const std::atomic<bool>& stop);
 
 }  // namespace tailscope::svc

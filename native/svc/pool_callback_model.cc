@@ -31,7 +31,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
       const Stage& s = (*c.stages)[c.index];
       switch (s.kind) {
         case Stage::Kind::kCpu:
-          burn_cpu_ns(s.cpu.sample_ns());
+          burn_cpu_ns(s.cpu.sample_ns(), rt_.stopping());
           ++c.index;
           break;
         case Stage::Kind::kWork:

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -28,12 +29,19 @@ const char* launch_name(CallSpec::Launch l) {
 
 }  // namespace
 
-void blocking_wait_ns(int64_t ns) {
+void blocking_wait_ns(int64_t ns, const std::atomic<bool>& stop) {
   // The default 50 µs timer slack would add half a simulated cache hit; the
   // timer thread of the non-blocking models runs with 1 ns slack too.
   thread_local bool slack_set = (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0), true);
   (void)slack_set;
-  if (ns > 0) sleep_until_ns(monotonic_ns() + ns);
+  if (ns <= 0) return;
+  // Sleeps in slices of at most kStopCheckNs so a shutdown is seen within
+  // one slice; the last slice still ends exactly at the deadline, and the
+  // usual µs-scale waits are a single sleep.
+  constexpr int64_t kStopCheckNs = 20'000'000;
+  const int64_t deadline = monotonic_ns() + std::min(ns, kMaxStageNs);
+  for (int64_t now = monotonic_ns(); now < deadline && !stop.load(std::memory_order_relaxed); now = monotonic_ns())
+    sleep_until_ns(std::min(deadline, now + kStopCheckNs));
 }
 
 ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& service,
@@ -246,6 +254,7 @@ void ServiceInstance::start() {
 void ServiceInstance::stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
+  runtime_->request_stop();   // ends long cpu / store stages the model would otherwise join on
   runtime_->close_clients();  // unblocks handlers waiting on downstream calls
   model_->stop();
 }

@@ -4,6 +4,7 @@
 // file only decides *how* the stages of an endpoint are launched and joined.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,12 @@ class ServiceRuntime {
 
   void close_clients();
 
+  // Set once when the service starts shutting down: simulated stages (cpu
+  // burns, blocking store waits) end early, so stopping never waits out a
+  // long stage. Models pass it to burn_cpu_ns / blocking_wait_ns.
+  const std::atomic<bool>& stopping() const { return stopping_; }
+  void request_stop() { stopping_.store(true); }
+
  private:
   int port_of(const std::string& service) const;
   const Topology& topology_;
@@ -105,11 +112,13 @@ class ServiceRuntime {
   std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels_;
   std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
   std::string store_span_kind_;
+  std::atomic<bool> stopping_{false};
 };
 
 // Blocks the calling thread for a simulated store latency (the blocking models'
-// store client, like DeathStarBench's MongoDB/Memcached clients).
-void blocking_wait_ns(int64_t ns);
+// store client, like DeathStarBench's MongoDB/Memcached clients); returns
+// early once `stop` is set.
+void blocking_wait_ns(int64_t ns, const std::atomic<bool>& stop);
 
 class ConcurrencyModel {
  public:

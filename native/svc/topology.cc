@@ -28,6 +28,16 @@ size_t optional_size(const json& j, const char* key, size_t fallback, const std:
   return j[key].get<size_t>();
 }
 
+// An integer in [lo, hi]; checked as the JSON number it is, so 1e20 or -1
+// cannot wrap in a conversion to int.
+bool integer_in(const json& v, int64_t lo, int64_t hi) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    return u <= static_cast<uint64_t>(hi) && static_cast<int64_t>(u) >= lo;
+  }
+  return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+}
+
 void check_keys(const json& j, std::initializer_list<const char*> allowed, const std::string& where) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
@@ -106,7 +116,7 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (!v.contains("latency")) bad(here, "needs 'latency'");
     s.store.latency = parse_distribution(v["latency"], here + ".latency");
     if (v.contains("count")) {
-      if (!v["count"].is_number_integer() || v["count"].get<int>() < 1 || v["count"].get<int>() > 1000)
+      if (!integer_in(v["count"], 1, 1000))
         bad(here, "'count' must be an integer in 1 … 1000");
       s.store.count = v["count"];
     }
@@ -187,7 +197,7 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     where = origin + ": service '" + s.name + "'";
     check_keys(sj, {"name", "port", "model", "endpoints", "description"}, where);
     if (sj.contains("port")) {
-      if (!sj["port"].is_number_integer() || sj["port"].get<int>() < 0 || sj["port"].get<int>() > 65535)
+      if (!integer_in(sj["port"], 0, 65535))
         bad(where, "'port' must be in 0 … 65535");
       s.port = sj["port"];
     }
@@ -256,9 +266,15 @@ Topology load_topology_file(const std::string& path) {
   if (!in) throw std::invalid_argument(path + ": cannot open topology file");
   std::stringstream ss;
   ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, false);
-  if (doc.is_discarded()) throw std::invalid_argument(path + ": not valid JSON (convert YAML with `python -m tailscope.topology`)");
-  return parse_topology(doc, path);
+  return parse_topology_text(ss.str(), path);
+}
+
+Topology parse_topology_text(const std::string& text, const std::string& origin, json* doc_out) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded()) throw std::invalid_argument(origin + ": not valid JSON (convert YAML with `python -m tailscope.topology`)");
+  Topology t = parse_topology(doc, origin);
+  if (doc_out) *doc_out = std::move(doc);
+  return t;
 }
 
 }  // namespace tailscope::svc

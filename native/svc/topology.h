@@ -93,5 +93,9 @@ struct Topology {
 // missing endpoint, cycle, bad distribution, ...).
 Topology parse_topology(const nlohmann::json& doc, const std::string& origin = "topology");
 Topology load_topology_file(const std::string& path);
+// The text of a topology JSON document, parsed and validated as
+// load_topology_file does; errors name `origin`. Returns the document too,
+// for `tailscope-svc --check-topology` (the one validator Python calls).
+Topology parse_topology_text(const std::string& text, const std::string& origin, nlohmann::json* doc_out = nullptr);
 
 }  // namespace tailscope::svc

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace tailscope::svc {
 namespace {
 
@@ -93,6 +96,75 @@ TEST(Distribution, SamplesStayInRangeAndAreCapped) {
   LatencyDistribution u = parse_distribution(json{{"kind", "uniform"}, {"min_us", 5}, {"max_us", 6}}, "u");
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(u.sample_ns() >= 5000 && u.sample_ns() <= 6000);
   EXPECT_EQ(parse_distribution(json(7), "c").sample_ns(), 7000);
+}
+
+// Issue 13: `cpu: 1e9` (1000 s) made a service ignore SIGTERM, and 1e18 µs
+// overflowed the double → int64 conversion of a draw (undefined behaviour).
+// Every distribution parameter is bounded at validation (kMaxStageUs, 60 s).
+TEST(Distribution, EveryParameterIsBoundedAtValidation) {
+  const json too_long[] = {
+      json(1e9),
+      json(1e18),
+      json{{"kind", "constant"}, {"us", 60'000'001}},
+      json{{"kind", "uniform"}, {"min_us", 1}, {"max_us", 1e12}},
+      json{{"kind", "exponential"}, {"mean_us", 1e300}},
+      json{{"kind", "lognormal"}, {"median_us", 1e10}, {"sigma", 0.5}},
+      json{{"kind", "lognormal"}, {"median_us", 10}, {"sigma", 0.5}, {"cap_us", 1e15}},
+  };
+  for (const json& j : too_long) {
+    try {
+      parse_distribution(j, "d");
+      ADD_FAILURE() << j.dump() << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("60000000 (60 s)"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_distribution(json{{"kind", "lognormal"}, {"median_us", 10}, {"sigma", -1}}, "d"),
+               std::invalid_argument);
+  EXPECT_THROW(parse_distribution(json{{"kind", "lognormal"}, {"median_ms", 10}, {"sigma", 1}}, "d"),
+               std::invalid_argument);
+  EXPECT_EQ(parse_distribution(json(60'000'000), "d").sample_ns(), kMaxStageNs);
+}
+
+TEST(Distribution, NoDrawExceedsTheStageMaximum) {
+  // The default cap (20 × the median) of a 60 s median would be 20 min.
+  LatencyDistribution d = parse_distribution(json{{"kind", "lognormal"}, {"median_us", 6e7}, {"sigma", 3}}, "d");
+  for (int i = 0; i < 1000; ++i) ASSERT_LE(d.sample_ns(), kMaxStageNs);
+}
+
+TEST(Topology, IntegersOutsideTheirRangeAreRejectedNotWrapped) {
+  json d = two_services();
+  d["services"][1]["port"] = 4294967297ULL;  // 2^32 + 1 would read as port 1 through an int
+  EXPECT_NE(error_of(d).find("'port' must be in 0 … 65535"), std::string::npos) << error_of(d);
+  d = two_services();
+  d["services"][1]["endpoints"][0]["stages"][0]["store"]["count"] = 4294967297ULL;
+  EXPECT_NE(error_of(d).find("'count' must be an integer in 1 … 1000"), std::string::npos) << error_of(d);
+}
+
+// A burn of the longest allowed stage ends as soon as the service stops; the
+// test runner's timeout (not a wall-clock assertion) catches a burn that
+// ignores the stop.
+TEST(Distribution, CpuBurnEndsWhenStopIsSet) {
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stop.store(true);
+  });
+  burn_cpu_ns(kMaxStageNs, stop);
+  stopper.join();
+  EXPECT_TRUE(stop.load());
+}
+
+TEST(Topology, ParseTopologyTextReturnsTheDocumentAndNamesTheOrigin) {
+  json doc;
+  parse_topology_text(two_services().dump(), "x.json", &doc);
+  EXPECT_EQ(doc, two_services());
+  try {
+    parse_topology_text("{not json", "from-python");
+    ADD_FAILURE() << "bad JSON accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("from-python: not valid JSON", 0), 0u) << e.what();
+  }
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ void apply_target(const std::string& target, LoadConfig& config, bool* is_http) 
   if (colon == std::string::npos) throw std::invalid_argument("target '" + target + "' lacks a :PORT");
   config.host = rest.substr(0, colon);
   if (config.host.starts_with("[") && config.host.ends_with("]")) config.host = config.host.substr(1, config.host.size() - 2);
-  config.port = std::stoi(rest.substr(colon + 1));
+  config.port = static_cast<int>(parse_count("target port", rest.substr(colon + 1), 1, 65535));
 }
 
 }  // namespace
@@ -58,42 +58,62 @@ int main(int argc, char** argv) {
   CLI::App app{"tailscope-load: open-loop load generator measuring latency from the intended send time"};
   LoadConfig config;
   std::string out_path, artifacts_dir, hlog_path, target, cpus_text, protocol_text;
+  // Every number is read as text and parsed by load/config.h, so each bad
+  // value gets one kind of message (option, value, allowed range) and exit 1.
   std::string connections_text = "10", duration_text = "10s", rate_text = "0", warmup_text = "1s", timeout_text = "5s";
+  std::string threads_text = "1", pipeline_text = "1", payload_text = "64", port_text, spin_text = "20",
+              seed_text = "1", hlog_interval_text = "1", server_pid_text;
   std::string arrival_text = "fixed";
   bool print_latency = false, allow_errors = false;
   int server_pid = 0;
   double spin_us = 20.0;
   app.add_option("target", target, "Optional wrk-style target: http://127.0.0.1:PORT/path or tcp://127.0.0.1:PORT");
-  app.add_option("-t,--threads", config.threads, "Load threads (each with its own epoll loop)")->check(CLI::Range(1, 256));
-  app.add_option("-c,--connections", connections_text, "Connections in total (SI suffixes: 10k)");
-  app.add_option("-d,--duration", duration_text, "Measured duration, excluding warm-up (10s, 500ms, 2m)");
-  app.add_option("-R,--rate", rate_text, "Total requests/s (SI suffixes: 20k); 0 = closed loop as fast as possible");
-  app.add_option("--warmup", warmup_text, "Warm-up before the measured window (not recorded)");
+  app.add_option("-t,--threads", threads_text, "Load threads (each with its own epoll loop), 1 … 256");
+  app.add_option("-c,--connections", connections_text, "Connections in total (SI suffixes: 10k), 1 … 1M");
+  app.add_option("-d,--duration", duration_text, "Measured duration, excluding warm-up (10s, 500ms, 2m), 1ms … 24h");
+  app.add_option("-R,--rate", rate_text,
+                 "Total requests/s (SI suffixes: 20k), up to 100M; 0 = closed loop as fast as possible");
+  app.add_option("--warmup", warmup_text, "Warm-up before the measured window (not recorded), 0 … 24h");
   app.add_option("--arrival", arrival_text, "fixed or poisson inter-arrival times (open loop)");
-  app.add_option("--pipeline", config.pipeline, "Requests in flight per connection (at most)")->check(CLI::Range(1, 1024));
+  app.add_option("--pipeline", pipeline_text, "Requests in flight per connection (at most), 1 … 1024");
   app.add_option("--protocol", protocol_text,
                  "echo (RFC 862), http (HTTP/1.1 keep-alive GET) or rpc (tailscope RPC frames, docs/protocol.md)");
-  app.add_option("--payload-bytes", config.payload_bytes, "Echo / rpc request payload")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--payload-bytes", payload_text, "Echo / rpc request payload, 1 … 1048576");
   app.add_option("--rpc-method", config.rpc_method, "rpc: the endpoint called (e.g. compose_post)");
   app.add_flag("--rpc-sampled", config.rpc_sampled, "rpc: send sampled trace contexts (random trace ids) so services record spans");
   app.add_option("--host", config.host, "Server address (loopback only)");
-  app.add_option("--port", config.port, "Server port")->check(CLI::Range(1, 65535));
+  app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
   app.add_option("--cpus", cpus_text, "CPU list the load threads are pinned to (round robin)");
-  app.add_option("--timeout", timeout_text, "A request unanswered this long is a timeout error");
-  app.add_option("--spin-us", spin_us, "Pacing: sleep until this close to a send, then busy-poll")->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--timeout", timeout_text, "A request unanswered this long is a timeout error, 1ms … 1h");
+  app.add_option("--spin-us", spin_text, "Pacing: sleep until this close to a send, then busy-poll, 0 … 10000");
   app.add_flag("--busy-poll", config.busy_poll, "Never sleep: spin on epoll (the load thread owns its core; removes its wake-up latency)");
-  app.add_option("--seed", config.seed, "Seed for Poisson gaps and start offsets");
+  app.add_option("--seed", seed_text, "Seed for Poisson gaps and start offsets, 0 … 2^53");
   app.add_option("--hlog", hlog_path, "Write interval histograms (.hlog, tags latency_intended/latency_actual)");
-  app.add_option("--hlog-interval", config.hlog_interval_s, "Interval length in seconds")->check(CLI::Range(0.01, 3600.0));
+  app.add_option("--hlog-interval", hlog_interval_text, "Interval length in seconds, 0.01 … 3600");
   app.add_flag("--latency", print_latency, "Print the wrk2-style percentile spectrum to stderr");
-  app.add_option("--server-pid", server_pid, "Sample this process's CPU, RSS, threads and fds during the window");
+  app.add_option("--server-pid", server_pid_text, "Sample this process's CPU, RSS, threads and fds during the window");
   app.add_flag("--allow-errors", allow_errors, "Exit 0 even when errors were counted (the document reports them)");
   app.add_option("--out", out_path, "Result document path (default: stdout)");
   app.add_option("--artifacts", artifacts_dir, "Folder for load.hlog (when --hlog is not given)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // CLI11's own codes (105, 109, ...) are not the documented ones: a bad flag is exit 1.
+    std::cerr << "tailscope-load: error: " << e.what() << "\n";
+    return 1;
+  }
 
   try {
+    config.threads = static_cast<int>(parse_count("-t", threads_text, 1, 256));
+    config.pipeline = static_cast<int>(parse_count("--pipeline", pipeline_text, 1, 1024));
+    config.payload_bytes = static_cast<size_t>(parse_count("--payload-bytes", payload_text, 1, 1 << 20));
+    if (!port_text.empty()) config.port = static_cast<int>(parse_count("--port", port_text, 1, 65535));
+    spin_us = parse_number_in("--spin-us", spin_text, 0, 10'000);
+    config.seed = static_cast<uint64_t>(parse_count("--seed", seed_text, 0, int64_t{1} << 53));
+    config.hlog_interval_s = parse_number_in("--hlog-interval", hlog_interval_text, 0.01, 3600);
+    if (!server_pid_text.empty()) server_pid = static_cast<int>(parse_count("--server-pid", server_pid_text, 1, 1 << 22));
     bool target_is_http = false;
     if (!target.empty()) apply_target(target, config, &target_is_http);
     config.protocol = parse_load_protocol(!protocol_text.empty() ? protocol_text : (target_is_http ? "http" : "echo"));
@@ -105,15 +125,13 @@ int main(int argc, char** argv) {
     if (config.port <= 0) throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
     if (!is_loopback(config.host))
       throw std::invalid_argument("--host " + config.host + ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
-    config.connections = static_cast<int>(parse_si_number(connections_text));
-    if (config.connections < 1 || config.connections > 1'000'000) throw std::invalid_argument("-c must be 1..1M");
-    config.duration_s = parse_duration_s(duration_text);
-    if (config.duration_s <= 0) throw std::invalid_argument("-d must be positive");
-    config.warmup_s = parse_duration_s(warmup_text);
-    config.rate_per_s = parse_si_number(rate_text);
-    config.timeout_ns = static_cast<int64_t>(parse_duration_s(timeout_text) * 1e9);
-    if (config.timeout_ns <= 0) throw std::invalid_argument("--timeout must be positive");
+    config.connections = static_cast<int>(parse_count("-c", connections_text, 1, kMaxConnections));
+    config.duration_s = parse_duration_in("-d", duration_text, kMinDurationS, kMaxDurationS);
+    config.warmup_s = parse_duration_in("--warmup", warmup_text, 0, kMaxDurationS);
+    config.rate_per_s = parse_rate_per_s("-R", rate_text);
+    config.timeout_ns = static_cast<int64_t>(parse_duration_in("--timeout", timeout_text, 0.001, kMaxTimeoutS) * 1e9);
     config.spin_ns = static_cast<int64_t>(spin_us * 1e3);
+    check_load_config(config);
     if (arrival_text == "poisson") config.arrival = Arrival::kPoisson;
     else if (arrival_text != "fixed") throw std::invalid_argument("--arrival: '" + arrival_text + "' is neither fixed nor poisson");
     if (!cpus_text.empty()) config.cpus = parse_cpu_list(cpus_text);
@@ -174,11 +192,20 @@ int main(int argc, char** argv) {
       std::cerr << "tailscope-load: run incomplete: " << result.aborted_reason << " (partial results written)\n";
       return kExitErrors;
     }
+    bool failed = false;
     if (result.totals.errors.total() > 0 && !allow_errors) {
       std::cerr << "tailscope-load: " << result.totals.errors.total() << " errors: " << doc["load"]["errors"].dump()
                 << (result.totals.first_violation.empty() ? "" : " (first: " + result.totals.first_violation + ")") << "\n";
-      return kExitErrors;
+      failed = true;
     }
+    // A run that measured nothing is not a success (-R 0.001 used to exit 0
+    // with an empty window); --allow-errors accepts it like errors, since a
+    // study sweeping into overload still wants the document.
+    if (result.totals.completed_in_window == 0 && !allow_errors) {
+      std::cerr << "tailscope-load: no request completed in the measured window: nothing was measured\n";
+      failed = true;
+    }
+    if (failed) return kExitErrors;
   } catch (const std::exception& e) {
     std::cerr << "tailscope-load: error: " << e.what() << "\n";
     return 1;

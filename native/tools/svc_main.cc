@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -42,6 +44,7 @@ using namespace tailscope::svc;
 
 struct Flags {
   std::string topology, service, model = "coroutine", ports_text, traces_dir, out, merge_dir, parts_dir;
+  std::string check_path, check_origin;
   bool all = false;
   int port = -1, listen_fd = -1;
   double trace_sample = 0.0, duration_s = 0.0;
@@ -58,7 +61,12 @@ std::map<std::string, int> parse_ports(const std::string& text) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw std::invalid_argument("--ports: expected NAME=PORT, got '" + item + "'");
-    out[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
+    const std::string port = item.substr(eq + 1);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535)
+      throw std::invalid_argument("--ports: '" + item + "': the port must be an integer in 1 … 65535");
+    out[item.substr(0, eq)] = value;
   }
   return out;
 }
@@ -346,12 +354,38 @@ int main(int argc, char** argv) {
   app.add_option("--restart-ms", f.restart_ms, "--all: restart a dead service after this long (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}));
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
+  app.add_option("--check-topology", f.check_path,
+                 "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
+                 "error on stderr and exit 1. python -m tailscope.topology validates through this");
+  app.add_option("--origin", f.check_origin, "--check-topology: the name errors give the input (default: FILE)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!f.check_path.empty()) {
+      std::string text;
+      if (f.check_path == "-") {
+        std::stringstream ss;
+        ss << std::cin.rdbuf();
+        text = ss.str();
+      } else {
+        std::ifstream in(f.check_path);
+        if (!in) throw std::invalid_argument(f.check_path + ": cannot open topology file");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      json doc;
+      parse_topology_text(text, f.check_origin.empty() ? f.check_path : f.check_origin, &doc);
+      std::cout << doc.dump(1) << std::endl;
+      return 0;
+    }
     if (!f.merge_dir.empty()) {
       std::cout << merge_span_files(f.merge_dir).dump() << std::endl;
       return 0;
     }
+    // CLI11's Range lets NaN through (every comparison with it is false).
+    for (const auto& [name, v] : {std::pair{"--duration", f.duration_s}, std::pair{"--timeout-ms", f.timeout_ms},
+                                  std::pair{"--trace-sample", f.trace_sample}})
+      if (!std::isfinite(v)) throw std::invalid_argument(std::string(name) + ": not a finite number");
     if (f.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
     make_model(f.model);  // validates the name before anything starts
     if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");

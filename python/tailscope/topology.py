@@ -1,9 +1,21 @@
 """Microservice topologies: load a YAML (or JSON) topology, validate it, and
 write the JSON the `tailscope-svc` engine reads (`--topology FILE.json`).
 
-The engine validates again (the JSON is the contract, docs/microservices.md);
-checking here gives the same clear errors before any process starts:
-unknown service, missing endpoint, call cycle, malformed stage.
+There is one validator: the engine's (native/svc/topology.cc). `validate`
+sends the document to `tailscope-svc --check-topology -` and raises its
+error verbatim, so Python and the engine cannot disagree about what a valid
+topology is (they did: a second validator here accepted NaN, "ten" and most
+out-of-range values the engine rejects). Why not one JSON Schema read by
+both sides: the rules that matter most — calls naming existing services and
+endpoints, no call cycles, join orders naming every call once — are not
+expressible in JSON Schema, so a second hand-written half would remain on
+each side. The price is that validating needs the built engine
+(`make build`); without it `validate` raises EngineError saying so.
+
+What only this module checks is the YAML → JSON conversion itself: a value
+JSON cannot carry (`.nan`, `.inf`, a date, a non-string key) is an error
+naming its place, never written as invalid JSON (`NaN`) for the engine to
+trip over.
 
     python -m tailscope.topology topologies/socialnet.yaml -o /tmp/socialnet.json
 """
@@ -12,95 +24,63 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 
+from tailscope.engines import EngineError, find_engine
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOCIALNET = REPO_ROOT / "topologies" / "socialnet.yaml"
-STAGE_KINDS = ("cpu", "call", "group", "store", "work")
+CHECK_TIMEOUT_S = 60  # the engine parses one small document; a hang is a bug, not a slow machine
+# tailscope-svc's exit code for a topology it rejects (docs/microservices.md).
+INVALID_EXIT = 1
 
 
 class TopologyError(ValueError):
     """A topology file is malformed; the message names the file and the place."""
 
 
-def _calls(stages: list, where: str):
-    if not isinstance(stages, list):
-        raise TopologyError(f"{where}: stages are a list")
-    for i, st in enumerate(stages):
-        here = f"{where}[{i}]"
-        if not isinstance(st, dict) or len(st) != 1 or next(iter(st)) not in STAGE_KINDS:
-            raise TopologyError(f"{here}: a stage is a mapping with exactly one key of {', '.join(STAGE_KINDS)}")
-        kind, body = next(iter(st.items()))
-        if kind == "call":
-            yield here, body
-        elif kind == "group":
-            if not isinstance(body, dict) or not isinstance(body.get("calls"), list) or not body["calls"]:
-                raise TopologyError(f"{here}: a group needs a non-empty list 'calls'")
-            names = [c.get("name", c.get("service")) for c in body["calls"] if isinstance(c, dict)]
-            join = body.get("join", names)
-            if sorted(map(str, join)) != sorted(map(str, names)):
-                raise TopologyError(f"{here}: join must name every call of the group once (calls: {names}, join: {join})")
-            for j, c in enumerate(body["calls"]):
-                yield f"{here}.calls[{j}]", c
-        elif kind == "store" and isinstance(body, dict) and "on_miss" in body:
-            yield from _calls(body["on_miss"], f"{here}.on_miss")
+def _check_json_value(value: object, where: str) -> None:
+    """Raises TopologyError at the first value JSON cannot represent."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TopologyError(f"{where}: key {k!r} is not a string")
+            _check_json_value(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_json_value(v, f"{where}[{i}]")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise TopologyError(f"{where}: {value} is not a finite number")
+    elif value is not None and not isinstance(value, (str, int, bool)):
+        raise TopologyError(f"{where}: a {type(value).__name__} ({value!r}) has no JSON form")
 
 
-def validate(doc: dict, origin: str = "topology") -> dict:
-    """Checks services, endpoints, calls and cycles; returns doc unchanged."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("services"), list) or not doc["services"]:
-        raise TopologyError(f"{origin}: needs a non-empty list 'services'")
-    endpoints: dict[str, dict[str, list]] = {}
-    for i, s in enumerate(doc["services"]):
-        if not isinstance(s, dict) or not isinstance(s.get("name"), str):
-            raise TopologyError(f"{origin}: services[{i}] needs a 'name'")
-        if s["name"] in endpoints:
-            raise TopologyError(f"{origin}: service '{s['name']}' defined twice")
-        eps = s.get("endpoints")
-        if not isinstance(eps, list) or not eps:
-            raise TopologyError(f"{origin}: service '{s['name']}' needs a non-empty list 'endpoints'")
-        endpoints[s["name"]] = {e["name"]: e.get("stages", []) for e in eps if isinstance(e, dict) and "name" in e}
-    graph: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for sname, eps in endpoints.items():
-        for ename, stages in eps.items():
-            edges = []
-            for where, call in _calls(stages, f"{origin}: service '{sname}' endpoint '{ename}'"):
-                if not isinstance(call, dict):
-                    raise TopologyError(f"{where}: a call is a mapping")
-                callee, ep = call.get("service"), call.get("endpoint")
-                if callee not in endpoints:
-                    raise TopologyError(f"{where}: unknown service '{callee}'")
-                if ep not in endpoints[callee]:
-                    raise TopologyError(f"{where}: service '{callee}' has no endpoint '{ep}'")
-                edges.append((callee, ep))
-            graph[(sname, ename)] = edges
-    state: dict[tuple[str, str], int] = {}
-
-    def visit(node: tuple[str, str], path: list) -> None:
-        if state.get(node) == 2:
-            return
-        if state.get(node) == 1:
-            cycle = path[path.index(node):] + [node]
-            raise TopologyError(f"{origin}: call cycle: " + " → ".join(f"{s}.{e}" for s, e in cycle))
-        state[node] = 1
-        for nxt in graph[node]:
-            visit(nxt, path + [node])
-        state[node] = 2
-
-    for node in graph:
-        visit(node, [])
-    front = doc.get("front")
-    if front is not None:
-        if not isinstance(front, dict) or front.get("service") not in endpoints:
-            raise TopologyError(f"{origin}: front names unknown service {front.get('service') if isinstance(front, dict) else front!r}")
-        if front.get("endpoint") not in endpoints[front["service"]]:
-            raise TopologyError(f"{origin}: front: service '{front['service']}' has no endpoint '{front.get('endpoint')}'")
-    return doc
+def validate(doc: object, origin: str = "topology") -> dict:
+    """Validates with the engine's validator; returns the document as the
+    engine normalised it (the JSON it will read). Raises TopologyError with
+    the engine's message, EngineError if tailscope-svc is not built or fails."""
+    _check_json_value(doc, origin)
+    svc = find_engine("tailscope-svc")
+    try:
+        r = subprocess.run([str(svc), "--check-topology", "-", "--origin", origin],
+                           input=json.dumps(doc, allow_nan=False), capture_output=True, text=True,
+                           timeout=CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise EngineError(f"{svc} --check-topology did not answer within {CHECK_TIMEOUT_S} s") from e
+    if r.returncode == INVALID_EXIT:
+        message = r.stderr.strip()
+        raise TopologyError(message.removeprefix("tailscope-svc: "))
+    if r.returncode != 0:
+        raise EngineError(f"{svc} --check-topology exited {r.returncode}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
 
 
 def load(path: str | Path) -> dict:
@@ -125,9 +105,13 @@ def write_json(doc: dict, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, out)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)  # never the non-JSON NaN the engine would refuse
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return out
 
 
@@ -144,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         doc = load(a.topology)
     except TopologyError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return INVALID_EXIT
+    except EngineError as e:  # no engine to validate with: nothing is written
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if a.out:
         write_json(doc, a.out)
     else:

@@ -25,7 +25,7 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
     if (rs.status != RpcStatus::kOk) return;  // a failed stage ends the handler, as an exception would
     switch (stage.kind) {
       case Stage::Kind::kCpu:
-        burn_cpu_ns(stage.cpu.sample_ns());
+        burn_cpu_ns(stage.cpu.sample_ns(), rt.stopping());
         break;
       case Stage::Kind::kWork:
         run_work(stage.work);
@@ -33,7 +33,7 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
       case Stage::Kind::kStore: {
         for (int i = 0; i < stage.store.count; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);
-          blocking_wait_ns(stage.store.latency.sample_ns());
+          blocking_wait_ns(stage.store.latency.sample_ns(), rt.stopping());
           rt.end_store(span);
         }
         if (stage.store.on_miss && rt.store_missed(stage.store))
