@@ -107,6 +107,11 @@ def test_model_http_mode_answers_keep_alive_and_rejects_garbage(model):
             reply = s.recv(4096)
             assert reply.startswith(b"HTTP/1.1 400")
             assert s.recv(4096) == b""  # and the server closed
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /a HTTP/1.1\nHost: x\n\n")  # bare LF: answered, not waited on forever
+            reply = s.recv(4096)
+            assert reply.startswith(b"HTTP/1.1 400")
+            assert s.recv(4096) == b""
 
 
 def test_open_loop_http_rate_and_status_check(tmp_path):

@@ -275,3 +275,33 @@ def test_summary_says_not_met_when_the_targets_are_missed():
     s = socialnet.summarize(loads, {})
     assert any("coroutine reached 1.2× (not met)" in n for n in s["notes"]), s["notes"]
     assert any("measured 10.0 % on coroutine (not met;" in n for n in s["notes"]), s["notes"]
+
+
+# ---- the HTTP front's answers to bad requests ----------------------------------------------------
+
+def _reply_until_close(port: int, request: bytes) -> bytes:
+    """Sends one request and reads until the server closes (the socket timeout only guards a hang)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(request)
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+        return reply
+
+
+@needs_engine
+@pytest.mark.parametrize("model", ["std-thread", "pool-callback"])  # both server shapes
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"\x01\x02 garbage\r\n\r\n", 400),
+    (b"POST /wrk2-api/post/compose HTTP/1.1\nHost: front\n\n", 400),  # bare LF
+    (b"POST /wrk2-api/post/compose HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+])
+def test_http_front_answers_bad_requests_with_a_status_line_and_closes(model, request_bytes, status, topo_json,
+                                                                        tmp_path):
+    with running_graph(topo_json, model, tmp_path) as (ready, out, proc):
+        reply = _reply_until_close(ready["listening"], request_bytes)
+        assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply
+        assert b"\r\nConnection: close\r\n" in reply
+        conn = front(ready)
+        assert compose(conn) == 200  # everyone else is still served
+        conn.close()

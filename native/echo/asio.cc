@@ -2,24 +2,18 @@
 // thesis's two Asio servers. They differ only in how many threads run the one
 // io_context (1 vs --threads), so they share this file; every session is one
 // chain of read → write → read operations, hence never runs on two threads at
-// once and needs no strand.
-#include <sys/socket.h>
-
+// once and needs no strand. Listener, accept loop and threads:
+// echo/internal/asio_server.h.
 #include <array>
-#include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without it
-#include <boost/asio.hpp>
 #include <memory>
-#include <thread>
-#include <vector>
 
-#include "echo/server.h"
-#include "net/socket.h"
+#include "echo/internal/asio_server.h"
 
 namespace tailscope::echo {
 namespace {
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
+using internal::asio::ip::tcp;
+namespace asio = internal::asio;
 
 class AsioSession : public std::enable_shared_from_this<AsioSession> {
  public:
@@ -60,61 +54,11 @@ class AsioSession : public std::enable_shared_from_this<AsioSession> {
   std::array<char, 16384> buffer_;
 };
 
-class AsioServer {
- public:
-  AsioServer(ServerContext& ctx, asio::io_context& io)
-      : ctx_(ctx), io_(io), acceptor_(io), backoff_(io), stop_watch_(io), stall_(ctx.config) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getsockname(ctx.listen_fds.at(0), reinterpret_cast<sockaddr*>(&ss), &len);
-    acceptor_.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), ::dup(ctx.listen_fds[0]));
-    stop_watch_.assign(::dup(ctx.stop.fd()));
-    stop_watch_.async_wait(asio::posix::stream_descriptor::wait_read,
-                           [this](boost::system::error_code) { io_.stop(); });
-    accept_next();
-  }
-
- private:
-  void accept_next() {
-    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted) return;
-      if (ec) {
-        // EMFILE and friends: the connection stays in the backlog; retry
-        // after a pause instead of spinning on a listener that stays ready.
-        backoff_.expires_after(std::chrono::milliseconds(10));
-        backoff_.async_wait([this](boost::system::error_code) { accept_next(); });
-        return;
-      }
-      net::set_nodelay(socket.native_handle());
-      std::make_shared<AsioSession>(std::move(socket), ctx_.config, stall_)->read_more();
-      accept_next();
-    });
-  }
-
-  ServerContext& ctx_;
-  asio::io_context& io_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer backoff_;
-  asio::posix::stream_descriptor stop_watch_;
-  StallSchedule stall_;
-};
-
 void serve(ServerContext& ctx, int threads) {
-  asio::io_context io(threads);
-  {
-    AsioServer server(ctx, io);
-    std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) {
-      pool.emplace_back([&, i] {
-        pin_worker(ctx.config, i);
-        io.run();
-      });
-    }
-    pin_worker(ctx.config, 0);
-    io.run();
-    for (std::thread& t : pool) t.join();
-  }
-  // Destroying io releases the pending handlers and with them every session.
+  const ServerConfig& config = ctx.config;
+  internal::run_asio_server(ctx, threads, [&config](tcp::socket socket, const StallSchedule& stall) {
+    std::make_shared<AsioSession>(std::move(socket), config, stall)->read_more();
+  });
 }
 
 }  // namespace

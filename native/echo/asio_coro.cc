@@ -1,27 +1,21 @@
 // Model `asio-coro`: Boost.Asio with C++20 coroutines. The same read → answer
 // → write chain as `asio`, written as straight-line code with co_await; one
-// io_context run by --threads threads.
-#include <sys/socket.h>
-
+// io_context run by --threads threads. Listener, accept loop and threads:
+// echo/internal/asio_server.h.
 #include <array>
-#include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without it
-#include <boost/asio.hpp>
+
+#include "echo/internal/asio_server.h"
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <thread>
-#include <vector>
-
-#include "echo/server.h"
-#include "net/socket.h"
 
 namespace tailscope::echo {
 namespace {
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
+using internal::asio::ip::tcp;
+namespace asio = internal::asio;
 
 asio::awaitable<void> serve_connection(tcp::socket socket, const ServerConfig& config, const StallSchedule& stall) {
   net::StreamSession session(config.protocol, config.limits);
@@ -48,49 +42,14 @@ asio::awaitable<void> serve_connection(tcp::socket socket, const ServerConfig& c
   }
 }
 
-asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, const ServerConfig& config, const StallSchedule& stall) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer backoff(executor);
-  boost::system::error_code ec;
-  for (;;) {
-    tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == asio::error::operation_aborted) co_return;
-    if (ec) {  // EMFILE: pause rather than spin on a listener that stays ready
-      backoff.expires_after(std::chrono::milliseconds(10));
-      co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      continue;
-    }
-    net::set_nodelay(socket.native_handle());
-    asio::co_spawn(executor, serve_connection(std::move(socket), config, stall), asio::detached);
-  }
-}
-
 }  // namespace
 
 void run_asio_coro(ServerContext& ctx) {
-  const int threads = std::max(1, ctx.config.threads);
-  asio::io_context io(threads);
-  StallSchedule stall(ctx.config);
-  {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getsockname(ctx.listen_fds.at(0), reinterpret_cast<sockaddr*>(&ss), &len);
-    tcp::acceptor acceptor(io);
-    acceptor.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), ::dup(ctx.listen_fds[0]));
-    asio::posix::stream_descriptor stop_watch(io, ::dup(ctx.stop.fd()));
-    stop_watch.async_wait(asio::posix::stream_descriptor::wait_read, [&](boost::system::error_code) { io.stop(); });
-    asio::co_spawn(io, accept_loop(acceptor, ctx.config, stall), asio::detached);
-    std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) {
-      pool.emplace_back([&, i] {
-        pin_worker(ctx.config, i);
-        io.run();
-      });
-    }
-    pin_worker(ctx.config, 0);
-    io.run();
-    for (std::thread& t : pool) t.join();
-  }
+  const ServerConfig& config = ctx.config;
+  internal::run_asio_server(ctx, std::max(1, config.threads), [&config](tcp::socket socket, const StallSchedule& stall) {
+    const auto executor = socket.get_executor();
+    asio::co_spawn(executor, serve_connection(std::move(socket), config, stall), asio::detached);
+  });
 }
 
 }  // namespace tailscope::echo

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "echo/server.h"
+#include "net/accept.h"
 #include "net/socket.h"
 
 namespace tailscope::echo {
@@ -125,7 +126,7 @@ class UringServer {
         multishot_accept_ = false;  // kernel without multishot accept
         arm_accept(listen_fd);
       } else if (!more) {
-        // EMFILE and friends: pause 10 ms (a timeout op), then accept again.
+        // EMFILE and friends: pause net/'s back-off (a timeout op), then accept again.
         io_uring_sqe* sqe = get_sqe();
         io_uring_prep_timeout(sqe, &backoff_, 0, 0);
         io_uring_sqe_set_data64(sqe, kBackoffTag);
@@ -148,7 +149,7 @@ class UringServer {
   StallSchedule stall_;
   io_uring ring_{};
   bool multishot_accept_ = true;
-  __kernel_timespec backoff_{0, 10'000'000};
+  __kernel_timespec backoff_{0, net::kAcceptBackoffMs * 1'000'000};
   std::unordered_set<Connection*> connections_;
 };
 

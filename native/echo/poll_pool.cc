@@ -3,10 +3,9 @@
 // fixed pool of --threads workers, which read, answer and hand it back
 // through a queue plus an eventfd that wakes the poll thread. A socket is
 // owned by exactly one thread at a time, so sessions need no locks.
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -17,6 +16,7 @@
 
 #include "echo/server.h"
 #include "net/accept.h"
+#include "net/event_loop.h"
 
 namespace tailscope::echo {
 namespace {
@@ -24,37 +24,31 @@ namespace {
 struct Connection {
   int fd;
   net::StreamSession session;
-  short revents = 0;
+  uint32_t ready = 0;  // the readiness that sent it to the pool
 };
 
+// Workers hand connections back here and wake the poll thread's loop.
 class HandBackQueue {
  public:
-  HandBackQueue() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  ~HandBackQueue() { ::close(wake_fd_); }
+  explicit HandBackQueue(net::EventLoop& loop) : loop_(loop) {}
   void push(Connection* c) {
     {
       std::lock_guard lock(mu_);
       items_.push_back(c);
     }
-    uint64_t one = 1;
-    ssize_t r = ::write(wake_fd_, &one, sizeof one);
-    (void)r;
+    loop_.wake();
   }
   std::vector<Connection*> drain() {
-    uint64_t n;
-    ssize_t r = ::read(wake_fd_, &n, sizeof n);
-    (void)r;
     std::lock_guard lock(mu_);
-    std::vector<Connection*> out(items_.begin(), items_.end());
-    items_.clear();
+    std::vector<Connection*> out;
+    out.swap(items_);
     return out;
   }
-  int fd() const { return wake_fd_; }
 
  private:
-  int wake_fd_;
+  net::EventLoop& loop_;
   std::mutex mu_;
-  std::deque<Connection*> items_;
+  std::vector<Connection*> items_;
 };
 
 class WorkQueue {
@@ -90,16 +84,18 @@ class WorkQueue {
   bool closed_ = false;
 };
 
-short events_of(const net::StreamSession& s) {
-  return static_cast<short>((s.wants_read() ? POLLIN : 0) | (s.wants_write() ? POLLOUT : 0));
-}
+// Tokens: a Connection*, or one of these (pointers are never 0 or 1).
+constexpr uint64_t kListenerToken = 0, kStopToken = 1;
 
 }  // namespace
 
 void run_poll_pool(ServerContext& ctx) {
   pin_worker(ctx.config, 0);
   net::Acceptor acceptor(ctx.listen_fds.at(0));
-  HandBackQueue back;
+  net::EventLoop loop(net::PollMechanism::kPoll);
+  loop.add(ctx.listen_fds[0], kListenerToken, net::kReadable);
+  loop.add(ctx.stop.fd(), kStopToken, net::kReadable);
+  HandBackQueue back(loop);
   WorkQueue work;
   std::vector<std::thread> workers;
   const int worker_count = std::max(1, ctx.config.threads);
@@ -109,11 +105,7 @@ void run_poll_pool(ServerContext& ctx) {
       StallSchedule stall(ctx.config);
       while (Connection* c = work.pop()) {
         stall.maybe_stall();
-        net::IoVerdict v = net::IoVerdict::kOpen;
-        if (c->revents & (POLLERR | POLLNVAL)) v = net::IoVerdict::kClose;
-        else if (c->revents & (POLLIN | POLLHUP)) v = net::read_ready(c->fd, c->session);
-        else if (c->revents & POLLOUT) v = net::write_ready(c->fd, c->session);
-        if (v == net::IoVerdict::kClose) {
+        if (net::on_ready(c->fd, c->ready, c->session) == net::IoVerdict::kClose) {
           ::close(c->fd);
           c->fd = -1;
         }
@@ -123,43 +115,31 @@ void run_poll_pool(ServerContext& ctx) {
   }
 
   std::unordered_map<Connection*, std::unique_ptr<Connection>> all;  // owner of every live Connection
-  std::vector<Connection*> parked;               // idle, in the poll set
-  std::vector<pollfd> pollfds;
-  while (!ctx.stop.requested()) {
-    pollfds.assign({{ctx.listen_fds[0], POLLIN, 0}, {ctx.stop.fd(), POLLIN, 0}, {back.fd(), POLLIN, 0}});
-    for (Connection* c : parked) pollfds.push_back({c->fd, events_of(c->session), 0});
-    if (::poll(pollfds.data(), pollfds.size(), -1) <= 0) continue;
-    if (pollfds[1].revents) break;
-    std::vector<Connection*> still_parked;
-    for (size_t i = 0; i < parked.size(); ++i) {
-      if (pollfds[3 + i].revents) {
-        parked[i]->revents = pollfds[3 + i].revents;
-        work.push(parked[i]);
-      } else {
-        still_parked.push_back(parked[i]);
+  auto park = [&](Connection* c) { loop.add(c->fd, reinterpret_cast<uint64_t>(c), net::interest_of(c->session)); };
+  bool stopping = false;
+  while (!stopping && !ctx.stop.requested()) {
+    for (const net::ReadyEvent& e : loop.wait(-1)) {
+      if (e.token == kStopToken) {
+        stopping = true;
+        break;
       }
-    }
-    parked.swap(still_parked);
-    if (pollfds[2].revents & POLLIN) {
-      for (Connection* c : back.drain()) {
-        if (c->fd >= 0) {
-          parked.push_back(c);
-          continue;
-        }
-        all.erase(c);
-      }
-    }
-    if (pollfds[0].revents & POLLIN) {
-      for (int k = 0; k < 64; ++k) {
-        net::Acceptor::Result r = acceptor.accept_one(/*nonblocking=*/true);
-        if (r.outcome == net::Acceptor::Outcome::kAccepted) {
-          auto c = std::make_unique<Connection>(Connection{r.fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
-          parked.push_back(c.get());
+      if (e.token == kListenerToken) {
+        acceptor.accept_ready(/*nonblocking=*/true, [&](int fd) {
+          auto c = std::make_unique<Connection>(Connection{fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
+          park(c.get());
           all.emplace(c.get(), std::move(c));
-        } else if (r.outcome != net::Acceptor::Outcome::kShed) {
-          break;
-        }
+        });
+        continue;
       }
+      // A ready socket leaves the poll set while a worker owns it.
+      auto* c = reinterpret_cast<Connection*>(e.token);
+      loop.remove(c->fd);
+      c->ready = e.ready;
+      work.push(c);
+    }
+    for (Connection* c : back.drain()) {
+      if (c->fd >= 0) park(c);
+      else all.erase(c);
     }
   }
   work.close();

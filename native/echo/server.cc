@@ -57,7 +57,7 @@ const std::vector<Model>& all_models() {
       {"poll-pool", "one poll() thread hands ready sockets to a fixed pool that reads and writes", false, run_poll_pool},
       {"asio", "Boost.Asio, callbacks, one io_context run by one thread", false, run_asio},
       {"asio-mt", "Boost.Asio, callbacks, one io_context run by --threads threads", false, run_asio_mt},
-      {"io-uring", "liburing, one thread, multishot accept and recv where supported", false, run_io_uring},
+      {"io-uring", "liburing, one thread, multishot accept where supported, one recv or send in flight per connection", false, run_io_uring},
       {"epoll-reuseport", "one epoll loop per thread, each with its own SO_REUSEPORT listener", true, run_epoll_reuseport},
       {"asio-coro", "Boost.Asio C++20 coroutines (co_await), one io_context run by --threads threads", false, run_asio_coro},
   };

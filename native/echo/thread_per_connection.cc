@@ -65,21 +65,23 @@ void run_thread_per_connection(ServerContext& ctx) {
   pollfd fds[2] = {{listen_fd, POLLIN, 0}, {ctx.stop.fd(), POLLIN, 0}};
   while (!ctx.stop.requested()) {
     if (::poll(fds, 2, -1) <= 0 || (fds[1].revents & POLLIN)) continue;
-    net::Acceptor::Result r = acceptor.accept_one(/*nonblocking=*/false);
-    if (r.outcome != net::Acceptor::Outcome::kAccepted) continue;
-    {
-      std::lock_guard lock(registry.mu);
-      registry.fds.insert(r.fd);
-    }
-    auto* args = new ConnectionThreadArgs{&ctx, &registry, r.fd};
-    pthread_t tid;
-    if (pthread_create(&tid, &attr, serve_connection, args) != 0) {
-      // Out of threads: refuse this connection, keep serving the others.
-      std::lock_guard lock(registry.mu);
-      registry.fds.erase(r.fd);
-      ::close(r.fd);
-      delete args;
-    }
+    // The listener is non-blocking (accept_ready stops at EAGAIN); the
+    // accepted sockets are blocking.
+    acceptor.accept_ready(/*nonblocking=*/false, [&](int fd) {
+      {
+        std::lock_guard lock(registry.mu);
+        registry.fds.insert(fd);
+      }
+      auto* args = new ConnectionThreadArgs{&ctx, &registry, fd};
+      pthread_t tid;
+      if (pthread_create(&tid, &attr, serve_connection, args) != 0) {
+        // Out of threads: refuse this connection, keep serving the others.
+        std::lock_guard lock(registry.mu);
+        registry.fds.erase(fd);
+        ::close(fd);
+        delete args;
+      }
+    });
   }
   pthread_attr_destroy(&attr);
   // Wake every blocked recv/send, then wait for the threads to finish.

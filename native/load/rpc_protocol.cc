@@ -5,15 +5,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "svc/frame.h"
+#include "net/frame.h"
 
 namespace tailscope::load {
 namespace {
 
-using svc::Frame;
-using svc::FrameKind;
-using svc::FrameParser;
-using svc::RpcStatus;
+using net::Frame;
+using net::FrameKind;
+using net::FrameParser;
+using net::RpcStatus;
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -30,11 +30,11 @@ class RpcClient final : public ClientProtocol {
     if (config.rpc_method.empty()) throw std::invalid_argument("--protocol rpc needs --rpc-method NAME (an endpoint of the service)");
     if (config.rpc_method.size() > 255)
       throw std::invalid_argument("--rpc-method: '" + config.rpc_method + "' is longer than 255 bytes");
-    const size_t frame_bytes = svc::kFrameHeaderBytes + config.rpc_method.size() + config.payload_bytes;
-    if (frame_bytes > svc::kDefaultMaxFrameBytes)
+    const size_t frame_bytes = net::kFrameHeaderBytes + config.rpc_method.size() + config.payload_bytes;
+    if (frame_bytes > net::kDefaultMaxFrameBytes)
       throw std::invalid_argument("--payload-bytes " + std::to_string(config.payload_bytes) + ": the request frame (" +
                                   std::to_string(frame_bytes) + " bytes) exceeds the maximum frame size " +
-                                  std::to_string(svc::kDefaultMaxFrameBytes));
+                                  std::to_string(net::kDefaultMaxFrameBytes));
     request_.kind = FrameKind::kRequest;
     request_.method = config.rpc_method;
     request_.payload.resize(config.payload_bytes);
@@ -50,7 +50,7 @@ class RpcClient final : public ClientProtocol {
       request_.trace.trace_id_low = splitmix64(trace_rng_) | 1;  // never the all-zero (invalid) id
       request_.trace.sampled = true;
     }
-    svc::append_frame(request_, out);
+    net::append_frame(request_, out);
     in_flight_ids_.push_back(seq);
   }
 
@@ -69,7 +69,7 @@ class RpcClient final : public ClientProtocol {
     size_t consumed = 0;
     std::string why;
     if (partial_.empty()) {  // common case: a whole frame in the received bytes, parsed in place
-      switch (svc::parse_frame(data, svc::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
+      switch (net::parse_frame(data, net::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
         case FrameParser::Result::kError: return fail("malformed response frame: " + why);
         case FrameParser::Result::kNeedMore:
           // parse_frame has checked the length field (when present), so this
@@ -82,7 +82,7 @@ class RpcClient final : public ClientProtocol {
     }
     // Top up the partial frame: to the end of the header, or of the frame
     // once the (already validated) length field is known.
-    size_t want = svc::kFrameHeaderBytes;
+    size_t want = net::kFrameHeaderBytes;
     if (partial_.size() >= 4) {
       const auto* p = reinterpret_cast<const unsigned char*>(partial_.data());
       want = 4 + ((size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3]);
@@ -90,7 +90,7 @@ class RpcClient final : public ClientProtocol {
     const size_t take = std::min(data.size(), want - partial_.size());
     partial_.append(data.data(), take);
     *used = take;
-    switch (svc::parse_frame(partial_, svc::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
+    switch (net::parse_frame(partial_, net::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
       case FrameParser::Result::kError: return fail("malformed response frame: " + why);
       case FrameParser::Result::kNeedMore: return 0;
       case FrameParser::Result::kFrame: partial_.clear(); return answer(frame);

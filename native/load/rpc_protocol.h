@@ -8,7 +8,7 @@
 // reports its position among those in flight). A status other than ok is a
 // bad_status response; a malformed or oversized frame, a request frame, or an
 // id not in flight is a violation: the connection is closed (bad_frame).
-// The frame codec is native/svc's own (svc/frame.h), not a copy.
+// The frame codec is the one the services use (net/frame.h), not a copy.
 #pragma once
 
 #include <cstdint>

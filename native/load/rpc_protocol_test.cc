@@ -6,15 +6,15 @@
 #include <utility>
 #include <vector>
 
-#include "svc/frame.h"
+#include "net/frame.h"
 
 namespace tailscope::load {
 namespace {
 
-using svc::Frame;
-using svc::FrameKind;
-using svc::FrameParser;
-using svc::RpcStatus;
+using net::Frame;
+using net::FrameKind;
+using net::FrameParser;
+using net::RpcStatus;
 using Verdict = ClientProtocol::Verdict;
 
 LoadConfig rpc_config(std::string method = "compose_post", size_t payload_bytes = 16) {
@@ -42,7 +42,7 @@ std::string response(uint64_t id, RpcStatus status = RpcStatus::kOk, std::string
   f.status = status;
   f.payload = std::move(payload);
   std::string out;
-  svc::append_frame(f, out);
+  net::append_frame(f, out);
   return out;
 }
 
@@ -151,7 +151,7 @@ TEST(RpcClient, RejectsMalformedFrames) {
   Frame req;
   req.request_id = 0;
   req.method = "compose_post";
-  svc::append_frame(req, request_frame);
+  net::append_frame(req, request_frame);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {bad_magic, "bad magic"},
       {oversized, "exceeds the maximum"},
@@ -203,8 +203,8 @@ TEST(RpcClient, ResetForgetsRequestsInFlightAndPartialFrames) {
 TEST(RpcClient, RefusesAMissingMethodOrAnOversizedRequest) {
   EXPECT_THROW(make_client_protocol(rpc_config(""), 0), std::invalid_argument);
   EXPECT_THROW(make_client_protocol(rpc_config(std::string(256, 'm')), 0), std::invalid_argument);
-  EXPECT_THROW(make_client_protocol(rpc_config("m", svc::kDefaultMaxFrameBytes), 0), std::invalid_argument);
-  EXPECT_NO_THROW(make_client_protocol(rpc_config("m", svc::kDefaultMaxFrameBytes - 49), 0));
+  EXPECT_THROW(make_client_protocol(rpc_config("m", net::kDefaultMaxFrameBytes), 0), std::invalid_argument);
+  EXPECT_NO_THROW(make_client_protocol(rpc_config("m", net::kDefaultMaxFrameBytes - 49), 0));
 }
 
 TEST(LoadProtocol, ParsesTheThreeNames) {

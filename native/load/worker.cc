@@ -1,6 +1,5 @@
 #include "load/worker.h"
 
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,8 +34,6 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
       clock_(clock),
       rng_(config.seed * 1'000'003 + static_cast<uint64_t>(index)),
       timing_(std::make_unique<RequestTiming>(config, clock, result_, now)) {
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) throw std::runtime_error("epoll_create1 failed");
   connections_.resize(static_cast<size_t>(connection_count));
   for (int i = 0; i < connection_count; ++i) {
     connections_[i].id = static_cast<uint32_t>(first_connection + i);
@@ -49,7 +46,6 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
 LoadWorker::~LoadWorker() {
   for (Connection& c : connections_)
     if (c.fd >= 0) ::close(c.fd);
-  ::close(epoll_fd_);
 }
 
 void LoadWorker::connect(Connection& c, int64_t now) {
@@ -61,10 +57,7 @@ void LoadWorker::connect(Connection& c, int64_t now) {
     c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
     return;
   }
-  epoll_event ev{};
-  ev.events = EPOLLOUT;
-  ev.data.u32 = static_cast<uint32_t>(&c - connections_.data());
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev);
+  events_.add(c.fd, static_cast<uint64_t>(&c - connections_.data()), net::kWritable);  // writable: connected
 }
 
 void LoadWorker::on_connected(Connection& c, int64_t now) {
@@ -88,7 +81,7 @@ void LoadWorker::on_connected(Connection& c, int64_t now) {
 void LoadWorker::drop(Connection& c, int64_t now, int64_t* error_counter) {
   if (error_counter) ++*error_counter;
   if (c.fd >= 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    events_.remove(c.fd);
     ::close(c.fd);
   }
   if (c.open) clock_.live_connections.fetch_sub(1, std::memory_order_relaxed);
@@ -157,10 +150,7 @@ bool LoadWorker::flush(Connection& c) {
 }
 
 void LoadWorker::update_interest(Connection& c) {
-  epoll_event ev{};
-  ev.events = EPOLLIN | (c.want_out ? EPOLLOUT : 0u);
-  ev.data.u32 = static_cast<uint32_t>(&c - connections_.data());
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  events_.modify(c.fd, static_cast<uint64_t>(&c - connections_.data()), net::kReadable | (c.want_out ? net::kWritable : 0u));
 }
 
 // The receive path: stamp, match each response to its request, record.
@@ -206,15 +196,15 @@ void LoadWorker::on_readable(Connection& c) {
   }
 }
 
-void LoadWorker::handle_events(int n, epoll_event* events) {
-  for (int i = 0; i < n; ++i) {
-    Connection& c = connections_[events[i].data.u32];
+void LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {
+  for (const net::ReadyEvent& e : events) {
+    Connection& c = connections_[e.token];
     if (c.fd < 0) continue;
     if (!c.open) {  // a connect() completed or failed
       int err = 0;
       socklen_t len = sizeof err;
       getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0 || (events[i].events & (EPOLLERR | EPOLLHUP))) {
+      if (err != 0 || (e.ready & net::kHangup)) {
         if (result_.first_connect_error.empty())
           result_.first_connect_error = std::string("connect: ") + (err ? std::strerror(err) : "connection closed while connecting");
         drop(c, monotonic_ns(), &result_.errors.connect);
@@ -222,8 +212,8 @@ void LoadWorker::handle_events(int n, epoll_event* events) {
       else on_connected(c, monotonic_ns());
       continue;
     }
-    if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_readable(c);
-    if (c.open && (events[i].events & EPOLLOUT)) flush(c);
+    if (e.ready & (net::kReadable | net::kHangup)) on_readable(c);
+    if (c.open && (e.ready & net::kWritable)) flush(c);
   }
 }
 
@@ -251,8 +241,6 @@ void LoadWorker::run() {
     const int cpu = config_.cpus[static_cast<size_t>(index_) % config_.cpus.size()];
     if (!pin_current_thread(cpu, &error)) throw std::runtime_error("cannot pin load thread to CPU " + std::to_string(cpu) + ": " + error);
   }
-  constexpr int kMaxEvents = 512;
-  epoll_event events[kMaxEvents];
 
   // Connect phase: every connection open (or given up on) before the clock
   // starts. At most kMaxConnecting handshakes at once: a burst of 10 000 SYNs
@@ -287,11 +275,11 @@ void LoadWorker::run() {
         }
       }
     }
-    handle_events(::epoll_wait(epoll_fd_, events, kMaxEvents, 10), events);
+    handle_events(events_.wait(10'000'000));
   }
   clock_.workers_connected.fetch_add(1);
   while (clock_.start_ns.load(std::memory_order_acquire) == 0 && !clock_.stop.load()) {
-    handle_events(::epoll_wait(epoll_fd_, events, kMaxEvents, 1), events);
+    handle_events(events_.wait(1'000'000));
   }
   const int64_t start = clock_.start_ns.load();
   std::uniform_int_distribution<int64_t> offset(0, std::max<int64_t>(interval_ns_ - 1, 0));
@@ -334,17 +322,10 @@ void LoadWorker::run() {
     if ((!draining_ || owed) && !heap_.empty()) next = std::min(next, heap_.top().due_ns);
     next = std::min(next, last_housekeeping_ns_ + kHousekeepingNs);
     const int64_t wait = next - monotonic_ns();
-    int n;
-    if (config_.busy_poll || sent >= kMaxSendsPerTurn || wait <= config_.spin_ns) {
-      // Due now or within the spin margin: busy-poll (epoll with zero timeout)
-      // so both the send and any response arriving meanwhile are stamped on time.
-      n = ::epoll_wait(epoll_fd_, events, kMaxEvents, 0);
-    } else {
-      const int64_t sleep_ns = wait - config_.spin_ns;
-      timespec ts{sleep_ns / 1'000'000'000, sleep_ns % 1'000'000'000};
-      n = ::epoll_pwait2(epoll_fd_, events, kMaxEvents, &ts, nullptr);
-    }
-    handle_events(n, events);
+    // Due now or within the spin margin: busy-poll (a zero timeout) so both
+    // the send and any response arriving meanwhile are stamped on time.
+    const bool spin = config_.busy_poll || sent >= kMaxSendsPerTurn || wait <= config_.spin_ns;
+    handle_events(events_.wait(spin ? 0 : wait - config_.spin_ns));
   }
   if (config_.open_loop()) {
     for (const Connection& c : connections_)

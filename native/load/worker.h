@@ -1,4 +1,4 @@
-// One load-generator thread: its own epoll instance, its share of the
+// One load-generator thread: its own event loop (net/event_loop.h, epoll), its share of the
 // connections, its own histograms (merged after the run, never shared).
 //
 // The timing-critical path, in one screen (worker.cc, send_due / on_readable):
@@ -29,8 +29,7 @@
 #include "core/hdr_histogram.h"
 #include "load/client_protocol.h"
 #include "load/config.h"
-
-struct epoll_event;
+#include "net/event_loop.h"
 
 namespace tailscope::load {
 
@@ -120,7 +119,7 @@ class LoadWorker {
   void send_due(Connection& c, int64_t due_ns);
   bool flush(Connection& c);
   void on_readable(Connection& c);
-  void handle_events(int n, struct epoll_event* events);
+  void handle_events(std::span<const net::ReadyEvent> events);
   void housekeeping(int64_t now);
   int64_t advance_schedule(Connection& c);
   void update_interest(Connection& c);
@@ -128,7 +127,7 @@ class LoadWorker {
   const LoadConfig& config_;
   int index_;
   RunClock& clock_;
-  int epoll_fd_ = -1;
+  net::EventLoop events_;
   std::vector<Connection> connections_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> heap_;
   std::mt19937_64 rng_;

@@ -43,6 +43,7 @@ const char* reason(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 408: return "Request Timeout";
     case 413: return "Content Too Large";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -51,10 +52,19 @@ const char* reason(int status) {
   }
 }
 
+// A line ended by LF alone: HTTP/1.1 lines end in CRLF, and a request that
+// uses bare LF would otherwise wait for a "\r\n\r\n" that never comes.
+bool has_bare_lf(std::string_view head) {
+  for (size_t i = head.find('\n'); i != std::string_view::npos; i = head.find('\n', i + 1))
+    if (i == 0 || head[i - 1] != '\r') return true;
+  return false;
+}
+
 }  // namespace
 
 HttpRequest parse_http_request(std::string_view buffer, const HttpLimits& limits) {
   const size_t end = buffer.find("\r\n\r\n");
+  if (has_bare_lf(end == std::string_view::npos ? buffer : buffer.substr(0, end + 4))) return error(400);
   if (end == std::string_view::npos) {
     if (buffer.size() >= limits.max_header_bytes) return error(431);
     // A request line that cannot be HTTP is rejected before the limit, so

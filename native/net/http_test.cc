@@ -23,6 +23,16 @@ TEST(HttpRequestParser, WaitsForHeaderEndAndBody) {
   EXPECT_EQ(r.body, "abcd");
 }
 
+TEST(HttpRequestParser, RejectsBareLfLinesAtOnce) {
+  // Without this a bare-LF client waits forever for a "\r\n\r\n" that never comes.
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\n\n").error_status, 400);
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\n").error_status, 400);
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r\nHost: a\n\r\n").error_status, 400);
+  // LF in a body is data, and a CR not yet followed by its LF is just incomplete.
+  EXPECT_EQ(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n\n\n").status, HttpRequest::Status::kComplete);
+  EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r").status, HttpRequest::Status::kIncomplete);
+}
+
 TEST(HttpRequestParser, RejectsBadInputWithStatus) {
   EXPECT_EQ(parse_http_request("\x01\x02garbage").error_status, 400);
   EXPECT_EQ(parse_http_request("GET / SPDY/9\r\n\r\n").error_status, 400);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include "net/poller.h"
 #include "net/socket.h"
 
 namespace tailscope::net {
@@ -102,6 +103,17 @@ IoVerdict write_ready(int fd, StreamSession& session) {
     return IoVerdict::kClose;
   }
   return session.finished() ? IoVerdict::kClose : IoVerdict::kOpen;
+}
+
+IoVerdict on_ready(int fd, uint32_t ready, StreamSession& session) {
+  if (ready & kHangup) return IoVerdict::kClose;
+  if (ready & kReadable) return read_ready(fd, session);
+  if (ready & kWritable) return write_ready(fd, session);
+  return IoVerdict::kOpen;
+}
+
+uint32_t interest_of(const StreamSession& session) {
+  return (session.wants_read() ? kReadable : 0u) | (session.wants_write() ? kWritable : 0u);
 }
 
 IoVerdict serve_blocking_once(int fd, StreamSession& session, char* buffer, size_t buffer_bytes) {

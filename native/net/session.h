@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -63,6 +64,13 @@ class StreamSession {
 enum class IoVerdict { kOpen, kClose };
 IoVerdict read_ready(int fd, StreamSession& session);
 IoVerdict write_ready(int fd, StreamSession& session);
+// One readiness event (net/poller.h bits) → read, write or close, written
+// once for every readiness-based model: kHangup closes; kReadable reads (and
+// writes what that produced); kWritable writes.
+IoVerdict on_ready(int fd, uint32_t ready, StreamSession& session);
+// The poller interest that follows the session: readable while it takes
+// input, writable while output is pending.
+uint32_t interest_of(const StreamSession& session);
 
 // Blocking I/O on a blocking socket (thread-per-connection): one read, the
 // whole response written. kClose on EOF, error or a finished session.

@@ -29,10 +29,19 @@
 #include <unordered_map>
 #include <vector>
 
-#include "svc/frame.h"
+#include "net/frame.h"
 #include "svc/timer_service.h"
 
 namespace tailscope::svc {
+
+// The client speaks the RPC frame of net/frame.h.
+using net::append_frame;
+using net::Frame;
+using net::FrameKind;
+using net::FrameParser;
+using net::kDefaultMaxFrameBytes;
+using net::RpcStatus;
+using net::TraceContext;
 
 struct CallResult {
   RpcStatus status = RpcStatus::kOk;

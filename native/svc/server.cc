@@ -1,8 +1,6 @@
 #include "svc/server.h"
 
 #include <poll.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "core/clock.h"
 #include "net/accept.h"
 #include "net/socket.h"
 
@@ -25,6 +24,9 @@ ThreadPerConnectionServer::~ThreadPerConnectionServer() { stop(); }
 void ThreadPerConnectionServer::start() { acceptor_ = std::thread([this] { accept_loop(); }); }
 
 void ThreadPerConnectionServer::accept_loop() {
+  // Non-blocking listener so one wake-up takes every waiting connection
+  // (accept_ready stops at EAGAIN); the accepted sockets are blocking.
+  net::set_nonblocking(listen_.fd);
   net::Acceptor acceptor(listen_.fd);
   while (!stop_.load(std::memory_order_acquire)) {
     pollfd p{listen_.fd, POLLIN, 0};
@@ -32,33 +34,32 @@ void ThreadPerConnectionServer::accept_loop() {
       reap_finished();
       continue;
     }
-    const auto r = acceptor.accept_one(false);
-    if (r.outcome == net::Acceptor::Outcome::kBackedOff) ::usleep(net::kAcceptBackoffMs * 1000);
-    if (r.outcome != net::Acceptor::Outcome::kAccepted) continue;
-    counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-    auto conn = std::make_shared<ServerConnection>(r.fd, listen_.kind, listen_.route, counters_);
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::lock_guard lock(mu_);
-    if (stop_) {
-      conn->close();
-      break;
-    }
-    std::thread thread;
-    try {
-      thread = std::thread([this, conn, done] {
-        serve(conn);
-        done->store(true, std::memory_order_release);
-      });
-    } catch (const std::system_error&) {
-      // No thread for this connection (a task limit at run time): the
-      // connection is refused and counted as a rejection; serving goes on.
-      counters_.rejections.fetch_add(1, std::memory_order_relaxed);
-      threads_failed_.fetch_add(1, std::memory_order_relaxed);
-      conn->close();
-      continue;
-    }
-    threads_started_.fetch_add(1, std::memory_order_relaxed);
-    workers_.push_back(Worker{std::move(thread), conn, done});
+    acceptor.accept_ready(/*nonblocking=*/false, [this](int fd) {
+      counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      auto conn = std::make_shared<ServerConnection>(fd, listen_.kind, listen_.route, counters_);
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      std::lock_guard lock(mu_);
+      if (stop_) {
+        conn->close();
+        return;
+      }
+      std::thread thread;
+      try {
+        thread = std::thread([this, conn, done] {
+          serve(conn);
+          done->store(true, std::memory_order_release);
+        });
+      } catch (const std::system_error&) {
+        // No thread for this connection (a task limit at run time): the
+        // connection is refused and counted as a rejection; serving goes on.
+        counters_.rejections.fetch_add(1, std::memory_order_relaxed);
+        threads_failed_.fetch_add(1, std::memory_order_relaxed);
+        conn->close();
+        return;
+      }
+      threads_started_.fetch_add(1, std::memory_order_relaxed);
+      workers_.push_back(Worker{std::move(thread), conn, done});
+    });
   }
 }
 
@@ -76,7 +77,18 @@ void ThreadPerConnectionServer::reap_finished() {
 
 void ThreadPerConnectionServer::serve(std::shared_ptr<ServerConnection> conn) {
   char buf[16 * 1024];
+  const int64_t timeout_ns = listen_.http_request_timeout_ns;
   for (;;) {
+    if (const int64_t since = conn->partial_request_since_ns(); since != 0) {
+      // Part of a request is here: wait for the rest at most until its timeout.
+      const int64_t left_ns = since + timeout_ns - monotonic_ns();
+      if (left_ns <= 0) {
+        if (conn->expire_request(monotonic_ns(), timeout_ns)) break;
+      } else {
+        pollfd p{conn->fd(), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>((left_ns + 999'999) / 1'000'000)) <= 0) continue;  // timeout, EINTR
+      }
+    }
     const ssize_t n = ::recv(conn->fd(), buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || stop_.load(std::memory_order_acquire)) break;
@@ -101,31 +113,24 @@ void ThreadPerConnectionServer::stop() {
 
 // ---------------------------------------------------------------- event loops
 
+namespace {
+// The longest a loop waits without an event: the cadence of its
+// request-timeout checks (stop and posted closures wake it at once).
+constexpr int64_t kIdleWaitNs = 100'000'000;
+}  // namespace
+
 EventLoopServer::EventLoopServer(ListenSpec listen, size_t loops, ServiceCounters& counters, Dispatch dispatch)
     : listen_(listen), counters_(counters), dispatch_(std::move(dispatch)) {
+  net::set_nonblocking(listen_.fd);
   for (size_t i = 0; i < std::max<size_t>(1, loops); ++i) {
     auto l = std::make_unique<Loop>();
-    l->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-    l->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (l->epoll_fd < 0 || l->wake_fd < 0) throw std::runtime_error("event loop: epoll/eventfd failed");
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = l->wake_fd;
-    ::epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, l->wake_fd, &ev);
-    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-    ev.data.fd = listen_.fd;
-    ::epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, listen_.fd, &ev);
+    // Exclusive: a new connection wakes one loop, not all of them.
+    l->events.add(listen_.fd, static_cast<uint64_t>(listen_.fd), net::kReadable | net::kExclusive);
     loops_.push_back(std::move(l));
   }
 }
 
-EventLoopServer::~EventLoopServer() {
-  stop();
-  for (auto& l : loops_) {
-    ::close(l->epoll_fd);
-    ::close(l->wake_fd);
-  }
-}
+EventLoopServer::~EventLoopServer() { stop(); }
 
 void EventLoopServer::start() {
   for (size_t i = 0; i < loops_.size(); ++i) loops_[i]->thread = std::thread([this, i] { run(i); });
@@ -137,69 +142,64 @@ void EventLoopServer::post(size_t index, std::function<void()> fn) {
     std::lock_guard lock(l.mu);
     l.posted.push_back(std::move(fn));
   }
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t w = ::write(l.wake_fd, &one, sizeof one);
+  l.events.wake();
 }
 
-void EventLoopServer::close_conn(Loop& loop, int fd) {
+void EventLoopServer::drop_conn(Loop& loop, int fd, bool close_now) {
   auto it = loop.conns.find(fd);
   if (it == loop.conns.end()) return;
-  ::epoll_ctl(loop.epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
-  it->second->close();
+  loop.events.remove(fd);
+  if (close_now) it->second->close();
   loop.conns.erase(it);  // the fd closes once no in-flight request holds the connection
+}
+
+void EventLoopServer::read_conn(Loop& loop, size_t index, int fd) {
+  auto it = loop.conns.find(fd);
+  if (it == loop.conns.end()) return;
+  std::shared_ptr<ServerConnection> conn = it->second;
+  char buf[64 * 1024];
+  for (int reads = 0; reads < 16; ++reads) {  // fairness: at most 16 reads per wake-up
+    const ssize_t got = ::recv(fd, buf, sizeof buf, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (got <= 0) return drop_conn(loop, fd, /*close_now=*/true);  // EOF or reset
+    if (!conn->on_bytes(buf, static_cast<size_t>(got), [this, index](InboundRequest&& r) { dispatch_(index, std::move(r)); }))
+      return drop_conn(loop, fd, /*close_now=*/false);  // malformed: it ends itself after its answer
+    if (static_cast<size_t>(got) < sizeof buf) break;
+  }
+  if (conn->closed()) drop_conn(loop, fd, /*close_now=*/true);
+}
+
+void EventLoopServer::expire_requests(Loop& loop) {
+  const int64_t now = monotonic_ns();
+  std::vector<int> expired;
+  for (auto& [fd, conn] : loop.conns)
+    if (conn->expire_request(now, listen_.http_request_timeout_ns)) expired.push_back(fd);
+  for (int fd : expired) drop_conn(loop, fd, /*close_now=*/false);
 }
 
 void EventLoopServer::run(size_t index) {
   Loop& loop = *loops_[index];
   if (on_loop_start) on_loop_start(index);
-  net::set_nonblocking(listen_.fd);
   net::Acceptor acceptor(listen_.fd);
-  epoll_event events[128];
-  char buf[64 * 1024];
   std::vector<std::function<void()>> posted;
+  int64_t next_expiry_check_ns = 0;
   while (!stop_.load(std::memory_order_acquire)) {
-    const int n = ::epoll_wait(loop.epoll_fd, events, 128, 100);
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == loop.wake_fd) {
-        uint64_t v;
-        [[maybe_unused]] ssize_t r = ::read(loop.wake_fd, &v, sizeof v);
+    for (const net::ReadyEvent& e : loop.events.wait(kIdleWaitNs)) {
+      const int fd = static_cast<int>(e.token);
+      if (fd != listen_.fd) {
+        read_conn(loop, index, fd);
         continue;
       }
-      if (fd == listen_.fd) {
-        for (int k = 0; k < 64; ++k) {
-          const auto r = acceptor.accept_one(true);
-          if (r.outcome != net::Acceptor::Outcome::kAccepted) break;
-          counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-          auto conn = std::make_shared<ServerConnection>(r.fd, listen_.kind, listen_.route, counters_);
-          epoll_event ev{};
-          ev.events = EPOLLIN | EPOLLRDHUP;
-          ev.data.fd = r.fd;
-          ::epoll_ctl(loop.epoll_fd, EPOLL_CTL_ADD, r.fd, &ev);
-          loop.conns.emplace(r.fd, std::move(conn));
-        }
-        continue;
-      }
-      auto it = loop.conns.find(fd);
-      if (it == loop.conns.end()) continue;
-      std::shared_ptr<ServerConnection> conn = it->second;
-      bool open = true;
-      for (int reads = 0; reads < 16; ++reads) {  // fairness: at most 16 reads per wake-up
-        const ssize_t got = ::recv(fd, buf, sizeof buf, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (got <= 0) {
-          open = false;
-          break;
-        }
-        if (!conn->on_bytes(buf, static_cast<size_t>(got),
-                            [this, index](InboundRequest&& r) { dispatch_(index, std::move(r)); })) {
-          open = false;
-          break;
-        }
-        if (static_cast<size_t>(got) < sizeof buf) break;
-      }
-      if (!open || conn->closed()) close_conn(loop, fd);
+      acceptor.accept_ready(/*nonblocking=*/true, [&](int conn_fd) {
+        counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+        loop.events.add(conn_fd, static_cast<uint64_t>(conn_fd), net::kReadable);
+        loop.conns.emplace(conn_fd, std::make_shared<ServerConnection>(conn_fd, listen_.kind, listen_.route, counters_));
+      });
+    }
+    if (listen_.kind == WireKind::kHttp && monotonic_ns() >= next_expiry_check_ns) {
+      expire_requests(loop);
+      next_expiry_check_ns = monotonic_ns() + kIdleWaitNs;
     }
     {
       std::lock_guard lock(loop.mu);
@@ -214,10 +214,7 @@ void EventLoopServer::run(size_t index) {
 
 void EventLoopServer::stop() {
   if (stop_.exchange(true)) return;
-  for (auto& l : loops_) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(l->wake_fd, &one, sizeof one);
-  }
+  for (auto& l : loops_) l->events.wake();
   for (auto& l : loops_)
     if (l->thread.joinable()) l->thread.join();
   // Closures posted after the loops ended are dropped with the loops.

@@ -4,10 +4,15 @@
 //    connection that reads a request and runs its handler to completion
 //    before reading the next (Thrift's TThreadedServer, what DeathStarBench
 //    services use). std-async and std-thread.
-//  * EventLoopServer — N epoll loops sharing the listener (EPOLLEXCLUSIVE);
-//    each reads its connections and hands every request to the model's
-//    dispatch function; each also runs closures posted to it (eventfd wake-up),
-//    which is how the coroutine model resumes handlers on their own loop.
+//  * EventLoopServer — N event loops (net/event_loop.h, epoll) sharing the
+//    listener (exclusive wake-ups); each reads its connections and hands every
+//    request to the model's dispatch function; each also runs closures posted
+//    to it (the loop's eventfd wake), which is how the coroutine model resumes
+//    handlers on their own loop.
+//
+// Both accept through net::Acceptor (its back-off, once) and, at the HTTP
+// front, answer a request still incomplete after http_request_timeout_ns with
+// 408 and close (a slowloris client cannot hold a connection forever).
 //
 // BoundedPool is the processing pool of pool-blocking and pool-callback: a
 // fixed number of workers behind a queue with a capacity; a full queue
@@ -25,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/event_loop.h"
 #include "svc/transport.h"
 
 namespace tailscope::svc {
@@ -35,6 +41,7 @@ struct ListenSpec {
   int fd = -1;                      // a listening socket (the server does not close it)
   WireKind kind = WireKind::kRpc;
   const HttpRoute* route = nullptr;  // HTTP only
+  int64_t http_request_timeout_ns = kDefaultHttpRequestTimeoutNs;  // HTTP only
 };
 
 class ThreadPerConnectionServer {
@@ -84,15 +91,18 @@ class EventLoopServer {
 
  private:
   struct Loop {
-    int epoll_fd = -1;
-    int wake_fd = -1;
+    net::EventLoop events;
     std::thread thread;
     std::mutex mu;
     std::vector<std::function<void()>> posted;
     std::unordered_map<int, std::shared_ptr<ServerConnection>> conns;
   };
   void run(size_t index);
-  void close_conn(Loop& loop, int fd);
+  void read_conn(Loop& loop, size_t index, int fd);
+  // Stops reading fd; close_now also ends the connection (EOF, reset),
+  // otherwise it ends itself once its last answer is sent.
+  void drop_conn(Loop& loop, int fd, bool close_now);
+  void expire_requests(Loop& loop);
 
   ListenSpec listen_;
   ServiceCounters& counters_;

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "exec/async_probe.h"
-#include "svc/frame.h"
+#include "net/frame.h"
 
 namespace tailscope::svc {
 
@@ -36,7 +36,7 @@ struct SpanRecord {
   const std::string* operation = nullptr;  // ditto
   SpanRole role = SpanRole::kInternal;
   bool error = false;
-  RpcStatus status = RpcStatus::kOk;
+  net::RpcStatus status = net::RpcStatus::kOk;
   const char* launch = nullptr;  // "async", "deferred", "sync" for calls; nullptr otherwise
   int64_t start_ns = 0, end_ns = 0;  // monotonic
   bool has_probe = false;

@@ -81,13 +81,18 @@ bool ServerConnection::parse_rpc(std::vector<InboundRequest>& out) {
 
 bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
   size_t used = 0;
-  bool ok = true;
   while (used < http_in_.size()) {
     const net::HttpRequest r = net::parse_http_request(std::string_view(http_in_).substr(used));
     if (r.status == net::HttpRequest::Status::kIncomplete) break;
     if (r.status == net::HttpRequest::Status::kError) {
-      ok = false;
-      break;
+      // The shared parser's verdict (400, 413, 431, 501, 505) as a status
+      // line, as the echo servers' HTTP mode answers: a client learns why.
+      // Counted before the answer, which may close the connection at once.
+      counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
+      answer_http_error(r.error_status);
+      http_in_.clear();
+      http_partial_since_ns_ = 0;
+      return false;
     }
     used += r.consumed_bytes;
     const uint64_t seq = http_next_seq_++;
@@ -112,7 +117,28 @@ bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
     if (!r.keep_alive) break;
   }
   http_in_.erase(0, used);
-  return ok;
+  // The request-read clock starts with a request's first byte.
+  if (http_in_.empty()) http_partial_since_ns_ = 0;
+  else if (used > 0 || http_partial_since_ns_ == 0) http_partial_since_ns_ = monotonic_ns();
+  return true;
+}
+
+bool ServerConnection::expire_request(int64_t now_ns, int64_t timeout_ns) {
+  if (kind_ != WireKind::kHttp || http_partial_since_ns_ == 0 || now_ns - http_partial_since_ns_ < timeout_ns) return false;
+  counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
+  answer_http_error(408);
+  http_in_.clear();
+  http_partial_since_ns_ = 0;
+  return true;
+}
+
+void ServerConnection::answer_http_error(int status) {
+  const uint64_t seq = http_next_seq_++;
+  std::string text;
+  net::append_http_error_response(status, text);
+  std::lock_guard lock(write_mu_);
+  http_close_after_ = std::min(http_close_after_, seq);
+  hold_and_flush_locked(seq, std::move(text));
 }
 
 void ServerConnection::send_locked(const std::string& bytes) {
@@ -164,7 +190,11 @@ void ServerConnection::respond(uint64_t id, RpcStatus status, std::string_view p
   if (id >= http_close_after_) text += "Connection: close\r\n";
   text += "\r\n";
   text += body;
-  http_held_.emplace(id, std::move(text));
+  hold_and_flush_locked(id, std::move(text));
+}
+
+void ServerConnection::hold_and_flush_locked(uint64_t seq, std::string text) {
+  http_held_.emplace(seq, std::move(text));
   while (!http_held_.empty() && http_held_.begin()->first == http_next_out_) {
     send_locked(http_held_.begin()->second);
     http_held_.erase(http_held_.begin());

@@ -14,9 +14,20 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "svc/frame.h"
+#include "net/frame.h"
 
 namespace tailscope::svc {
+
+// The runtime speaks the RPC frame of net/frame.h (the load generator speaks
+// it too, which is why the codec lives in net/); its names are svc's vocabulary.
+using net::append_frame;
+using net::Frame;
+using net::FrameKind;
+using net::FrameParser;
+using net::kDefaultMaxFrameBytes;
+using net::RpcStatus;
+using net::status_name;
+using net::TraceContext;
 
 // Per-service counters, all monotonic, read at shutdown for the result document.
 struct ServiceCounters {
@@ -62,10 +73,22 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
 
   int fd() const { return fd_; }
   // Read side (one thread at a time): parses what arrived; each complete
-  // request goes to `sink`. Returns false when the input was malformed — the
-  // caller closes the connection (it is counted here).
+  // request goes to `sink`. Returns false when the input was malformed (it is
+  // counted here): the caller stops reading. The connection ends itself — a
+  // bad RPC frame closes it at once (no answer is possible); a bad HTTP
+  // request is answered with its 4xx/5xx status line after the responses
+  // owed before it, and the connection closes once that is sent.
   template <class Sink>
   bool on_bytes(const char* data, size_t n, Sink&& sink);
+
+  // Read side, HTTP: the monotonic time since which a request has been only
+  // partly received (0: none pending). A client that trickles a request
+  // (slowloris) must not hold a connection forever: see expire_request().
+  int64_t partial_request_since_ns() const { return http_partial_since_ns_; }
+  // Read side: when a request has been partly received for timeout_ns or
+  // more at now_ns, answers 408 (after the responses owed before it), counts
+  // it as malformed and returns true: the caller stops reading.
+  bool expire_request(int64_t now_ns, int64_t timeout_ns);
 
   // Any thread. HTTP responses leave in request order (keep-alive clients
   // match responses by order); RPC responses leave as they finish.
@@ -77,6 +100,10 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
  private:
   bool parse_rpc(std::vector<InboundRequest>& out);
   bool parse_http(std::vector<InboundRequest>& out);
+  // Answers the next request slot with an HTTP error and ends the connection after it.
+  void answer_http_error(int status);
+  // Holds the response for request `seq` and sends every response now due, in order.
+  void hold_and_flush_locked(uint64_t seq, std::string text);
   void send_locked(const std::string& bytes);
 
   int fd_;
@@ -86,6 +113,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   FrameParser frames_;
   std::string http_in_;
   uint64_t http_next_seq_ = 0;   // read side
+  int64_t http_partial_since_ns_ = 0;  // read side
   std::mutex write_mu_;
   uint64_t http_next_out_ = 0;   // guarded by write_mu_
   std::map<uint64_t, std::string> http_held_;  // finished out of order
@@ -105,11 +133,19 @@ bool ServerConnection::on_bytes(const char* data, size_t n, Sink&& sink) {
     ok = parse_http(out);
   }
   for (auto& r : out) sink(std::move(r));
-  if (!ok) counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
+  if (!ok && kind_ == WireKind::kRpc) {  // (HTTP counts before it answers: parse_http)
+    counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
+    close();
+  }
   return ok;
 }
 
 // HTTP status a front answers for an RPC status (5xx whenever the graph failed).
 int http_status_for(RpcStatus s);
+
+// How long the HTTP front waits for the rest of a partly received request
+// before it answers 408 and closes (a connection idle between requests is
+// not timed: keep-alive clients of an open-loop run may pause for long).
+inline constexpr int64_t kDefaultHttpRequestTimeoutNs = 10'000'000'000;
 
 }  // namespace tailscope::svc

@@ -3,10 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "svc/frame.h"
+#include "net/frame.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace tailscope::svc;
+  using namespace tailscope::net;
   // The first byte chooses how the input is split into reads.
   const size_t chunk = size ? (data[0] % 32) + 1 : 1;
   FrameParser parser(4096);

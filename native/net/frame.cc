@@ -1,8 +1,8 @@
-#include "svc/frame.h"
+#include "net/frame.h"
 
 #include <stdexcept>
 
-namespace tailscope::svc {
+namespace tailscope::net {
 namespace {
 
 void put_u16(std::string& out, uint16_t v) {
@@ -137,4 +137,4 @@ FrameParser::Result FrameParser::next(Frame& out) {
   return r;
 }
 
-}  // namespace tailscope::svc
+}  // namespace tailscope::net

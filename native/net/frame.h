@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace tailscope::svc {
+namespace tailscope::net {
 
 inline constexpr uint16_t kFrameMagic = 0x5453;  // "TS"
 inline constexpr uint8_t kFrameVersion = 1;
@@ -85,4 +85,4 @@ class FrameParser {
 FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, Frame& out, size_t* consumed,
                                 std::string* error);
 
-}  // namespace tailscope::svc
+}  // namespace tailscope::net

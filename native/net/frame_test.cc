@@ -1,8 +1,8 @@
-#include "svc/frame.h"
+#include "net/frame.h"
 
 #include <gtest/gtest.h>
 
-namespace tailscope::svc {
+namespace tailscope::net {
 namespace {
 
 Frame request() {
@@ -120,4 +120,4 @@ TEST(Frame, ResponsesCarryStatusAndNoMethod) {
 }
 
 }  // namespace
-}  // namespace tailscope::svc
+}  // namespace tailscope::net

@@ -1,0 +1,48 @@
+// One small event loop: a readiness backend (net/poller.h) plus an eventfd
+// that any thread can use to end a wait early (wake()). The echo models, the
+// service runtime's event-loop servers and the load generator's workers all
+// wait through it; what they do with a ready descriptor is theirs.
+//
+// Not thread-safe except wake(): one thread owns a loop.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "net/poller.h"
+
+namespace tailscope::net {
+
+class EventLoop {
+ public:
+  static constexpr size_t kMaxEventsPerWait = 256;
+
+  explicit EventLoop(PollMechanism mechanism = PollMechanism::kEpoll);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Tokens are the caller's (an index, a pointer); kWakeToken is reserved.
+  void add(int fd, uint64_t token, uint32_t interest) { poller_->add(fd, token, interest); }
+  void modify(int fd, uint64_t token, uint32_t interest) { poller_->modify(fd, token, interest); }
+  void remove(int fd) { poller_->remove(fd); }
+
+  // Waits at most timeout_ns (< 0: until ready or woken) and returns the
+  // ready descriptors' events, valid until the next wait(). A wake() ends the
+  // wait; it is consumed here and not among the events.
+  std::span<const ReadyEvent> wait(int64_t timeout_ns);
+
+  // Any thread (async-signal-safe): the current or next wait() returns.
+  void wake();
+
+  static constexpr uint64_t kWakeToken = ~uint64_t{0};
+
+ private:
+  std::unique_ptr<Poller> poller_;
+  int wake_fd_;
+  std::array<ReadyEvent, kMaxEventsPerWait> events_;
+};
+
+}  // namespace tailscope::net
