@@ -8,13 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -54,15 +52,28 @@ class InputError : public std::runtime_error {
   InputError(const std::string& input, const std::string& message) : std::runtime_error(input + ": " + message) {}
 };
 
-// The artifact being streamed, for the signal handler: an interrupted run
-// (Ctrl-C, the driver's timeout) must not leave a large .tmp file behind.
-std::atomic<const char*> g_temp_to_remove{nullptr};
+// The temporary file of the artifact being streamed, for the signal handler:
+// an interrupted run (Ctrl-C, the driver's timeout) must not leave a large
+// .tmp file behind. Set while the writer owning the file is alive.
+std::atomic<const char*> temp_to_remove{nullptr};
 
 extern "C" void remove_temp_and_reraise(int signal_number) {
-  if (const char* temp = g_temp_to_remove.load()) ::unlink(temp);
+  if (const char* temp = temp_to_remove.load()) ::unlink(temp);
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);
 }
+
+// Publishes a writer's temporary file to the signal handler for its lifetime
+// (declared after the writer, so it is withdrawn before the writer goes).
+class TempFileRegistration {
+ public:
+  explicit TempFileRegistration(const AtomicFileWriter* writer) {
+    if (writer != nullptr) temp_to_remove.store(writer->temp_path());
+  }
+  ~TempFileRegistration() { temp_to_remove.store(nullptr); }
+  TempFileRegistration(const TempFileRegistration&) = delete;
+  TempFileRegistration& operator=(const TempFileRegistration&) = delete;
+};
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -100,8 +111,8 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
     } catch (const std::exception& e) {
       throw InputError(options.artifacts_dir, std::string("cannot write artifacts: ") + e.what());
     }
-    g_temp_to_remove.store(artifacts->temp_path());
   }
+  const TempFileRegistration registration(artifacts.get());
 
   std::vector<std::string> doc_traces;
   std::unordered_set<std::uint64_t> seen_trace_ids;
@@ -186,7 +197,6 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
     } catch (const std::exception& e) {
       throw InputError(artifacts_path, std::string("cannot write artifacts: ") + e.what());
     }
-    g_temp_to_remove.store(nullptr);
   }
 
   const double elapsed_s = seconds_since(started);
