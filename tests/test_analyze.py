@@ -20,8 +20,16 @@ def _needs_engine():
 
 
 def _span(trace, span, parent, service_proc, op, start_us, dur_us, kind=None):
-    s = {"traceID": trace, "spanID": span, "operationName": op, "startTime": start_us, "duration": dur_us,
-         "processID": service_proc, "references": [], "tags": []}
+    s = {
+        "traceID": trace,
+        "spanID": span,
+        "operationName": op,
+        "startTime": start_us,
+        "duration": dur_us,
+        "processID": service_proc,
+        "references": [],
+        "tags": [],
+    }
     if parent:
         s["references"] = [{"refType": "CHILD_OF", "traceID": trace, "spanID": parent}]
     if kind:
@@ -41,8 +49,9 @@ def write_traces(path: Path, n: int = 20) -> None:
             _span(t, "b", "a", "p1", "get", 1_000_010, back + 10, kind="client"),
             _span(t, "c", "b", "p2", "get", 1_000_015, back, kind="server"),
         ]
-        data.append({"traceID": t, "spans": spans,
-                     "processes": {"p1": {"serviceName": "front"}, "p2": {"serviceName": "back"}}})
+        data.append(
+            {"traceID": t, "spans": spans, "processes": {"p1": {"serviceName": "front"}, "p2": {"serviceName": "back"}}}
+        )
     path.write_text(json.dumps({"data": data}))
 
 
@@ -61,7 +70,7 @@ def test_critical_paths_returns_dataframes(tmp_path, monkeypatch):
     e2e = a.traces.set_index("trace_id")["end_to_end_ns"]
     assert (per_trace == e2e.loc[per_trace.index]).all()
     # sections tile each root span
-    for tid, grp in a.sections.groupby("trace_id"):
+    for _tid, grp in a.sections.groupby("trace_id"):
         grp = grp.sort_values("start_ns")
         assert (grp["start_ns"].iloc[1:].values == grp["end_ns"].iloc[:-1].values).all()
     assert len(a.rpc_delays) == 20
@@ -77,8 +86,14 @@ def test_analyze_command_stores_and_reports(tmp_path):
     write_traces(f)
     results = tmp_path / "results"
     env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results)}
-    r = subprocess.run([sys.executable, "-m", "tailscope.cli", "analyze", "--what-if-no-delays", str(f)],
-                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tailscope.cli", "analyze", "--what-if-no-delays", str(f)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     run_id = os.readlink(results / "latest")
     html = (results / run_id / "report.html").read_text()
@@ -89,8 +104,11 @@ def test_analyze_command_stores_and_reports(tmp_path):
     assert n == 2  # front and back
     # The engine's own measurements, exact: back's server time is 20..39 µs, and
     # its critical-path time per request is that (the rest of the RPC is front's).
-    row = con.execute("SELECT engine, samples, min_ns, p50_ns, max_ns FROM measurements "
-                      "WHERE run_id = ? AND name = 'cp_time' AND variant = 'back'", [run_id]).fetchone()
+    row = con.execute(
+        "SELECT engine, samples, min_ns, p50_ns, max_ns FROM measurements "
+        "WHERE run_id = ? AND name = 'cp_time' AND variant = 'back'",
+        [run_id],
+    ).fetchone()
     assert row == ("tailscope-critpath", 20, 20_000, 29_000, 39_000)
     # No probe tags in these traces: stored as unavailable with the engine's reason.
     reasons = dict(con.execute("SELECT name, reason FROM unavailable WHERE run_id = ?", [run_id]).fetchall())
@@ -104,8 +122,14 @@ def test_invalid_trace_file_fails_cleanly(tmp_path):
     f.write_text('{"data": [{"traceID": "x", "spans": [}')
     results = tmp_path / "results"
     env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results)}
-    r = subprocess.run([sys.executable, "-m", "tailscope.cli", "analyze", str(f)], capture_output=True, text=True,
-                       env=env, cwd=REPO, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tailscope.cli", "analyze", str(f)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert r.returncode == 1
     assert "bad.json" in r.stderr and "offset" in r.stderr
     assert not list(results.glob(".staging-*"))

@@ -14,8 +14,19 @@ from tailscope.store import EngineDocument, RunRecord, Store
 from tailscope.units import fmt_count, fmt_ratio
 
 ENGINE = "tailscope-asyncbench"
-SMALL = ["--quick", "--scale", "0.3", "--models", "deferred,std-thread,fixed-pool,coroutine",
-         "--payloads", "long_long,void", "--sweep", "50,100", "--max-rate", "200000"]
+SMALL = [
+    "--quick",
+    "--scale",
+    "0.3",
+    "--models",
+    "deferred,std-thread,fixed-pool,coroutine",
+    "--payloads",
+    "long_long,void",
+    "--sweep",
+    "50,100",
+    "--max-rate",
+    "200000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +38,9 @@ def small_run(tmp_path_factory):
         pytest.skip(f"{exe} not built (run `make build`, or set TAILSCOPE_BUILD_DIR)")
     art = tmp_path_factory.mktemp("asyncbench")
     out = art / "result.json"
-    r = subprocess.run([str(exe), *SMALL, "--artifacts", str(art), "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(exe), *SMALL, "--artifacts", str(art), "--out", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(out.read_text()), art, r.stderr
 
@@ -59,10 +71,17 @@ def test_document_is_valid_and_names_follow_the_contract(small_run):
 def test_every_model_mechanism_and_payload_is_measured(small_run):
     doc, _, _ = small_run
     variants = {m["variant"] for m in doc["measurements"] if m["name"] == "total" and m["load_pct"] == 75.0}
-    expected = {f"{model}/{mech}/{p}"
-                for model, mechs in (("deferred", ("future", "continuation")), ("std-thread", ("future", "join")),
-                                     ("fixed-pool", ("future", "continuation")), ("coroutine", ("future", "resume")))
-                for mech in mechs for p in ("long_long", "void")}
+    expected = {
+        f"{model}/{mech}/{p}"
+        for model, mechs in (
+            ("deferred", ("future", "continuation")),
+            ("std-thread", ("future", "join")),
+            ("fixed-pool", ("future", "continuation")),
+            ("coroutine", ("future", "resume")),
+        )
+        for mech in mechs
+        for p in ("long_long", "void")
+    }
     assert variants == expected
     assert set(doc["max_rate_per_s"]) == {"deferred", "std-thread", "fixed-pool", "coroutine"}
     for model, rate in doc["max_rate_per_s"].items():
@@ -114,7 +133,7 @@ def test_every_point_and_ramp_step_records_its_backlog(small_run):
 def test_hlog_artifact_has_one_interval_per_measurement(small_run):
     doc, art, _ = small_run
     text = (art / "asyncbench.hlog").read_text()
-    tags = {line.split(",", 1)[0][len("Tag="):] for line in text.splitlines() if line.startswith("Tag=")}
+    tags = {line.split(",", 1)[0][len("Tag=") :] for line in text.splitlines() if line.startswith("Tag=")}
     assert tags == {m["hlog_tag"] for m in doc["measurements"]}
     assert doc["artifacts"] == {"hlog": "asyncbench.hlog"}
 
@@ -127,10 +146,31 @@ def test_progress_lines_are_json(small_run):
 
 def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
     out = tmp_path / "r.json"
-    r = subprocess.run([str(engine(ENGINE)), "--quick", "--scale", "0.2", "--models", "std-thread",
-                        "--payloads", "void", "--mechanisms", "join", "--sweep", "none",
-                        "--start-rate", "3000000", "--max-in-flight", "64", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            str(engine(ENGINE)),
+            "--quick",
+            "--scale",
+            "0.2",
+            "--models",
+            "std-thread",
+            "--payloads",
+            "void",
+            "--mechanisms",
+            "join",
+            "--sweep",
+            "none",
+            "--start-rate",
+            "3000000",
+            "--max-in-flight",
+            "64",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     steps = doc["ramps"]["std-thread"]["steps"]
@@ -139,10 +179,33 @@ def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
 
 def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
     out = tmp_path / "r.json"
-    r = subprocess.run([str(engine(ENGINE)), "--quick", "--scale", "0.05", "--models", "deferred",
-                        "--payloads", "void", "--payload-bytes", "64", "--sweep-payload", "bytes64",
-                        "--sweep", "none", "--max-rate", "20000", "--placement", "unpinned", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            str(engine(ENGINE)),
+            "--quick",
+            "--scale",
+            "0.05",
+            "--models",
+            "deferred",
+            "--payloads",
+            "void",
+            "--payload-bytes",
+            "64",
+            "--sweep-payload",
+            "bytes64",
+            "--sweep",
+            "none",
+            "--max-rate",
+            "20000",
+            "--placement",
+            "unpinned",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     # The sweep payload comes first: the ramp runs with it.
@@ -155,17 +218,20 @@ def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
     assert {m["load_pct"] for m in doc["measurements"]} == {75.0}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--models", "green-threads"], "unknown model"),
-    (["--payloads", "float"], "unknown payload"),
-    (["--mechanisms", "telepathy"], "unknown result mechanism"),
-    (["--cpus", "0,99999"], "--cpus"),
-    (["--cpus", "0"], "--cpus"),
-    (["--placement", "sideways"], "placement"),
-    (["--sweep", "50,abc"], "--sweep"),
-    (["--scale", "-1"], "scale"),
-    (["--payload-bytes", "0"], "payload-bytes"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--models", "green-threads"], "unknown model"),
+        (["--payloads", "float"], "unknown payload"),
+        (["--mechanisms", "telepathy"], "unknown result mechanism"),
+        (["--cpus", "0,99999"], "--cpus"),
+        (["--cpus", "0"], "--cpus"),
+        (["--placement", "sideways"], "placement"),
+        (["--sweep", "50,abc"], "--sweep"),
+        (["--scale", "-1"], "scale"),
+        (["--payload-bytes", "0"], "payload-bytes"),
+    ],
+)
 def test_bad_flags_are_clear_errors(engine, args, message):
     r = subprocess.run([str(engine(ENGINE)), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
@@ -174,30 +240,65 @@ def test_bad_flags_are_clear_errors(engine, args, message):
 
 # ---- the study's section, from a temporary store ----------------------------
 
+
 def _latency(p50, count=1000):
-    return {"unit": "ns", "count": count, "min": p50 // 2, "mean": p50 * 1.1, "stddev": 1.0, "max": p50 * 20,
-            "percentiles": {"50": p50, "90": p50 * 2, "99": p50 * 5, "99.9": p50 * 10, "99.99": p50 * 20},
-            "low_confidence": ["99.99"]}
+    return {
+        "unit": "ns",
+        "count": count,
+        "min": p50 // 2,
+        "mean": p50 * 1.1,
+        "stddev": 1.0,
+        "max": p50 * 20,
+        "percentiles": {"50": p50, "90": p50 * 2, "99": p50 * 5, "99.9": p50 * 10, "99.99": p50 * 20},
+        "low_confidence": ["99.99"],
+    }
 
 
 def _m(name, model, mech, payload, load, p50):
-    return {"name": name, "variant": f"{model}/{mech}/{payload}", "model": model, "mechanism": mech,
-            "payload": payload, "load_pct": load, "offered_per_s": 1000.0, "achieved_per_s": 990.0,
-            "saturated": load >= 100, "pinning": {"policy": "pinned"}, "observed": {"load_pct": load},
-            "latency": _latency(p50), "cdf": [[p50 // 2, 0.0], [p50, 50.0], [p50 * 20, 100.0]],
-            "hlog_tag": f"{name}.{model}/{mech}/{payload}.load{load}"}
+    return {
+        "name": name,
+        "variant": f"{model}/{mech}/{payload}",
+        "model": model,
+        "mechanism": mech,
+        "payload": payload,
+        "load_pct": load,
+        "offered_per_s": 1000.0,
+        "achieved_per_s": 990.0,
+        "saturated": load >= 100,
+        "pinning": {"policy": "pinned"},
+        "observed": {"load_pct": load},
+        "latency": _latency(p50),
+        "cdf": [[p50 // 2, 0.0], [p50, 50.0], [p50 * 20, 100.0]],
+        "hlog_tag": f"{name}.{model}/{mech}/{payload}.load{load}",
+    }
 
 
 def _synthetic_docs():
-    base = {"schema": "tailscope.result/1", "engine": "tailscope-baseline", "machine": {}, "unavailable": [],
-            "warnings": [], "measurements": [
-                {"name": n, "variant": "pinned", "latency": _latency(p), "cdf": [[p, 0.0], [p, 100.0]],
-                 "pinning": {"policy": "pinned", "client_cpu": 0, "server_cpu": 1}}
-                for n, p in (("condvar_handoff", 20000), ("spin_handoff", 200), ("thread_create", 40000))]}
+    base = {
+        "schema": "tailscope.result/1",
+        "engine": "tailscope-baseline",
+        "machine": {},
+        "unavailable": [],
+        "warnings": [],
+        "measurements": [
+            {
+                "name": n,
+                "variant": "pinned",
+                "latency": _latency(p),
+                "cdf": [[p, 0.0], [p, 100.0]],
+                "pinning": {"policy": "pinned", "client_cpu": 0, "server_cpu": 1},
+            }
+            for n, p in (("condvar_handoff", 20000), ("spin_handoff", 200), ("thread_create", 40000))
+        ],
+    }
     ms = []
-    for model, mechs, p50 in (("deferred", ("future", "continuation"), 300), ("std-async", ("future",), 60000),
-                              ("fixed-pool", ("future", "continuation"), 25000), ("spin-pool", ("future",), 500),
-                              ("coroutine", ("future", "resume"), 26000)):
+    for model, mechs, p50 in (
+        ("deferred", ("future", "continuation"), 300),
+        ("std-async", ("future",), 60000),
+        ("fixed-pool", ("future", "continuation"), 25000),
+        ("spin-pool", ("future",), 500),
+        ("coroutine", ("future", "resume"), 26000),
+    ):
         for mech in mechs:
             for payload, k in (("long_long", 1), ("vector10000", 3)):
                 for load in (25.0, 75.0, 100.0):
@@ -213,26 +314,68 @@ def _synthetic_docs():
     for m in ms:
         if m["model"] == "spin-pool" and m["load_pct"] == 25.0:
             m["observed"]["backlog"] = {
-                "calls": 1000, "queue_p50": 87, "queue_mean": 143.0, "queue_max": 767, "queue_empty_fraction": 0.37,
-                "in_flight_mean": 150.0, "in_flight_max": 800, "grew": False, "stall_fraction": 0.6,
-                "stall_max_ns": 12_000_000, "empty_queue_scheduling_p50_ns": 600, "empty_queue_calls": 370,
-                "lateness_first_quarter_p50_ns": 1_500_000, "lateness_last_quarter_p50_ns": 1_400_000,
+                "calls": 1000,
+                "queue_p50": 87,
+                "queue_mean": 143.0,
+                "queue_max": 767,
+                "queue_empty_fraction": 0.37,
+                "in_flight_mean": 150.0,
+                "in_flight_max": 800,
+                "grew": False,
+                "stall_fraction": 0.6,
+                "stall_max_ns": 12_000_000,
+                "empty_queue_scheduling_p50_ns": 600,
+                "empty_queue_calls": 370,
+                "lateness_first_quarter_p50_ns": 1_500_000,
+                "lateness_last_quarter_p50_ns": 1_400_000,
                 "worker_parks_per_call": 0.0,
-                "sched": {"window_ns": 360_000_000, "workers": {"threads": 1, "run_ns": 130_000_000,
-                                                                "runqueue_wait_ns": 225_000_000, "timeslices": 40}}}
+                "sched": {
+                    "window_ns": 360_000_000,
+                    "workers": {"threads": 1, "run_ns": 130_000_000, "runqueue_wait_ns": 225_000_000, "timeslices": 40},
+                },
+            }
         if m["model"] == "spin-pool" and m["load_pct"] == 100.0:
-            m["observed"]["backlog"] = {"calls": 1000, "grew": True, "queue_p50": 2000,
-                                        "lateness_first_quarter_p50_ns": 2_000_000,
-                                        "lateness_last_quarter_p50_ns": 40_000_000}
-    ms.append({"name": "same_thread_resume", "variant": "coroutine/resume/void", "latency": _latency(12),
-               "cdf": [[12, 0.0], [12, 100.0]], "hlog_tag": "same_thread_resume.coroutine/resume/void"})
-    bench = {"schema": "tailscope.result/1", "engine": ENGINE, "machine": {}, "unavailable": [], "warnings": [],
-             "config": {"measure_at_pct": 75.0, "sweep_payload": "long_long", "placement": "pinned",
-                        "producer_cpu": 0, "consumer_cpu": 1, "workers": 1, "worker_cpus": "any"},
-             "max_rate_per_s": {"deferred": 900000.0, "std-async": 20000.0, "fixed-pool": 400000.0,
-                                "spin-pool": 500000.0, "coroutine": 380000.0},
-             "ramps": {m: {"steps": [{}], "saturation_found": True} for m in ("deferred", "std-async")},
-             "measurements": ms}
+            m["observed"]["backlog"] = {
+                "calls": 1000,
+                "grew": True,
+                "queue_p50": 2000,
+                "lateness_first_quarter_p50_ns": 2_000_000,
+                "lateness_last_quarter_p50_ns": 40_000_000,
+            }
+    ms.append(
+        {
+            "name": "same_thread_resume",
+            "variant": "coroutine/resume/void",
+            "latency": _latency(12),
+            "cdf": [[12, 0.0], [12, 100.0]],
+            "hlog_tag": "same_thread_resume.coroutine/resume/void",
+        }
+    )
+    bench = {
+        "schema": "tailscope.result/1",
+        "engine": ENGINE,
+        "machine": {},
+        "unavailable": [],
+        "warnings": [],
+        "config": {
+            "measure_at_pct": 75.0,
+            "sweep_payload": "long_long",
+            "placement": "pinned",
+            "producer_cpu": 0,
+            "consumer_cpu": 1,
+            "workers": 1,
+            "worker_cpus": "any",
+        },
+        "max_rate_per_s": {
+            "deferred": 900000.0,
+            "std-async": 20000.0,
+            "fixed-pool": 400000.0,
+            "spin-pool": 500000.0,
+            "coroutine": 380000.0,
+        },
+        "ramps": {m: {"steps": [{}], "saturation_found": True} for m in ("deferred", "std-async")},
+        "measurements": ms,
+    }
     return base, bench
 
 
@@ -241,15 +384,31 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
 
     base, bench = _synthetic_docs()
     now = datetime(2026, 1, 1, 12, 0, 0)
-    run = RunRecord("r1", now, now, "quick", ["async"], {}, "test",
-                    [EngineDocument("async", "tailscope-baseline", base), EngineDocument("async", ENGINE, bench)])
+    run = RunRecord(
+        "r1",
+        now,
+        now,
+        "quick",
+        ["async"],
+        {},
+        "test",
+        [EngineDocument("async", "tailscope-baseline", base), EngineDocument("async", ENGINE, bench)],
+    )
     with Store(tmp_path / "t.duckdb") as store:
         store.save_run(run)
         sec = STUDY.section(store, "r1")
     assert sec.id == "async"
     titles = [b.title for b in sec.blocks]
-    for want in ("Scheduling delay per model", "Join delay per model", "Total per model", "Payload size",
-                 "Load sweep", "Maximum sustained rate", "Performance targets", "Delays at 75 %"):
+    for want in (
+        "Scheduling delay per model",
+        "Join delay per model",
+        "Total per model",
+        "Payload size",
+        "Load sweep",
+        "Maximum sustained rate",
+        "Performance targets",
+        "Delays at 75 %",
+    ):
         assert any(t.startswith(want) for t in titles), (want, titles)
     figures = [b for b in sec.blocks if hasattr(b, "svg")]
     assert all(f.svg.startswith("<svg") and f.finding for f in figures)
@@ -276,8 +435,12 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
     hand = [r for r in targets.rows if "empty queue" in r[0]]
     assert any(r[1] == "600 ns" and r[3] == fmt_ratio(3.0) for r in hand)
     from tailscope.studies.asyncmodels import explain
-    over = next(m for m in bench["measurements"]
-                if m["model"] == "spin-pool" and m["load_pct"] == 100.0 and m["name"] == "scheduling_delay")
+
+    over = next(
+        m
+        for m in bench["measurements"]
+        if m["model"] == "spin-pool" and m["load_pct"] == 100.0 and m["name"] == "scheduling_delay"
+    )
     assert "overloaded" in explain(over, {}) and "backlog grew" in explain(over, {})
 
 

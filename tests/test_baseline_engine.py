@@ -21,8 +21,12 @@ def smoke_run(tmp_path_factory):
         pytest.skip(f"{exe} not built (run `make build`)")
     art = tmp_path_factory.mktemp("baseline")
     out = art / "result.json"
-    r = subprocess.run([str(exe), "--scale", "0.05", "--artifacts", str(art), "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(exe), "--scale", "0.05", "--artifacts", str(art), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(out.read_text()), art, r.stderr
 
@@ -74,16 +78,25 @@ def test_hlog_is_read_by_the_hdrhistogram_package(smoke_run):
         assert h.get_max_value() == h.get_highest_equivalent_value(m["latency"]["max"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--cpus", "0,99999"], "cpu"),
-    (["--cpus", "zero"], "--cpus"),
-    (["--placement", "sideways"], "placement"),
-    (["--only", "warp_drive"], "unknown reference"),
-    (["--scale", "-1"], "scale"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cpus", "0,99999"], "cpu"),
+        (["--cpus", "zero"], "--cpus"),
+        (["--placement", "sideways"], "placement"),
+        (["--only", "warp_drive"], "unknown reference"),
+        (["--scale", "-1"], "scale"),
+    ],
+)
 def test_bad_flags_are_clear_errors(engine, args, message):
-    r = subprocess.run([str(engine("tailscope-baseline")), *args, "--scale", "0.01"] if "--scale" not in args
-                       else [str(engine("tailscope-baseline")), *args], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(engine("tailscope-baseline")), *args, "--scale", "0.01"]
+        if "--scale" not in args
+        else [str(engine("tailscope-baseline")), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0
     assert message in (r.stderr + r.stdout)
 
@@ -91,7 +104,11 @@ def test_bad_flags_are_clear_errors(engine, args, message):
 def test_unwritable_output_fails_without_partial_file(engine, tmp_path):
     target = tmp_path / "file-not-dir"
     target.write_text("keep")
-    r = subprocess.run([str(engine("tailscope-baseline")), "--only", "clock_read", "--scale", "0.01",
-                        "--out", str(target / "r.json")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(engine("tailscope-baseline")), "--only", "clock_read", "--scale", "0.01", "--out", str(target / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0 and "r.json" in r.stderr
     assert target.read_text() == "keep"

@@ -31,8 +31,7 @@ def test_missing_packages_without_apt_is_a_clear_error(tmp_path: Path):
     fake.write_text("#!/bin/bash\nexit 1\n")
     fake.chmod(0o755)
     env = {"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/root")}
-    r = subprocess.run([str(bin_dir / "bash"), str(BOOTSTRAP)], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = subprocess.run([str(bin_dir / "bash"), str(BOOTSTRAP)], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 1
     assert "no apt-get" in r.stderr
     assert "libboost-dev" in r.stderr  # names what is missing

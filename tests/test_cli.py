@@ -31,8 +31,14 @@ def _needs_engine():
 
 def test_run_writes_store_report_and_latest(results_dir):
     _needs_engine()
-    r = subprocess.run([*TAILSCOPE, "run", "--scale", "0.05"], capture_output=True, text=True,
-                       env=_env(results_dir), timeout=600, cwd=REPO)
+    r = subprocess.run(
+        [*TAILSCOPE, "run", "--scale", "0.05"],
+        capture_output=True,
+        text=True,
+        env=_env(results_dir),
+        timeout=600,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     latest = results_dir / "latest"
     assert latest.is_symlink()
@@ -44,40 +50,58 @@ def test_run_writes_store_report_and_latest(results_dir):
     assert "condvar hand-off" in html and "Kernel".lower() in html.lower()
     assert not list(results_dir.glob(".staging-*"))
     con = duckdb.connect(str(results_dir / "tailscope.duckdb"), read_only=True)
-    n = con.execute("SELECT count(*) FROM measurements WHERE run_id = ? AND study = 'baseline' AND engine = "
-                    "'tailscope-baseline'", [run_id]).fetchone()[0]
+    n = con.execute(
+        "SELECT count(*) FROM measurements WHERE run_id = ? AND study = 'baseline' AND engine = 'tailscope-baseline'",
+        [run_id],
+    ).fetchone()[0]
     assert n == 12  # 6 references x pinned/unpinned
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM documents WHERE run_id = ?", [run_id]).fetchall()}
     from tailscope.studies import all_studies
+
     assert studies == {s.name for s in all_studies()}  # every study ran, none failed
     assert con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == "complete"
     con.close()
 
     # runs lists it; report regenerates it; an unknown run lists the known ones.
-    r = subprocess.run([*TAILSCOPE, "runs"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO,
-                       timeout=120)
+    r = subprocess.run(
+        [*TAILSCOPE, "runs"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+    )
     assert r.returncode == 0 and run_id in r.stdout
     report.unlink()
-    r = subprocess.run([*TAILSCOPE, "report", run_id], capture_output=True, text=True, env=_env(results_dir),
-                       cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [*TAILSCOPE, "report", run_id], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+    )
     assert r.returncode == 0 and report.exists()
-    r = subprocess.run([*TAILSCOPE, "report", "no-such-run"], capture_output=True, text=True,
-                       env=_env(results_dir), cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [*TAILSCOPE, "report", "no-such-run"],
+        capture_output=True,
+        text=True,
+        env=_env(results_dir),
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 2 and "unknown run" in r.stderr and run_id in r.stderr
 
 
 def test_unwritable_results_folder_is_a_clear_error(tmp_path):
     blocker = tmp_path / "plain-file"
     blocker.write_text("x")
-    r = subprocess.run([*TAILSCOPE, "run", "--scale", "0.01"], capture_output=True, text=True,
-                       env=_env(blocker / "results"), cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [*TAILSCOPE, "run", "--scale", "0.01"],
+        capture_output=True,
+        text=True,
+        env=_env(blocker / "results"),
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 2
     assert "not writable" in r.stderr
 
 
 def test_report_without_database_is_a_clear_error(results_dir):
-    r = subprocess.run([*TAILSCOPE, "report"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO,
-                       timeout=120)
+    r = subprocess.run(
+        [*TAILSCOPE, "report"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+    )
     assert r.returncode == 2 and "no results database" in r.stderr
 
 
@@ -85,11 +109,18 @@ def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
     _needs_engine()
     env = _env(results_dir)
     # A first, complete run so there is a database to keep consistent.
-    first = subprocess.run([*TAILSCOPE, "run", "--scale", "0.02"], capture_output=True, text=True, env=env,
-                           cwd=REPO, timeout=600)
+    first = subprocess.run(
+        [*TAILSCOPE, "run", "--scale", "0.02"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
+    )
     assert first.returncode == 0, first.stderr
-    proc = subprocess.Popen([*TAILSCOPE, "run", "--scale", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+    proc = subprocess.Popen(
+        [*TAILSCOPE, "run", "--scale", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 60
     while not list(results_dir.glob(".staging-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -105,17 +136,23 @@ def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
     assert len(run_ids) == 1
     con.close()
     # And no engine was left running.
-    leftover = subprocess.run(["pgrep", "-f", "tailscope-baseline --artifacts " + str(results_dir)],
-                              capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["pgrep", "-f", "tailscope-baseline --artifacts " + str(results_dir)], capture_output=True, text=True
+    )
     assert leftover.stdout.strip() == ""
 
 
 def test_doctor_gives_a_verdict_per_line():
-    r = subprocess.run([*TAILSCOPE, "doctor"], capture_output=True, text=True, cwd=REPO, timeout=120,
-                       env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [*TAILSCOPE, "doctor"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert r.returncode == 0, r.stderr
-    for check in ("cores", "CPU model", "kernel", "perf counters", "io_uring", "RLIMIT_NOFILE",
-                  "frequency governor"):
+    for check in ("cores", "CPU model", "kernel", "perf counters", "io_uring", "RLIMIT_NOFILE", "frequency governor"):
         line = next((ln for ln in r.stdout.splitlines() if check in ln), None)
         assert line is not None, check
         assert any(v in line for v in ("ok", "warn", "unavailable")), line
@@ -132,10 +169,21 @@ def test_damaged_database_is_a_clear_error_and_nothing_is_written(tmp_path):
     before = db.read_bytes()
     trace = tmp_path / "trace.json"
     trace.write_text('{"data": []}')
-    for args in (["runs"], ["report"], ["report", "r1"], ["export", "--to", str(tmp_path / "x")],
-                 ["analyze", str(trace)]):
-        r = subprocess.run([*TAILSCOPE, *args], capture_output=True, text=True,
-                           env={**_env(results), "COLUMNS": "1000"}, cwd=REPO, timeout=120)
+    for args in (
+        ["runs"],
+        ["report"],
+        ["report", "r1"],
+        ["export", "--to", str(tmp_path / "x")],
+        ["analyze", str(trace)],
+    ):
+        r = subprocess.run(
+            [*TAILSCOPE, *args],
+            capture_output=True,
+            text=True,
+            env={**_env(results), "COLUMNS": "1000"},
+            cwd=REPO,
+            timeout=120,
+        )
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr, (args, r.stderr)
         assert "damaged" in r.stderr and "tailscope.duckdb" in r.stderr, (args, r.stderr)

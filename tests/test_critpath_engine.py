@@ -4,6 +4,7 @@ Runs the engine from the release build tree (TAILSCOPE_BUILD_DIR overrides
 build/release) on the shared conformance fixtures and on inputs built here:
 gzip, NDJSON, OTLP, invalid JSON, a truncated file, a cyclic trace.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def run(*args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [str(ENGINE), *map(str, args)], input=stdin, capture_output=True, timeout=120
-    )
+    proc = subprocess.run([str(ENGINE), *map(str, args)], input=stdin, capture_output=True, timeout=120)
     if check:
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     return proc
@@ -108,8 +107,20 @@ def test_document_schema_and_sections(tmp_path: Path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"data": [SIMPLE]}))
     doc = analyze("--what-if", "backend", "--what-if-no-delays", path)
-    for key in ("algorithm", "inputs", "summary", "traces", "end_to_end_ns", "critical_paths", "operations",
-                "services", "bottlenecks", "delays", "what_if", "warnings"):
+    for key in (
+        "algorithm",
+        "inputs",
+        "summary",
+        "traces",
+        "end_to_end_ns",
+        "critical_paths",
+        "operations",
+        "services",
+        "bottlenecks",
+        "delays",
+        "what_if",
+        "warnings",
+    ):
         assert key in doc, key
     assert doc["algorithm"] == "capstone"
     assert doc["summary"]["traces"] == 1
@@ -154,20 +165,30 @@ def test_ndjson_one_trace_per_line(tmp_path: Path):
 
 def test_otlp_input(tmp_path: Path):
     def span(span_id, parent, name, start, end, kind):
-        s = {"traceId": "abc", "spanId": span_id, "name": name, "kind": kind,
-             "startTimeUnixNano": str(start), "endTimeUnixNano": str(end)}
+        s = {
+            "traceId": "abc",
+            "spanId": span_id,
+            "name": name,
+            "kind": kind,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(end),
+        }
         if parent:
             s["parentSpanId"] = parent
         return s
 
     def resource(service, spans):
-        return {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
-                "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}
+        return {
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+            "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}],
+        }
 
-    doc = {"resourceSpans": [
-        resource("api", [span("a", None, "GET", 0, 1000, 2), span("b", "a", "call", 100, 900, 3)]),
-        resource("db", [span("c", "b", "query", 200, 800, 2)]),
-    ]}
+    doc = {
+        "resourceSpans": [
+            resource("api", [span("a", None, "GET", 0, 1000, 2), span("b", "a", "call", 100, 900, 3)]),
+            resource("db", [span("c", "b", "query", 200, 800, 2)]),
+        ]
+    }
     path = tmp_path / "otlp.json"
     path.write_text(json.dumps(doc))
     out = analyze("--algorithm", "jaeger", path)
@@ -216,8 +237,9 @@ def test_interrupted_run_leaves_no_temporary_artifact(tmp_path: Path):
     fifo = tmp_path / "traces.fifo"
     os.mkfifo(fifo)
     artifacts = tmp_path / "artifacts"
-    proc = subprocess.Popen([str(ENGINE), "--artifacts", str(artifacts), str(fifo)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(ENGINE), "--artifacts", str(artifacts), str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         first = json.loads(proc.stderr.readline())  # the start event: the temp file exists by now
         assert first["phase"] == "start"
@@ -242,14 +264,17 @@ def test_truncated_gzip_is_an_error(tmp_path: Path):
 
 
 def test_cyclic_trace_is_counted_not_fatal(tmp_path: Path):
-    trace = jaeger_trace("cyc", [
-        jaeger_span("root", None, 0, 100),
-        jaeger_span("a", "b", 10, 10),
-        jaeger_span("b", "a", 20, 10),
-        jaeger_span("ok", "root", 40, 20),
-        jaeger_span("orphan", "missing", 50, 5),
-        jaeger_span("ok", "root", 45, 5),
-    ])
+    trace = jaeger_trace(
+        "cyc",
+        [
+            jaeger_span("root", None, 0, 100),
+            jaeger_span("a", "b", 10, 10),
+            jaeger_span("b", "a", 20, 10),
+            jaeger_span("ok", "root", 40, 20),
+            jaeger_span("orphan", "missing", 50, 5),
+            jaeger_span("ok", "root", 45, 5),
+        ],
+    )
     path = tmp_path / "cyclic.json"
     path.write_text(json.dumps(trace))
     doc = analyze("--algorithm", "crisp", path)
@@ -271,22 +296,25 @@ def test_artifacts_out_file_and_progress(tmp_path: Path):
     doc = json.loads(out.read_text())
     assert doc["summary"]["traces"] == 2 and doc["summary"]["stopped_at_max_traces"] is True
     lines = (artifacts / "critical_paths.ndjson").read_text().splitlines()
-    assert len(lines) == 2 and all(json.loads(l)["trace_id"] == "simple" for l in lines)
+    assert len(lines) == 2 and all(json.loads(ln)["trace_id"] == "simple" for ln in lines)
     assert doc["warnings"]["duplicate_trace_id"] == 1
-    events = [json.loads(l) for l in proc.stderr.decode().splitlines()]
+    events = [json.loads(ln) for ln in proc.stderr.decode().splitlines()]
     assert all(e["engine"] == "tailscope-critpath" for e in events)
     assert events[0]["phase"] == "start" and events[-1]["phase"] == "done"
     assert events[-1]["fraction_done"] == 1.0
     assert not list(tmp_path.rglob("*.tmp.*"))
 
 
-@pytest.mark.parametrize("args, complaint", [
-    (["--algorithm", "fastest", "t.json"], "--algorithm"),
-    (["--top", "-1", "t.json"], "--top"),
-    (["--max-spans-per-trace", "0", "t.json"], "--max-spans-per-trace"),
-    (["--bogus", "t.json"], "--bogus"),
-    ([], "inputs is required"),
-])
+@pytest.mark.parametrize(
+    "args, complaint",
+    [
+        (["--algorithm", "fastest", "t.json"], "--algorithm"),
+        (["--top", "-1", "t.json"], "--top"),
+        (["--max-spans-per-trace", "0", "t.json"], "--max-spans-per-trace"),
+        (["--bogus", "t.json"], "--bogus"),
+        ([], "inputs is required"),
+    ],
+)
 def test_usage_errors(args, complaint, tmp_path: Path):
     proc = run(*args, check=False)
     assert proc.returncode == 2
@@ -297,10 +325,13 @@ def test_usage_errors(args, complaint, tmp_path: Path):
 def test_times_beyond_int64_are_clamped_not_zero(tmp_path: Path):
     # docs/critical-path.md: time_out_of_range, clamped to ±2^61 ns. They used
     # to be read as 0 and counted as bad_timestamp.
-    trace = jaeger_trace("huge", [
-        jaeger_span("root", None, 99999999999999999999, 100),
-        jaeger_span("child", "root", 99999999999999999999, 50),
-    ])
+    trace = jaeger_trace(
+        "huge",
+        [
+            jaeger_span("root", None, 99999999999999999999, 100),
+            jaeger_span("child", "root", 99999999999999999999, 50),
+        ],
+    )
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(trace))
     doc = analyze(path)
@@ -312,11 +343,14 @@ def test_times_beyond_int64_are_clamped_not_zero(tmp_path: Path):
 
 def test_derived_distributions_are_result_measurements(tmp_path: Path):
     # Two requests: end-to-end 100 µs and 200 µs; backend 50 / 150 µs on the path.
-    slow = jaeger_trace("slow", [
-        jaeger_span("root", None, 1000, 200, "p1", "GET /", "server"),
-        jaeger_span("call", "root", 1010, 160, "p1", "rpc", "client"),
-        jaeger_span("serve", "call", 1015, 150, "p2", "rpc", "server"),
-    ])
+    slow = jaeger_trace(
+        "slow",
+        [
+            jaeger_span("root", None, 1000, 200, "p1", "GET /", "server"),
+            jaeger_span("call", "root", 1010, 160, "p1", "rpc", "client"),
+            jaeger_span("serve", "call", 1015, 150, "p2", "rpc", "server"),
+        ],
+    )
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"data": [SIMPLE, slow]}))
     doc = analyze("--what-if", "backend", path)

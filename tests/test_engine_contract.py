@@ -12,12 +12,15 @@ def test_valid_document_passes():
     assert validate_document(doc, "x") is doc
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(schema="tailscope.result/99"), "unsupported schema"),
-    (lambda d: d.pop("machine"), "machine"),
-    (lambda d: d.update(measurements={}), "measurements"),
-    (lambda d: d["measurements"].append({"name": "a"}), "latency"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(schema="tailscope.result/99"), "unsupported schema"),
+        (lambda d: d.pop("machine"), "machine"),
+        (lambda d: d.update(measurements={}), "measurements"),
+        (lambda d: d["measurements"].append({"name": "a"}), "latency"),
+    ],
+)
 def test_invalid_documents_are_rejected_with_reason(mutate, message):
     doc = {"schema": "tailscope.result/1", "engine": "x", "machine": {}, "measurements": [], "unavailable": []}
     mutate(doc)

@@ -52,8 +52,7 @@ def fixture_binary() -> Path:
     binary = build_dir / "bin" / "tailscope-hlog-fixture"
     if not binary.is_file():
         pytest.skip(
-            f"{binary} is not built (build the release tree first, "
-            "or point TAILSCOPE_BUILD_DIR at a build directory)"
+            f"{binary} is not built (build the release tree first, or point TAILSCOPE_BUILD_DIR at a build directory)"
         )
     return binary
 
@@ -84,9 +83,7 @@ def assert_same_stats(ours: dict, theirs: dict, where: str) -> None:
     for key in ("total_count", "min", "max"):
         assert ours[key] == theirs[key], f"{where}: {key} ours={ours[key]} package={theirs[key]}"
     mismatched = {
-        p: (ours["values"][p], theirs["values"][p])
-        for p in ours["values"]
-        if ours["values"][p] != theirs["values"][p]
+        p: (ours["values"][p], theirs["values"][p]) for p in ours["values"] if ours["values"][p] != theirs["values"][p]
     }
     assert not mismatched, f"{where}: value_at_percentile differs (ours, package): {mismatched}"
 
@@ -95,8 +92,15 @@ def assert_same_stats(ours: dict, theirs: dict, where: str) -> None:
 def written_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     path = tmp_path_factory.mktemp("hlog") / "fixture.hlog"
     expected = run_fixture(
-        "write", "--out", str(path), "--seed", "7", "--intervals", "4",
-        "--samples-per-interval", "100000",
+        "write",
+        "--out",
+        str(path),
+        "--seed",
+        "7",
+        "--intervals",
+        "4",
+        "--samples-per-interval",
+        "100000",
     )
     return path, expected
 
@@ -107,8 +111,11 @@ def test_package_decodes_our_base64_histograms(written_log):
     for i, interval in enumerate(expected["intervals"]):
         assert interval["base64"].startswith("HISTFAA")
         decoded = HdrHistogram.decode(interval["base64"])
-        assert (decoded.lowest_trackable_value, decoded.highest_trackable_value,
-                decoded.significant_figures) == LATENCY_LAYOUT
+        assert (
+            decoded.lowest_trackable_value,
+            decoded.highest_trackable_value,
+            decoded.significant_figures,
+        ) == LATENCY_LAYOUT
         assert_same_stats(interval, python_stats(decoded, expected["percentiles"]), f"interval {i}")
         assert decoded.get_mean_value() == pytest.approx(interval["mean"], rel=1e-12)
 
@@ -126,12 +133,10 @@ def test_package_reads_our_hlog(written_log):
     assert reader.get_start_time_sec() == pytest.approx(1_700_000_000.0)
     assert len(seen) == len(expected["intervals"])
     for i, (histogram, interval) in enumerate(zip(seen, expected["intervals"])):
-        assert_same_stats(interval, python_stats(histogram, expected["percentiles"]),
-                          f"hlog interval {i}")
+        assert_same_stats(interval, python_stats(histogram, expected["percentiles"]), f"hlog interval {i}")
         assert (histogram.get_tag() or "") == interval["tag"]
         # BaseTime is written, so the package places intervals at StartTime + start.
-        assert histogram.get_start_time_stamp() == pytest.approx(
-            (1_700_000_000.0 + interval["start_s"]) * 1000.0)
+        assert histogram.get_start_time_stamp() == pytest.approx((1_700_000_000.0 + interval["start_s"]) * 1000.0)
 
     # All intervals added up in the package == our merge of them.
     total = HdrHistogram(*LATENCY_LAYOUT)
@@ -153,13 +158,11 @@ def test_package_reads_our_hlog(written_log):
 def make_python_histograms() -> list[HdrHistogram]:
     rng = random.Random(2024)
     histograms = []
-    for lowest, highest, digits in [LATENCY_LAYOUT, (1000, 10**10, 2), (1, 10**6, 1),
-                                    (5, 10**6, 5), (1, 2**62, 2)]:
+    for lowest, highest, digits in [LATENCY_LAYOUT, (1000, 10**10, 2), (1, 10**6, 1), (5, 10**6, 5), (1, 2**62, 2)]:
         histogram = HdrHistogram(lowest, highest, digits)
         limit = min(highest, 10**9)
         for _ in range(100_000):
-            value = int(min(limit, rng.paretovariate(1.2) * 1000)) if rng.random() < 0.7 \
-                else rng.randrange(0, limit)
+            value = int(min(limit, rng.paretovariate(1.2) * 1000)) if rng.random() < 0.7 else rng.randrange(0, limit)
             histogram.record_value(value)
         histograms.append(histogram)
     histograms.append(HdrHistogram(*LATENCY_LAYOUT))  # empty
@@ -174,14 +177,17 @@ def test_we_decode_what_the_package_encodes():
     for i, (histogram, decoded) in enumerate(zip(histograms, ours["histograms"])):
         where = f"package histogram {i}"
         assert (decoded["lowest"], decoded["highest"], decoded["significant_figures"]) == (
-            histogram.lowest_trackable_value, histogram.highest_trackable_value,
-            histogram.significant_figures)
+            histogram.lowest_trackable_value,
+            histogram.highest_trackable_value,
+            histogram.significant_figures,
+        )
         assert_same_stats(decoded, python_stats(histogram, ours["percentiles"]), where)
         # And our re-encoding decodes in the package to the very same counts.
         back = HdrHistogram.decode(decoded["reencoded"])
         assert back.counts_len == histogram.counts_len
-        assert all(back.get_count_at_index(j) == histogram.get_count_at_index(j)
-                   for j in range(histogram.counts_len)), where
+        assert all(
+            back.get_count_at_index(j) == histogram.get_count_at_index(j) for j in range(histogram.counts_len)
+        ), where
 
 
 def test_we_read_a_log_the_package_wrote(tmp_path):
@@ -192,8 +198,7 @@ def test_we_read_a_log_the_package_wrote(tmp_path):
     writer.output_base_time(1_700_000_000_000)
     writer.output_legend()
     for i, histogram in enumerate(histograms):
-        writer.output_interval_histogram(histogram, start_time_stamp_sec=1.0 + i,
-                                         end_time_stamp_sec=2.0 + i)
+        writer.output_interval_histogram(histogram, start_time_stamp_sec=1.0 + i, end_time_stamp_sec=2.0 + i)
     path = tmp_path / "package.hlog"
     path.write_text(buffer.getvalue())
 
@@ -207,8 +212,9 @@ def test_we_read_a_log_the_package_wrote(tmp_path):
 
 def test_fixture_rejects_a_malformed_log_with_the_line_number(tmp_path):
     path = tmp_path / "bad.hlog"
-    path.write_text('#[Histogram log format version 1.3]\n0.000,1.000,0.000,HISTFAA!!!\n')
-    result = subprocess.run([str(fixture_binary()), "read", str(path)],
-                            capture_output=True, text=True, timeout=60, check=False)
+    path.write_text("#[Histogram log format version 1.3]\n0.000,1.000,0.000,HISTFAA!!!\n")
+    result = subprocess.run(
+        [str(fixture_binary()), "read", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 1
     assert "hlog line 2:" in result.stderr

@@ -45,8 +45,8 @@ def _identity(pid: int) -> tuple[str, str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    comm = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return comm, fields[19]
@@ -60,7 +60,7 @@ def _descendants(pid: int) -> dict[int, tuple[str, str]]:
                 text = (entry / "stat").read_text()
             except OSError:
                 continue
-            ppid = int(text[text.rindex(")") + 2:].split()[1])
+            ppid = int(text[text.rindex(")") + 2 :].split()[1])
             children.setdefault(ppid, []).append(int(entry.name))
     out: dict[int, tuple[str, str]] = {}
     todo = list(children.get(pid, []))
@@ -96,11 +96,13 @@ def _kill_all(procs: dict[int, tuple[str, str]]) -> None:
 
 # ---- engines.serve -----------------------------------------------------------------
 
+
 def test_serve_yields_ready_line_and_port_then_stops_the_whole_group(fake_engines):
     # The engine forks a helper into its own process group and ignores nothing: SIGTERM ends it,
     # and the group kill ends the helper it left behind.
-    name = _fake_engine(fake_engines, "fake-server",
-                        'sleep 300 &\necho "{\\"listening\\": 4242, \\"pid\\": $$}"\nexec sleep 300')
+    name = _fake_engine(
+        fake_engines, "fake-server", 'sleep 300 &\necho "{\\"listening\\": 4242, \\"pid\\": $$}"\nexec sleep 300'
+    )
     with engines.serve(name, []) as srv:
         assert srv.port == 4242 and srv.ready["pid"] == srv.proc.pid
         group = _descendants(srv.proc.pid) | {srv.proc.pid: _identity(srv.proc.pid)}
@@ -113,7 +115,7 @@ def test_serve_pins_the_engine_and_what_it_forks(fake_engines):
     # How `tailscope run --cpus` pins the socialnet graph: affinity set before exec is inherited.
     before = os.sched_getaffinity(0)
     cpu = max(before)
-    name = _fake_engine(fake_engines, "fake-forker", 'sleep 300 &\necho \'{"listening": 1}\'\nexec sleep 300')
+    name = _fake_engine(fake_engines, "fake-forker", "sleep 300 &\necho '{\"listening\": 1}'\nexec sleep 300")
     with engines.serve(name, [], cpus={cpu}) as srv:
         group = [srv.proc.pid, *_descendants(srv.proc.pid)]
         assert len(group) == 2
@@ -122,8 +124,9 @@ def test_serve_pins_the_engine_and_what_it_forks(fake_engines):
 
 
 def test_serve_kills_an_engine_that_ignores_sigterm(fake_engines):
-    name = _fake_engine(fake_engines, "fake-stubborn", "trap '' TERM\necho '{\"listening\": 1}'\n"
-                                                       "while :; do sleep 1; done")
+    name = _fake_engine(
+        fake_engines, "fake-stubborn", "trap '' TERM\necho '{\"listening\": 1}'\nwhile :; do sleep 1; done"
+    )
     with engines.serve(name, [], stop_timeout_s=0.5) as srv:
         pass
     assert srv.proc.returncode == -signal.SIGKILL
@@ -158,13 +161,21 @@ def test_no_ready_line_in_time_kills_the_engine(fake_engines):
 
 # ---- engines die with their parent -------------------------------------------------
 
+
 def test_engine_gets_sigterm_when_its_driver_is_killed(tmp_path):
     # A driver that spawns an engine and is then SIGKILLed: no cleanup code of the driver runs,
     # only PR_SET_PDEATHSIG can end the engine.
     driver = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom tailscope.engines import spawn\n"
-         "p = spawn(['sleep', '300'])\nprint(p.pid, flush=True)\ntime.sleep(300)"],
-        stdout=subprocess.PIPE, text=True, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom tailscope.engines import spawn\n"
+            "p = spawn(['sleep', '300'])\nprint(p.pid, flush=True)\ntime.sleep(300)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         engine_pid = int(driver.stdout.readline())
         engine = {engine_pid: _identity(engine_pid)}
@@ -179,6 +190,7 @@ def test_engine_gets_sigterm_when_its_driver_is_killed(tmp_path):
 
 
 # ---- stale folders -----------------------------------------------------------------
+
 
 def _dead_pid() -> int:
     p = subprocess.Popen(["true"])
@@ -211,15 +223,22 @@ def test_next_run_removes_staging_and_engine_temp_of_dead_runs_only(tmp_path):
 
 # ---- tailscope run under SIGTERM, SIGHUP and SIGKILL (real socialnet graph) --------------
 
-needs_svc = pytest.mark.skipif(not (BUILD / "bin" / "tailscope-svc").exists(),
-                               reason="tailscope-svc not built (run `make build`)")
+needs_svc = pytest.mark.skipif(
+    not (BUILD / "bin" / "tailscope-svc").exists(), reason="tailscope-svc not built (run `make build`)"
+)
 
 
 def _start_socialnet_run(results: Path) -> tuple[subprocess.Popen, dict[int, tuple[str, str]]]:
     """`tailscope run --study socialnet`, once its 13-process graph is up: (cli, its engine processes)."""
     env = {**os.environ, "TAILSCOPE_RESULTS": str(results), "TAILSCOPE_BUILD_DIR": str(BUILD)}
-    cli = subprocess.Popen([*TAILSCOPE, "run", "--study", "socialnet", "--scale", "0.05"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    cli = subprocess.Popen(
+        [*TAILSCOPE, "run", "--study", "socialnet", "--scale", "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 120
     procs: dict[int, tuple[str, str]] = {}
     while time.monotonic() < deadline and cli.poll() is None:
@@ -244,7 +263,9 @@ def test_sigterm_or_sighup_stops_the_run_like_ctrl_c(sig, tmp_path):
         assert "nothing was stored" in err
         assert _wait_until_gone(procs, 10) == [], "engines outlived the run"
         assert not list(results.glob(".staging-*"))
-        assert not list(Path(tempfile.gettempdir()).glob(f"{lifetime.owned_name(engines.ENGINE_TEMP_PREFIX, cli.pid)}*"))
+        assert not list(
+            Path(tempfile.gettempdir()).glob(f"{lifetime.owned_name(engines.ENGINE_TEMP_PREFIX, cli.pid)}*")
+        )
         assert not (results / runner.DB_NAME).exists()  # nothing stored
     finally:
         cli.kill()
@@ -263,6 +284,8 @@ def test_killed_run_leaves_no_engine_and_its_folders_go_at_the_next_run(tmp_path
         assert list(results.glob(".staging-*"))
         runner.remove_stale_leftovers(results)
         assert not list(results.glob(".staging-*"))
-        assert not list(Path(tempfile.gettempdir()).glob(f"{lifetime.owned_name(engines.ENGINE_TEMP_PREFIX, cli.pid)}*"))
+        assert not list(
+            Path(tempfile.gettempdir()).glob(f"{lifetime.owned_name(engines.ENGINE_TEMP_PREFIX, cli.pid)}*")
+        )
     finally:
         _kill_all(procs)

@@ -22,8 +22,17 @@ import pytest
 from conftest import engine_path
 from tailscope.engines import EngineUnavailable, serve, validate_document
 
-MODELS = ["epoll", "thread-per-connection", "poll", "poll-pool", "asio", "asio-mt", "io-uring",
-          "epoll-reuseport", "asio-coro"]
+MODELS = [
+    "epoll",
+    "thread-per-connection",
+    "poll",
+    "poll-pool",
+    "asio",
+    "asio-mt",
+    "io-uring",
+    "epoll-reuseport",
+    "asio-coro",
+]
 UNAVAILABLE_EXIT = 4
 
 
@@ -41,9 +50,13 @@ def server(model: str, protocol: str = "echo", extra: list[str] | None = None):
     _exe("tailscope-echo")
     with ExitStack() as stack:
         try:
-            srv = stack.enter_context(serve("tailscope-echo", ["--model", model, "--port", "0", "--threads", "2",
-                                                               "--protocol", protocol, *(extra or [])],
-                                            stop_timeout_s=10.0))
+            srv = stack.enter_context(
+                serve(
+                    "tailscope-echo",
+                    ["--model", model, "--port", "0", "--threads", "2", "--protocol", protocol, *(extra or [])],
+                    stop_timeout_s=10.0,
+                )
+            )
         except EngineUnavailable as e:
             pytest.skip(f"model {model} unavailable here: {e.reason}")
         yield srv.port, srv.proc
@@ -57,8 +70,11 @@ def run_load(port: int, *args: str, out=None, timeout: float = 60) -> tuple[int,
     if out is not None:
         cmd += ["--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    doc = json.loads(out.read_text()) if out is not None and out.exists() else (
-        json.loads(r.stdout) if r.stdout.strip().startswith("{") else None)
+    doc = (
+        json.loads(out.read_text())
+        if out is not None and out.exists()
+        else (json.loads(r.stdout) if r.stdout.strip().startswith("{") else None)
+    )
     return r.returncode, doc, r.stderr
 
 
@@ -80,8 +96,22 @@ def test_model_verified_by_load_generator_and_plain_client(model, tmp_path):
     with server(model) as (port, _):
         payload = bytes(range(256)) * 300  # 76.8 kB: spans many reads and the session's output bound
         assert echo_roundtrip(port, payload) == payload
-        rc, doc, err = run_load(port, "-c", "16", "-d", "0.4s", "--warmup", "0.1s", "-R", "0",
-                                "--payload-bytes", "64", "--pipeline", "2", out=tmp_path / "r.json")
+        rc, doc, err = run_load(
+            port,
+            "-c",
+            "16",
+            "-d",
+            "0.4s",
+            "--warmup",
+            "0.1s",
+            "-R",
+            "0",
+            "--payload-bytes",
+            "64",
+            "--pipeline",
+            "2",
+            out=tmp_path / "r.json",
+        )
         assert rc == 0, err
         validate_document(doc, "tailscope-load")
         load = doc["load"]
@@ -116,8 +146,24 @@ def test_model_http_mode_answers_keep_alive_and_rejects_garbage(model):
 
 def test_open_loop_http_rate_and_status_check(tmp_path):
     with server("epoll", "http") as (port, _):
-        rc, doc, err = run_load(port, "--protocol", "http", "-t", "2", "-c", "8", "-d", "1s", "--warmup", "0.2s", "-R", "2k",
-                                "--arrival", "poisson", out=tmp_path / "r.json")
+        rc, doc, err = run_load(
+            port,
+            "--protocol",
+            "http",
+            "-t",
+            "2",
+            "-c",
+            "8",
+            "-d",
+            "1s",
+            "--warmup",
+            "0.2s",
+            "-R",
+            "2k",
+            "--arrival",
+            "poisson",
+            out=tmp_path / "r.json",
+        )
         assert rc == 0, err
         load = doc["load"]
         assert load["mode"] == "open" and load["requested_per_s"] == 2000
@@ -131,8 +177,9 @@ def test_wrk_drives_the_http_mode():
     if not wrk:
         pytest.skip("wrk is not installed (apt-get install wrk)")
     with server("epoll", "http") as (port, _):
-        r = subprocess.run([wrk, "-t1", "-c4", "-d1s", f"http://127.0.0.1:{port}/hello"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [wrk, "-t1", "-c4", "-d1s", f"http://127.0.0.1:{port}/hello"], capture_output=True, text=True, timeout=30
+        )
         assert r.returncode == 0, r.stderr
         assert "Non-2xx" not in r.stdout and "Socket errors" not in r.stdout, r.stdout
         rate = float(re.search(r"Requests/sec:\s+([\d.]+)", r.stdout).group(1))
@@ -147,8 +194,22 @@ def test_hlog_is_read_by_the_hdrhistogram_package(tmp_path):
         pytest.fail(f"the PyPI hdrhistogram package is required for this test: {e}")
     hlog = tmp_path / "load.hlog"
     with server("epoll") as (port, _):
-        rc, doc, err = run_load(port, "-c", "4", "-d", "1s", "--warmup", "0.1s", "-R", "2000", "--hlog", str(hlog),
-                                "--hlog-interval", "0.25", out=tmp_path / "r.json")
+        rc, doc, err = run_load(
+            port,
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--warmup",
+            "0.1s",
+            "-R",
+            "2000",
+            "--hlog",
+            str(hlog),
+            "--hlog-interval",
+            "0.25",
+            out=tmp_path / "r.json",
+        )
     assert rc == 0, err
     reader = HistogramLogReader(str(hlog), HdrHistogram(1, 3_600_000_000_000, 3))
     totals: dict[str, int] = {}
@@ -167,8 +228,9 @@ def test_hlog_is_read_by_the_hdrhistogram_package(tmp_path):
 
 def test_latency_flag_prints_a_wrk2_style_spectrum(tmp_path):
     with server("epoll") as (port, _):
-        rc, _, err = run_load(port, "-c", "2", "-d", "0.3s", "--warmup", "0.05s", "-R", "500", "--latency",
-                              out=tmp_path / "r.json")
+        rc, _, err = run_load(
+            port, "-c", "2", "-d", "0.3s", "--warmup", "0.05s", "-R", "500", "--latency", out=tmp_path / "r.json"
+        )
     assert rc == 0, err
     assert re.search(r"Value\s+Percentile\s+TotalCount\s+1/\(1-Percentile\)", err)
     assert "#[Mean" in err
@@ -178,9 +240,26 @@ def test_latency_flag_prints_a_wrk2_style_spectrum(tmp_path):
 def test_server_killed_mid_run_gives_partial_document_and_nonzero_exit(tmp_path):
     out = tmp_path / "r.json"
     with server("epoll") as (port, proc):
-        load = subprocess.Popen([str(_exe("tailscope-load")), "--port", str(port), "-c", "8", "-d", "4s",
-                                 "--warmup", "0.1s", "-R", "2000", "--out", str(out)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        load = subprocess.Popen(
+            [
+                str(_exe("tailscope-load")),
+                "--port",
+                str(port),
+                "-c",
+                "8",
+                "-d",
+                "4s",
+                "--warmup",
+                "0.1s",
+                "-R",
+                "2000",
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.0)
         proc.kill()
         proc.wait()
@@ -197,9 +276,26 @@ def test_server_killed_mid_run_gives_partial_document_and_nonzero_exit(tmp_path)
 def test_interrupted_run_writes_partial_document(tmp_path):
     out = tmp_path / "r.json"
     with server("epoll") as (port, _):
-        load = subprocess.Popen([str(_exe("tailscope-load")), "--port", str(port), "-c", "4", "-d", "20s",
-                                 "--warmup", "0.1s", "-R", "1000", "--out", str(out)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        load = subprocess.Popen(
+            [
+                str(_exe("tailscope-load")),
+                "--port",
+                str(port),
+                "-c",
+                "4",
+                "-d",
+                "20s",
+                "--warmup",
+                "0.1s",
+                "-R",
+                "1000",
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(0.8)
         load.send_signal(signal.SIGINT)
         _, err = load.communicate(timeout=30)
@@ -221,8 +317,12 @@ def test_echo_study_runs_and_renders(tmp_path):
 
     for name in ("tailscope-load", "tailscope-echo", "tailscope-baseline"):
         _exe(name)
-    ctx = RunContext(form="quick", artifacts_dir=tmp_path, progress=lambda *_: None,
-                     options={"scale": 0.1, "echo_models": ["epoll", "poll"]})
+    ctx = RunContext(
+        form="quick",
+        artifacts_dir=tmp_path,
+        progress=lambda *_: None,
+        options={"scale": 0.1, "echo_models": ["epoll", "poll"]},
+    )
     docs = STUDY.run(ctx)
     points = {d.point for d in docs}
     assert {"baseline", "closed/epoll/8", "rate/poll/1000", "co/epoll/8"} <= points
@@ -342,14 +442,17 @@ def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
 
 
 # ---- bad input to the engines ---------------------------------------------------------
-@pytest.mark.parametrize("args, message", [
-    (["--port", "9", "--host", "10.1.2.3"], "loopback"),
-    (["--port", "9", "-R", "fast"], "not a number"),
-    (["--port", "9", "-d", "3 fortnights"], "time unit"),
-    (["--port", "9", "--arrival", "bursty"], "poisson"),
-    (["--port", "9", "--protocol", "gopher"], "protocol"),
-    ([], "port"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--port", "9", "--host", "10.1.2.3"], "loopback"),
+        (["--port", "9", "-R", "fast"], "not a number"),
+        (["--port", "9", "-d", "3 fortnights"], "time unit"),
+        (["--port", "9", "--arrival", "bursty"], "poisson"),
+        (["--port", "9", "--protocol", "gopher"], "protocol"),
+        ([], "port"),
+    ],
+)
 def test_load_bad_flags_are_clear_errors(args, message):
     r = subprocess.run([str(_exe("tailscope-load")), *args], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
@@ -357,8 +460,9 @@ def test_load_bad_flags_are_clear_errors(args, message):
 
 
 def test_echo_unknown_model_is_a_clear_error():
-    r = subprocess.run([str(_exe("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run(
+        [str(_exe("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True, timeout=30
+    )
     assert r.returncode != 0 and "carrier-pigeon" in r.stderr
 
 
@@ -377,8 +481,20 @@ def test_bytes_count_the_same_requests_as_the_request_counts(tmp_path):
     requests_completed did not. Echo answers byte for byte, so with no errors
     both byte counts are exactly the payload times the requests in the window."""
     with server("epoll") as (port, _):
-        rc, doc, err = run_load(port, "-c", "2", "-R", "200", "-d", "0.5s", "--warmup", "0.5s",
-                                "--payload-bytes", "100", out=tmp_path / "r.json")
+        rc, doc, err = run_load(
+            port,
+            "-c",
+            "2",
+            "-R",
+            "200",
+            "-d",
+            "0.5s",
+            "--warmup",
+            "0.5s",
+            "--payload-bytes",
+            "100",
+            out=tmp_path / "r.json",
+        )
     assert rc in (0, 3), err
     load = doc["load"]
     assert load["errors_total"] == 0, load["errors"]
@@ -393,8 +509,20 @@ def test_a_server_that_never_answers_is_not_called_a_generator_bottleneck(tmp_pa
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
-        rc, doc, err = run_load(listener.getsockname()[1], "-c", "2", "-R", "100", "-d", "0.5s", "--warmup", "0s",
-                                "--timeout", "0.3s", out=tmp_path / "r.json")
+        rc, doc, err = run_load(
+            listener.getsockname()[1],
+            "-c",
+            "2",
+            "-R",
+            "100",
+            "-d",
+            "0.5s",
+            "--warmup",
+            "0s",
+            "--timeout",
+            "0.3s",
+            out=tmp_path / "r.json",
+        )
     assert rc == 3, err
     assert "no request completed in the measured window" in err
     load = doc["load"]

@@ -27,33 +27,36 @@ def _load(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *port, *args], capture_output=True, text=True, timeout=30)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-d", "9300000000s"], "-d: '9300000000s' is out of range (0.001 s … 86400 s)"),
-    (["-d", "25h"], "-d: '25h' is out of range"),
-    (["-d", "0"], "-d: '0' is out of range"),
-    (["--warmup", "1e12"], "--warmup: '1e12' is out of range (0 s … 86400 s)"),
-    (["--timeout", "2h"], "--timeout: '2h' is out of range (0.001 s … 3600 s)"),
-    (["-R", "0.001"], "-R 0.001 with -d 10s intends 0.01 requests in the measured window"),
-    (["-R", "1e400"], "-R: '1e400' is out of range"),
-    (["-R", "200M"], "-R: '200M' is out of range"),
-    (["-R", "-5"], "-R: '-5' is not a number"),
-    (["-c", "1.5"], "-c: '1.5' is not an integer (1 … 1000000)"),
-    (["-c", "0"], "-c: '0' is out of range (1 … 1000000)"),
-    (["-c", "2M"], "-c: '2M' is out of range"),
-    (["-t", "1.5"], "-t: '1.5' is not an integer (1 … 256)"),
-    (["-t", "0"], "-t: '0' is out of range (1 … 256)"),
-    (["--pipeline", "2000"], "--pipeline: '2000' is out of range (1 … 1024)"),
-    (["--payload-bytes", "0"], "--payload-bytes: '0' is out of range (1 … 1048576)"),
-    (["--port", "70000"], "--port: '70000' is out of range (1 … 65535)"),
-    (["--spin-us", "nan"], "--spin-us: 'nan' is not a number"),
-    (["--spin-us", "1e9"], "--spin-us: '1e9' is out of range (0 … 10000)"),
-    (["--hlog-interval", "0"], "--hlog-interval: '0' is out of range (0.01 … 3600)"),
-    (["--seed", "x"], "--seed: 'x' is not a number"),
-    (["--server-pid", "-3"], "--server-pid: '-3' is not a number"),
-    (["tcp://127.0.0.1:http"], "target port: 'http' is not a number"),
-    (["--no-such-flag"], "--no-such-flag"),
-    (["-t"], "-t"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-d", "9300000000s"], "-d: '9300000000s' is out of range (0.001 s … 86400 s)"),
+        (["-d", "25h"], "-d: '25h' is out of range"),
+        (["-d", "0"], "-d: '0' is out of range"),
+        (["--warmup", "1e12"], "--warmup: '1e12' is out of range (0 s … 86400 s)"),
+        (["--timeout", "2h"], "--timeout: '2h' is out of range (0.001 s … 3600 s)"),
+        (["-R", "0.001"], "-R 0.001 with -d 10s intends 0.01 requests in the measured window"),
+        (["-R", "1e400"], "-R: '1e400' is out of range"),
+        (["-R", "200M"], "-R: '200M' is out of range"),
+        (["-R", "-5"], "-R: '-5' is not a number"),
+        (["-c", "1.5"], "-c: '1.5' is not an integer (1 … 1000000)"),
+        (["-c", "0"], "-c: '0' is out of range (1 … 1000000)"),
+        (["-c", "2M"], "-c: '2M' is out of range"),
+        (["-t", "1.5"], "-t: '1.5' is not an integer (1 … 256)"),
+        (["-t", "0"], "-t: '0' is out of range (1 … 256)"),
+        (["--pipeline", "2000"], "--pipeline: '2000' is out of range (1 … 1024)"),
+        (["--payload-bytes", "0"], "--payload-bytes: '0' is out of range (1 … 1048576)"),
+        (["--port", "70000"], "--port: '70000' is out of range (1 … 65535)"),
+        (["--spin-us", "nan"], "--spin-us: 'nan' is not a number"),
+        (["--spin-us", "1e9"], "--spin-us: '1e9' is out of range (0 … 10000)"),
+        (["--hlog-interval", "0"], "--hlog-interval: '0' is out of range (0.01 … 3600)"),
+        (["--seed", "x"], "--seed: 'x' is not a number"),
+        (["--server-pid", "-3"], "--server-pid: '-3' is not a number"),
+        (["tcp://127.0.0.1:http"], "target port: 'http' is not a number"),
+        (["--no-such-flag"], "--no-such-flag"),
+        (["-t"], "-t"),
+    ],
+)
 def test_bad_numbers_are_refused_with_the_option_and_value_and_exit_1(args, message):
     r = _load(*args)
     assert r.returncode == BAD_FLAGS_EXIT, (r.returncode, r.stderr)

@@ -22,7 +22,7 @@ from tailscope.engines import serve, validate_document
 
 ERRORS_EXIT = 3
 SERVICE = "unique-id-service"  # a leaf of the graph: it calls nobody, so it runs alone
-METHOD = "compose_unique_id"   # its endpoint (topologies/socialnet.yaml)
+METHOD = "compose_unique_id"  # its endpoint (topologies/socialnet.yaml)
 
 
 def _exe(name: str) -> Path:
@@ -43,8 +43,11 @@ def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
     Its result document is written on SIGTERM, so a service that had to be killed fails the test."""
     _exe("tailscope-svc")
     out = tmp / "svc-result.json"
-    with serve("tailscope-svc", ["--topology", str(topo), "--service", SERVICE, "--model", model, "--port", "0",
-                                 "--out", str(out)], stop_timeout_s=30.0) as srv:
+    with serve(
+        "tailscope-svc",
+        ["--topology", str(topo), "--service", SERVICE, "--model", model, "--port", "0", "--out", str(out)],
+        stop_timeout_s=30.0,
+    ) as srv:
         yield srv.port, out
     assert srv.proc.returncode != -signal.SIGKILL, "tailscope-svc did not stop within 30 s of SIGTERM"
 
@@ -85,8 +88,9 @@ def test_pipelined_closed_loop_matches_responses_by_request_id(topo_json, tmp_pa
     # Several requests in flight per connection on a multiplexing service: a
     # response matched to the wrong request would show up as "not in flight" (bad_frame).
     with one_service(topo_json, tmp_path, model="pool-callback") as (port, _):
-        rc, doc, err = run_rpc_load(port, "-R", "0", "--pipeline", "8", "-d", "1s", "-c", "2", "--warmup", "200ms",
-                                    "--payload-bytes", "300")
+        rc, doc, err = run_rpc_load(
+            port, "-R", "0", "--pipeline", "8", "-d", "1s", "-c", "2", "--warmup", "200ms", "--payload-bytes", "300"
+        )
     assert rc == 0, err
     assert doc["load"]["errors_total"] == 0, doc["load"]["errors"]
     assert doc["load"]["requests_completed"] > 0
@@ -94,7 +98,9 @@ def test_pipelined_closed_loop_matches_responses_by_request_id(topo_json, tmp_pa
 
 def test_unknown_method_is_counted_as_bad_status(topo_json, tmp_path):
     with one_service(topo_json, tmp_path) as (port, _):
-        rc, doc, err = run_rpc_load(port, "-R", "100", "-d", "1s", "-c", "2", "--warmup", "0s", method="no_such_endpoint")
+        rc, doc, err = run_rpc_load(
+            port, "-R", "100", "-d", "1s", "-c", "2", "--warmup", "0s", method="no_such_endpoint"
+        )
     assert rc == ERRORS_EXIT, err
     assert doc["load"]["errors"]["bad_status"] > 0
     assert doc["load"]["errors_total"] == doc["load"]["errors"]["bad_status"]
@@ -114,32 +120,51 @@ def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path
     assert load["first_violation"].startswith("rpc: malformed response frame"), load["first_violation"]
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "--rpc-method"),
-    (["--rpc-method", "m" * 256], "longer than 255"),
-    (["--rpc-method", "m", "--payload-bytes", "1048576"], "maximum frame size"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--rpc-method"),
+        (["--rpc-method", "m" * 256], "longer than 255"),
+        (["--rpc-method", "m", "--payload-bytes", "1048576"], "maximum frame size"),
+    ],
+)
 def test_bad_rpc_flags_are_refused_before_connecting(args, message):
-    r = subprocess.run([str(_exe("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [str(_exe("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1
     assert message in r.stderr, r.stderr
     assert r.stdout.strip() == ""
 
 
 def test_rpc_flags_are_refused_with_another_protocol():
-    r = subprocess.run([str(_exe("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [str(_exe("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1 and "only to --protocol rpc" in r.stderr, r.stderr
 
 
 # ---- issue 13: a long stage must not hold a service past its stop ------------------------------
 SLOW_TOPOLOGY = {
     "name": "slow",
-    "services": [{"name": "slow", "endpoints": [
-        {"name": "burn", "stages": [{"cpu": 50_000_000}]},                                   # 50 s busy loop
-        {"name": "wait", "stages": [{"store": {"span": "s", "latency": {"kind": "constant", "us": 50_000_000}}}]},
-    ]}],
+    "services": [
+        {
+            "name": "slow",
+            "endpoints": [
+                {"name": "burn", "stages": [{"cpu": 50_000_000}]},  # 50 s busy loop
+                {
+                    "name": "wait",
+                    "stages": [{"store": {"span": "s", "latency": {"kind": "constant", "us": 50_000_000}}}],
+                },
+            ],
+        }
+    ],
 }
 MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
 
@@ -154,18 +179,55 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     topo = tmp_path / "slow.json"
     topo.write_text(json.dumps(topology.validate(SLOW_TOPOLOGY, "slow")))
     out = tmp_path / "svc.json"
-    svc = subprocess.Popen([str(_exe("tailscope-svc")), "--topology", str(topo), "--service", "slow", "--model", model,
-                            "--port", "0", "--duration", "1.5", "--out", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    svc = subprocess.Popen(
+        [
+            str(_exe("tailscope-svc")),
+            "--topology",
+            str(topo),
+            "--service",
+            "slow",
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--duration",
+            "1.5",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     load = None
     try:
         line = svc.stdout.readline()
         assert line, svc.stderr.read()
         port = json.loads(line)["listening"]
-        load = subprocess.Popen([str(_exe("tailscope-load")), "--protocol", "rpc", "--rpc-method", method,
-                                 "--port", str(port), "-c", "1", "-R", "0", "-d", "1s", "--warmup", "0s",
-                                 "--timeout", "60s", "--allow-errors"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        load = subprocess.Popen(
+            [
+                str(_exe("tailscope-load")),
+                "--protocol",
+                "rpc",
+                "--rpc-method",
+                method,
+                "--port",
+                str(port),
+                "-c",
+                "1",
+                "-R",
+                "0",
+                "-d",
+                "1s",
+                "--warmup",
+                "0s",
+                "--timeout",
+                "60s",
+                "--allow-errors",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             rc = svc.wait(timeout=25)
         except subprocess.TimeoutExpired:
@@ -181,12 +243,19 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     assert counters["requests"] >= 1, counters
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--ports", "a=abc"], "--ports: 'a=abc': the port must be an integer in 1 … 65535"),   # was "stoi"
-    (["--ports", "a=99999"], "--ports: 'a=99999': the port must be an integer in 1 … 65535"),
-    (["--duration", "nan"], "--duration: not a finite number"),  # CLI11's Range let NaN through: ran forever
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ports", "a=abc"], "--ports: 'a=abc': the port must be an integer in 1 … 65535"),  # was "stoi"
+        (["--ports", "a=99999"], "--ports: 'a=99999': the port must be an integer in 1 … 65535"),
+        (["--duration", "nan"], "--duration: not a finite number"),  # CLI11's Range let NaN through: ran forever
+    ],
+)
 def test_svc_bad_numbers_are_clear_errors(args, message, topo_json):
-    r = subprocess.run([str(_exe("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [str(_exe("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1 and message in r.stderr, r.stderr

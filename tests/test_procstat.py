@@ -30,8 +30,9 @@ sys.stdin.read()  # the main thread sleeps until the test closes stdin
 
 
 def spinning_child(threads: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", SPINNER, str(threads)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPINNER, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 

@@ -14,8 +14,9 @@ def _soak(*intervals: Interval) -> ModelSoak:
 def test_steady_soak_meets_every_target():
     lines = verdicts(_soak(_iv(1, 10e6), _iv(2, 10.5e6), _iv(3, 10.2e6, rss=102 << 20)))
     assert lines[0].startswith("errors: 0") and "— met" in lines[0]
-    assert any(ln.startswith("growth: largest +2.0 %") and ln.endswith("(target ≤ 5 %)") and "— met" in ln
-               for ln in lines)
+    assert any(
+        ln.startswith("growth: largest +2.0 %") and ln.endswith("(target ≤ 5 %)") and "— met" in ln for ln in lines
+    )
     assert any(ln.startswith("p99 drift: +2.0 %") and "— met" in ln for ln in lines)
 
 

@@ -40,8 +40,11 @@ def topo_json(tmp_path_factory) -> Path:
 def running_graph(topo: Path, model: str, tmp: Path, *extra: str):
     """Starts `tailscope-svc --all`; yields (ready line, path of the result document, process)."""
     out = tmp / f"result-{model}.json"
-    with serve("tailscope-svc", ["--topology", str(topo), "--all", "--model", model, "--port", "0",
-                                 "--out", str(out), *extra], stop_timeout_s=30.0) as srv:
+    with serve(
+        "tailscope-svc",
+        ["--topology", str(topo), "--all", "--model", model, "--port", "0", "--out", str(out), *extra],
+        stop_timeout_s=30.0,
+    ) as srv:
         yield srv.ready, out, srv.proc
     assert srv.proc.returncode != -signal.SIGKILL, "tailscope-svc --all did not stop within 30 s of SIGTERM"
 
@@ -59,25 +62,47 @@ def front(ready: dict, timeout_s: float = 5.0) -> http.client.HTTPConnection:
 
 # ---- topology (no engine needed) ----------------------------------------------------------------
 
+
 def test_socialnet_topology_has_twelve_services_and_deathstarbench_spans():
     doc = topology.load(topology.SOCIALNET)
     assert len(topology.services(doc)) == 12
     text = json.dumps(doc)
-    for span in ("compose_post_server", "compose_text_client", "compose_creator_client", "compose_media_client",
-                 "compose_unique_id_client", "store_post_client", "write_user_timeline_client",
-                 "write_home_timeline_client", "compose_urls_client", "compose_user_mentions_client",
-                 "get_followers_client", "url_mongo_insert_client"):
+    for span in (
+        "compose_post_server",
+        "compose_text_client",
+        "compose_creator_client",
+        "compose_media_client",
+        "compose_unique_id_client",
+        "store_post_client",
+        "write_user_timeline_client",
+        "write_home_timeline_client",
+        "compose_urls_client",
+        "compose_user_mentions_client",
+        "get_followers_client",
+        "url_mongo_insert_client",
+    ):
         assert f'"{span}"' in text, span
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["services"][1]["endpoints"][0]["stages"][1]["group"]["calls"][0].update(service="nope"),
-     "unknown service 'nope'"),
-    (lambda d: d["services"][1]["endpoints"][0]["stages"][1]["group"]["calls"][0].update(endpoint="nope"),
-     "has no endpoint 'nope'"),
-    (lambda d: d["services"][10]["endpoints"][0]["stages"].append(
-        {"call": {"service": "compose-post-service", "endpoint": "compose_post"}}), "call cycle"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda d: d["services"][1]["endpoints"][0]["stages"][1]["group"]["calls"][0].update(service="nope"),
+            "unknown service 'nope'",
+        ),
+        (
+            lambda d: d["services"][1]["endpoints"][0]["stages"][1]["group"]["calls"][0].update(endpoint="nope"),
+            "has no endpoint 'nope'",
+        ),
+        (
+            lambda d: d["services"][10]["endpoints"][0]["stages"].append(
+                {"call": {"service": "compose-post-service", "endpoint": "compose_post"}}
+            ),
+            "call cycle",
+        ),
+    ],
+)
 def test_topology_errors_are_clear(mutate, message, tmp_path):
     doc = topology.load(topology.SOCIALNET)
     mutate(doc)
@@ -90,6 +115,7 @@ def test_topology_errors_are_clear(mutate, message, tmp_path):
 
 
 # ---- end to end ---------------------------------------------------------------------------------
+
 
 @needs_engine
 @pytest.mark.parametrize("model", MODELS)
@@ -113,7 +139,10 @@ def test_each_model_serves_light_load(model, topo_json, tmp_path):
 def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
     traces = tmp_path / "traces"
     with running_graph(topo_json, "std-async", tmp_path, "--trace-sample", "1", "--traces", str(traces)) as (
-            ready, out, proc):
+        ready,
+        out,
+        proc,
+    ):
         conn = front(ready)
         assert compose(conn) == 200
         conn.close()
@@ -136,9 +165,15 @@ def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
 
     assert by_op["/wrk2-api/post/compose"]["parent_span_id"] == ""
     assert parent("compose_post_server") == "compose_post_client"
-    for client in ("compose_text_client", "compose_creator_client", "compose_media_client",
-                   "compose_unique_id_client", "store_post_client", "write_user_timeline_client",
-                   "write_home_timeline_client"):
+    for client in (
+        "compose_text_client",
+        "compose_creator_client",
+        "compose_media_client",
+        "compose_unique_id_client",
+        "store_post_client",
+        "write_user_timeline_client",
+        "write_home_timeline_client",
+    ):
         assert parent(client) == "compose_post_server", client
     assert parent("compose_urls_client") == "compose_text_server"
     assert parent("compose_user_mentions_client") == "compose_text_server"
@@ -162,7 +197,10 @@ def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
 @needs_engine
 def test_killed_downstream_gives_5xx_then_recovers(topo_json, tmp_path):
     with running_graph(topo_json, "pool-callback", tmp_path, "--timeout-ms", "300", "--restart-ms", "1500") as (
-            ready, out, proc):
+        ready,
+        out,
+        proc,
+    ):
         conn = front(ready)
         assert compose(conn) == 200
         os.kill(ready["pids"]["text-service"], signal.SIGKILL)
@@ -207,8 +245,9 @@ def test_malformed_frames_close_the_connection_and_are_counted(topo_json, tmp_pa
 
 @needs_engine
 def test_starved_pool_blocking_reports_timeouts_and_never_hangs(topo_json, tmp_path):
-    with running_graph(topo_json, "pool-blocking", tmp_path, "--workers", "1", "--queue", "2",
-                       "--timeout-ms", "200") as (ready, out, proc):
+    with running_graph(
+        topo_json, "pool-blocking", tmp_path, "--workers", "1", "--queue", "2", "--timeout-ms", "200"
+    ) as (ready, out, proc):
         statuses: list[int] = []
         lock = threading.Lock()
 
@@ -241,20 +280,32 @@ def test_starved_pool_blocking_reports_timeouts_and_never_hangs(topo_json, tmp_p
 
 # ---- the study's analysis (no engine needed) ----------------------------------------------------
 
+
 def _load_doc(model: str, kind: str, rate: float, achieved: float, p99_ms: float, errors: int = 0) -> dict:
-    return {"socialnet_point": {"model": model, "kind": kind, "rate_per_s": rate, "connections": 32},
-            "load": {"achieved_per_s": achieved, "errors_total": errors},
-            "measurements": [{"name": "latency_intended", "cdf": [[1e6, 0.0], [p99_ms * 1e6, 100.0]],
-                              "latency": {"percentiles": {"50": 1e6, "99": p99_ms * 1e6}}}]}
+    return {
+        "socialnet_point": {"model": model, "kind": kind, "rate_per_s": rate, "connections": 32},
+        "load": {"achieved_per_s": achieved, "errors_total": errors},
+        "measurements": [
+            {
+                "name": "latency_intended",
+                "cdf": [[1e6, 0.0], [p99_ms * 1e6, 100.0]],
+                "latency": {"percentiles": {"50": 1e6, "99": p99_ms * 1e6}},
+            }
+        ],
+    }
 
 
 def test_summary_ratio_at_the_p99_objective():
     loads = [
-        _load_doc("std-async", "closed", 0, 1000, 80), _load_doc("std-async", "rate", 500, 500, 10),
+        _load_doc("std-async", "closed", 0, 1000, 80),
+        _load_doc("std-async", "rate", 500, 500, 10),
         _load_doc("std-async", "rate", 900, 880, 90),
-        _load_doc("coroutine", "closed", 0, 3000, 60), _load_doc("coroutine", "rate", 1500, 1500, 12),
-        _load_doc("coroutine", "rate", 2000, 1990, 30), _load_doc("coroutine", "rate", 2600, 2000, 300),
-        _load_doc("coroutine", "tracing-off", 0, 3000, 50), _load_doc("coroutine", "tracing-on", 0, 2910, 50),
+        _load_doc("coroutine", "closed", 0, 3000, 60),
+        _load_doc("coroutine", "rate", 1500, 1500, 12),
+        _load_doc("coroutine", "rate", 2000, 1990, 30),
+        _load_doc("coroutine", "rate", 2600, 2000, 300),
+        _load_doc("coroutine", "tracing-off", 0, 3000, 50),
+        _load_doc("coroutine", "tracing-on", 0, 2910, 50),
     ]
     s = socialnet.summarize(loads, {})
     assert s["per"]["std-async"]["at_objective"] == 500
@@ -268,9 +319,12 @@ def test_summary_ratio_at_the_p99_objective():
 
 def test_summary_says_not_met_when_the_targets_are_missed():
     loads = [
-        _load_doc("std-async", "closed", 0, 1000, 80), _load_doc("std-async", "rate", 500, 500, 10),
-        _load_doc("coroutine", "closed", 0, 1200, 60), _load_doc("coroutine", "rate", 600, 600, 12),
-        _load_doc("coroutine", "tracing-off", 0, 3000, 50), _load_doc("coroutine", "tracing-on", 0, 2700, 50),
+        _load_doc("std-async", "closed", 0, 1000, 80),
+        _load_doc("std-async", "rate", 500, 500, 10),
+        _load_doc("coroutine", "closed", 0, 1200, 60),
+        _load_doc("coroutine", "rate", 600, 600, 12),
+        _load_doc("coroutine", "tracing-off", 0, 3000, 50),
+        _load_doc("coroutine", "tracing-on", 0, 2700, 50),
     ]
     s = socialnet.summarize(loads, {})
     assert any("coroutine reached 1.2× (not met)" in n for n in s["notes"]), s["notes"]
@@ -278,6 +332,7 @@ def test_summary_says_not_met_when_the_targets_are_missed():
 
 
 # ---- the HTTP front's answers to bad requests ----------------------------------------------------
+
 
 def _reply_until_close(port: int, request: bytes) -> bytes:
     """Sends one request and reads until the server closes (the socket timeout only guards a hang)."""
@@ -291,13 +346,17 @@ def _reply_until_close(port: int, request: bytes) -> bytes:
 
 @needs_engine
 @pytest.mark.parametrize("model", ["std-thread", "pool-callback"])  # both server shapes
-@pytest.mark.parametrize("request_bytes, status", [
-    (b"\x01\x02 garbage\r\n\r\n", 400),
-    (b"POST /wrk2-api/post/compose HTTP/1.1\nHost: front\n\n", 400),  # bare LF
-    (b"POST /wrk2-api/post/compose HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
-])
-def test_http_front_answers_bad_requests_with_a_status_line_and_closes(model, request_bytes, status, topo_json,
-                                                                        tmp_path):
+@pytest.mark.parametrize(
+    "request_bytes, status",
+    [
+        (b"\x01\x02 garbage\r\n\r\n", 400),
+        (b"POST /wrk2-api/post/compose HTTP/1.1\nHost: front\n\n", 400),  # bare LF
+        (b"POST /wrk2-api/post/compose HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+    ],
+)
+def test_http_front_answers_bad_requests_with_a_status_line_and_closes(
+    model, request_bytes, status, topo_json, tmp_path
+):
     with running_graph(topo_json, model, tmp_path) as (ready, out, proc):
         reply = _reply_until_close(ready["listening"], request_bytes)
         assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply

@@ -13,21 +13,45 @@ from tailscope.store import EngineDocument, RunRecord, Store, StoreError
 
 def _doc(name="condvar_handoff", p50=1000.0):
     return {
-        "schema": "tailscope.result/1", "engine": "tailscope-baseline", "machine": {}, "unavailable": [],
-        "measurements": [{
-            "name": name, "variant": "pinned", "pinning": {"policy": "pinned"}, "observed": {},
-            "latency": {"unit": "ns", "count": 100, "min": 10, "mean": 1100.0, "stddev": 5.0, "max": 9000,
-                        "percentiles": {"50": p50, "90": 2000, "99": 5000, "99.9": 9000, "99.99": 9000},
-                        "low_confidence": ["99.9", "99.99"]},
-            "cdf": [[10, 0.0], [p50, 50.0], [9000, 100.0]],
-        }],
+        "schema": "tailscope.result/1",
+        "engine": "tailscope-baseline",
+        "machine": {},
+        "unavailable": [],
+        "measurements": [
+            {
+                "name": name,
+                "variant": "pinned",
+                "pinning": {"policy": "pinned"},
+                "observed": {},
+                "latency": {
+                    "unit": "ns",
+                    "count": 100,
+                    "min": 10,
+                    "mean": 1100.0,
+                    "stddev": 5.0,
+                    "max": 9000,
+                    "percentiles": {"50": p50, "90": 2000, "99": 5000, "99.9": 9000, "99.99": 9000},
+                    "low_confidence": ["99.9", "99.99"],
+                },
+                "cdf": [[10, 0.0], [p50, 50.0], [9000, 100.0]],
+            }
+        ],
     }
 
 
 def _run(run_id: str, docs, failures=()):
     now = datetime(2026, 1, 1, 12, 0, 0)
-    return RunRecord(run_id, now, now, "quick", ["baseline"], {"kernel": "x"}, "test",
-                     [EngineDocument("baseline", "tailscope-baseline", d) for d in docs], list(failures))
+    return RunRecord(
+        run_id,
+        now,
+        now,
+        "quick",
+        ["baseline"],
+        {"kernel": "x"},
+        "test",
+        [EngineDocument("baseline", "tailscope-baseline", d) for d in docs],
+        list(failures),
+    )
 
 
 def test_run_round_trips(tmp_path):
@@ -91,7 +115,9 @@ def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
     assert {f.name for f in files} == {f"{t}.{fmt}" for t in Store.TABLES}
     reader = "read_parquet" if fmt == "parquet" else "read_csv_auto"
     con = duckdb.connect()
-    rows = con.execute(f"SELECT run_id, p50_ns FROM {reader}('{tmp_path / 'out' / ('measurements.' + fmt)}')").fetchall()
+    rows = con.execute(
+        f"SELECT run_id, p50_ns FROM {reader}('{tmp_path / 'out' / ('measurements.' + fmt)}')"
+    ).fetchall()
     assert rows == [("r2", 2.0)]
     assert not list((tmp_path / "out").glob(".*.tmp"))
     with pytest.raises(StoreError, match="unknown export format"):
@@ -99,6 +125,7 @@ def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
 
 
 # ---- a damaged database file (issue 13, item 6) -----------------------------------
+
 
 def _big_store(path):
     """A database of several blocks (DuckDB allocates 256 KiB blocks), like a real results file."""
@@ -120,7 +147,8 @@ def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage
     # A block that holds rows of `documents`: DuckDB's file is 3 headers of 4 KiB, then the blocks.
     block_id, block_size = con.execute(
         "SELECT max(block_id), (SELECT block_size FROM pragma_database_size()) FROM pragma_storage_info('documents') "
-        "WHERE block_id >= 0").fetchone()
+        "WHERE block_id >= 0"
+    ).fetchone()
     con.close()
     with open(db, "r+b") as f:
         if damage == "truncated":

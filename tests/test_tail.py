@@ -89,10 +89,12 @@ def test_samples_from_an_hlog_reproduce_the_histogram_within_its_resolution(tmp_
     other = hdrh.HdrHistogram(tail.HDR_LOWEST_NS, tail.HDR_HIGHEST_NS, tail.HDR_DIGITS)
     other.record_value(123)
     log = tmp_path / "x.hlog"
-    log.write_text("#[Histogram log format version 1.3]\n"
-                   f"Tag=latency_intended,0.000,1.000,1.0,{h.encode().decode()}\n"
-                   f"Tag=latency_actual,0.000,1.000,1.0,{other.encode().decode()}\n"
-                   f"Tag=latency_intended,1.000,1.000,1.0,{other.encode().decode()}\n")
+    log.write_text(
+        "#[Histogram log format version 1.3]\n"
+        f"Tag=latency_intended,0.000,1.000,1.0,{h.encode().decode()}\n"
+        f"Tag=latency_actual,0.000,1.000,1.0,{other.encode().decode()}\n"
+        f"Tag=latency_intended,1.000,1.000,1.0,{other.encode().decode()}\n"
+    )
     got = tail.samples_from_hlog(log)
     assert got.size == values.size + 1  # both intervals of the tag, not the other tag
     ref = np.sort(np.append(values, 123).astype(float))

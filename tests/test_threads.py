@@ -19,8 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
 SVC = BUILD / "bin" / "tailscope-svc"
 LOAD = BUILD / "bin" / "tailscope-load"
-needs_engines = pytest.mark.skipif(not (SVC.exists() and LOAD.exists()),
-                                   reason=f"tailscope-svc / tailscope-load not built in {BUILD}; run `make build`")
+needs_engines = pytest.mark.skipif(
+    not (SVC.exists() and LOAD.exists()),
+    reason=f"tailscope-svc / tailscope-load not built in {BUILD}; run `make build`",
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +37,28 @@ def tasks(pid: int) -> int:
 def run_front(topo: Path, model: str, workers: int, out: Path) -> tuple[int, dict]:
     """Starts the front alone (its backend is only dialled on the first call), counts its threads
     once it is ready, stops it; returns (threads, result document)."""
-    proc = subprocess.Popen([str(SVC), "--topology", str(topo), "--service", "front", "--model", model,
-                             "--workers", str(workers), "--port", "0", "--ports", "backend=1", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(SVC),
+            "--topology",
+            str(topo),
+            "--service",
+            "front",
+            "--model",
+            model,
+            "--workers",
+            str(workers),
+            "--port",
+            "0",
+            "--ports",
+            "backend=1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = json.loads(proc.stdout.readline())
         count = tasks(ready["pid"])  # every pool thread exists before the ready line is printed
@@ -62,16 +83,35 @@ def test_workers_n_yields_n_processing_threads(model, passthrough_json, tmp_path
 
 
 @needs_engines
-@pytest.mark.parametrize("workers, message", [
-    ("0", "--workers 0: a pool needs at least one thread"),
-    ("100000000", "--workers 100000000: above this process's thread limit"),
-])
+@pytest.mark.parametrize(
+    "workers, message",
+    [
+        ("0", "--workers 0: a pool needs at least one thread"),
+        ("100000000", "--workers 100000000: above this process's thread limit"),
+    ],
+)
 @pytest.mark.parametrize("mode", [["--service", "front", "--ports", "backend=1"], ["--all"]])
 def test_bad_workers_fail_before_anything_starts(workers, message, mode, passthrough_json, tmp_path):
     out = tmp_path / "r.json"
-    r = subprocess.run([str(SVC), "--topology", str(passthrough_json), *mode, "--model", "pool-blocking",
-                        "--workers", workers, "--port", "0", "--out", str(out)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            str(SVC),
+            "--topology",
+            str(passthrough_json),
+            *mode,
+            "--model",
+            "pool-blocking",
+            "--workers",
+            workers,
+            "--port",
+            "0",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert message in r.stderr
     assert r.stdout == ""  # no readiness line: nothing was started
@@ -99,9 +139,18 @@ def test_cpu_split_puts_generator_and_graph_on_different_cpus():
     assert not set(load) & set(graph)
 
 
-FIGURES = ["Throughput vs users", "Mean latency vs users", "p99 latency vs users", "Load and run-queue length vs N",
-           "Context switches per request", "p99 vs load (open loop", "Latency survival (log-log CCDF)",
-           "Tail index per point", "Every closed-loop point", "Recommended thread count"]
+FIGURES = [
+    "Throughput vs users",
+    "Mean latency vs users",
+    "p99 latency vs users",
+    "Load and run-queue length vs N",
+    "Context switches per request",
+    "p99 vs load (open loop",
+    "Latency survival (log-log CCDF)",
+    "Tail index per point",
+    "Every closed-loop point",
+    "Recommended thread count",
+]
 
 
 @needs_engines
@@ -109,8 +158,9 @@ def test_study_end_to_end_tiny_form_writes_every_figure(tmp_path):
     from tailscope.runner import run_studies
     from tailscope.store import Store
 
-    run_id, report, failures = run_studies([threads.STUDY], form="quick", results_dir=tmp_path,
-                                           options={"threads_form": "tiny"})
+    run_id, report, failures = run_studies(
+        [threads.STUDY], form="quick", results_dir=tmp_path, options={"threads_form": "tiny"}
+    )
     assert failures == []
     with Store(tmp_path / "tailscope.duckdb", read_only=True) as store:
         docs = [d.document for d in store.documents(run_id, "threads")]
@@ -127,7 +177,7 @@ def test_study_end_to_end_tiny_form_writes_every_figure(tmp_path):
         assert g["services"]["front"]["model_details"]["workers"] == g["threads_point"]["threads"]
     html = report.read_text()
     assert '<section id="threads">' in html
-    section = html[html.index('<section id="threads">'):]
+    section = html[html.index('<section id="threads">') :]
     for title in FIGURES:
         assert title in section, title
     assert "Recommended N =" in section or "No N met the p99 objective" in section

@@ -26,14 +26,44 @@ BASE = {
     "name": "t",
     "front": {"service": "a", "path": "/x", "endpoint": "run"},
     "services": [
-        {"name": "a", "endpoints": [{"name": "run", "stages": [
-            {"cpu": 5},
-            {"group": {"calls": [{"name": "b1", "service": "b", "endpoint": "get"},
-                                 {"name": "b2", "service": "b", "endpoint": "get", "launch": "deferred"}],
-                       "join": ["b2", "b1"]}}]}]},
-        {"name": "b", "endpoints": [{"name": "get", "stages": [
-            {"store": {"span": "s", "latency": {"kind": "lognormal", "median_us": 60, "sigma": 0.4},
-                       "hit_ratio": 0.5, "on_miss": [{"cpu": 1}]}}]}]},
+        {
+            "name": "a",
+            "endpoints": [
+                {
+                    "name": "run",
+                    "stages": [
+                        {"cpu": 5},
+                        {
+                            "group": {
+                                "calls": [
+                                    {"name": "b1", "service": "b", "endpoint": "get"},
+                                    {"name": "b2", "service": "b", "endpoint": "get", "launch": "deferred"},
+                                ],
+                                "join": ["b2", "b1"],
+                            }
+                        },
+                    ],
+                }
+            ],
+        },
+        {
+            "name": "b",
+            "endpoints": [
+                {
+                    "name": "get",
+                    "stages": [
+                        {
+                            "store": {
+                                "span": "s",
+                                "latency": {"kind": "lognormal", "median_us": 60, "sigma": 0.4},
+                                "hit_ratio": 0.5,
+                                "on_miss": [{"cpu": 1}],
+                            }
+                        }
+                    ],
+                }
+            ],
+        },
     ],
 }
 
@@ -49,6 +79,7 @@ def _store(d):
 def _set(path_fn, key, value):
     def mutate(d):
         path_fn(d)[key] = value
+
     return mutate
 
 
@@ -59,14 +90,26 @@ INVALID = [
     ("cpu-1e9", _set(_a_stage, "cpu", 1e9), "it must be in 0 … 60000000 (60 s)"),
     ("cpu-1e18", _set(_a_stage, "cpu", 1e18), "it must be in 0 … 60000000 (60 s)"),
     ("dist-kind", _set(_store, "latency", {"kind": "pareto", "alpha": 2}), "unknown distribution kind 'pareto'"),
-    ("dist-key", _set(_store, "latency", {"kind": "lognormal", "median_ms": 1, "sigma": 0.5}),
-     "unknown key 'median_ms' in a lognormal distribution"),
-    ("sigma", _set(_store, "latency", {"kind": "lognormal", "median_us": 60, "sigma": 4}),
-     "'sigma' is 4; it must be in 0 … 3"),
-    ("uniform-order", _set(_store, "latency", {"kind": "uniform", "min_us": 9, "max_us": 3}),
-     "uniform max_us < min_us"),
-    ("cap", _set(_store, "latency", {"kind": "exponential", "mean_us": 5, "cap_us": 1e12}),
-     "'cap_us' is 1000000000000.0; it must be in 0 … 60000000 (60 s)"),
+    (
+        "dist-key",
+        _set(_store, "latency", {"kind": "lognormal", "median_ms": 1, "sigma": 0.5}),
+        "unknown key 'median_ms' in a lognormal distribution",
+    ),
+    (
+        "sigma",
+        _set(_store, "latency", {"kind": "lognormal", "median_us": 60, "sigma": 4}),
+        "'sigma' is 4; it must be in 0 … 3",
+    ),
+    (
+        "uniform-order",
+        _set(_store, "latency", {"kind": "uniform", "min_us": 9, "max_us": 3}),
+        "uniform max_us < min_us",
+    ),
+    (
+        "cap",
+        _set(_store, "latency", {"kind": "exponential", "mean_us": 5, "cap_us": 1e12}),
+        "'cap_us' is 1000000000000.0; it must be in 0 … 60000000 (60 s)",
+    ),
     ("count-zero", _set(_store, "count", 0), "'count' must be an integer in 1 … 1000"),
     ("count-fraction", _set(_store, "count", 2.5), "'count' must be an integer in 1 … 1000"),
     ("count-text", _set(_store, "count", "ten"), "'count' must be an integer in 1 … 1000"),
@@ -75,24 +118,45 @@ INVALID = [
     ("port", _set(lambda d: d["services"][1], "port", 70000), "'port' must be in 0 … 65535"),
     ("port-text", _set(lambda d: d["services"][1], "port", "9000"), "'port' must be in 0 … 65535"),
     ("call-timeout", _set(lambda d: d, "call_timeout_ms", 0), "'call_timeout_ms' must be in (0, 600000]"),
-    ("response-bytes", _set(lambda d: d["services"][0]["endpoints"][0], "response_bytes", -1),
-     "'response_bytes' must be an integer in 0 … 64 MiB"),
-    ("launch", _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "launch", "later"),
-     "launch must be async, deferred or sync (got 'later')"),
-    ("lone-async", _set(lambda d: d["services"][0]["endpoints"][0], "stages",
-                        [{"call": {"service": "b", "endpoint": "get", "launch": "async"}}]),
-     "a lone call is sync"),
+    (
+        "response-bytes",
+        _set(lambda d: d["services"][0]["endpoints"][0], "response_bytes", -1),
+        "'response_bytes' must be an integer in 0 … 64 MiB",
+    ),
+    (
+        "launch",
+        _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "launch", "later"),
+        "launch must be async, deferred or sync (got 'later')",
+    ),
+    (
+        "lone-async",
+        _set(
+            lambda d: d["services"][0]["endpoints"][0],
+            "stages",
+            [{"call": {"service": "b", "endpoint": "get", "launch": "async"}}],
+        ),
+        "a lone call is sync",
+    ),
     ("unknown-key", _set(lambda d: d["services"][0]["endpoints"][0], "stagez", []), "unknown key 'stagez'"),
-    ("unknown-stage", _set(lambda d: d["services"][0]["endpoints"][0], "stages", [{"sleep": 1}]),
-     "unknown stage 'sleep'"),
+    (
+        "unknown-stage",
+        _set(lambda d: d["services"][0]["endpoints"][0], "stages", [{"sleep": 1}]),
+        "unknown stage 'sleep'",
+    ),
     ("front-path", _set(lambda d: d["front"], "path", "x"), "path must start with '/'"),
     ("empty-name", _set(lambda d: d["services"][1], "name", ""), "needs a non-empty string 'name'"),
     ("duplicate-call", _set(lambda d: _a_stage(d, 1)["group"]["calls"][1], "name", "b1"), "two calls named 'b1'"),
     ("join", _set(lambda d: _a_stage(d, 1)["group"], "join", ["b1"]), "join must name every call of the group once"),
-    ("unknown-service", _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "service", "nope"),
-     "unknown service 'nope'"),
-    ("cycle", lambda d: d["services"][1]["endpoints"][0]["stages"].append(
-        {"call": {"service": "a", "endpoint": "run"}}), "call cycle: a.run → b.get → a.run"),
+    (
+        "unknown-service",
+        _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "service", "nope"),
+        "unknown service 'nope'",
+    ),
+    (
+        "cycle",
+        lambda d: d["services"][1]["endpoints"][0]["stages"].append({"call": {"service": "a", "endpoint": "run"}}),
+        "call cycle: a.run → b.get → a.run",
+    ),
 ]
 
 
@@ -138,8 +202,12 @@ def test_yaml_values_json_cannot_carry_are_errors_and_nothing_is_written(value, 
     _a_stage(doc)["cpu"] = "PLACEHOLDER"
     src.write_text(json.dumps(doc).replace('"PLACEHOLDER"', value))  # JSON is YAML
     out = tmp_path / "out.json"
-    r = subprocess.run([topology.sys.executable, "-m", "tailscope.topology", str(src), "-o", str(out)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [topology.sys.executable, "-m", "tailscope.topology", str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert f"{src}.services[0].endpoints[0].stages[0].cpu: {shown} is not a finite number" in r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [src]

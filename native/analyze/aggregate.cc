@@ -55,10 +55,17 @@ nlohmann::ordered_json latency_json(const DurationDistribution& d) {
     tail[key] = beyond;
     if (beyond < kMinTailSamples) low.push_back(key);
   }
-  return {{"unit", "ns"},        {"count", count},         {"out_of_range", 0},
-          {"min", d.min()},      {"mean", d.mean()},       {"stddev", d.stddev()},
-          {"max", d.max()},      {"percentiles", percentiles}, {"tail_samples", tail},
-          {"low_confidence", low}, {"exact_percentiles", d.exact()}};
+  return {{"unit", "ns"},
+          {"count", count},
+          {"out_of_range", 0},
+          {"min", d.min()},
+          {"mean", d.mean()},
+          {"stddev", d.stddev()},
+          {"max", d.max()},
+          {"percentiles", percentiles},
+          {"tail_samples", tail},
+          {"low_confidence", low},
+          {"exact_percentiles", d.exact()}};
 }
 
 void add_measurement(MeasurementLists& lists, std::string_view name, std::string_view variant, std::string_view what,
@@ -69,25 +76,30 @@ void add_measurement(MeasurementLists& lists, std::string_view name, std::string
   }
   nlohmann::ordered_json cdf = nlohmann::ordered_json::array();
   for (double p : cdf_percentiles()) cdf.push_back({d.percentile(p), p});
-  lists.measurements.push_back({{"name", name},
-                                {"variant", variant},
-                                {"what", what},
-                                {"latency", latency_json(d)},
-                                {"cdf", std::move(cdf)}});
+  lists.measurements.push_back(
+      {{"name", name}, {"variant", variant}, {"what", what}, {"latency", latency_json(d)}, {"cdf", std::move(cdf)}});
 }
 
 }  // namespace
 
 nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::string_view reason_if_empty) {
   if (d.count() == 0) {
-    return nlohmann::ordered_json{{"count", 0},         {"mean", nullptr}, {"stddev", nullptr}, {"cv", nullptr},
-                                  {"min", nullptr},     {"p50", nullptr},  {"p90", nullptr},    {"p99", nullptr},
-                                  {"max", nullptr},     {"exact", true},   {"unavailable", reason_if_empty}};
+    return nlohmann::ordered_json{{"count", 0},
+                                  {"mean", nullptr},
+                                  {"stddev", nullptr},
+                                  {"cv", nullptr},
+                                  {"min", nullptr},
+                                  {"p50", nullptr},
+                                  {"p90", nullptr},
+                                  {"p99", nullptr},
+                                  {"max", nullptr},
+                                  {"exact", true},
+                                  {"unavailable", reason_if_empty}};
   }
-  return nlohmann::ordered_json{{"count", d.count()},      {"mean", d.mean()},          {"stddev", d.stddev()},
-                                {"cv", d.cv()},            {"min", d.min()},            {"p50", d.percentile(50)},
-                                {"p90", d.percentile(90)}, {"p99", d.percentile(99)},   {"max", d.max()},
-                                {"exact", d.exact()}};
+  return nlohmann::ordered_json{
+      {"count", d.count()}, {"mean", d.mean()},        {"stddev", d.stddev()},    {"cv", d.cv()},
+      {"min", d.min()},     {"p50", d.percentile(50)}, {"p90", d.percentile(90)}, {"p99", d.percentile(99)},
+      {"max", d.max()},     {"exact", d.exact()}};
 }
 
 CriticalPathAggregator::CriticalPathAggregator(const trace::NameTable& names, std::vector<WhatIfScenario> scenarios,
@@ -214,7 +226,7 @@ nlohmann::ordered_json CriticalPathAggregator::accumulator_json(const Accumulato
 }
 
 nlohmann::ordered_json CriticalPathAggregator::ranking(const std::unordered_map<std::uint64_t, Accumulator>& table,
-                                               bool with_operation, bool by_variability) const {
+                                                       bool with_operation, bool by_variability) const {
   std::vector<const Accumulator*> order;
   order.reserve(table.size());
   for (const auto& [key, acc] : table) order.push_back(&acc);
@@ -265,9 +277,8 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
                      {"end_to_end_ns", distribution_json(p.end_to_end, no_traces_reason())},
                      {"example_trace_id", p.example_trace_id}});
     }
-    doc["critical_paths"] = {{"distinct", paths_.size()},
-                             {"traces_beyond_distinct_cap", paths_over_cap_},
-                             {"top", std::move(top)}};
+    doc["critical_paths"] = {
+        {"distinct", paths_.size()}, {"traces_beyond_distinct_cap", paths_over_cap_}, {"top", std::move(top)}};
   }
 
   auto listing = [&](const std::unordered_map<std::uint64_t, Accumulator>& table, bool with_operation) {
@@ -339,22 +350,22 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
                          {"key", operation_key(names_, service, operation)},
                          {"mean_per_trace_ns", ratio(ops[k].first, static_cast<double>(w.end_to_end.count()))}});
     }
-    what_if.push_back(
-        {{"scenario", s.name},
-         {"removed_services", std::move(removed)},
-         {"remove_delays", s.remove_delays},
-         {"end_to_end_ns", distribution_json(w.end_to_end, no_traces_reason())},
-         {"mean_ratio", ratio_or_null(w.end_to_end.mean(), end_to_end_.mean())},
-         {"p50_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(50)),
-                             static_cast<double>(end_to_end_.percentile(50)))},
-         {"p99_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(99)),
-                             static_cast<double>(end_to_end_.percentile(99)))},
-         {"top_operations", std::move(top_ops)}});
+    what_if.push_back({{"scenario", s.name},
+                       {"removed_services", std::move(removed)},
+                       {"remove_delays", s.remove_delays},
+                       {"end_to_end_ns", distribution_json(w.end_to_end, no_traces_reason())},
+                       {"mean_ratio", ratio_or_null(w.end_to_end.mean(), end_to_end_.mean())},
+                       {"p50_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(50)),
+                                                   static_cast<double>(end_to_end_.percentile(50)))},
+                       {"p99_ratio", ratio_or_null(static_cast<double>(w.end_to_end.percentile(99)),
+                                                   static_cast<double>(end_to_end_.percentile(99)))},
+                       {"top_operations", std::move(top_ops)}});
   }
   doc["what_if"] = std::move(what_if);
 
   nlohmann::ordered_json warnings = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < warnings_.counts.size(); ++i) warnings[std::string(kWarningNames[i])] = warnings_.counts[i];
+  for (std::size_t i = 0; i < warnings_.counts.size(); ++i)
+    warnings[std::string(kWarningNames[i])] = warnings_.counts[i];
   doc["warnings"] = std::move(warnings);
   return doc;
 }
@@ -377,19 +388,18 @@ MeasurementLists CriticalPathAggregator::measurements(std::string_view algorithm
                     "critical-path time of the service, per trace where it is on the path", acc->when_on_path,
                     "never on the critical path");
   }
-  add_measurement(lists, "rpc_scheduling", algorithm, "server span start - client span start, per RPC",
-                  rpc_scheduling_, kNoRpcReason);
-  add_measurement(lists, "rpc_join", algorithm, "client span end - server span end, per RPC", rpc_join_,
+  add_measurement(lists, "rpc_scheduling", algorithm, "server span start - client span start, per RPC", rpc_scheduling_,
                   kNoRpcReason);
-  add_measurement(lists, "probe_scheduling", algorithm, "tailscope.scheduling_delay_ns tag values",
-                  probe_scheduling_, kNoProbeReason);
+  add_measurement(lists, "rpc_join", algorithm, "client span end - server span end, per RPC", rpc_join_, kNoRpcReason);
+  add_measurement(lists, "probe_scheduling", algorithm, "tailscope.scheduling_delay_ns tag values", probe_scheduling_,
+                  kNoProbeReason);
   add_measurement(lists, "probe_join", algorithm, "tailscope.join_delay_ns tag values", probe_join_, kNoProbeReason);
   add_measurement(lists, "delay_on_path", algorithm, "scheduling + join delay on the critical path, per trace",
                   delay_on_path_, no_traces_reason());
   for (std::size_t i = 0; i < scenarios_.size(); ++i) {
     add_measurement(lists, "what_if", scenarios_[i].name,
-                    "projected end-to-end latency with the scenario's time removed, per trace",
-                    what_if_[i].end_to_end, no_traces_reason());
+                    "projected end-to-end latency with the scenario's time removed, per trace", what_if_[i].end_to_end,
+                    no_traces_reason());
   }
   return lists;
 }

@@ -5,11 +5,10 @@
 // (capped), not by the number of traces.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,9 +22,9 @@
 namespace tailscope::analyze {
 
 struct AggregateOptions {
-  std::size_t top_n = 20;                 // length of rankings and top lists
+  std::size_t top_n = 20;  // length of rankings and top lists
   std::size_t max_distinct_paths = 10'000;
-  std::size_t max_listed = 1'000;         // operations / services / edges listed
+  std::size_t max_listed = 1'000;  // operations / services / edges listed
 };
 
 // {"count", "mean", "stddev", "cv", "min", "p50", "p90", "p99", "max", "exact"};
@@ -91,7 +90,7 @@ class CriticalPathAggregator {
 
   nlohmann::ordered_json accumulator_json(const Accumulator& acc, bool with_operation) const;
   nlohmann::ordered_json ranking(const std::unordered_map<std::uint64_t, Accumulator>& table, bool with_operation,
-                         bool by_variability) const;
+                                 bool by_variability) const;
   double stddev_over_all_traces(const Accumulator& acc) const;
   // Why an empty per-trace distribution is empty.
   std::string_view no_traces_reason() const;

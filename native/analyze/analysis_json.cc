@@ -19,7 +19,7 @@ void json_string(JsonWriter& w, std::string_view text) {
 }
 
 void json_span_ref(JsonWriter& w, const TraceAnalysis& a, const trace::NameTable& names, std::uint32_t span,
-             std::string_view id_key = "span_id") {
+                   std::string_view id_key = "span_id") {
   const trace::Span& s = a.trace->spans[span];
   w.Key(id_key.data(), static_cast<rapidjson::SizeType>(id_key.size()));
   json_string(w, a.trace->span_id(s));
@@ -60,7 +60,7 @@ std::string operation_key(const trace::NameTable& names, trace::NameId service, 
 }
 
 void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& names,
-                             const std::vector<WhatIfScenario>& scenarios, std::string& out) {
+                                const std::vector<WhatIfScenario>& scenarios, std::string& out) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();

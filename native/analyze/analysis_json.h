@@ -13,7 +13,7 @@ namespace tailscope::analyze {
 
 // Appends the JSON object (no newline) to `out`.
 void append_trace_analysis_json(const TraceAnalysis& analysis, const trace::NameTable& names,
-                             const std::vector<WhatIfScenario>& scenarios, std::string& out);
+                                const std::vector<WhatIfScenario>& scenarios, std::string& out);
 
 // "service:operation", the key used in paths and rankings.
 std::string operation_key(const trace::NameTable& names, trace::NameId service, trace::NameId operation);

@@ -70,11 +70,11 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
     chain_.clear();
     for (const Window& c : candidates_) {
       if (chain_.empty() || c.start_ns >= chain_.back().end_ns) {
-        chain_.push_back(c);                   // mutually exclusive
+        chain_.push_back(c);  // mutually exclusive
       } else if (c.end_ns <= chain_.back().end_ns) {
-        continue;                              // complete overlap: keep the longer
+        continue;  // complete overlap: keep the longer
       } else {
-        chain_.back().end_ns = c.start_ns;     // partial overlap: hand over at c's start
+        chain_.back().end_ns = c.start_ns;  // partial overlap: hand over at c's start
         chain_.push_back(c);
       }
     }

@@ -16,7 +16,7 @@ namespace {
 using testing::TraceBuilder;
 
 struct Result {
-  std::vector<std::string> sections;           // "id[start,end]"
+  std::vector<std::string> sections;              // "id[start,end]"
   std::map<std::string, std::int64_t> exclusive;  // span id -> ns, spans on the path
 };
 
@@ -81,9 +81,9 @@ TEST(CapstoneTest, RecursesWithinTheWindowAChildHolds) {
   trace::NameTable names;
   TraceBuilder b(names);
   b.span("root", "", 0, 100)
-      .span("A", "root", 10, 40)   // holds [10,30] on the path: B starts at 30
-      .span("A1", "A", 12, 8)      // inside A's window
-      .span("A2", "A", 35, 10)     // after A's window: not on the path
+      .span("A", "root", 10, 40)  // holds [10,30] on the path: B starts at 30
+      .span("A1", "A", 12, 8)     // inside A's window
+      .span("A2", "A", 35, 10)    // after A's window: not on the path
       .span("B", "root", 30, 40)
       .span("B1", "B", 40, 20);
   const Result r = run_algorithm(b.trace(), "capstone");
@@ -95,7 +95,11 @@ TEST(CapstoneTest, RecursesWithinTheWindowAChildHolds) {
 TEST(CapstoneTest, ChainOfOverlapsHandsOverAtEachStart) {
   trace::NameTable names;
   TraceBuilder b(names);
-  b.span("root", "", 0, 100).span("A", "root", 0, 50).span("X", "root", 5, 10).span("B", "root", 40, 30).span("C", "root", 60, 40);
+  b.span("root", "", 0, 100)
+      .span("A", "root", 0, 50)
+      .span("X", "root", 5, 10)
+      .span("B", "root", 40, 30)
+      .span("C", "root", 60, 40);
   EXPECT_EQ(run_algorithm(b.trace(), "capstone").sections, (Sections{"A[0,40]", "B[40,60]", "C[60,100]"}));
 }
 

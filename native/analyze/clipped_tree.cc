@@ -53,8 +53,8 @@ void ClippedTree::build_jaeger(const SpanTree& tree) {
 }
 
 void ClippedTree::build_crisp(const SpanTree& tree) {
-  build(tree, [](const SpanTree& t, std::uint32_t, std::uint32_t c, std::int64_t ps, std::int64_t pe,
-                 std::int64_t& cs, std::int64_t& ce) {
+  build(tree, [](const SpanTree& t, std::uint32_t, std::uint32_t c, std::int64_t ps, std::int64_t pe, std::int64_t& cs,
+                 std::int64_t& ce) {
     if (t.span(c).parent_ref != trace::RefType::kChildOf) return false;
     if (cs >= ps && ce <= pe) return true;
     if (cs < ps && ce <= pe && ce > ps) {

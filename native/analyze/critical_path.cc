@@ -14,7 +14,7 @@ std::unique_ptr<CriticalPathAlgorithm> make_critical_path_algorithm(std::string_
 namespace internal {
 
 void finish_from_sections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& exclusive_ns,
-                        std::vector<std::uint8_t>& on_path) {
+                          std::vector<std::uint8_t>& on_path) {
   std::sort(path.sections.begin(), path.sections.end(),
             [](const CriticalPathSection& a, const CriticalPathSection& b) { return a.start_ns < b.start_ns; });
   const std::size_t n = tree.size();

@@ -68,7 +68,7 @@ namespace internal {
 // ancestor fully covered by its children is on the path with 0 ns), exclusive
 // time = sum of the span's sections.
 void finish_from_sections(const SpanTree& tree, CriticalPath& path, std::vector<std::int64_t>& scratch_ns,
-                        std::vector<std::uint8_t>& scratch_mark);
+                          std::vector<std::uint8_t>& scratch_mark);
 }  // namespace internal
 
 }  // namespace tailscope::analyze

@@ -8,10 +8,10 @@
 #include <rapidjson/filereadstream.h>
 #include <rapidjson/reader.h>
 
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -46,9 +46,10 @@ std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) 
     std::perror(o.file.c_str());
     std::exit(1);
   }
-  static const char* kServices[] = {"nginx-web-server", "compose-post-service", "text-service", "user-service",
-                                    "unique-id-service", "media-service", "url-shorten-service",
-                                    "user-mention-service", "post-storage-service", "home-timeline-service"};
+  static const char* kServices[] = {"nginx-web-server",     "compose-post-service", "text-service",
+                                    "user-service",         "unique-id-service",    "media-service",
+                                    "url-shorten-service",  "user-mention-service", "post-storage-service",
+                                    "home-timeline-service"};
   std::mt19937_64 rng(42);
   std::string out;
   out.reserve(1 << 22);
@@ -81,7 +82,8 @@ std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) 
         parent = i - 1 - rng() % std::min<std::size_t>(i, 4);
         const std::int64_t room = std::max<std::int64_t>(1, duration[parent]);
         start[i] = start[parent] + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(room / 2 + 1));
-        duration[i] = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(start[parent] + room - start[i]));
+        duration[i] =
+            1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(start[parent] + room - start[i]));
         service[i] = (i % 2 == 1) ? service[parent] : static_cast<int>(1 + rng() % 9);
       }
       if (i > 0) out += ',';
@@ -216,8 +218,8 @@ void report_wide_fan_outs(int repeat) {
     const double narrow_s = best_seconds(repeat, [&] {
       for (int i = 0; i < kNarrowTraces; ++i) cp_algorithm->compute(narrow_tree, path);
     });
-    std::printf("    %-9s wide %8.3f ms  narrow %8.3f ms  wide/narrow %.2f\n", algorithm, wide_s * 1e3,
-                narrow_s * 1e3, narrow_s > 0 ? wide_s / narrow_s : 0.0);
+    std::printf("    %-9s wide %8.3f ms  narrow %8.3f ms  wide/narrow %.2f\n", algorithm, wide_s * 1e3, narrow_s * 1e3,
+                narrow_s > 0 ? wide_s / narrow_s : 0.0);
   }
 }
 
@@ -248,11 +250,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--spans") o.spans = std::stoul(value());
-    else if (arg == "--spans-per-trace") o.spans_per_trace = std::max<std::size_t>(1, std::stoul(value()));
-    else if (arg == "--file") o.file = value();
-    else if (arg == "--repeat") o.repeat = std::max(1, std::stoi(value()));
-    else if (arg == "--keep") o.keep = true;
+    if (arg == "--spans")
+      o.spans = std::stoul(value());
+    else if (arg == "--spans-per-trace")
+      o.spans_per_trace = std::max<std::size_t>(1, std::stoul(value()));
+    else if (arg == "--file")
+      o.file = value();
+    else if (arg == "--repeat")
+      o.repeat = std::max(1, std::stoi(value()));
+    else if (arg == "--keep")
+      o.keep = true;
     else {
       std::fprintf(stderr,
                    "usage: tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--file PATH] [--repeat N] "
@@ -314,8 +321,8 @@ int main(int argc, char** argv) {
   }
   report_wide_fan_outs(o.repeat);
   const double spans_per_s = static_cast<double>(spans) / capstone_s;
-  std::printf("  target >= 1.00 M spans/s end to end (capstone, one thread): %.2f M spans/s -> %s\n",
-              spans_per_s / 1e6, spans_per_s >= 1e6 ? "met" : "NOT met");
+  std::printf("  target >= 1.00 M spans/s end to end (capstone, one thread): %.2f M spans/s -> %s\n", spans_per_s / 1e6,
+              spans_per_s >= 1e6 ? "met" : "NOT met");
   std::printf(
       "{\"bench\": \"tailscope-critpath\", \"spans\": %zu, \"bytes\": %llu, \"floor_spans_per_s\": %.0f, "
       "\"read_spans_per_s\": %.0f, \"end_to_end_spans_per_s\": %.0f, \"end_to_end_mb_per_s\": %.1f, "

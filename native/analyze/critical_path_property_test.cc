@@ -28,16 +28,25 @@ trace::Trace random_trace(std::mt19937_64& rng, trace::NameTable& names, int max
     std::int64_t start = ps + (pd > 0 ? pick(0, static_cast<int>(pd)) : 0);
     std::int64_t duration = pick(0, static_cast<int>(std::max<std::int64_t>(1, pd)));
     switch (pick(0, 9)) {  // dirty data now and then
-      case 0: start = ps - pick(0, 50); break;            // starts before its parent
-      case 1: duration += pick(0, 200); break;            // outlives its parent
-      case 2: start = ps + pd + pick(0, 20); break;        // entirely after it
-      case 3: duration = 0; break;
-      default: break;
+      case 0:
+        start = ps - pick(0, 50);
+        break;  // starts before its parent
+      case 1:
+        duration += pick(0, 200);
+        break;  // outlives its parent
+      case 2:
+        start = ps + pd + pick(0, 20);
+        break;  // entirely after it
+      case 3:
+        duration = 0;
+        break;
+      default:
+        break;
     }
     const auto kind = static_cast<trace::SpanKind>(pick(0, 5));
     const auto ref = pick(0, 7) == 0 ? trace::RefType::kFollowsFrom : trace::RefType::kChildOf;
-    b.span(testing::numbered("s", i), testing::numbered("s", parent), start, duration, testing::numbered("svc", pick(0, 4)),
-           testing::numbered("op", pick(0, 3)), kind, ref);
+    b.span(testing::numbered("s", i), testing::numbered("s", parent), start, duration,
+           testing::numbered("svc", pick(0, 4)), testing::numbered("op", pick(0, 3)), kind, ref);
     intervals.emplace_back(start, duration);
   }
   return b.trace();

@@ -68,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     result = trace::read_trace_file("/proc/self/fd/" + std::to_string(fd), names, options, on_trace);
     close(fd);
   } else {
-    result = trace::read_trace_text(std::string_view(reinterpret_cast<const char*>(data), size), names, options, on_trace);
+    result =
+        trace::read_trace_text(std::string_view(reinterpret_cast<const char*>(data), size), names, options, on_trace);
   }
   aggregator.add_reader_stats(result.stats);
   (void)aggregator.to_json().dump();

@@ -57,7 +57,8 @@ std::int64_t DurationDistribution::bucket_value(std::uint32_t bucket) {
 // Statistics of the exact samples are computed on demand (shifted data, like
 // the buckets' running sums).
 DurationDistribution::Moments DurationDistribution::compute_moments() const {
-  if (values_.empty()) return Moments{static_cast<double>(count_), shift_, shifted_sum_, shifted_squares_, sum_, min_, max_};
+  if (values_.empty())
+    return Moments{static_cast<double>(count_), shift_, shifted_sum_, shifted_squares_, sum_, min_, max_};
   Moments m;
   m.n = static_cast<double>(values_.size());
   m.shift = static_cast<double>(values_[0]);

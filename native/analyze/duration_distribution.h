@@ -46,8 +46,8 @@ class DurationDistribution {
   std::uint64_t count() const { return count_ + values_.size(); }
   bool exact() const { return !bucketed_; }
   double mean() const;
-  double stddev() const;      // population standard deviation
-  double cv() const;          // stddev / mean; 0 when the mean is 0
+  double stddev() const;  // population standard deviation
+  double cv() const;      // stddev / mean; 0 when the mean is 0
   std::int64_t min() const;
   std::int64_t max() const;
   double sum() const;

@@ -33,7 +33,7 @@ class JaegerAlgorithm final : public CriticalPathAlgorithm {
     sort_children_by_end(tree.size());
 
     std::uint32_t current = tree.root();
-    bool returning = false;        // came back from a child that started at `returning_at`
+    bool returning = false;  // came back from a child that started at `returning_at`
     std::int64_t returning_at = 0;
     for (;;) {
       const std::int64_t section_end = returning ? returning_at : clipped_.end(current);

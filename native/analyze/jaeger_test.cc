@@ -57,8 +57,7 @@ TEST_P(JaegerFixtureTest, ReproducesJaegerUiSections) {
   EXPECT_EQ(got, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(JaegerUi, JaegerFixtureTest,
-                         ::testing::ValuesIn(trace::testing::fixture_names("jaeger-ui")),
+INSTANTIATE_TEST_SUITE_P(JaegerUi, JaegerFixtureTest, ::testing::ValuesIn(trace::testing::fixture_names("jaeger-ui")),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -112,10 +112,10 @@ TEST(SpanTreeTest, CyclesAreCutOffAndCounted) {
   trace::NameTable names;
   TraceBuilder t(names);
   t.span("r", "", 0, 100)
-      .span("a", "b", 10, 10)      // a <-> b
+      .span("a", "b", 10, 10)  // a <-> b
       .span("b", "a", 20, 10)
-      .span("under", "a", 11, 2)   // hangs below the cycle
-      .span("self", "self", 30, 5) // its own parent
+      .span("under", "a", 11, 2)    // hangs below the cycle
+      .span("self", "self", 30, 5)  // its own parent
       .span("ok", "r", 40, 10);
   Built b;
   build_tree(t.trace(), b);

@@ -15,9 +15,9 @@
 namespace tailscope::analyze {
 
 struct WhatIfScenario {
-  std::string name;                           // "remove:<service>" or "no_delays"
+  std::string name;  // "remove:<service>" or "no_delays"
   std::vector<trace::NameId> removed_services;
-  bool remove_delays = false;                 // RPC scheduling/join delay and probe delays
+  bool remove_delays = false;  // RPC scheduling/join delay and probe delays
 };
 
 struct OperationTime {
@@ -59,7 +59,7 @@ struct TraceAnalysis {
   std::vector<RpcDelay> rpc_delays;
   std::vector<std::int64_t> probe_scheduling_ns;  // from tailscope's async probe tags
   std::vector<std::int64_t> probe_join_ns;
-  std::int64_t delay_on_path_ns = 0;  // path time of client spans waiting on a server span
+  std::int64_t delay_on_path_ns = 0;   // path time of client spans waiting on a server span
   std::vector<WhatIfOutcome> what_if;  // one per scenario
   Warnings warnings;
 };

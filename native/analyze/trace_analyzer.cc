@@ -31,8 +31,8 @@ std::uint32_t TraceAnalyzer::slot_for(std::uint64_t key, std::uint32_t next_inde
   }
 }
 
-void TraceAnalyzer::attribute(const SpanTree& tree, const CriticalPath& path,
-                              std::vector<OperationTime>& by_operation, std::vector<ServiceTime>* by_service) {
+void TraceAnalyzer::attribute(const SpanTree& tree, const CriticalPath& path, std::vector<OperationTime>& by_operation,
+                              std::vector<ServiceTime>* by_service) {
   std::size_t capacity = 16;
   while (capacity < 2 * path.spans.size()) capacity *= 2;
   by_operation.clear();

@@ -12,7 +12,7 @@ bool is_rpc(const SpanTree& tree, std::uint32_t parent, std::uint32_t child) {
 }  // namespace
 
 void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
-                               std::uint32_t s) {
+                                std::uint32_t s) {
   const bool removed = std::find(scenario.removed_services.begin(), scenario.removed_services.end(),
                                  tree.span(s).service) != scenario.removed_services.end();
   const auto kids = clipped.children(s);
@@ -50,9 +50,10 @@ void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped
     const std::int64_t gap = clipped.start(c) - (pred != kNoSpan ? clipped.end(pred) : clipped.start(s));
     std::int64_t removable = 0;
     if (scenario.remove_delays) {
-      removable = is_rpc(tree, s, c) ? gap
-                                    : std::min(gap, probe_ns(tree.span(c).probe_scheduling_delay_ns) +
-                                                        (pred != kNoSpan ? probe_ns(tree.span(pred).probe_join_delay_ns) : 0));
+      removable = is_rpc(tree, s, c)
+                      ? gap
+                      : std::min(gap, probe_ns(tree.span(c).probe_scheduling_delay_ns) +
+                                          (pred != kNoSpan ? probe_ns(tree.span(pred).probe_join_delay_ns) : 0));
     }
     const std::int64_t effective_gap = removed ? 0 : gap - removable;
     offset_[c] = (pred != kNoSpan ? offset_[pred] + new_duration_[pred] : 0) + effective_gap;

@@ -31,7 +31,7 @@ class WhatIfRetimer {
   void retime_span(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario, std::uint32_t s);
 
   std::vector<std::int64_t> new_duration_;
-  std::vector<std::int64_t> offset_;   // start relative to the parent's new start
+  std::vector<std::int64_t> offset_;  // start relative to the parent's new start
   std::vector<std::int64_t> new_start_;
   std::vector<std::uint32_t> position_;
   std::vector<std::uint32_t> by_start_;

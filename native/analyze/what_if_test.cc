@@ -36,8 +36,8 @@ TEST(WhatIfTest, RemovingNothingReproducesTheTrace) {
   b.span("r", "", 1000, 500, "front")
       .span("a", "r", 1010, 100, "back")
       .span("a1", "a", 1020, 30, "db")
-      .span("b", "r", 1050, 300, "back")   // overlaps a
-      .span("c", "r", 1400, 50, "cache")   // after b
+      .span("b", "r", 1050, 300, "back")  // overlaps a
+      .span("c", "r", 1400, 50, "cache")  // after b
       .span("z", "r", 1450, 0, "cache");
   const trace::Trace out = replay(b.trace(), WhatIfScenario{"none", {}, false});
   ASSERT_EQ(out.spans.size(), b.trace().spans.size());
@@ -72,7 +72,8 @@ TEST(WhatIfTest, RemovingTheSlowBranchMovesThePathToTheOtherBranch) {
   EXPECT_EQ(a.end_to_end_ns, 100);
   EXPECT_EQ(a.what_if[0].end_to_end_ns, 70);  // 100 - 80 + 50, not 100 - 80
   bool ads_on_path = false;
-  for (const auto& op : a.what_if[0].by_operation) ads_on_path |= names.name(op.service) == "ads" && op.exclusive_ns == 50;
+  for (const auto& op : a.what_if[0].by_operation)
+    ads_on_path |= names.name(op.service) == "ads" && op.exclusive_ns == 50;
   EXPECT_TRUE(ads_on_path);
 }
 

@@ -73,7 +73,8 @@ ReferenceResult run(const ReferenceConfig& config) {
 
 Reference condvar_handoff_reference() {
   return make_reference("condvar_handoff",
-          "waker stamps time under the mutex, notify_one() → parked waiter returns from wait()", 2000, run);
+                        "waker stamps time under the mutex, notify_one() → parked waiter returns from wait()", 2000,
+                        run);
 }
 
 }  // namespace tailscope::baseline

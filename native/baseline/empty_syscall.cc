@@ -44,12 +44,13 @@ ReferenceResult run_clock(const ReferenceConfig& config) {
 }  // namespace
 
 Reference empty_syscall_reference() {
-  return make_reference("empty_syscall", "syscall(SYS_getppid): kernel entry and return, mean of 100 calls per sample", 5000,
-          run_syscall);
+  return make_reference("empty_syscall", "syscall(SYS_getppid): kernel entry and return, mean of 100 calls per sample",
+                        5000, run_syscall);
 }
 
 Reference clock_read_reference() {
-  return make_reference("clock_read", "clock_gettime(CLOCK_MONOTONIC) via vDSO, mean of 100 calls per sample", 5000, run_clock);
+  return make_reference("clock_read", "clock_gettime(CLOCK_MONOTONIC) via vDSO, mean of 100 calls per sample", 5000,
+                        run_clock);
 }
 
 }  // namespace tailscope::baseline

@@ -46,7 +46,7 @@ Reference make_reference(std::string name, std::string what, int64_t default_ite
 
 const std::vector<Reference>& all_references() {
   static const std::vector<Reference> kReferences = {
-      clock_read_reference(),     empty_syscall_reference(), thread_create_reference(),
+      clock_read_reference(),      empty_syscall_reference(), thread_create_reference(),
       condvar_handoff_reference(), spin_handoff_reference(),  tcp_pingpong_reference(),
   };
   return kReferences;

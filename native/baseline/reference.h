@@ -30,7 +30,7 @@ struct Placement {
 };
 
 struct ReferenceConfig {
-  int64_t iterations = 2000;  // recorded samples
+  int64_t iterations = 2000;        // recorded samples
   int64_t warmup_iterations = 200;  // run first, never recorded
   Placement placement;
 };
@@ -38,12 +38,12 @@ struct ReferenceConfig {
 struct ReferenceResult {
   HdrHistogram histogram = HdrHistogram::for_latency_ns();
   nlohmann::json observed = nlohmann::json::object();  // e.g. same_cpu_fraction
-  std::string unavailable_reason;  // non-empty: the reference could not run here
+  std::string unavailable_reason;                      // non-empty: the reference could not run here
 };
 
 struct Reference {
-  std::string name;         // stable key, e.g. "condvar_handoff"
-  std::string what;         // one line: what one sample is, from which instant to which
+  std::string name;  // stable key, e.g. "condvar_handoff"
+  std::string what;  // one line: what one sample is, from which instant to which
   int64_t default_iterations;
   std::function<ReferenceResult(const ReferenceConfig&)> run;
 };

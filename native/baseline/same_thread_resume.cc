@@ -49,8 +49,7 @@ ReferenceResult run(const ReferenceConfig& config) {
     for (int k = 0; k < kPerSample; ++k) loop.handle.resume();
     const int64_t end_ns = monotonic_ns();
     if (i >= config.warmup_iterations)
-      result.histogram.record(
-          std::max<int64_t>(1, std::llround(static_cast<double>(end_ns - start_ns) / kPerSample)));
+      result.histogram.record(std::max<int64_t>(1, std::llround(static_cast<double>(end_ns - start_ns) / kPerSample)));
   }
   loop.handle.destroy();
   result.observed = {{"resumes_per_sample", kPerSample}};

@@ -80,7 +80,8 @@ ReferenceResult run(const ReferenceConfig& config) {
 }  // namespace
 
 Reference spin_handoff_reference() {
-  return make_reference("spin_handoff", "sender stores its timestamp in a cache line → spinning receiver loads it", 20000, run);
+  return make_reference("spin_handoff", "sender stores its timestamp in a cache line → spinning receiver loads it",
+                        20000, run);
 }
 
 }  // namespace tailscope::baseline

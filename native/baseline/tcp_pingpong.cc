@@ -24,7 +24,9 @@ namespace {
 
 constexpr size_t kMessageBytes = 64;
 
-[[noreturn]] void sys_fail(const char* what) { throw std::runtime_error(std::string(what) + ": " + std::strerror(errno)); }
+[[noreturn]] void sys_fail(const char* what) {
+  throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
 
 bool io_all(int fd, char* buf, size_t n, bool writing) {
   size_t done = 0;
@@ -108,8 +110,9 @@ ReferenceResult run(const ReferenceConfig& config) {
 }  // namespace
 
 Reference tcp_pingpong_reference() {
-  return make_reference("tcp_pingpong", "64-byte send() → blocking echo thread → last byte recv() back, loopback, TCP_NODELAY", 5000,
-          run);
+  return make_reference("tcp_pingpong",
+                        "64-byte send() → blocking echo thread → last byte recv() back, loopback, TCP_NODELAY", 5000,
+                        run);
 }
 
 }  // namespace tailscope::baseline

@@ -1,7 +1,7 @@
 #include "core/affinity.h"
 
-#include <sched.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -75,7 +75,9 @@ std::vector<int> parse_cpu_list(std::string_view text) {
     } else {
       int lo = parse_int(item.substr(0, dash), text);
       int hi = parse_int(item.substr(dash + 1), text);
-      if (hi < lo) throw std::invalid_argument("bad cpu list '" + std::string(text) + "': range " + std::string(item) + " is reversed");
+      if (hi < lo)
+        throw std::invalid_argument("bad cpu list '" + std::string(text) + "': range " + std::string(item) +
+                                    " is reversed");
       for (int c = lo; c <= hi; ++c) cpus.push_back(c);
     }
     if (comma == std::string_view::npos) break;

@@ -5,8 +5,7 @@
 namespace tailscope {
 
 void sleep_until_ns(int64_t deadline_ns) noexcept {
-  timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000),
-              static_cast<long>(deadline_ns % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000), static_cast<long>(deadline_ns % 1'000'000'000)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }

@@ -20,19 +20,14 @@ int ceil_log2(int64_t x) {
 
 }  // namespace
 
-HdrHistogram::HdrHistogram(int64_t lowest_discernible_value, int64_t highest_trackable_value,
-                           int significant_figures)
-    : lowest_(lowest_discernible_value),
-      highest_(highest_trackable_value),
-      significant_figures_(significant_figures) {
+HdrHistogram::HdrHistogram(int64_t lowest_discernible_value, int64_t highest_trackable_value, int significant_figures)
+    : lowest_(lowest_discernible_value), highest_(highest_trackable_value), significant_figures_(significant_figures) {
   if (lowest_ < 1) {
-    throw std::invalid_argument("HdrHistogram: lowest_discernible_value must be >= 1, got " +
-                                std::to_string(lowest_));
+    throw std::invalid_argument("HdrHistogram: lowest_discernible_value must be >= 1, got " + std::to_string(lowest_));
   }
   if (highest_ / 2 < lowest_) {
-    throw std::invalid_argument(
-        "HdrHistogram: highest_trackable_value must be >= 2 * lowest_discernible_value, got " +
-        std::to_string(highest_) + " for lowest " + std::to_string(lowest_));
+    throw std::invalid_argument("HdrHistogram: highest_trackable_value must be >= 2 * lowest_discernible_value, got " +
+                                std::to_string(highest_) + " for lowest " + std::to_string(lowest_));
   }
   if (significant_figures_ < 0 || significant_figures_ > 5) {
     throw std::invalid_argument("HdrHistogram: significant_figures must be in 0..5, got " +
@@ -46,8 +41,7 @@ HdrHistogram::HdrHistogram(int64_t lowest_discernible_value, int64_t highest_tra
   sub_bucket_half_count_magnitude_ = std::max(sub_bucket_count_magnitude, 1) - 1;
   unit_magnitude_ = 63 - __builtin_clzll(static_cast<uint64_t>(lowest_));
   if (unit_magnitude_ + sub_bucket_half_count_magnitude_ > 61) {
-    throw std::invalid_argument(
-        "HdrHistogram: lowest_discernible_value too large for the requested precision");
+    throw std::invalid_argument("HdrHistogram: lowest_discernible_value too large for the requested precision");
   }
   sub_bucket_count_ = int64_t{1} << (sub_bucket_half_count_magnitude_ + 1);
   sub_bucket_half_count_ = sub_bucket_count_ / 2;
@@ -66,8 +60,7 @@ HdrHistogram::HdrHistogram(int64_t lowest_discernible_value, int64_t highest_tra
     ++buckets_needed;
   }
   bucket_count_ = buckets_needed;
-  counts_.assign(static_cast<size_t>(bucket_count_ + 1) * static_cast<size_t>(sub_bucket_half_count_),
-                 0);
+  counts_.assign(static_cast<size_t>(bucket_count_ + 1) * static_cast<size_t>(sub_bucket_half_count_), 0);
   min_value_ = kInt64Max;
   max_value_ = 0;
 }
@@ -184,9 +177,7 @@ int64_t HdrHistogram::value_at_percentile(double percentile) const noexcept {
   // one ulp from the percentile for the same reason.
   const double fp_rank = p / 100.0 * static_cast<double>(total_count_);
   const double nearest = std::nearbyint(fp_rank);
-  const double rank = std::fabs(fp_rank - nearest) <= 1e-9 * std::max(1.0, fp_rank)
-                          ? nearest
-                          : std::ceil(fp_rank);
+  const double rank = std::fabs(fp_rank - nearest) <= 1e-9 * std::max(1.0, fp_rank) ? nearest : std::ceil(fp_rank);
   int64_t target = static_cast<int64_t>(rank);
   target = std::clamp<int64_t>(target, 1, total_count_);
   int64_t cumulative = 0;
@@ -238,43 +229,39 @@ std::vector<PercentileStep> HdrHistogram::percentiles(int ticks_per_half_distanc
   return steps;
 }
 
-std::string HdrHistogram::percentile_spectrum_text(double value_unit_scale,
-                                                   int ticks_per_half_distance) const {
+std::string HdrHistogram::percentile_spectrum_text(double value_unit_scale, int ticks_per_half_distance) const {
   std::string out;
   char line[256];
   const auto append = [&](int n) {
     if (n > 0) out.append(line, std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 1));
   };
-  append(std::snprintf(line, sizeof(line), "%12s %14s %10s %14s\n\n", "Value", "Percentile",
-                       "TotalCount", "1/(1-Percentile)"));
+  append(std::snprintf(line, sizeof(line), "%12s %14s %10s %14s\n\n", "Value", "Percentile", "TotalCount",
+                       "1/(1-Percentile)"));
   const int digits = significant_figures_;
   for (const PercentileStep& step : percentiles(ticks_per_half_distance)) {
     const double value = static_cast<double>(step.value) / value_unit_scale;
     const double fraction = step.percentile / 100.0;
     const long long count = step.count_at_or_below;
     if (step.percentile != 100.0) {
-      append(std::snprintf(line, sizeof(line), "%12.*f %2.12f %10lld %14.2f\n", digits, value,
-                           fraction, count, 1.0 / (1.0 - fraction)));
+      append(std::snprintf(line, sizeof(line), "%12.*f %2.12f %10lld %14.2f\n", digits, value, fraction, count,
+                           1.0 / (1.0 - fraction)));
     } else {
-      append(std::snprintf(line, sizeof(line), "%12.*f %2.12f %10lld\n", digits, value, fraction,
-                           count));
+      append(std::snprintf(line, sizeof(line), "%12.*f %2.12f %10lld\n", digits, value, fraction, count));
     }
   }
   append(std::snprintf(line, sizeof(line), "#[Mean    = %12.*f, StdDeviation   = %12.*f]\n", digits,
                        mean() / value_unit_scale, digits, stddev() / value_unit_scale));
   append(std::snprintf(line, sizeof(line), "#[Max     = %12.*f, Total count    = %12lld]\n", digits,
-                       static_cast<double>(max()) / value_unit_scale,
-                       static_cast<long long>(total_count_)));
-  append(std::snprintf(line, sizeof(line), "#[Buckets = %12d, SubBuckets     = %12lld]\n",
-                       bucket_count_, static_cast<long long>(sub_bucket_count_)));
+                       static_cast<double>(max()) / value_unit_scale, static_cast<long long>(total_count_)));
+  append(std::snprintf(line, sizeof(line), "#[Buckets = %12d, SubBuckets     = %12lld]\n", bucket_count_,
+                       static_cast<long long>(sub_bucket_count_)));
   return out;
 }
 
 int64_t HdrHistogram::value_from_index(size_t index) const noexcept {
   int bucket = static_cast<int>(index >> sub_bucket_half_count_magnitude_) - 1;
   int64_t sub_bucket =
-      static_cast<int64_t>(index & static_cast<size_t>(sub_bucket_half_count_ - 1)) +
-      sub_bucket_half_count_;
+      static_cast<int64_t>(index & static_cast<size_t>(sub_bucket_half_count_ - 1)) + sub_bucket_half_count_;
   if (bucket < 0) {
     sub_bucket -= sub_bucket_half_count_;
     bucket = 0;

@@ -40,8 +40,7 @@ class HdrHistogram {
   // Throws std::invalid_argument unless lowest_discernible_value >= 1,
   // highest_trackable_value >= 2 * lowest_discernible_value and
   // 0 <= significant_figures <= 5 (HdrHistogram's own limits).
-  HdrHistogram(int64_t lowest_discernible_value, int64_t highest_trackable_value,
-               int significant_figures);
+  HdrHistogram(int64_t lowest_discernible_value, int64_t highest_trackable_value, int significant_figures);
 
   // 1 ns .. 1 hour (3.6e12 ns), 3 significant digits: the lab's latency histogram.
   static HdrHistogram for_latency_ns();
@@ -109,8 +108,7 @@ class HdrHistogram {
   // HdrHistogram's outputPercentileDistribution and wrk2 --latency, values
   // divided by value_unit_scale (1000: ns -> us), with the
   // #[Mean ...] / #[Max ...] / #[Buckets ...] footer.
-  std::string percentile_spectrum_text(double value_unit_scale = 1000.0,
-                                       int ticks_per_half_distance = 5) const;
+  std::string percentile_spectrum_text(double value_unit_scale = 1000.0, int ticks_per_half_distance = 5) const;
 
   int64_t lowest_discernible_value() const { return lowest_; }
   int64_t highest_trackable_value() const { return highest_; }
@@ -139,8 +137,7 @@ class HdrHistogram {
   int64_t value_from_index(size_t index) const noexcept;
   // Index of value's bucket; value must be in [0, highest_trackable_value()].
   size_t counts_index_for(int64_t value) const noexcept {
-    const int bucket = leading_zero_count_base_ -
-                       __builtin_clzll(static_cast<uint64_t>(value) | sub_bucket_mask_);
+    const int bucket = leading_zero_count_base_ - __builtin_clzll(static_cast<uint64_t>(value) | sub_bucket_mask_);
     const int64_t sub_bucket = value >> (bucket + unit_magnitude_);
     return (static_cast<size_t>(bucket + 1) << sub_bucket_half_count_magnitude_) +
            static_cast<size_t>(sub_bucket - sub_bucket_half_count_);
@@ -151,8 +148,7 @@ class HdrHistogram {
 
   // Same parameters => same counts array layout.
   bool same_layout(const HdrHistogram& other) const noexcept {
-    return lowest_ == other.lowest_ && highest_ == other.highest_ &&
-           significant_figures_ == other.significant_figures_;
+    return lowest_ == other.lowest_ && highest_ == other.highest_ && significant_figures_ == other.significant_figures_;
   }
 
  private:

@@ -92,9 +92,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
       if (run.run_type != Run::RT_Iteration) continue;
-      const double to_ns = run.time_unit == benchmark::kMicrosecond ? 1e3
+      const double to_ns = run.time_unit == benchmark::kMicrosecond   ? 1e3
                            : run.time_unit == benchmark::kMillisecond ? 1e6
-                                                                       : 1.0;
+                                                                      : 1.0;
       ns_per_iteration[run.benchmark_name()] = run.GetAdjustedCPUTime() * to_ns;
     }
   }
@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
   const auto record = ns.find("BM_Record");
   const auto baseline = ns.find("BM_Baseline_ArrayIncrement");
   if (record != ns.end() && baseline != ns.end() && baseline->second > 0) {
-    std::printf("record(): %.2f ns/record; baseline array increment: %.2f ns; ratio %.2fx\n",
-                record->second, baseline->second, record->second / baseline->second);
+    std::printf("record(): %.2f ns/record; baseline array increment: %.2f ns; ratio %.2fx\n", record->second,
+                baseline->second, record->second / baseline->second);
   }
   benchmark::Shutdown();
   return 0;

@@ -22,13 +22,20 @@ enum class Shape { kUniformSmall, kUniformWide, kLogNormal, kPareto, kBimodal, k
 
 const char* shape_name(Shape s) {
   switch (s) {
-    case Shape::kUniformSmall: return "uniform_small";
-    case Shape::kUniformWide: return "uniform_wide";
-    case Shape::kLogNormal: return "lognormal";
-    case Shape::kPareto: return "pareto";
-    case Shape::kBimodal: return "bimodal";
-    case Shape::kConstant: return "constant";
-    case Shape::kWithZeros: return "with_zeros";
+    case Shape::kUniformSmall:
+      return "uniform_small";
+    case Shape::kUniformWide:
+      return "uniform_wide";
+    case Shape::kLogNormal:
+      return "lognormal";
+    case Shape::kPareto:
+      return "pareto";
+    case Shape::kBimodal:
+      return "bimodal";
+    case Shape::kConstant:
+      return "constant";
+    case Shape::kWithZeros:
+      return "with_zeros";
   }
   return "?";
 }
@@ -41,15 +48,27 @@ std::vector<int64_t> make_values(Shape shape, uint64_t seed, size_t n, int64_t h
   for (size_t i = 0; i < n; ++i) {
     double v = 0;
     switch (shape) {
-      case Shape::kUniformSmall: v = std::floor(unit(rng) * 3000); break;
-      case Shape::kUniformWide: v = std::floor(unit(rng) * static_cast<double>(highest)); break;
-      case Shape::kLogNormal: v = std::exp(std::normal_distribution<double>(11.0, 1.5)(rng)); break;
+      case Shape::kUniformSmall:
+        v = std::floor(unit(rng) * 3000);
+        break;
+      case Shape::kUniformWide:
+        v = std::floor(unit(rng) * static_cast<double>(highest));
+        break;
+      case Shape::kLogNormal:
+        v = std::exp(std::normal_distribution<double>(11.0, 1.5)(rng));
+        break;
       case Shape::kPareto:  // alpha = 1.1: a very heavy tail over ~1 us
         v = 1000.0 / std::pow(1.0 - unit(rng), 1.0 / 1.1);
         break;
-      case Shape::kBimodal: v = unit(rng) < 0.98 ? 50'000 + unit(rng) * 5'000 : 5e7 + unit(rng) * 1e7; break;
-      case Shape::kConstant: v = 123'456; break;
-      case Shape::kWithZeros: v = unit(rng) < 0.3 ? 0 : std::floor(unit(rng) * 1e6); break;
+      case Shape::kBimodal:
+        v = unit(rng) < 0.98 ? 50'000 + unit(rng) * 5'000 : 5e7 + unit(rng) * 1e7;
+        break;
+      case Shape::kConstant:
+        v = 123'456;
+        break;
+      case Shape::kWithZeros:
+        v = unit(rng) < 0.3 ? 0 : std::floor(unit(rng) * 1e6);
+        break;
     }
     values.push_back(std::clamp<int64_t>(static_cast<int64_t>(v), 0, highest));
   }
@@ -58,8 +77,8 @@ std::vector<int64_t> make_values(Shape shape, uint64_t seed, size_t n, int64_t h
 
 // Percentiles in thousandths of a percent, so the oracle's rank is exact integer math.
 std::vector<int64_t> percentile_grid_milli(uint64_t seed) {
-  std::vector<int64_t> grid = {0,     1,     100,   1000,  10000, 25000, 50000,  75000, 90000,
-                               95000, 99000, 99500, 99900, 99990, 99999, 100000};
+  std::vector<int64_t> grid = {0,     1,     100,   1000,  10000, 25000, 50000, 75000,
+                               90000, 95000, 99000, 99500, 99900, 99990, 99999, 100000};
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 200; ++i) grid.push_back(static_cast<int64_t>(rng() % 100001));
   return grid;
@@ -90,10 +109,8 @@ TEST_P(OracleTest, PercentilesMinMaxMeanStddevMatchExactWithinPrecision) {
     const int64_t rank = std::max<int64_t>(1, (p_milli * n + 99'999) / 100'000);
     const int64_t exact = sorted[static_cast<size_t>(rank - 1)];
     const int64_t got = h.value_at_percentile(p);
-    ASSERT_TRUE(h.values_equivalent(got, exact))
-        << "p=" << p << " exact=" << exact << " got=" << got;
-    ASSERT_EQ(got, p_milli == 0 ? h.lowest_equivalent_value(exact) : h.highest_equivalent_value(exact))
-        << "p=" << p;
+    ASSERT_TRUE(h.values_equivalent(got, exact)) << "p=" << p << " exact=" << exact << " got=" << got;
+    ASSERT_EQ(got, p_milli == 0 ? h.lowest_equivalent_value(exact) : h.highest_equivalent_value(exact)) << "p=" << p;
     // The bucket's precision: 3 significant digits.
     ASSERT_LE(std::abs(got - exact), std::max<int64_t>(1, exact / 1000)) << "p=" << p;
   }
@@ -120,9 +137,8 @@ TEST_P(OracleTest, PercentilesMinMaxMeanStddevMatchExactWithinPrecision) {
 
 std::vector<Case> oracle_cases() {
   std::vector<Case> cases;
-  const Shape shapes[] = {Shape::kUniformSmall, Shape::kUniformWide, Shape::kLogNormal,
-                          Shape::kPareto,       Shape::kBimodal,     Shape::kConstant,
-                          Shape::kWithZeros};
+  const Shape shapes[] = {Shape::kUniformSmall, Shape::kUniformWide, Shape::kLogNormal, Shape::kPareto,
+                          Shape::kBimodal,      Shape::kConstant,    Shape::kWithZeros};
   for (Shape s : shapes) {
     for (uint64_t seed : {1u, 2u, 3u}) cases.push_back({s, seed, 20'000});
     cases.push_back({s, 17, 1});
@@ -135,8 +151,7 @@ std::vector<Case> oracle_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, OracleTest, ::testing::ValuesIn(oracle_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(shape_name(info.param.shape)) + "_seed" +
-                                  std::to_string(info.param.seed) + "_n" +
-                                  std::to_string(info.param.n);
+                                  std::to_string(info.param.seed) + "_n" + std::to_string(info.param.n);
                          });
 
 TEST(HdrHistogramLayout, LatencyLayoutMatchesHdrHistogram) {
@@ -197,8 +212,7 @@ TEST(HdrHistogram, RejectsInvalidLayouts) {
   EXPECT_THROW(HdrHistogram(10, 19, 3), std::invalid_argument);
   EXPECT_THROW(HdrHistogram(1, 100, 6), std::invalid_argument);
   EXPECT_THROW(HdrHistogram(1, 100, -1), std::invalid_argument);
-  EXPECT_THROW(HdrHistogram(int64_t{1} << 55, std::numeric_limits<int64_t>::max(), 5),
-               std::invalid_argument);
+  EXPECT_THROW(HdrHistogram(int64_t{1} << 55, std::numeric_limits<int64_t>::max(), 5), std::invalid_argument);
   EXPECT_NO_THROW(HdrHistogram(1, std::numeric_limits<int64_t>::max(), 3));
 }
 
@@ -265,8 +279,8 @@ TEST(HdrHistogram, RecordCorrectedMatchesExplicitExpansion) {
     record_corrected_explicitly(slow, value, interval);
   }
   // Edges: value == interval, value == 2 * interval, no/negative interval.
-  for (auto [value, interval] : {std::pair<int64_t, int64_t>{1000, 1000}, {2000, 1000},
-                                 {2001, 1000}, {5000, 0}, {5000, -7}, {1, 1}, {0, 1}}) {
+  for (auto [value, interval] :
+       {std::pair<int64_t, int64_t>{1000, 1000}, {2000, 1000}, {2001, 1000}, {5000, 0}, {5000, -7}, {1, 1}, {0, 1}}) {
     ASSERT_TRUE(fast.record_corrected(value, interval));
     record_corrected_explicitly(slow, value, interval);
   }
@@ -288,8 +302,7 @@ TEST(HdrHistogram, MergeEqualsRecordingEverythingInOne) {
   for (uint64_t seed : {5u, 6u, 7u}) {
     HdrHistogram all = HdrHistogram::for_latency_ns();
     std::vector<HdrHistogram> parts(3, HdrHistogram::for_latency_ns());
-    const std::vector<int64_t> values =
-        make_values(Shape::kPareto, seed, 30'000, all.highest_trackable_value());
+    const std::vector<int64_t> values = make_values(Shape::kPareto, seed, 30'000, all.highest_trackable_value());
     for (size_t i = 0; i < values.size(); ++i) {
       all.record(values[i]);
       parts[i % 3].record(values[i]);
@@ -365,8 +378,7 @@ TEST(PercentileIteration, LevelsFollowHalfDistanceTicksAndEndAt100) {
   HdrHistogram h = HdrHistogram::for_latency_ns();
   for (int64_t v = 1; v <= 10'000; ++v) h.record(v);
   const std::vector<PercentileStep> steps = h.percentiles(5);
-  const double expected[] = {0,  10, 20, 30,   40, 50,   55, 60,   65,
-                             70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75};
+  const double expected[] = {0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75};
   ASSERT_GT(steps.size(), std::size(expected));
   for (size_t i = 0; i < std::size(expected); ++i) {
     EXPECT_NEAR(steps[i].percentile, expected[i], 1e-9) << "step " << i;
@@ -394,8 +406,7 @@ TEST(PercentileIteration, IsMonotonicForEveryShape) {
         ASSERT_GE(steps[i].value, steps[i - 1].value);
         ASSERT_GE(steps[i].count_at_or_below, steps[i - 1].count_at_or_below);
         // Each step's count covers its percentile level.
-        ASSERT_GE(100.0 * static_cast<double>(steps[i].count_at_or_below) /
-                      static_cast<double>(h.total_count()),
+        ASSERT_GE(100.0 * static_cast<double>(steps[i].count_at_or_below) / static_cast<double>(h.total_count()),
                   steps[i].percentile - 1e-9);
       }
     }
@@ -407,17 +418,13 @@ TEST(PercentileSpectrumText, HasHeaderRowsAndFooter) {
   HdrHistogram h = HdrHistogram::for_latency_ns();
   for (int64_t v = 1; v <= 10'000; ++v) h.record(v * 1000);  // 1 us .. 10 ms in ns
   const std::string text = h.percentile_spectrum_text(1000.0);
-  EXPECT_EQ(text.rfind("       Value     Percentile TotalCount 1/(1-Percentile)\n\n", 0), 0u)
-      << text.substr(0, 120);
+  EXPECT_EQ(text.rfind("       Value     Percentile TotalCount 1/(1-Percentile)\n\n", 0), 0u) << text.substr(0, 120);
   EXPECT_NE(text.find("       1.000 0.000000000000          1           1.00\n"), std::string::npos);
-  EXPECT_NE(text.find("    5001.215 0.500000000000       5001           2.00\n"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("    5001.215 0.500000000000       5001           2.00\n"), std::string::npos) << text;
   EXPECT_NE(text.find("   10002.431 1.000000000000      10000\n"), std::string::npos) << text;
   EXPECT_NE(text.find("#[Mean    = "), std::string::npos);
-  EXPECT_NE(text.find("#[Max     =    10002.431, Total count    =        10000]\n"),
-            std::string::npos);
-  EXPECT_NE(text.find("#[Buckets =           32, SubBuckets     =         2048]\n"),
-            std::string::npos);
+  EXPECT_NE(text.find("#[Max     =    10002.431, Total count    =        10000]\n"), std::string::npos);
+  EXPECT_NE(text.find("#[Buckets =           32, SubBuckets     =         2048]\n"), std::string::npos);
   const size_t rows = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
   EXPECT_EQ(rows, 2 + h.percentiles().size() + 3);
 }

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -39,9 +39,7 @@ void put_u64(std::vector<uint8_t>& out, uint64_t v) {
 uint32_t get_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
-uint64_t get_u64(const uint8_t* p) {
-  return (uint64_t{get_u32(p)} << 32) | uint64_t{get_u32(p + 4)};
-}
+uint64_t get_u64(const uint8_t* p) { return (uint64_t{get_u32(p)} << 32) | uint64_t{get_u32(p + 4)}; }
 
 // ---- ZigZag LEB128 (HdrHistogram's "LEB128-64b9B"): 7 bits per byte for the
 // first 8 bytes, all 8 bits of a 9th, so any int64 fits in 9 bytes. -----------
@@ -79,8 +77,7 @@ bool get_zigzag(std::span<const uint8_t> in, size_t& pos, int64_t& value) {
 
 // ---- base64 (RFC 4648, standard alphabet, padded) ---------------------------
 
-constexpr char kBase64Alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr char kBase64Alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 std::string base64_encode(std::span<const uint8_t> in) {
   std::string out;
@@ -164,16 +161,14 @@ struct Inflater {
     while (stream.avail_out > 0) {
       const int rc = inflate(&stream, Z_NO_FLUSH);
       if (rc == Z_STREAM_END && stream.avail_out > 0) {
-        throw HlogError(std::string("V2 compressed histogram: deflate stream ends inside the ") +
-                        what);
+        throw HlogError(std::string("V2 compressed histogram: deflate stream ends inside the ") + what);
       }
       if (rc == Z_BUF_ERROR) {
-        throw HlogError(std::string("V2 compressed histogram: deflate stream is truncated in the ") +
-                        what);
+        throw HlogError(std::string("V2 compressed histogram: deflate stream is truncated in the ") + what);
       }
       if (rc != Z_OK && rc != Z_STREAM_END) {
-        throw HlogError(std::string("V2 compressed histogram: corrupt deflate data in the ") +
-                        what + (stream.msg ? std::string(" (") + stream.msg + ")" : ""));
+        throw HlogError(std::string("V2 compressed histogram: corrupt deflate data in the ") + what +
+                        (stream.msg ? std::string(" (") + stream.msg + ")" : ""));
       }
     }
   }
@@ -191,8 +186,7 @@ struct Inflater {
       return;
     }
     if (stream.avail_out == 0) {
-      throw HlogError(
-          "V2 compressed histogram: inflated data is longer than the payload length in its header");
+      throw HlogError("V2 compressed histogram: inflated data is longer than the payload length in its header");
     }
     throw HlogError("V2 compressed histogram: deflate stream is truncated or corrupt");
   }
@@ -233,25 +227,20 @@ HdrHistogram histogram_for_header(const V2Header& h) {
   const uint32_t base = cookie_base(h.cookie);
   if (base != kV2EncodingCookieBase) {
     if (base == kV0EncodingCookieBase || base == kV1EncodingCookieBase) {
-      throw HlogError("V2 histogram: cookie " + hex(h.cookie) +
-                      " is a V0/V1 encoding, which is not supported");
+      throw HlogError("V2 histogram: cookie " + hex(h.cookie) + " is a V0/V1 encoding, which is not supported");
     }
-    throw HlogError("V2 histogram: bad cookie " + hex(h.cookie) + " (expected " +
-                    hex(kV2EncodingCookie) + ")");
+    throw HlogError("V2 histogram: bad cookie " + hex(h.cookie) + " (expected " + hex(kV2EncodingCookie) + ")");
   }
   if (h.payload_bytes < 0) {
     throw HlogError("V2 histogram: negative payload length " + std::to_string(h.payload_bytes));
   }
   if (h.normalizing_index_offset != 0) {
-    throw HlogError("V2 histogram: normalizing index offset " +
-                    std::to_string(h.normalizing_index_offset) +
+    throw HlogError("V2 histogram: normalizing index offset " + std::to_string(h.normalizing_index_offset) +
                     " is not supported (only non-shifted histograms)");
   }
-  if (h.significant_figures < 0 || h.significant_figures > 5 || h.lowest < 1 ||
-      h.highest / 2 < h.lowest) {
-    throw HlogError("V2 histogram: invalid layout (significant figures " +
-                    std::to_string(h.significant_figures) + ", lowest " +
-                    std::to_string(h.lowest) + ", highest " + std::to_string(h.highest) + ")");
+  if (h.significant_figures < 0 || h.significant_figures > 5 || h.lowest < 1 || h.highest / 2 < h.lowest) {
+    throw HlogError("V2 histogram: invalid layout (significant figures " + std::to_string(h.significant_figures) +
+                    ", lowest " + std::to_string(h.lowest) + ", highest " + std::to_string(h.highest) + ")");
   }
   // The largest valid layout (5 digits, 1 .. 2^63) has ~6.2 M counts (50 MB),
   // so this allocation is bounded whatever the header says.
@@ -265,9 +254,8 @@ HdrHistogram histogram_for_header(const V2Header& h) {
 void check_payload_length(const V2Header& h, const HdrHistogram& histogram) {
   const uint64_t max_payload = uint64_t{histogram.counts_array_length()} * kMaxVarintBytes;
   if (static_cast<uint64_t>(h.payload_bytes) > max_payload) {
-    throw HlogError("V2 histogram: payload length " + std::to_string(h.payload_bytes) +
-                    " exceeds the " + std::to_string(max_payload) +
-                    " bytes its layout can need");
+    throw HlogError("V2 histogram: payload length " + std::to_string(h.payload_bytes) + " exceeds the " +
+                    std::to_string(max_payload) + " bytes its layout can need");
   }
 }
 
@@ -283,19 +271,17 @@ void decode_counts(std::span<const uint8_t> payload, HdrHistogram& histogram) {
     if (count < 0) {
       // A run of -count empty buckets.
       if (count < -static_cast<int64_t>(counts_length - index)) {
-        throw HlogError("V2 histogram: zero run at counts index " + std::to_string(index) +
-                        " goes past the " + std::to_string(counts_length) + " counts");
+        throw HlogError("V2 histogram: zero run at counts index " + std::to_string(index) + " goes past the " +
+                        std::to_string(counts_length) + " counts");
       }
       index += static_cast<size_t>(-count);
       continue;
     }
     if (index >= counts_length) {
-      throw HlogError("V2 histogram: more counts than the " + std::to_string(counts_length) +
-                      " its layout has");
+      throw HlogError("V2 histogram: more counts than the " + std::to_string(counts_length) + " its layout has");
     }
     if (!histogram.add_at_index(index, count)) {
-      throw HlogError("V2 histogram: total count overflows at counts index " +
-                      std::to_string(index));
+      throw HlogError("V2 histogram: total count overflows at counts index " + std::to_string(index));
     }
     ++index;
   }
@@ -359,8 +345,8 @@ std::vector<uint8_t> encode_v2_compressed(const HdrHistogram& histogram) {
   const std::vector<uint8_t> plain = encode_v2(histogram);
   uLongf compressed_size = compressBound(static_cast<uLong>(plain.size()));
   std::vector<uint8_t> out(kCompressedHeaderBytes + compressed_size);
-  if (compress2(out.data() + kCompressedHeaderBytes, &compressed_size, plain.data(),
-                static_cast<uLong>(plain.size()), Z_DEFAULT_COMPRESSION) != Z_OK) {
+  if (compress2(out.data() + kCompressedHeaderBytes, &compressed_size, plain.data(), static_cast<uLong>(plain.size()),
+                Z_DEFAULT_COMPRESSION) != Z_OK) {
     throw HlogError("zlib: compress2 failed");
   }
   out.resize(kCompressedHeaderBytes + compressed_size);
@@ -379,15 +365,14 @@ std::string encode_compressed_base64(const HdrHistogram& histogram) {
 
 HdrHistogram decode_v2(std::span<const uint8_t> bytes) {
   if (bytes.size() < kV2HeaderBytes) {
-    throw HlogError("V2 histogram: " + std::to_string(bytes.size()) +
-                    " bytes, shorter than the 40-byte header");
+    throw HlogError("V2 histogram: " + std::to_string(bytes.size()) + " bytes, shorter than the 40-byte header");
   }
   const V2Header h = parse_v2_header(bytes.data());
   HdrHistogram histogram = histogram_for_header(h);
   const size_t available = bytes.size() - kV2HeaderBytes;
   if (static_cast<size_t>(h.payload_bytes) != available) {
-    throw HlogError("V2 histogram: header says " + std::to_string(h.payload_bytes) +
-                    " payload bytes, " + std::to_string(available) + " present");
+    throw HlogError("V2 histogram: header says " + std::to_string(h.payload_bytes) + " payload bytes, " +
+                    std::to_string(available) + " present");
   }
   check_payload_length(h, histogram);
   decode_counts(bytes.subspan(kV2HeaderBytes), histogram);
@@ -412,8 +397,8 @@ HdrHistogram decode_v2_compressed(std::span<const uint8_t> bytes) {
   const uint32_t compressed_bytes = get_u32(bytes.data() + 4);
   const size_t available = bytes.size() - kCompressedHeaderBytes;
   if (compressed_bytes != available) {
-    throw HlogError("V2 compressed histogram: header says " + std::to_string(compressed_bytes) +
-                    " compressed bytes, " + std::to_string(available) + " present");
+    throw HlogError("V2 compressed histogram: header says " + std::to_string(compressed_bytes) + " compressed bytes, " +
+                    std::to_string(available) + " present");
   }
   if (available > std::numeric_limits<uInt>::max()) {
     throw HlogError("V2 compressed histogram: too large");
@@ -463,8 +448,8 @@ void HlogWriter::write_header(double start_time_s_epoch, std::string_view commen
   if (!comment.empty()) {
     // A comment must stay one '#' line whatever it contains.
     std::string one_line(comment);
-    std::replace_if(one_line.begin(), one_line.end(),
-                    [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    std::replace_if(
+        one_line.begin(), one_line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     text += "#[" + one_line + "]\n";
   }
   text += "#[Histogram log format version 1.3]\n";
@@ -481,8 +466,8 @@ void HlogWriter::write_header(double start_time_s_epoch, std::string_view commen
   flush_or_throw();
 }
 
-void HlogWriter::write_interval(double start_s, double duration_s, const HdrHistogram& histogram,
-                                std::string_view tag, double max_value_unit_ratio) {
+void HlogWriter::write_interval(double start_s, double duration_s, const HdrHistogram& histogram, std::string_view tag,
+                                double max_value_unit_ratio) {
   if (!std::isfinite(start_s) || start_s < 0 || !std::isfinite(duration_s) || duration_s < 0) {
     throw std::invalid_argument("HlogWriter: interval start and duration must be finite and >= 0");
   }
@@ -514,8 +499,8 @@ double parse_number(std::string_view field, const char* what, size_t line_number
   double v = 0;
   const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
   if (f.empty() || ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v)) {
-    throw HlogError("hlog line " + std::to_string(line_number) + ": " + what + " '" +
-                    std::string(field.substr(0, 64)) + "' is not a number");
+    throw HlogError("hlog line " + std::to_string(line_number) + ": " + what + " '" + std::string(field.substr(0, 64)) +
+                    "' is not a number");
   }
   return v;
 }
@@ -533,8 +518,7 @@ std::vector<HlogInterval> read_hlog(std::istream& in) {
     if (line.front() == '#') {
       constexpr std::string_view kVersion = "#[Histogram log format version ";
       if (line.starts_with(kVersion) && !line.substr(kVersion.size()).starts_with("1.")) {
-        throw HlogError("hlog line " + std::to_string(line_number) +
-                        ": unsupported log format version in '" +
+        throw HlogError("hlog line " + std::to_string(line_number) + ": unsupported log format version in '" +
                         std::string(line.substr(0, 80)) + "' (1.x expected)");
       }
       continue;
@@ -545,8 +529,7 @@ std::vector<HlogInterval> read_hlog(std::istream& in) {
     if (line.starts_with("Tag=")) {
       const size_t comma = line.find(',');
       if (comma == std::string_view::npos) {
-        throw HlogError("hlog line " + std::to_string(line_number) +
-                        ": 'Tag=' without the ',' that ends the tag");
+        throw HlogError("hlog line " + std::to_string(line_number) + ": 'Tag=' without the ',' that ends the tag");
       }
       tag = std::string(line.substr(4, comma - 4));
       line.remove_prefix(comma + 1);
@@ -573,8 +556,8 @@ std::vector<HlogInterval> read_hlog(std::istream& in) {
     const double duration_s = parse_number(fields[1], "Interval_Length", line_number);
     const double max_value = parse_number(fields[2], "Interval_Max", line_number);
     try {
-      intervals.push_back(HlogInterval{std::move(tag), start_s, duration_s, max_value,
-                                       decode_compressed_base64(fields[3])});
+      intervals.push_back(
+          HlogInterval{std::move(tag), start_s, duration_s, max_value, decode_compressed_base64(fields[3])});
     } catch (const HlogError& e) {
       throw HlogError("hlog line " + std::to_string(line_number) + ": " + e.what());
     }

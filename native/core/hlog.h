@@ -62,8 +62,8 @@ class HlogWriter {
   // "[Tag=<tag>,]<start>,<duration>,<max/max_value_unit_ratio>,<base64>", all
   // numbers with 3 decimals. Throws std::invalid_argument for a tag with a
   // comma, whitespace or control character, or negative/non-finite times.
-  void write_interval(double start_s, double duration_s, const HdrHistogram& histogram,
-                      std::string_view tag = {}, double max_value_unit_ratio = 1e6);
+  void write_interval(double start_s, double duration_s, const HdrHistogram& histogram, std::string_view tag = {},
+                      double max_value_unit_ratio = 1e6);
 
  private:
   void flush_or_throw();
@@ -71,10 +71,10 @@ class HlogWriter {
 };
 
 struct HlogInterval {
-  std::string tag;    // empty when the line has no Tag=
-  double start_s;     // as written in the log (relative to BaseTime if any)
+  std::string tag;  // empty when the line has no Tag=
+  double start_s;   // as written in the log (relative to BaseTime if any)
   double duration_s;
-  double max_value;   // Interval_Max as written (in max_value_unit_ratio units)
+  double max_value;  // Interval_Max as written (in max_value_unit_ratio units)
   HdrHistogram histogram;
 };
 

@@ -33,8 +33,7 @@ namespace {
 
 // Percentile keys as the JSON spells them; chosen so that with sample counts
 // that are multiples of 100000 every rank is an exact integer (see the pytest).
-constexpr const char* kPercentiles[] = {"0",  "10",   "25",    "50",     "75", "90",
-                                        "99", "99.9", "99.99", "99.999", "100"};
+constexpr const char* kPercentiles[] = {"0", "10", "25", "50", "75", "90", "99", "99.9", "99.99", "99.999", "100"};
 
 // splitmix64: a fixed generator, so a seed means the same data everywhere.
 struct SplitMix64 {
@@ -68,8 +67,8 @@ int64_t draw_latency_ns(SplitMix64& rng, int64_t highest) {
 }
 
 std::string json_stats(const HdrHistogram& h) {
-  std::string out = "{\"total_count\":" + std::to_string(h.total_count()) +
-                    ",\"min\":" + std::to_string(h.min()) + ",\"max\":" + std::to_string(h.max());
+  std::string out = "{\"total_count\":" + std::to_string(h.total_count()) + ",\"min\":" + std::to_string(h.min()) +
+                    ",\"max\":" + std::to_string(h.max());
   char mean[64];
   std::snprintf(mean, sizeof(mean), "%.17g", h.mean());
   out += ",\"mean\":" + std::string(mean) + ",\"values\":{";
@@ -190,11 +189,10 @@ int run_write(int argc, char** argv) {
       const std::string tag = k % 2 == 1 ? "odd" : "";
       writer.write_interval(static_cast<double>(k), 1.0, h, tag);
       total.merge(h);
-      append_item(json_intervals, with_fields(json_stats(h),
-                                              ",\"tag\":" + json_string(tag) +
-                                                  ",\"start_s\":" + json_double(static_cast<double>(k)) +
-                                                  ",\"duration_s\":1.0,\"base64\":\"" +
-                                                  encode_compressed_base64(h) + "\""));
+      append_item(json_intervals,
+                  with_fields(json_stats(h),
+                              ",\"tag\":" + json_string(tag) + ",\"start_s\":" + json_double(static_cast<double>(k)) +
+                                  ",\"duration_s\":1.0,\"base64\":\"" + encode_compressed_base64(h) + "\""));
     }
   }
   std::filesystem::rename(tmp_path, out_path);
@@ -210,11 +208,10 @@ int run_decode() {
     if (line.empty()) continue;
     const HdrHistogram h = decode_compressed_base64(line);
     char layout[160];
-    std::snprintf(layout, sizeof(layout),
-                  ",\"lowest\":%" PRId64 ",\"highest\":%" PRId64 ",\"significant_figures\":%d",
+    std::snprintf(layout, sizeof(layout), ",\"lowest\":%" PRId64 ",\"highest\":%" PRId64 ",\"significant_figures\":%d",
                   h.lowest_discernible_value(), h.highest_trackable_value(), h.significant_figures());
-    append_item(items, with_fields(json_stats(h), std::string(layout) + ",\"reencoded\":\"" +
-                                                      encode_compressed_base64(h) + "\""));
+    append_item(items, with_fields(json_stats(h),
+                                   std::string(layout) + ",\"reencoded\":\"" + encode_compressed_base64(h) + "\""));
   }
   std::printf("{\"percentiles\":%s,\"histograms\":[%s]}\n", json_percentile_list().c_str(), items.c_str());
   return 0;
@@ -226,11 +223,11 @@ int run_read(const char* path) {
   const std::vector<HlogInterval> intervals = read_hlog(file);
   std::string items;
   for (const HlogInterval& interval : intervals) {
-    append_item(items, with_fields(json_stats(interval.histogram),
-                                   ",\"tag\":" + json_string(interval.tag) +
-                                       ",\"start_s\":" + json_double(interval.start_s) +
-                                       ",\"duration_s\":" + json_double(interval.duration_s) +
-                                       ",\"max_value\":" + json_double(interval.max_value)));
+    append_item(items,
+                with_fields(json_stats(interval.histogram), ",\"tag\":" + json_string(interval.tag) +
+                                                                ",\"start_s\":" + json_double(interval.start_s) +
+                                                                ",\"duration_s\":" + json_double(interval.duration_s) +
+                                                                ",\"max_value\":" + json_double(interval.max_value)));
   }
   std::printf("{\"percentiles\":%s,\"intervals\":[%s]}\n", json_percentile_list().c_str(), items.c_str());
   return 0;

@@ -74,16 +74,16 @@ TEST(V2Encoding, HeaderFieldsAreWhatHdrHistogramExpects) {
   const std::vector<uint8_t> bytes = encode_v2(h);
   ASSERT_GE(bytes.size(), kV2HeaderBytes);
   const auto u32 = [&](size_t at) {
-    return (uint32_t{bytes[at]} << 24) | (uint32_t{bytes[at + 1]} << 16) |
-           (uint32_t{bytes[at + 2]} << 8) | bytes[at + 3];
+    return (uint32_t{bytes[at]} << 24) | (uint32_t{bytes[at + 1]} << 16) | (uint32_t{bytes[at + 2]} << 8) |
+           bytes[at + 3];
   };
-  EXPECT_EQ(u32(0), 0x1c849313u);                   // V2 cookie, 8-byte word size
+  EXPECT_EQ(u32(0), 0x1c849313u);                    // V2 cookie, 8-byte word size
   EXPECT_EQ(u32(4), bytes.size() - kV2HeaderBytes);  // payload length
   EXPECT_EQ(u32(8), 0u);                             // normalizing index offset
   EXPECT_EQ(u32(12), 2u);                            // significant digits
   EXPECT_EQ(u32(16), 0u);
-  EXPECT_EQ(u32(20), 1000u);  // lowest
-  EXPECT_EQ((uint64_t{u32(24)} << 32) | u32(28), 10'000'000'000u);  // highest
+  EXPECT_EQ(u32(20), 1000u);                                            // lowest
+  EXPECT_EQ((uint64_t{u32(24)} << 32) | u32(28), 10'000'000'000u);      // highest
   EXPECT_EQ((uint64_t{u32(32)} << 32) | u32(36), 0x3ff0000000000000u);  // 1.0
   // Compressed form: starts with "HISTFAA", like every Java/Python .hlog line.
   EXPECT_EQ(encode_compressed_base64(h).rfind("HISTFAA", 0), 0u);
@@ -97,7 +97,7 @@ TEST(V2Encoding, RoundTripKeepsEveryCount) {
   cases.push_back(heavy_tailed(3, 5'000, HdrHistogram(1, int64_t{1} << 62, 5)));
   cases.push_back(heavy_tailed(4, 100, HdrHistogram(7, 1'000'000'000, 0)));
   HdrHistogram big_counts = HdrHistogram::for_latency_ns();
-  big_counts.record_n(0, int64_t{1} << 61);        // needs the 9th varint byte
+  big_counts.record_n(0, int64_t{1} << 61);  // needs the 9th varint byte
   big_counts.record_n(3'600'000'000'000, 123'456'789'012);
   cases.push_back(big_counts);
   HdrHistogram single = HdrHistogram::for_latency_ns();
@@ -162,8 +162,7 @@ TEST(V2Decoding, RejectsWrongCookies) {
   // Inside the deflate stream the V2 body must carry the encoding cookie.
   std::vector<uint8_t> body = plain;
   set_u32(body, 0, kV2CompressedEncodingCookie);
-  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("bad cookie"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("bad cookie"), std::string::npos);
 }
 
 TEST(V2Decoding, RejectsEveryTruncation) {
@@ -192,14 +191,12 @@ TEST(V2Decoding, RejectsHeadersClaimingAbsurdSizes) {
   const HdrHistogram h = heavy_tailed(7, 100);
   std::vector<uint8_t> compressed = encode_v2_compressed(h);
   set_u32(compressed, 4, 0xffffffffu);
-  EXPECT_NE(error_of([&] { decode_v2_compressed(compressed); }).find("compressed bytes"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_v2_compressed(compressed); }).find("compressed bytes"), std::string::npos);
 
   const std::vector<uint8_t> plain = encode_v2(h);
   std::vector<uint8_t> body = plain;
   set_u32(body, 4, 0x7fffffffu);  // payload length far beyond 9 bytes per count
-  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("exceeds"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("exceeds"), std::string::npos);
   EXPECT_THROW(decode_v2(body), HlogError);
   set_u32(body, 4, 0x80000000u);  // negative
   EXPECT_NE(error_of([&] { decode_v2(body); }).find("negative payload length"), std::string::npos);
@@ -207,11 +204,9 @@ TEST(V2Decoding, RejectsHeadersClaimingAbsurdSizes) {
   // Payload length within the layout's bound but far longer than the data.
   body = plain;
   set_u32(body, 4, 200'000);
-  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("ends inside"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_v2_compressed(compress_raw(body)); }).find("ends inside"), std::string::npos);
 
-  const auto with_layout = [&](uint32_t digits, uint64_t lowest, uint64_t highest,
-                               uint32_t offset = 0) {
+  const auto with_layout = [&](uint32_t digits, uint64_t lowest, uint64_t highest, uint32_t offset = 0) {
     std::vector<uint8_t> b = plain;
     set_u32(b, 8, offset);
     set_u32(b, 12, digits);
@@ -224,8 +219,7 @@ TEST(V2Decoding, RejectsHeadersClaimingAbsurdSizes) {
   EXPECT_NE(with_layout(3, 1ull << 63, 1000).find("invalid layout"), std::string::npos);
   EXPECT_NE(with_layout(3, 100, 150).find("invalid layout"), std::string::npos);
   EXPECT_NE(with_layout(5, 1ull << 60, (1ull << 63) - 1).find("invalid layout"), std::string::npos);
-  EXPECT_NE(with_layout(3, 1, 3'600'000'000'000, 5).find("normalizing index offset"),
-            std::string::npos);
+  EXPECT_NE(with_layout(3, 1, 3'600'000'000'000, 5).find("normalizing index offset"), std::string::npos);
 }
 
 TEST(V2Decoding, RejectsPayloadsThatOverrunTheCountsArray) {
@@ -239,15 +233,13 @@ TEST(V2Decoding, RejectsPayloadsThatOverrunTheCountsArray) {
   };
   // Zero run of len-1 (zigzag 2*(len-1)-1), then 2 counts: one fits, one does not.
   const uint64_t run = 2 * (len - 1) - 1;
-  std::vector<uint8_t> payload = {static_cast<uint8_t>((run & 0x7f) | 0x80),
-                                  static_cast<uint8_t>(run >> 7), 2, 2};
+  std::vector<uint8_t> payload = {static_cast<uint8_t>((run & 0x7f) | 0x80), static_cast<uint8_t>(run >> 7), 2, 2};
   EXPECT_NE(decode_payload(payload).find("more counts"), std::string::npos);
   payload.pop_back();
   EXPECT_EQ(decode_payload(payload), "(no HlogError)");
   // A zero run past the end, including INT64_MIN (zigzag 0xff..ff).
   EXPECT_NE(decode_payload({0xff, 0x01}).find("zero run"), std::string::npos);
-  EXPECT_NE(decode_payload({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}).find("zero run"),
-            std::string::npos);
+  EXPECT_NE(decode_payload({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}).find("zero run"), std::string::npos);
   // A varint cut short.
   EXPECT_NE(decode_payload({0x80, 0x80}).find("inside a varint"), std::string::npos);
   // Counts whose sum overflows int64: 2^62 (zigzag 2^63) three times.
@@ -287,9 +279,10 @@ TEST(V2Decoding, GarbageNeverCrashes) {
     }
   }
   EXPECT_LT(decoded_anyway, 3000);
-  for (const char* text : {"", "   ", "HISTFAA", "!!!!", "HISTFAAAAD14nJ=NpmSz", "====",
-                           "HISTFAAAAD14nJNpmSzMwMAgzQABzFCaEch0M9ixgMH+A0SAiYnpJD/TagEmloPCX5hPezGtNWBamsm0+hMjEwAskgx",
-                           "QUJD", "AAAAAAAAAAAA"}) {
+  for (const char* text :
+       {"", "   ", "HISTFAA", "!!!!", "HISTFAAAAD14nJ=NpmSz",
+        "====", "HISTFAAAAD14nJNpmSzMwMAgzQABzFCaEch0M9ixgMH+A0SAiYnpJD/TagEmloPCX5hPezGtNWBamsm0+hMjEwAskgx", "QUJD",
+        "AAAAAAAAAAAA"}) {
     EXPECT_THROW(decode_compressed_base64(text), HlogError) << text;
   }
 }
@@ -313,8 +306,7 @@ TEST(HlogWriter, WritesTheV13HeaderAndIntervalLines) {
   EXPECT_EQ(all[1], "#[Histogram log format version 1.3]");
   EXPECT_EQ(all[2], "#[StartTime: 1700000000.250 (seconds since epoch), Tue Nov 14 22:13:20 UTC 2023]");
   EXPECT_EQ(all[3], "#[BaseTime: 1700000000.250 (seconds since epoch)]");
-  EXPECT_EQ(all[4],
-            "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"");
+  EXPECT_EQ(all[4], "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"");
   // Interval_Max: max() = 2'500'607 ns (bucket top) in ms with 3 decimals.
   EXPECT_EQ(all[5], "0.000,1.000,2.501," + encode_compressed_base64(h));
   EXPECT_EQ(all[6].rfind("Tag=load-gen,1.000,1.000,2.501,HISTFAA", 0), 0u) << all[6];

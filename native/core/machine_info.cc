@@ -56,10 +56,14 @@ MachineInfo read_machine_info() {
 }
 
 nlohmann::json to_json(const MachineInfo& info) {
-  return {{"hostname", info.hostname},         {"kernel", info.kernel},
-          {"cpu_model", info.cpu_model},       {"online_cpus", info.online_cpus},
-          {"allowed_cpus", info.allowed_cpus}, {"governor", info.governor},
-          {"page_size_bytes", info.page_size_bytes}, {"mem_total_bytes", info.mem_total_bytes}};
+  return {{"hostname", info.hostname},
+          {"kernel", info.kernel},
+          {"cpu_model", info.cpu_model},
+          {"online_cpus", info.online_cpus},
+          {"allowed_cpus", info.allowed_cpus},
+          {"governor", info.governor},
+          {"page_size_bytes", info.page_size_bytes},
+          {"mem_total_bytes", info.mem_total_bytes}};
 }
 
 }  // namespace tailscope

@@ -106,8 +106,7 @@ std::optional<SystemCounters> read_system_counters() {
   return s;
 }
 
-ResourceSampler::ResourceSampler(pid_t pid, int interval_ms)
-    : pid_(pid), interval_ms_(std::max(1, interval_ms)) {}
+ResourceSampler::ResourceSampler(pid_t pid, int interval_ms) : pid_(pid), interval_ms_(std::max(1, interval_ms)) {}
 
 ResourceSampler::~ResourceSampler() { stop(); }
 
@@ -242,11 +241,14 @@ nlohmann::json ResourceSampler::summary() const {
                            {"rss_bytes_max", rss_max},
                            {"threads_max", threads_max},
                            {"alive_fraction", alive_points / n}};
-    if (fds_max >= 0) proc["open_fds_max"] = fds_max;
-    else proc["open_fds_max"] = nullptr, proc["open_fds_unavailable"] = "/proc/PID/fd not readable";
+    if (fds_max >= 0)
+      proc["open_fds_max"] = fds_max;
+    else
+      proc["open_fds_max"] = nullptr, proc["open_fds_unavailable"] = "/proc/PID/fd not readable";
     if (first_alive != s.end() && span_s > 0) {
       proc["voluntary_ctx_switches_per_s"] =
-          static_cast<double>(last_alive->proc_voluntary_ctx_switches - first_alive->proc_voluntary_ctx_switches) / span_s;
+          static_cast<double>(last_alive->proc_voluntary_ctx_switches - first_alive->proc_voluntary_ctx_switches) /
+          span_s;
       proc["involuntary_ctx_switches_per_s"] =
           static_cast<double>(last_alive->proc_involuntary_ctx_switches - first_alive->proc_involuntary_ctx_switches) /
           span_s;

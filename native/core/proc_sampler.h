@@ -44,7 +44,7 @@ std::optional<SystemCounters> read_system_counters();
 
 // One point of the time series, with rates computed against the previous point.
 struct ResourceSample {
-  int64_t t_ns = 0;            // monotonic
+  int64_t t_ns = 0;              // monotonic
   double proc_cpu_user_pct = 0;  // % of one core over the interval (200 % = two busy cores)
   double proc_cpu_sys_pct = 0;
   int64_t proc_rss_bytes = 0;

@@ -30,8 +30,8 @@ std::string iso8601_utc(int64_t epoch_ns) {
   tm t{};
   gmtime_r(&secs, &t);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1,
-                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((epoch_ns / 1'000'000) % 1000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((epoch_ns / 1'000'000) % 1000));
   return buf;
 }
 
@@ -134,8 +134,7 @@ nlohmann::json new_result_document(std::string_view engine, int argc, char** arg
           {"warnings", nlohmann::json::array()}};
 }
 
-void emit_progress(std::string_view engine, std::string_view phase, double fraction_done,
-                   const nlohmann::json& extra) {
+void emit_progress(std::string_view engine, std::string_view phase, double fraction_done, const nlohmann::json& extra) {
   nlohmann::json line = {{"engine", engine}, {"phase", phase}, {"fraction_done", fraction_done}};
   for (auto& [k, v] : extra.items()) line[k] = v;
   std::cerr << line.dump() << '\n' << std::flush;

@@ -26,9 +26,12 @@ class AsioSession : public std::enable_shared_from_this<AsioSession> {
     socket_.async_read_some(asio::buffer(buffer_.data(), budget),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
                               self->stall_.maybe_stall();
-                              if (ec == asio::error::eof) self->session_.on_peer_closed();
-                              else if (ec) return;  // reset/aborted: dropping self closes the socket
-                              else self->session_.on_received(self->buffer_.data(), n);
+                              if (ec == asio::error::eof)
+                                self->session_.on_peer_closed();
+                              else if (ec)
+                                return;  // reset/aborted: dropping self closes the socket
+                              else
+                                self->session_.on_received(self->buffer_.data(), n);
                               self->after_io();
                             });
   }

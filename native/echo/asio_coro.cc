@@ -3,13 +3,13 @@
 // io_context run by --threads threads. Listener, accept loop and threads:
 // echo/internal/asio_server.h.
 #include <array>
-
-#include "echo/internal/asio_server.h"
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "echo/internal/asio_server.h"
 
 namespace tailscope::echo {
 namespace {
@@ -27,9 +27,12 @@ asio::awaitable<void> serve_connection(tcp::socket socket, const ServerConfig& c
       size_t n = co_await socket.async_read_some(asio::buffer(buffer.data(), budget),
                                                  asio::redirect_error(asio::use_awaitable, ec));
       stall.maybe_stall();
-      if (ec == asio::error::eof) session.on_peer_closed();
-      else if (ec) co_return;
-      else session.on_received(buffer.data(), n);
+      if (ec == asio::error::eof)
+        session.on_peer_closed();
+      else if (ec)
+        co_return;
+      else
+        session.on_received(buffer.data(), n);
     }
     while (session.wants_write()) {
       std::string_view out = session.pending_output();
@@ -46,10 +49,11 @@ asio::awaitable<void> serve_connection(tcp::socket socket, const ServerConfig& c
 
 void run_asio_coro(ServerContext& ctx) {
   const ServerConfig& config = ctx.config;
-  internal::run_asio_server(ctx, std::max(1, config.threads), [&config](tcp::socket socket, const StallSchedule& stall) {
-    const auto executor = socket.get_executor();
-    asio::co_spawn(executor, serve_connection(std::move(socket), config, stall), asio::detached);
-  });
+  internal::run_asio_server(
+      ctx, std::max(1, config.threads), [&config](tcp::socket socket, const StallSchedule& stall) {
+        const auto executor = socket.get_executor();
+        asio::co_spawn(executor, serve_connection(std::move(socket), config, stall), asio::detached);
+      });
 }
 
 }  // namespace tailscope::echo

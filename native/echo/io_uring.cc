@@ -82,8 +82,10 @@ class UringServer {
 
   void arm_accept(int listen_fd) {
     io_uring_sqe* sqe = get_sqe();
-    if (multishot_accept_) io_uring_prep_multishot_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    else io_uring_prep_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (multishot_accept_)
+      io_uring_prep_multishot_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    else
+      io_uring_prep_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, kAcceptTag);
   }
 
@@ -135,9 +137,12 @@ class UringServer {
     }
     auto* c = reinterpret_cast<Connection*>(data & ~kTagMask);
     if ((data & kTagMask) == kRecv) {
-      if (res == 0) c->session.on_peer_closed();
-      else if (res < 0) return close_connection(c);
-      else c->session.on_received(c->buffer.data(), static_cast<size_t>(res));
+      if (res == 0)
+        c->session.on_peer_closed();
+      else if (res < 0)
+        return close_connection(c);
+      else
+        c->session.on_received(c->buffer.data(), static_cast<size_t>(res));
     } else {
       if (res <= 0) return close_connection(c);
       c->session.on_sent(static_cast<size_t>(res));

@@ -168,8 +168,10 @@ TEST_P(EchoModels, EchoesExactBytesForConcurrentConnectionsAndASlowReader) {
         }
         for (int round = 0; round < kRounds && mismatch[c].empty(); ++round) {
           const std::string sent = pattern(c, round, 1 + static_cast<size_t>((c * 3001 + round * 977) % 20000));
-          if (!send_all(fd, sent)) mismatch[c] = "send failed in round " + std::to_string(round);
-          else if (recv_exactly(fd, sent.size()) != sent) mismatch[c] = "wrong echo in round " + std::to_string(round);
+          if (!send_all(fd, sent))
+            mismatch[c] = "send failed in round " + std::to_string(round);
+          else if (recv_exactly(fd, sent.size()) != sent)
+            mismatch[c] = "wrong echo in round " + std::to_string(round);
         }
         ::close(fd);
       });

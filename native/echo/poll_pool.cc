@@ -125,7 +125,8 @@ void run_poll_pool(ServerContext& ctx) {
       }
       if (e.token == kListenerToken) {
         acceptor.accept_ready(/*nonblocking=*/true, [&](int fd) {
-          auto c = std::make_unique<Connection>(Connection{fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
+          auto c =
+              std::make_unique<Connection>(Connection{fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
           park(c.get());
           all.emplace(c.get(), std::move(c));
         });
@@ -138,8 +139,10 @@ void run_poll_pool(ServerContext& ctx) {
       work.push(c);
     }
     for (Connection* c : back.drain()) {
-      if (c->fd >= 0) park(c);
-      else all.erase(c);
+      if (c->fd >= 0)
+        park(c);
+      else
+        all.erase(c);
     }
   }
   work.close();

@@ -33,7 +33,9 @@ int64_t process_stall_origin_ns() {
 }  // namespace
 
 StallSchedule::StallSchedule(const ServerConfig& config)
-    : t0_ns_(process_stall_origin_ns()), every_ns_(config.stall_every_ms * 1'000'000), stall_ns_(config.stall_ms * 1'000'000) {}
+    : t0_ns_(process_stall_origin_ns()),
+      every_ns_(config.stall_every_ms * 1'000'000),
+      stall_ns_(config.stall_ms * 1'000'000) {}
 
 void StallSchedule::maybe_stall() const {
   if (!enabled()) return;
@@ -46,20 +48,26 @@ void pin_worker(const ServerConfig& config, int worker_index) {
   if (config.cpus.empty()) return;
   std::string error;
   const int cpu = config.cpus[static_cast<size_t>(worker_index) % config.cpus.size()];
-  if (!pin_current_thread(cpu, &error)) throw std::runtime_error("cannot pin worker to CPU " + std::to_string(cpu) + ": " + error);
+  if (!pin_current_thread(cpu, &error))
+    throw std::runtime_error("cannot pin worker to CPU " + std::to_string(cpu) + ": " + error);
 }
 
 const std::vector<Model>& all_models() {
   static const std::vector<Model> models = {
       {"epoll", "one thread, non-blocking sockets, level-triggered epoll", false, run_epoll},
-      {"thread-per-connection", "one blocking thread per connection, blocking accept", false, run_thread_per_connection},
+      {"thread-per-connection", "one blocking thread per connection, blocking accept", false,
+       run_thread_per_connection},
       {"poll", "one thread, poll() over every socket, read/write right after readiness", false, run_poll},
-      {"poll-pool", "one poll() thread hands ready sockets to a fixed pool that reads and writes", false, run_poll_pool},
+      {"poll-pool", "one poll() thread hands ready sockets to a fixed pool that reads and writes", false,
+       run_poll_pool},
       {"asio", "Boost.Asio, callbacks, one io_context run by one thread", false, run_asio},
       {"asio-mt", "Boost.Asio, callbacks, one io_context run by --threads threads", false, run_asio_mt},
-      {"io-uring", "liburing, one thread, multishot accept where supported, one recv or send in flight per connection", false, run_io_uring},
-      {"epoll-reuseport", "one epoll loop per thread, each with its own SO_REUSEPORT listener", true, run_epoll_reuseport},
-      {"asio-coro", "Boost.Asio C++20 coroutines (co_await), one io_context run by --threads threads", false, run_asio_coro},
+      {"io-uring", "liburing, one thread, multishot accept where supported, one recv or send in flight per connection",
+       false, run_io_uring},
+      {"epoll-reuseport", "one epoll loop per thread, each with its own SO_REUSEPORT listener", true,
+       run_epoll_reuseport},
+      {"asio-coro", "Boost.Asio C++20 coroutines (co_await), one io_context run by --threads threads", false,
+       run_asio_coro},
   };
   return models;
 }

@@ -56,7 +56,7 @@ class ModelUnavailable : public std::runtime_error {
 struct Model {
   std::string_view name;
   std::string_view what;
-  bool listener_per_thread;  // main creates config.threads SO_REUSEPORT listeners
+  bool listener_per_thread;     // main creates config.threads SO_REUSEPORT listeners
   void (*run)(ServerContext&);  // returns once stop is requested and connections are closed
 };
 

@@ -50,7 +50,9 @@ OpenLoopPoint point_settings(const AsyncBenchConfig& cfg, double rate_per_s, int
 
 nlohmann::json sched_json(const std::optional<SchedStat>& s) {
   if (!s) return nullptr;
-  return {{"threads", s->threads}, {"run_ns", s->run_ns}, {"runqueue_wait_ns", s->runqueue_wait_ns},
+  return {{"threads", s->threads},
+          {"run_ns", s->run_ns},
+          {"runqueue_wait_ns", s->runqueue_wait_ns},
           {"timeslices", s->timeslices}};
 }
 
@@ -260,10 +262,10 @@ void run_model_payload(Output& out, const AsyncBenchConfig& cfg, const std::stri
       const double rate = std::max(1.0, max_rate * pct / 100.0);
       out.progress(model_name + "/" + std::string(mechanism_name(m)) + "/" + payload.name + " @ " +
                    std::to_string(std::llround(pct)) + "%");
-      const PointResult p = run_open_loop_point(
-          *model, m,
-          point_settings(cfg, rate, cfg.scaled_ms(cfg.point_ms) * 1'000'000, cfg.scaled_ms(cfg.warmup_ms) * 1'000'000,
-                         payload.bytes));
+      const PointResult p =
+          run_open_loop_point(*model, m,
+                              point_settings(cfg, rate, cfg.scaled_ms(cfg.point_ms) * 1'000'000,
+                                             cfg.scaled_ms(cfg.warmup_ms) * 1'000'000, payload.bytes));
       ++out.done_points;
       emit_point(out, cfg, model_name, mechanism_name(m), payload, pct, model->deferred(), p);
     }
@@ -346,7 +348,8 @@ void run_async_bench(const AsyncBenchConfig& cfg, nlohmann::json& doc, HlogWrite
   doc["ramps"] = nlohmann::json::object();
   doc["measurements"] = nlohmann::json::array();
   doc["unavailable"] = nlohmann::json::array();
-  if (cfg.pinned && cfg.producer_cpu == cfg.consumer_cpu) doc["warnings"].push_back("producer and consumer share one CPU");
+  if (cfg.pinned && cfg.producer_cpu == cfg.consumer_cpu)
+    doc["warnings"].push_back("producer and consumer share one CPU");
 
   hlog.write_header(static_cast<double>(realtime_ns()) / 1e9, "tailscope-asyncbench async probe delays");
   Output out{doc, hlog, monotonic_ns()};
@@ -361,10 +364,14 @@ void run_async_bench(const AsyncBenchConfig& cfg, nlohmann::json& doc, HlogWrite
     for (size_t k = 0; k < cfg.payloads.size(); ++k) {
       const PayloadKind& p = cfg.payloads[k];
       const bool sweep = k == 0;
-      if (p.name == "void") run_model_payload<void>(out, cfg, model, p, sweep, max_rates);
-      else if (p.name == "long_long") run_model_payload<long long>(out, cfg, model, p, sweep, max_rates);
-      else if (p.name == "vector10000") run_model_payload<std::vector<int>>(out, cfg, model, p, sweep, max_rates);
-      else run_model_payload<std::vector<char>>(out, cfg, model, p, sweep, max_rates);
+      if (p.name == "void")
+        run_model_payload<void>(out, cfg, model, p, sweep, max_rates);
+      else if (p.name == "long_long")
+        run_model_payload<long long>(out, cfg, model, p, sweep, max_rates);
+      else if (p.name == "vector10000")
+        run_model_payload<std::vector<int>>(out, cfg, model, p, sweep, max_rates);
+      else
+        run_model_payload<std::vector<char>>(out, cfg, model, p, sweep, max_rates);
     }
   }
   if (std::find(cfg.models.begin(), cfg.models.end(), "coroutine") != cfg.models.end())

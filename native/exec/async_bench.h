@@ -60,9 +60,7 @@ struct AsyncBenchConfig {
     ramp_refinements = 1;
     resume_batches = 1000;
   }
-  int64_t scaled_ms(int64_t ms) const {
-    return std::max<int64_t>(1, std::llround(static_cast<double>(ms) * scale));
-  }
+  int64_t scaled_ms(int64_t ms) const { return std::max<int64_t>(1, std::llround(static_cast<double>(ms) * scale)); }
 };
 
 // Runs the whole procedure and fills the result document `doc` (config,

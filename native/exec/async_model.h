@@ -17,10 +17,10 @@
 
 #include <functional>
 #include <future>
-#include <stdexcept>
-#include <string>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -33,10 +33,14 @@ enum class ResultMechanism { kFuture, kContinuation, kJoin, kResume };
 
 constexpr std::string_view mechanism_name(ResultMechanism m) noexcept {
   switch (m) {
-    case ResultMechanism::kFuture: return "future";
-    case ResultMechanism::kContinuation: return "continuation";
-    case ResultMechanism::kJoin: return "join";
-    case ResultMechanism::kResume: return "resume";
+    case ResultMechanism::kFuture:
+      return "future";
+    case ResultMechanism::kContinuation:
+      return "continuation";
+    case ResultMechanism::kJoin:
+      return "join";
+    case ResultMechanism::kResume:
+      return "resume";
   }
   return "?";
 }

@@ -21,7 +21,7 @@ namespace tailscope::exec {
 
 // In report order: the per-call baselines first, then pools, then coroutines.
 inline const std::vector<std::string>& async_model_names() {
-  static const std::vector<std::string> names = {"deferred",   "std-async",     "std-thread", "fixed-pool",
+  static const std::vector<std::string> names = {"deferred",  "std-async",     "std-thread", "fixed-pool",
                                                  "spin-pool", "work-stealing", "coroutine"};
   return names;
 }

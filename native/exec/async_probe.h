@@ -69,10 +69,14 @@ inline constexpr std::array<AsyncDelay, 4> kAsyncDelays = {AsyncDelay::kScheduli
                                                            AsyncDelay::kJoinDelay, AsyncDelay::kTotal};
 constexpr std::string_view delay_name(AsyncDelay d) noexcept {
   switch (d) {
-    case AsyncDelay::kSchedulingDelay: return "scheduling_delay";
-    case AsyncDelay::kDeferralWait: return "deferral_wait";
-    case AsyncDelay::kJoinDelay: return "join_delay";
-    case AsyncDelay::kTotal: return "total";
+    case AsyncDelay::kSchedulingDelay:
+      return "scheduling_delay";
+    case AsyncDelay::kDeferralWait:
+      return "deferral_wait";
+    case AsyncDelay::kJoinDelay:
+      return "join_delay";
+    case AsyncDelay::kTotal:
+      return "total";
   }
   return "?";
 }

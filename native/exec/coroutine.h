@@ -160,7 +160,7 @@ class ScheduleOn {
   bool await_suspend(std::coroutine_handle<> h) {
     WorkItem item(Resumption{h, this});
     if (executor_.try_submit(item)) return true;  // may already be running elsewhere: touch nothing
-    rejected_ = true;  // still ours: disarm the item, continue here and throw
+    rejected_ = true;                             // still ours: disarm the item, continue here and throw
     item = WorkItem();
     return false;
   }

@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <future>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 
 #include "exec/fixed_pool.h"
 #include "exec/spin_pool.h"
@@ -23,7 +23,7 @@ PoolOptions two_workers() {
 
 Task<int> square_on(Executor& ex, int x) {
   co_await schedule_on(ex);
-  co_return x * x;
+  co_return x* x;
 }
 
 Task<int> sum_of_squares(Executor& ex, int n) {
@@ -61,10 +61,11 @@ TEST(Coroutine, WhenAllCollectsInOrderAndEachRunsOnce) {
   FixedThreadPool pool(two_workers());
   std::atomic<int> runs{0};
   std::vector<Task<int>> tasks;
-  for (int i = 0; i < 100; ++i) tasks.push_back(run_on(pool, [&runs, i] {
-    runs.fetch_add(1);
-    return i;
-  }));
+  for (int i = 0; i < 100; ++i)
+    tasks.push_back(run_on(pool, [&runs, i] {
+      runs.fetch_add(1);
+      return i;
+    }));
   auto all = when_all(std::move(tasks));
   std::vector<int> values = sync_wait(all);
   ASSERT_EQ(values.size(), 100u);
@@ -76,10 +77,11 @@ TEST(Coroutine, WhenAllVoidRethrowsTheFirstErrorAfterAllFinished) {
   FixedThreadPool pool(two_workers());
   std::atomic<int> runs{0};
   std::vector<Task<void>> tasks;
-  for (int i = 0; i < 10; ++i) tasks.push_back(run_on(pool, [&runs, i] {
-    runs.fetch_add(1);
-    if (i == 3) throw std::runtime_error("three");
-  }));
+  for (int i = 0; i < 10; ++i)
+    tasks.push_back(run_on(pool, [&runs, i] {
+      runs.fetch_add(1);
+      if (i == 3) throw std::runtime_error("three");
+    }));
   auto all = when_all(std::move(tasks));
   EXPECT_THROW(sync_wait(all), std::runtime_error);
   EXPECT_EQ(runs.load(), 10);

@@ -22,7 +22,8 @@ class DeferredModel final : public AsyncModel<T> {
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
-    if (m == ResultMechanism::kFuture) return std::make_unique<FutureCall>(std::async(std::launch::deferred, std::move(body)));
+    if (m == ResultMechanism::kFuture)
+      return std::make_unique<FutureCall>(std::async(std::launch::deferred, std::move(body)));
     return std::make_unique<InlineCall>(std::move(body));
   }
 

@@ -46,10 +46,11 @@ TYPED_TEST(ExecutorContract, ManyProducersStress) {
   std::vector<std::thread> producers;
   for (int p = 0; p < kProducers; ++p)
     producers.emplace_back([&, p] {
-      for (int i = 0; i < kPerProducer; ++i) pool->submit([&, v = p * kPerProducer + i] {
-        sum.fetch_add(v);
-        count.fetch_add(1);
-      });
+      for (int i = 0; i < kPerProducer; ++i)
+        pool->submit([&, v = p * kPerProducer + i] {
+          sum.fetch_add(v);
+          count.fetch_add(1);
+        });
     });
   for (auto& t : producers) t.join();
   pool->shutdown();
@@ -120,8 +121,7 @@ TYPED_TEST(ExecutorContract, CancelDropsQueuedWorkAndBreaksItsPromises) {
     // Let cancel() take the queue first; the blocker only ends after that.
     while (true) {
       bool all_broken = true;
-      for (auto& f : queued)
-        all_broken &= f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      for (auto& f : queued) all_broken &= f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
       if (all_broken) break;
       std::this_thread::yield();
     }

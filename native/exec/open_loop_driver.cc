@@ -78,8 +78,10 @@ PointResult run_open_loop_point(AsyncModel<T>& model, ResultMechanism mechanism,
       // Spin briefly, then sleep until the producer publishes call i or ends.
       for (int spins = 0; launched.load(std::memory_order_acquire) <= i; ++spins) {
         if (producer_done.load() && launched.load() <= i) goto done;
-        if (spins < 200) internal::cpu_relax();
-        else consumer_parking.park_unless([&] { return launched.load() > i || producer_done.load(); });
+        if (spins < 200)
+          internal::cpu_relax();
+        else
+          consumer_parking.park_unless([&] { return launched.load() > i || producer_done.load(); });
       }
       {
         CallRecord& rec = records[i];

@@ -26,8 +26,8 @@ inline constexpr int64_t kMaxCallsPerPoint = 400'000;
 
 struct OpenLoopPoint {
   double rate_per_s = 1000;
-  int64_t duration_ns = 0;  // recorded part
-  int64_t warmup_ns = 0;    // calls due in it run but are not recorded
+  int64_t duration_ns = 0;       // recorded part
+  int64_t warmup_ns = 0;         // calls due in it run but are not recorded
   int64_t max_in_flight = 4096;  // launched but not yet joined, at most
   int64_t payload_bytes = 0;     // std::vector<char> payloads only
   // Pinned: producer and consumer on their CPUs — except the producer of a
@@ -55,7 +55,7 @@ struct PointResult {
   int64_t sched_window_ns = 0;  // between the two readings of workers_sched
   AsyncProbeHistograms delays;
   HdrHistogram total_from_intended = HdrHistogram::for_latency_ns();
-  int64_t begin_ns = 0, end_ns = 0;  // first recorded call due → last value received
+  int64_t begin_ns = 0, end_ns = 0;      // first recorded call due → last value received
   std::string launch_error, call_error;  // first of each (producer's, consumer's)
   std::string first_error() const { return !launch_error.empty() ? launch_error : call_error; }
 };

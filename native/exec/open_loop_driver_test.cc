@@ -118,8 +118,7 @@ TEST(OpenLoopDriver, FailedLaunchesSaturateThePointAndAreNamed) {
   EXPECT_EQ(r.backlog.calls, 0);
   EXPECT_EQ(r.achieved_per_s, 0.0);
   EXPECT_TRUE(r.saturated);
-  EXPECT_NE(std::find(r.why_saturated.begin(), r.why_saturated.end(), "thread creation failed"),
-            r.why_saturated.end());
+  EXPECT_NE(std::find(r.why_saturated.begin(), r.why_saturated.end(), "thread creation failed"), r.why_saturated.end());
   EXPECT_NE(r.first_error().find("no thread for this call"), std::string::npos) << r.first_error();
 }
 

@@ -134,8 +134,8 @@ std::vector<std::string> saturation_reasons(const Backlog& backlog, int64_t in_f
                                             bool deadline_hit) {
   std::vector<std::string> why;
   if (backlog.grew)
-    why.push_back("backlog grew during the step (median lateness " + fmt_ms(backlog.lateness_first_quarter_ns) +
-                  " → " + fmt_ms(backlog.lateness_last_quarter_ns) + " from the first to the last quarter)");
+    why.push_back("backlog grew during the step (median lateness " + fmt_ms(backlog.lateness_first_quarter_ns) + " → " +
+                  fmt_ms(backlog.lateness_last_quarter_ns) + " from the first to the last quarter)");
   if (in_flight_limited > 0) why.push_back("in-flight limit reached");
   if (launch_failures > 0) why.push_back("thread creation failed");
   if (deadline_hit) why.push_back("step time limit reached");
@@ -172,8 +172,10 @@ RampResult find_max_rate(const RampSearch& search,
     out.saturation_found = true;
     for (int k = 0; k < search.refinements && good > 0; ++k) {
       const double mid = std::sqrt(good * bad);
-      if (step(mid)) good = mid;
-      else bad = mid;
+      if (step(mid))
+        good = mid;
+      else
+        bad = mid;
     }
   }
   if (out.max_rate_per_s <= 0) out.max_rate_per_s = out.best_saturated_per_s;

@@ -38,7 +38,8 @@ void SpinPool::work(size_t index) {
   internal::place_worker(options_, index);
   internal::current_executor() = this;
   internal::current_worker_index() = static_cast<int>(index);
-  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_, [this](WorkItem& item) { return try_pop(item); });
+  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_,
+                                      [this](WorkItem& item) { return try_pop(item); });
 }
 
 void SpinPool::shutdown(ShutdownMode mode) {

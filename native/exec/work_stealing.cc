@@ -60,7 +60,8 @@ void WorkStealingPool::work(size_t index) {
   internal::place_worker(options_, index);
   internal::current_executor() = this;
   internal::current_worker_index() = static_cast<int>(index);
-  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_, [this, index](WorkItem& item) { return try_take(index, item); });
+  internal::run_spin_then_park_worker(options_, queued_, closed_, parking_,
+                                      [this, index](WorkItem& item) { return try_take(index, item); });
 }
 
 void WorkStealingPool::shutdown(ShutdownMode mode) {

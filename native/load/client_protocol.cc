@@ -84,9 +84,12 @@ class HttpClient final : public ClientProtocol {
  protected:
   int feed_one(std::string_view data, size_t* used) override {
     switch (reader_.feed(data, used)) {
-      case net::HttpResponseReader::Event::kError: return -1;
-      case net::HttpResponseReader::Event::kNeedMore: return 0;
-      case net::HttpResponseReader::Event::kResponse: return reader_.status() == 200 ? 1 : 2;
+      case net::HttpResponseReader::Event::kError:
+        return -1;
+      case net::HttpResponseReader::Event::kNeedMore:
+        return 0;
+      case net::HttpResponseReader::Event::kResponse:
+        return reader_.status() == 200 ? 1 : 2;
     }
     return -1;
   }
@@ -107,18 +110,24 @@ LoadProtocol parse_load_protocol(std::string_view text) {
 
 std::string_view to_string(LoadProtocol protocol) {
   switch (protocol) {
-    case LoadProtocol::kEcho: return "echo";
-    case LoadProtocol::kHttp: return "http";
-    case LoadProtocol::kRpc: return "rpc";
+    case LoadProtocol::kEcho:
+      return "echo";
+    case LoadProtocol::kHttp:
+      return "http";
+    case LoadProtocol::kRpc:
+      return "rpc";
   }
   return "unknown";
 }
 
 std::unique_ptr<ClientProtocol> make_client_protocol(const LoadConfig& config, uint32_t connection_id) {
   switch (config.protocol) {
-    case LoadProtocol::kEcho: return std::make_unique<EchoClient>(connection_id, config.payload_bytes);
-    case LoadProtocol::kHttp: return std::make_unique<HttpClient>(config);
-    case LoadProtocol::kRpc: return make_rpc_client(config, connection_id);
+    case LoadProtocol::kEcho:
+      return std::make_unique<EchoClient>(connection_id, config.payload_bytes);
+    case LoadProtocol::kHttp:
+      return std::make_unique<HttpClient>(config);
+    case LoadProtocol::kRpc:
+      return make_rpc_client(config, connection_id);
   }
   throw std::invalid_argument("unknown load protocol");
 }

@@ -43,9 +43,12 @@ class ClientProtocol {
         const Verdict verdict = r == 1 ? Verdict::kOk : Verdict::kBadStatus;
         const size_t bytes = response_bytes_;
         response_bytes_ = 0;
-        if constexpr (std::is_invocable_v<F&, Verdict, size_t, size_t>) on_response(verdict, answered_position_, bytes);
-        else if constexpr (std::is_invocable_v<F&, Verdict, size_t>) on_response(verdict, answered_position_);
-        else on_response(verdict);
+        if constexpr (std::is_invocable_v<F&, Verdict, size_t, size_t>)
+          on_response(verdict, answered_position_, bytes);
+        else if constexpr (std::is_invocable_v<F&, Verdict, size_t>)
+          on_response(verdict, answered_position_);
+        else
+          on_response(verdict);
       } else if (used == 0) {
         break;
       }

@@ -71,7 +71,8 @@ double parse_duration_s(std::string_view text) {
   if (unit == "us") return v / 1e6;
   if (unit == "m") return finite(v * 60, text);
   if (unit == "h") return finite(v * 3600, text);
-  throw std::invalid_argument("'" + std::string(text) + "': unknown time unit '" + std::string(unit) + "' (us, ms, s, m, h)");
+  throw std::invalid_argument("'" + std::string(text) + "': unknown time unit '" + std::string(unit) +
+                              "' (us, ms, s, m, h)");
 }
 
 int64_t parse_count(std::string_view option, std::string_view text, int64_t min, int64_t max) {
@@ -79,7 +80,8 @@ int64_t parse_count(std::string_view option, std::string_view text, int64_t min,
   std::string range = "(";  // appended, not "(" + ...: gcc 12 misreports operator+ chains (-Wrestrict)
   range.append(std::to_string(min)).append(" … ").append(std::to_string(max)).append(")");
   if (v != std::floor(v)) bad_option(option, text, "is not an integer " + range);
-  if (v < static_cast<double>(min) || v > static_cast<double>(max)) bad_option(option, text, "is out of range " + range);
+  if (v < static_cast<double>(min) || v > static_cast<double>(max))
+    bad_option(option, text, "is out of range " + range);
   return static_cast<int64_t>(v);
 }
 
@@ -110,8 +112,9 @@ double parse_rate_per_s(std::string_view option, std::string_view text) {
 
 void check_load_config(const LoadConfig& config) {
   if (config.open_loop() && config.rate_per_s * config.duration_s < 1.0)
-    throw std::invalid_argument("-R " + format_number(config.rate_per_s) + " with -d " + format_number(config.duration_s) +
-                                "s intends " + format_number(config.rate_per_s * config.duration_s) +
+    throw std::invalid_argument("-R " + format_number(config.rate_per_s) + " with -d " +
+                                format_number(config.duration_s) + "s intends " +
+                                format_number(config.rate_per_s * config.duration_s) +
                                 " requests in the measured window; give -R and -d with R × d ≥ 1");
 }
 

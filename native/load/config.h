@@ -22,18 +22,18 @@ struct LoadConfig {
   int connections = 10;
   double duration_s = 10.0;  // measured window, excluding warm-up
   double warmup_s = 1.0;
-  double rate_per_s = 0.0;   // total over all connections; 0 = closed loop
+  double rate_per_s = 0.0;  // total over all connections; 0 = closed loop
   Arrival arrival = Arrival::kFixed;
-  int pipeline = 1;          // requests in flight per connection (at most)
+  int pipeline = 1;  // requests in flight per connection (at most)
   LoadProtocol protocol = LoadProtocol::kEcho;
   size_t payload_bytes = 64;  // echo; rpc: request payload
   std::string http_path = "/";
-  std::string rpc_method;     // rpc: the endpoint called (e.g. compose_post)
-  bool rpc_sampled = false;   // rpc: set the trace context's sampled flag (random trace ids)
-  std::vector<int> cpus;      // worker i on cpus[i % size]; empty: unpinned
+  std::string rpc_method;    // rpc: the endpoint called (e.g. compose_post)
+  bool rpc_sampled = false;  // rpc: set the trace context's sampled flag (random trace ids)
+  std::vector<int> cpus;     // worker i on cpus[i % size]; empty: unpinned
   int64_t timeout_ns = 5'000'000'000;
-  int64_t spin_ns = 20'000;   // pacing: sleep until this close to a send, then busy-poll
-  bool busy_poll = false;     // never sleep: poll epoll with a zero timeout (owns its core)
+  int64_t spin_ns = 20'000;  // pacing: sleep until this close to a send, then busy-poll
+  bool busy_poll = false;    // never sleep: poll epoll with a zero timeout (owns its core)
   uint64_t seed = 1;
   double hlog_interval_s = 1.0;
   bool record_intervals = false;  // --hlog
@@ -52,10 +52,10 @@ double parse_duration_s(std::string_view text);
 // The limits of what a user can type (docs/load-generator.md, "Limits").
 // Durations are bounded so every deadline stays far inside int64
 // nanoseconds (9.3e9 s overflowed and ended the run at once).
-inline constexpr double kMaxDurationS = 86'400;   // -d, --warmup: 24 h
-inline constexpr double kMinDurationS = 0.001;    // -d: 1 ms
-inline constexpr double kMaxTimeoutS = 3'600;     // --timeout: 1 h
-inline constexpr double kMaxRatePerS = 100e6;     // -R: 100 M/s, far beyond what one machine sends
+inline constexpr double kMaxDurationS = 86'400;  // -d, --warmup: 24 h
+inline constexpr double kMinDurationS = 0.001;   // -d: 1 ms
+inline constexpr double kMaxTimeoutS = 3'600;    // --timeout: 1 h
+inline constexpr double kMaxRatePerS = 100e6;    // -R: 100 M/s, far beyond what one machine sends
 inline constexpr int64_t kMaxConnections = 1'000'000;
 
 // Each parses one option's text and throws std::invalid_argument with a

@@ -37,11 +37,9 @@ TEST(ParseOptions, RejectWhatTheRunCannotHonour) {
     }
     return "";
   };
-  EXPECT_EQ(message([] { parse_count("-c", "1.5", 1, kMaxConnections); }),
-            "-c: '1.5' is not an integer (1 … 1000000)");
+  EXPECT_EQ(message([] { parse_count("-c", "1.5", 1, kMaxConnections); }), "-c: '1.5' is not an integer (1 … 1000000)");
   EXPECT_EQ(parse_count("-c", "1.5k", 1, kMaxConnections), 1500);
-  EXPECT_EQ(message([] { parse_count("-c", "2M", 1, kMaxConnections); }),
-            "-c: '2M' is out of range (1 … 1000000)");
+  EXPECT_EQ(message([] { parse_count("-c", "2M", 1, kMaxConnections); }), "-c: '2M' is out of range (1 … 1000000)");
   EXPECT_EQ(message([] { parse_rate_per_s("-R", "1e400"); }), "-R: '1e400' is out of range");
   EXPECT_EQ(message([] { parse_rate_per_s("-R", "1e308G"); }), "-R: '1e308G' is out of range");
   EXPECT_NE(message([] { parse_rate_per_s("-R", "200M"); }).find("-R: '200M' is out of range"), std::string::npos);
@@ -50,10 +48,8 @@ TEST(ParseOptions, RejectWhatTheRunCannotHonour) {
   EXPECT_EQ(message([] { parse_duration_in("-d", "0s", kMinDurationS, kMaxDurationS); }),
             "-d: '0s' is out of range (0.001 s … 86400 s)");
   EXPECT_DOUBLE_EQ(parse_duration_in("-d", "24h", kMinDurationS, kMaxDurationS), 86'400);
-  EXPECT_EQ(message([] { parse_number_in("--spin-us", "nan", 0, 10'000); }),
-            "--spin-us: 'nan' is not a number");
-  EXPECT_EQ(message([] { parse_number_in("--spin-us", "5us", 0, 10'000); }),
-            "--spin-us: '5us' is not a number");
+  EXPECT_EQ(message([] { parse_number_in("--spin-us", "nan", 0, 10'000); }), "--spin-us: 'nan' is not a number");
+  EXPECT_EQ(message([] { parse_number_in("--spin-us", "5us", 0, 10'000); }), "--spin-us: '5us' is not a number");
   EXPECT_EQ(message([] { parse_count("-t", "-1", 1, 256); }), "-t: '-1' is not a number");
 }
 
@@ -64,7 +60,7 @@ TEST(CheckLoadConfig, AnOpenLoopRunMustIntendARequestInTheWindow) {
   EXPECT_THROW(check_load_config(config), std::invalid_argument);
   config.rate_per_s = 0.1;  // one request in 10 s
   EXPECT_NO_THROW(check_load_config(config));
-  config.rate_per_s = 0;    // closed loop
+  config.rate_per_s = 0;  // closed loop
   EXPECT_NO_THROW(check_load_config(config));
 }
 

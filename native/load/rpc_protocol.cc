@@ -25,9 +25,11 @@ uint64_t splitmix64(uint64_t& state) {
 class RpcClient final : public ClientProtocol {
  public:
   RpcClient(const LoadConfig& config, uint32_t connection_id)
-      : connection_id_(connection_id), sampled_(config.rpc_sampled),
+      : connection_id_(connection_id),
+        sampled_(config.rpc_sampled),
         trace_rng_(config.seed * 0x100000001B3ull ^ connection_id) {
-    if (config.rpc_method.empty()) throw std::invalid_argument("--protocol rpc needs --rpc-method NAME (an endpoint of the service)");
+    if (config.rpc_method.empty())
+      throw std::invalid_argument("--protocol rpc needs --rpc-method NAME (an endpoint of the service)");
     if (config.rpc_method.size() > 255)
       throw std::invalid_argument("--rpc-method: '" + config.rpc_method + "' is longer than 255 bytes");
     const size_t frame_bytes = net::kFrameHeaderBytes + config.rpc_method.size() + config.payload_bytes;
@@ -70,14 +72,17 @@ class RpcClient final : public ClientProtocol {
     std::string why;
     if (partial_.empty()) {  // common case: a whole frame in the received bytes, parsed in place
       switch (net::parse_frame(data, net::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
-        case FrameParser::Result::kError: return fail("malformed response frame: " + why);
+        case FrameParser::Result::kError:
+          return fail("malformed response frame: " + why);
         case FrameParser::Result::kNeedMore:
           // parse_frame has checked the length field (when present), so this
           // is less than one frame of at most the maximum frame size.
           partial_.assign(data);
           *used = data.size();
           return 0;
-        case FrameParser::Result::kFrame: *used = consumed; return answer(frame);
+        case FrameParser::Result::kFrame:
+          *used = consumed;
+          return answer(frame);
       }
     }
     // Top up the partial frame: to the end of the header, or of the frame
@@ -91,9 +96,13 @@ class RpcClient final : public ClientProtocol {
     partial_.append(data.data(), take);
     *used = take;
     switch (net::parse_frame(partial_, net::kDefaultMaxFrameBytes, frame, &consumed, &why)) {
-      case FrameParser::Result::kError: return fail("malformed response frame: " + why);
-      case FrameParser::Result::kNeedMore: return 0;
-      case FrameParser::Result::kFrame: partial_.clear(); return answer(frame);
+      case FrameParser::Result::kError:
+        return fail("malformed response frame: " + why);
+      case FrameParser::Result::kNeedMore:
+        return 0;
+      case FrameParser::Result::kFrame:
+        partial_.clear();
+        return answer(frame);
     }
     return fail("unreachable parser state");
   }
@@ -118,8 +127,8 @@ class RpcClient final : public ClientProtocol {
   uint32_t connection_id_;
   bool sampled_;
   uint64_t trace_rng_;
-  Frame request_;   // reused: only id, payload bytes and trace ids change per send
-  Frame response_;  // reused: keeps its strings' capacity
+  Frame request_;                       // reused: only id, payload bytes and trace ids change per send
+  Frame response_;                      // reused: keeps its strings' capacity
   std::deque<uint64_t> in_flight_ids_;  // send order, parallel to the worker's in-flight requests
   std::string partial_;                 // an incomplete frame, at most one
   std::string violation_;

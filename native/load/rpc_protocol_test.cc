@@ -57,7 +57,9 @@ TEST(RpcClient, EncodesRequestFramesThatTheServiceDecoderAccepts) {
   for (uint64_t seq = 0; seq < 3; ++seq) client->append_request(seq, sent);
   // Byte layout per docs/protocol.md: length = 44 + 12 + 16, "TS", version 1, request.
   ASSERT_GE(sent.size(), 8u);
-  EXPECT_EQ(sent.substr(0, 8), std::string("\x00\x00\x00\x48" "TS\x01\x00", 8));
+  EXPECT_EQ(sent.substr(0, 8), std::string("\x00\x00\x00\x48"
+                                           "TS\x01\x00",
+                                           8));
   const std::vector<Frame> frames = decode_all(sent);
   ASSERT_EQ(frames.size(), 3u);
   for (uint64_t seq = 0; seq < 3; ++seq) {
@@ -126,7 +128,9 @@ TEST(RpcClient, ReassemblesFramesAcrossArbitrarySplits) {
     std::vector<Answer> answers;
     for (size_t at = 0; at < received.size(); at += chunk)
       ASSERT_TRUE(fresh->feed(std::string_view(received).substr(at, chunk),
-                              [&](Verdict v, size_t position) { answers.push_back({v, position}); }))
+                              [&](Verdict v, size_t position) {
+                                answers.push_back({v, position});
+                              }))
           << "chunk " << chunk << ": " << fresh->violation();
     ASSERT_EQ(answers.size(), 5u) << "chunk " << chunk;
     for (size_t i = 0; i < 5; ++i) {

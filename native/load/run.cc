@@ -19,8 +19,9 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
   // Each connection is one fd; keep headroom for epoll, pipes, /proc reads.
   const int64_t fd_limit = net::raise_fd_limit(config.connections + 256);
   if (fd_limit < config.connections + 64)
-    throw std::runtime_error("-c " + std::to_string(config.connections) + " needs more file descriptors than RLIMIT_NOFILE allows (" +
-                             std::to_string(fd_limit) + "); raise the hard limit (ulimit -Hn)");
+    throw std::runtime_error("-c " + std::to_string(config.connections) +
+                             " needs more file descriptors than RLIMIT_NOFILE allows (" + std::to_string(fd_limit) +
+                             "); raise the hard limit (ulimit -Hn)");
   RunClock clock;
   const int threads = std::min(config.threads, config.connections);
   std::vector<std::unique_ptr<LoadWorker>> workers;
@@ -79,7 +80,8 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     }
     // The server went away: every connection down for a whole second.
     if (clock.live_connections.load() == 0) {
-      if (no_connection_since == 0) no_connection_since = now;
+      if (no_connection_since == 0)
+        no_connection_since = now;
       else if (now - no_connection_since > 1'000'000'000) {
         merged.complete = false;
         merged.aborted_reason = "every connection lost for more than 1 s (server gone?)";
@@ -164,9 +166,13 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
   nlohmann::json pinning = {{"policy", config.cpus.empty() ? "unpinned" : "pinned"}};
   if (!config.cpus.empty()) pinning["load_cpus"] = config.cpus;
 
-  nlohmann::json errors = {{"connect", t.errors.connect}, {"read", t.errors.read}, {"write", t.errors.write},
-                           {"timeout", t.errors.timeout}, {"echo_mismatch", t.errors.echo_mismatch},
-                           {"bad_status", t.errors.bad_status}, {"bad_frame", t.errors.bad_frame}};
+  nlohmann::json errors = {{"connect", t.errors.connect},
+                           {"read", t.errors.read},
+                           {"write", t.errors.write},
+                           {"timeout", t.errors.timeout},
+                           {"echo_mismatch", t.errors.echo_mismatch},
+                           {"bad_status", t.errors.bad_status},
+                           {"bad_frame", t.errors.bad_frame}};
   nlohmann::json load = {
       {"mode", mode},
       {"requested_per_s", config.open_loop() ? nlohmann::json(config.rate_per_s) : nlohmann::json(nullptr)},
@@ -218,13 +224,17 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
     const HdrHistogram* h;
   };
   const Row rows[] = {
-      {"latency_intended", "intended send time → last byte of the response received (coordinated omission corrected)", &t.intended},
-      {"latency_actual", "actual send() time → last byte of the response received (uncorrected, as wrk/Fortio)", &t.actual},
-      {"send_lag", "actual send() time − max(intended time, connection free): the generator's own lateness", &t.send_lag},
+      {"latency_intended", "intended send time → last byte of the response received (coordinated omission corrected)",
+       &t.intended},
+      {"latency_actual", "actual send() time → last byte of the response received (uncorrected, as wrk/Fortio)",
+       &t.actual},
+      {"send_lag", "actual send() time − max(intended time, connection free): the generator's own lateness",
+       &t.send_lag},
   };
   for (const Row& row : rows) {
     if (row.h->total_count() == 0) {
-      doc["unavailable"].push_back({{"name", row.name}, {"variant", mode}, {"reason", "no request completed in the measured window"}});
+      doc["unavailable"].push_back(
+          {{"name", row.name}, {"variant", mode}, {"reason", "no request completed in the measured window"}});
       continue;
     }
     doc["measurements"].push_back({{"name", row.name},

@@ -15,8 +15,8 @@
 namespace tailscope::load {
 
 struct MergedResult {
-  WorkerResult totals;                            // histograms and counters summed
-  std::vector<IntervalHistograms> intervals;      // merged per interval (--hlog)
+  WorkerResult totals;                        // histograms and counters summed
+  std::vector<IntervalHistograms> intervals;  // merged per interval (--hlog)
   int64_t start_ns = 0, measure_start_ns = 0, measure_end_ns = 0, finished_ns = 0;
   double measured_s = 0;  // the window actually measured (shorter if aborted)
   bool complete = true;

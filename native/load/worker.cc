@@ -52,7 +52,8 @@ void LoadWorker::connect(Connection& c, int64_t now) {
   c.reconnect_at_ns = now;  // doubles as "connect started" while connecting
   c.fd = net::start_connect(config_.host, config_.port);
   if (c.fd < 0) {
-    if (result_.first_connect_error.empty()) result_.first_connect_error = std::string("connect: ") + std::strerror(errno);
+    if (result_.first_connect_error.empty())
+      result_.first_connect_error = std::string("connect: ") + std::strerror(errno);
     ++result_.errors.connect;
     c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
     return;
@@ -150,7 +151,8 @@ bool LoadWorker::flush(Connection& c) {
 }
 
 void LoadWorker::update_interest(Connection& c) {
-  events_.modify(c.fd, static_cast<uint64_t>(&c - connections_.data()), net::kReadable | (c.want_out ? net::kWritable : 0u));
+  events_.modify(c.fd, static_cast<uint64_t>(&c - connections_.data()),
+                 net::kReadable | (c.want_out ? net::kWritable : 0u));
 }
 
 // The receive path: stamp, match each response to its request, record.
@@ -165,20 +167,21 @@ void LoadWorker::on_readable(Connection& c) {
     const int64_t received = timing_->now();
     bool unexpected = false;
     bool freed = false;
-    const bool ok = c.protocol->feed(std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
-                                     [&](ClientProtocol::Verdict verdict, size_t position, size_t response_bytes) {
-      if (position >= c.in_flight.size()) {
-        unexpected = true;
-        return;
-      }
-      const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
-      c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
-      --in_flight_total_;
-      freed = true;
-      const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
-      if (!answered_ok) ++result_.errors.bad_status;
-      timing_->on_response(p, received, answered_ok, response_bytes);
-    });
+    const bool ok = c.protocol->feed(
+        std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
+        [&](ClientProtocol::Verdict verdict, size_t position, size_t response_bytes) {
+          if (position >= c.in_flight.size()) {
+            unexpected = true;
+            return;
+          }
+          const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
+          c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
+          --in_flight_total_;
+          freed = true;
+          const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
+          if (!answered_ok) ++result_.errors.bad_status;
+          timing_->on_response(p, received, answered_ok, response_bytes);
+        });
     if (!ok || unexpected) {
       if (result_.first_violation.empty())
         result_.first_violation = unexpected ? "response without a request" : c.protocol->violation();
@@ -206,10 +209,11 @@ void LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {
       getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0 || (e.ready & net::kHangup)) {
         if (result_.first_connect_error.empty())
-          result_.first_connect_error = std::string("connect: ") + (err ? std::strerror(err) : "connection closed while connecting");
+          result_.first_connect_error =
+              std::string("connect: ") + (err ? std::strerror(err) : "connection closed while connecting");
         drop(c, monotonic_ns(), &result_.errors.connect);
-      }
-      else on_connected(c, monotonic_ns());
+      } else
+        on_connected(c, monotonic_ns());
       continue;
     }
     if (e.ready & (net::kReadable | net::kHangup)) on_readable(c);
@@ -224,7 +228,8 @@ void LoadWorker::housekeeping(int64_t now) {
       if (!draining_ && c.reconnect_at_ns <= now) connect(c, now);
     } else if (!c.open) {
       if (now - c.reconnect_at_ns > config_.connect_timeout_ns) {
-        if (result_.first_connect_error.empty()) result_.first_connect_error = "connect: no answer within the connect timeout";
+        if (result_.first_connect_error.empty())
+          result_.first_connect_error = "connect: no answer within the connect timeout";
         drop(c, now, &result_.errors.connect);
       }
     } else if (!c.in_flight.empty() && now - c.in_flight.front().actual_ns > config_.timeout_ns) {
@@ -239,7 +244,8 @@ void LoadWorker::run() {
   if (!config_.cpus.empty()) {
     std::string error;
     const int cpu = config_.cpus[static_cast<size_t>(index_) % config_.cpus.size()];
-    if (!pin_current_thread(cpu, &error)) throw std::runtime_error("cannot pin load thread to CPU " + std::to_string(cpu) + ": " + error);
+    if (!pin_current_thread(cpu, &error))
+      throw std::runtime_error("cannot pin load thread to CPU " + std::to_string(cpu) + ": " + error);
   }
 
   // Connect phase: every connection open (or given up on) before the clock
@@ -268,9 +274,11 @@ void LoadWorker::run() {
       last_housekeeping_ns_ = now;
       for (size_t i = 0; i < next_to_connect; ++i) {
         Connection& c = connections_[i];
-        if (c.fd < 0 && c.reconnect_at_ns <= now) connect(c, now);
+        if (c.fd < 0 && c.reconnect_at_ns <= now)
+          connect(c, now);
         else if (c.fd >= 0 && !c.open && now - c.reconnect_at_ns > config_.connect_timeout_ns) {
-          if (result_.first_connect_error.empty()) result_.first_connect_error = "connect: no answer within the connect timeout";
+          if (result_.first_connect_error.empty())
+            result_.first_connect_error = "connect: no answer within the connect timeout";
           drop(c, now, &result_.errors.connect);
         }
       }
@@ -330,7 +338,8 @@ void LoadWorker::run() {
   if (config_.open_loop()) {
     for (const Connection& c : connections_)
       if (c.open && c.next_intended_ns < clock_.measure_end_ns)
-        result_.unsent_in_window += (clock_.measure_end_ns - c.next_intended_ns) / std::max<int64_t>(interval_ns_, 1) + 1;
+        result_.unsent_in_window +=
+            (clock_.measure_end_ns - c.next_intended_ns) / std::max<int64_t>(interval_ns_, 1) + 1;
   }
   // Whatever is still in flight after the drain is a timeout.
   result_.errors.timeout += in_flight_total_ > 0 && !clock_.stop.load() ? in_flight_total_ : 0;

@@ -44,9 +44,9 @@ struct ErrorCounts {
 
 // State every worker shares with the coordinating thread.
 struct RunClock {
-  std::atomic<int64_t> start_ns{0};  // 0 until every worker has connected
+  std::atomic<int64_t> start_ns{0};                  // 0 until every worker has connected
   int64_t measure_start_ns = 0, measure_end_ns = 0;  // valid once start_ns != 0
-  std::atomic<bool> stop{false};     // signal or abort: stop sending, drain briefly
+  std::atomic<bool> stop{false};                     // signal or abort: stop sending, drain briefly
   std::atomic<int> workers_connected{0};
   std::atomic<int> live_connections{0};
 };
@@ -65,11 +65,11 @@ struct WorkerResult {
   HdrHistogram intended = HdrHistogram::for_latency_ns();
   HdrHistogram actual = HdrHistogram::for_latency_ns();
   HdrHistogram send_lag = HdrHistogram::for_latency_ns();
-  int64_t sent_in_window = 0;       // requests whose intended time is in the window, sent
-  int64_t completed_in_window = 0;  // ... answered correctly (recorded)
+  int64_t sent_in_window = 0;        // requests whose intended time is in the window, sent
+  int64_t completed_in_window = 0;   // ... answered correctly (recorded)
   int64_t server_backlog_sends = 0;  // sent late because the connection waited for a response
   int64_t skipped_while_disconnected = 0;
-  int64_t unsent_in_window = 0;  // open loop: intended in the window, never sent (run ended first)
+  int64_t unsent_in_window = 0;                // open loop: intended in the window, never sent (run ended first)
   int64_t bytes_sent = 0, bytes_received = 0;  // of the requests in the window and of their responses
   int64_t connections_established = 0;
   ErrorCounts errors;
@@ -98,7 +98,7 @@ class LoadWorker {
     bool open = false, in_heap = false, want_out = false;
     uint64_t seq = 0;
     int64_t next_intended_ns = 0;
-    int64_t ready_ns = 0;       // when it last became free to send
+    int64_t ready_ns = 0;  // when it last became free to send
     int64_t reconnect_at_ns = 0;
     int reconnect_attempts = 0;
     std::deque<Pending> in_flight;

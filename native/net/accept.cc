@@ -14,8 +14,7 @@ namespace tailscope::net {
 
 std::atomic<int64_t> Acceptor::shed_total_{0};
 
-Acceptor::Acceptor(int listen_fd)
-    : listen_fd_(listen_fd), spare_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
+Acceptor::Acceptor(int listen_fd) : listen_fd_(listen_fd), spare_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
 
 Acceptor::~Acceptor() {
   if (spare_fd_ >= 0) ::close(spare_fd_);

@@ -25,13 +25,20 @@ uint64_t get_be(const unsigned char* p, int bytes) {
 
 std::string_view status_name(RpcStatus s) {
   switch (s) {
-    case RpcStatus::kOk: return "ok";
-    case RpcStatus::kUnknownMethod: return "unknown_method";
-    case RpcStatus::kRejected: return "rejected";
-    case RpcStatus::kTimeout: return "timeout";
-    case RpcStatus::kUnavailable: return "unavailable";
-    case RpcStatus::kInternal: return "internal";
-    case RpcStatus::kBadRequest: return "bad_request";
+    case RpcStatus::kOk:
+      return "ok";
+    case RpcStatus::kUnknownMethod:
+      return "unknown_method";
+    case RpcStatus::kRejected:
+      return "rejected";
+    case RpcStatus::kTimeout:
+      return "timeout";
+    case RpcStatus::kUnavailable:
+      return "unavailable";
+    case RpcStatus::kInternal:
+      return "internal";
+    case RpcStatus::kBadRequest:
+      return "bad_request";
   }
   return "unknown_status";
 }
@@ -73,7 +80,8 @@ FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, 
     if (length + 4 > max_frame_bytes)
       return fail("frame of " + std::to_string(length + 4) + " bytes exceeds the maximum " +
                   std::to_string(max_frame_bytes));
-    if (length + 4 < kFrameHeaderBytes) return fail("frame length " + std::to_string(length) + " shorter than the header");
+    if (length + 4 < kFrameHeaderBytes)
+      return fail("frame length " + std::to_string(length) + " shorter than the header");
   }
   if (bytes.size() >= 8) {
     if (get_be(p + 4, 2) != kFrameMagic) return fail("bad magic (not a tailscope RPC frame)");
@@ -119,8 +127,7 @@ FrameParser::Result FrameParser::next(Frame& out) {
   if (!error_.empty()) return Result::kError;
   size_t consumed = 0;
   std::string why;
-  const Result r =
-      parse_frame(std::string_view(buffer_).substr(head_), max_frame_bytes_, out, &consumed, &why);
+  const Result r = parse_frame(std::string_view(buffer_).substr(head_), max_frame_bytes_, out, &consumed, &why);
   if (r == Result::kError) return fail(std::move(why));
   if (r == Result::kNeedMore) {
     if (head_ > 0) {  // compact so the buffer holds at most one partial frame

@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       append_frame(f, again, 4096);
       Frame g;
       size_t used = 0;
-      if (parse_frame(again, 4096, g, &used, nullptr) != FrameParser::Result::kFrame || used != again.size()) __builtin_trap();
+      if (parse_frame(again, 4096, g, &used, nullptr) != FrameParser::Result::kFrame || used != again.size())
+        __builtin_trap();
     }
     if (parser.buffered_bytes() > 4096 + 32) __builtin_trap();
     if (r == FrameParser::Result::kError) break;

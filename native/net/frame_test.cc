@@ -38,11 +38,11 @@ TEST(Frame, LayoutIsBigEndianAsDocumented) {
   append_frame(request(), bytes);
   EXPECT_EQ(static_cast<unsigned char>(bytes[3]), kFrameHeaderBytes - 4 + 12 + 100);  // length excludes itself
   EXPECT_EQ(bytes.substr(4, 2), "TS");
-  EXPECT_EQ(bytes[6], 1);                              // version
-  EXPECT_EQ(bytes[7], 0);                              // request
+  EXPECT_EQ(bytes[6], 1);                               // version
+  EXPECT_EQ(bytes[7], 0);                               // request
   EXPECT_EQ(static_cast<unsigned char>(bytes[15]), 8);  // request id, last byte
-  EXPECT_EQ(bytes[18], 1);                             // sampled flag
-  EXPECT_EQ(bytes[19], 12);                            // method length
+  EXPECT_EQ(bytes[18], 1);                              // sampled flag
+  EXPECT_EQ(bytes[19], 12);                             // method length
   EXPECT_EQ(bytes.substr(48, 12), "compose_post");
 }
 

@@ -8,7 +8,8 @@ namespace tailscope::net {
 namespace {
 
 bool is_token_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -41,14 +42,22 @@ HttpRequest error(int status) {
 
 const char* reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Error";
   }
 }
 
@@ -88,10 +97,14 @@ HttpRequest parse_http_request(std::string_view buffer, const HttpLimits& limits
     if (!is_token_char(c)) return error(400);
   for (char c : req.target)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return error(400);
-  if (version == "HTTP/1.1") req.keep_alive = true;
-  else if (version == "HTTP/1.0") req.keep_alive = false;
-  else if (version.starts_with("HTTP/")) return error(505);
-  else return error(400);
+  if (version == "HTTP/1.1")
+    req.keep_alive = true;
+  else if (version == "HTTP/1.0")
+    req.keep_alive = false;
+  else if (version.starts_with("HTTP/"))
+    return error(505);
+  else
+    return error(400);
 
   size_t content_length = 0;
   bool have_length = false;
@@ -113,8 +126,10 @@ HttpRequest parse_http_request(std::string_view buffer, const HttpLimits& limits
     } else if (iequals(name, "transfer-encoding")) {
       return error(501);
     } else if (iequals(name, "connection")) {
-      if (iequals(value, "close")) req.keep_alive = false;
-      else if (iequals(value, "keep-alive")) req.keep_alive = true;
+      if (iequals(value, "close"))
+        req.keep_alive = false;
+      else if (iequals(value, "keep-alive"))
+        req.keep_alive = true;
     }
   }
   if (content_length > limits.max_body_bytes) return error(413);
@@ -184,7 +199,8 @@ HttpResponseReader::Event HttpResponseReader::feed(std::string_view data, size_t
     size_t pos = head.find("\r\n");
     while (pos != std::string_view::npos) {
       size_t next = head.find("\r\n", pos + 2);
-      std::string_view line = head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
+      std::string_view line =
+          head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
       size_t colon = line.find(':');
       if (colon != std::string_view::npos) {
         std::string_view name = line.substr(0, colon), value = trim(line.substr(colon + 1));

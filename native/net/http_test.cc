@@ -29,7 +29,8 @@ TEST(HttpRequestParser, RejectsBareLfLinesAtOnce) {
   EXPECT_EQ(parse_http_request("GET / HTTP/1.1\n").error_status, 400);
   EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r\nHost: a\n\r\n").error_status, 400);
   // LF in a body is data, and a CR not yet followed by its LF is just incomplete.
-  EXPECT_EQ(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n\n\n").status, HttpRequest::Status::kComplete);
+  EXPECT_EQ(parse_http_request("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n\n\n").status,
+            HttpRequest::Status::kComplete);
   EXPECT_EQ(parse_http_request("GET / HTTP/1.1\r").status, HttpRequest::Status::kIncomplete);
 }
 

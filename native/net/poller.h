@@ -22,7 +22,7 @@ namespace tailscope::net {
 // Interest (add/modify) and readiness (wait) bits.
 inline constexpr uint32_t kReadable = 1u << 0;  // data, or the peer half-closed (read returns 0)
 inline constexpr uint32_t kWritable = 1u << 1;
-inline constexpr uint32_t kHangup = 1u << 2;    // readiness only: error or both directions shut; close it
+inline constexpr uint32_t kHangup = 1u << 2;  // readiness only: error or both directions shut; close it
 // Interest only: wake one of the pollers sharing this descriptor, not all
 // (EPOLLEXCLUSIVE; a listener shared by several loops). Backends without it ignore it.
 inline constexpr uint32_t kExclusive = 1u << 3;

@@ -66,7 +66,9 @@ class EpollPoller final : public Poller {
       }
     }
     if (n <= 0) return 0;  // timeout or EINTR
-    for (int i = 0; i < n; ++i) out[static_cast<size_t>(i)] = {events_[static_cast<size_t>(i)].data.u64, from_epoll(events_[static_cast<size_t>(i)].events)};
+    for (int i = 0; i < n; ++i)
+      out[static_cast<size_t>(i)] = {events_[static_cast<size_t>(i)].data.u64,
+                                     from_epoll(events_[static_cast<size_t>(i)].events)};
     return static_cast<size_t>(n);
   }
 

@@ -121,8 +121,10 @@ IoVerdict serve_blocking_once(int fd, StreamSession& session, char* buffer, size
   if (budget > 0) {
     long r = recv_some(fd, buffer, budget);
     if (r < 0) return IoVerdict::kClose;
-    if (r == 0) session.on_peer_closed();
-    else session.on_received(buffer, static_cast<size_t>(r));
+    if (r == 0)
+      session.on_peer_closed();
+    else
+      session.on_received(buffer, static_cast<size_t>(r));
   }
   while (session.wants_write()) {
     std::string_view out = session.pending_output();

@@ -16,9 +16,7 @@
 namespace tailscope::net {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  throw std::runtime_error(what + ": " + std::strerror(errno));
-}
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
 // Resolves numeric host text only (no DNS: load goes to loopback).
 sockaddr_storage resolve(const std::string& host, int port, socklen_t* len) {

@@ -4,11 +4,10 @@
 // to an unprivileged user and lowers RLIMIT_NPROC to the tasks that user
 // already has plus a few.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>

@@ -77,7 +77,8 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
           co_await SleepAwaiter{rt.timers(), stage.store.latency.sample_ns(), loop};
           rt.end_store(span);
         }
-        if (stage.store.on_miss && rt.store_missed(stage.store)) co_await run_stages(rt, rs, *stage.store.on_miss, loop);
+        if (stage.store.on_miss && rt.store_missed(stage.store))
+          co_await run_stages(rt, rs, *stage.store.on_miss, loop);
         break;
       case Stage::Kind::kCall: {
         auto call = rt.begin_call(rs, stage.call);
@@ -144,16 +145,17 @@ class CoroutineModel final : public ConcurrencyModel {
     const size_t loops = o.loops ? o.loops : std::max(1u, std::thread::hardware_concurrency());
     in_flight_.assign(loops, 0);
     capacity_ = static_cast<int64_t>(o.queue_capacity);
-    server_ = std::make_unique<EventLoopServer>(listen, loops, rt.counters(), [this, &rt](size_t i, InboundRequest&& r) {
-      if (in_flight_[i] >= capacity_) {  // only loop i touches in_flight_[i]
-        rt.reject(std::move(r));
-        return;
-      }
-      auto rs = rt.begin(std::move(r));
-      if (!rs) return;
-      ++in_flight_[i];
-      handle(rt, std::move(*rs), LoopRef{server_.get(), i}, &in_flight_[i]);
-    });
+    server_ =
+        std::make_unique<EventLoopServer>(listen, loops, rt.counters(), [this, &rt](size_t i, InboundRequest&& r) {
+          if (in_flight_[i] >= capacity_) {  // only loop i touches in_flight_[i]
+            rt.reject(std::move(r));
+            return;
+          }
+          auto rs = rt.begin(std::move(r));
+          if (!rs) return;
+          ++in_flight_[i];
+          handle(rt, std::move(*rs), LoopRef{server_.get(), i}, &in_flight_[i]);
+        });
     server_->start();
   }
   void stop() override {

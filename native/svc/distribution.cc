@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "core/clock.h"
@@ -31,9 +31,14 @@ double need_number(const nlohmann::json& j, const char* key, const std::string& 
 int64_t LatencyDistribution::sample_ns() const {
   double v = a_ns;
   switch (kind) {
-    case Kind::kConstant: break;
-    case Kind::kUniform: v = std::uniform_real_distribution<double>(a_ns, b_ns)(rng()); break;
-    case Kind::kExponential: v = a_ns > 0 ? std::exponential_distribution<double>(1.0 / a_ns)(rng()) : 0; break;
+    case Kind::kConstant:
+      break;
+    case Kind::kUniform:
+      v = std::uniform_real_distribution<double>(a_ns, b_ns)(rng());
+      break;
+    case Kind::kExponential:
+      v = a_ns > 0 ? std::exponential_distribution<double>(1.0 / a_ns)(rng()) : 0;
+      break;
     case Kind::kLognormal:
       v = a_ns > 0 ? std::lognormal_distribution<double>(std::log(a_ns), b_ns)(rng()) : 0;
       break;
@@ -46,20 +51,28 @@ int64_t LatencyDistribution::sample_ns() const {
 
 double LatencyDistribution::mean_ns() const {
   switch (kind) {
-    case Kind::kConstant: return a_ns;
-    case Kind::kUniform: return (a_ns + b_ns) / 2;
-    case Kind::kExponential: return a_ns;
-    case Kind::kLognormal: return a_ns * std::exp(b_ns * b_ns / 2);
+    case Kind::kConstant:
+      return a_ns;
+    case Kind::kUniform:
+      return (a_ns + b_ns) / 2;
+    case Kind::kExponential:
+      return a_ns;
+    case Kind::kLognormal:
+      return a_ns * std::exp(b_ns * b_ns / 2);
   }
   return a_ns;
 }
 
 nlohmann::json LatencyDistribution::to_json() const {
   switch (kind) {
-    case Kind::kConstant: return {{"kind", "constant"}, {"us", a_ns / 1e3}};
-    case Kind::kUniform: return {{"kind", "uniform"}, {"min_us", a_ns / 1e3}, {"max_us", b_ns / 1e3}};
-    case Kind::kExponential: return {{"kind", "exponential"}, {"mean_us", a_ns / 1e3}};
-    case Kind::kLognormal: return {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
+    case Kind::kConstant:
+      return {{"kind", "constant"}, {"us", a_ns / 1e3}};
+    case Kind::kUniform:
+      return {{"kind", "uniform"}, {"min_us", a_ns / 1e3}, {"max_us", b_ns / 1e3}};
+    case Kind::kExponential:
+      return {{"kind", "exponential"}, {"mean_us", a_ns / 1e3}};
+    case Kind::kLognormal:
+      return {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
   }
   return {};
 }
@@ -74,9 +87,10 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
     throw std::invalid_argument(where + ": a distribution is a number (µs) or an object with a 'kind'");
   const std::string kind = j["kind"];
   // A misspelt parameter ("median_ms") must not silently fall back to a default.
-  const std::map<std::string, std::set<std::string>> keys = {
-      {"constant", {"us"}}, {"uniform", {"min_us", "max_us"}}, {"exponential", {"mean_us"}},
-      {"lognormal", {"median_us", "sigma"}}};
+  const std::map<std::string, std::set<std::string>> keys = {{"constant", {"us"}},
+                                                             {"uniform", {"min_us", "max_us"}},
+                                                             {"exponential", {"mean_us"}},
+                                                             {"lognormal", {"median_us", "sigma"}}};
   if (auto k = keys.find(kind); k != keys.end()) {
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "kind" && it.key() != "cap_us" && !k->second.count(it.key()))

@@ -21,8 +21,8 @@ inline constexpr int64_t kMaxStageNs = 60'000'000'000;
 struct LatencyDistribution {
   enum class Kind { kConstant, kUniform, kExponential, kLognormal };
   Kind kind = Kind::kConstant;
-  double a_ns = 0;  // constant: value; uniform: min; exponential: mean; lognormal: median
-  double b_ns = 0;  // uniform: max; lognormal: sigma (dimensionless)
+  double a_ns = 0;    // constant: value; uniform: min; exponential: mean; lognormal: median
+  double b_ns = 0;    // uniform: max; lognormal: sigma (dimensionless)
   double cap_ns = 0;  // samples are clipped here (0 = 20 × the median/mean), so one draw cannot stall a run
 
   // Draws one value in [0, kMaxStageNs] (thread-safe: per-thread generator).

@@ -4,11 +4,10 @@
 // span tree of one traced request; plus the faults (malformed frames, a dead
 // downstream, a starved pool).
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <list>
 #include <map>

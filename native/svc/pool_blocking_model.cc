@@ -38,11 +38,10 @@ struct PoolBlockingLauncher {
     h.deadline_ns = monotonic_ns() + rt.call_timeout_ns() + 50'000'000;
     c.probe().stamp_fn_start();
     rt.channel(c.spec->service)
-        .call(c.spec->endpoint, std::move(c.payload), c.child, rt.call_timeout_ns(),
-              [state = h.state](CallResult&& r) {
-                state->fn_end_ns = monotonic_ns();
-                state->promise.set_value(r.status);
-              });
+        .call(c.spec->endpoint, std::move(c.payload), c.child, rt.call_timeout_ns(), [state = h.state](CallResult&& r) {
+          state->fn_end_ns = monotonic_ns();
+          state->promise.set_value(r.status);
+        });
   }
   void wait(Handle& h) {
     CallScope& c = *h.call;
@@ -82,12 +81,11 @@ class PoolBlockingModel final : public ConcurrencyModel {
   void start(ServiceRuntime& rt, ListenSpec listen) override {
     const auto& o = rt.options();
     pool_ = std::make_unique<BoundedPool>(o.workers ? o.workers : kDefaultWorkers, o.queue_capacity);
-    server_ = std::make_unique<EventLoopServer>(listen, o.loops ? o.loops : 1, rt.counters(),
-                                                [this, &rt](size_t, InboundRequest&& request) {
-                                                  auto shared = std::make_shared<InboundRequest>(std::move(request));
-                                                  if (!pool_->try_submit([&rt, shared] { handle(rt, std::move(*shared)); }))
-                                                    rt.reject(std::move(*shared));
-                                                });
+    server_ = std::make_unique<EventLoopServer>(
+        listen, o.loops ? o.loops : 1, rt.counters(), [this, &rt](size_t, InboundRequest&& request) {
+          auto shared = std::make_shared<InboundRequest>(std::move(request));
+          if (!pool_->try_submit([&rt, shared] { handle(rt, std::move(*shared)); })) rt.reject(std::move(*shared));
+        });
     server_->start();
   }
   static void handle(ServiceRuntime& rt, InboundRequest&& request) {

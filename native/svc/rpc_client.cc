@@ -94,7 +94,7 @@ bool MultiplexedChannel::ensure_connected(Connection& c) {
   if (c.alive.load(std::memory_order_acquire)) return true;
   if (closed_) return false;
   if (c.reader.joinable()) c.reader.join();  // the old reader has failed its calls and is exiting
-  std::lock_guard write_lock(c.write_mu);  // no writer may hold the old fd while it is closed and reused
+  std::lock_guard write_lock(c.write_mu);    // no writer may hold the old fd while it is closed and reused
   if (c.fd >= 0) ::close(c.fd);
   c.fd = connect_loopback(port_, 200);
   if (c.fd < 0) return false;
@@ -136,8 +136,10 @@ void MultiplexedChannel::read_loop(Connection* c, int fd) {
           c->pending.erase(it);
         }
       }
-      if (cb) cb(CallResult{frame.status, std::move(frame.payload)});
-      else late_responses_.fetch_add(1, std::memory_order_relaxed);  // its timeout already fired
+      if (cb)
+        cb(CallResult{frame.status, std::move(frame.payload)});
+      else
+        late_responses_.fetch_add(1, std::memory_order_relaxed);  // its timeout already fired
     }
     if (r == FrameParser::Result::kError) break;
   }

@@ -54,7 +54,8 @@ int connect_loopback(int port, int timeout_ms);
 
 class MultiplexedChannel {
  public:
-  MultiplexedChannel(int port, size_t connections, TimerService& timers, size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  MultiplexedChannel(int port, size_t connections, TimerService& timers,
+                     size_t max_frame_bytes = kDefaultMaxFrameBytes);
   ~MultiplexedChannel();
   MultiplexedChannel(const MultiplexedChannel&) = delete;
   MultiplexedChannel& operator=(const MultiplexedChannel&) = delete;

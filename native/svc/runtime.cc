@@ -20,9 +20,12 @@ std::mt19937_64& rng() {
 
 const char* launch_name(CallSpec::Launch l) {
   switch (l) {
-    case CallSpec::Launch::kAsync: return "async";
-    case CallSpec::Launch::kDeferred: return "deferred";
-    case CallSpec::Launch::kSync: return "sync";
+    case CallSpec::Launch::kAsync:
+      return "async";
+    case CallSpec::Launch::kDeferred:
+      return "deferred";
+    case CallSpec::Launch::kSync:
+      return "sync";
   }
   return "sync";
 }
@@ -204,8 +207,8 @@ bool ServiceRuntime::store_missed(const StoreOp& op) {
 }
 
 RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
-  CallResult r = client_pool(call.spec->service).call(call.spec->endpoint, std::move(call.payload), call.child,
-                                                      call_timeout_ns_);
+  CallResult r =
+      client_pool(call.spec->service).call(call.spec->endpoint, std::move(call.payload), call.child, call_timeout_ns_);
   call.result = r.status;
   return r.status;
 }

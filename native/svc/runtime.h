@@ -23,19 +23,19 @@ namespace tailscope::svc {
 
 struct RuntimeOptions {
   std::string model = "coroutine";
-  size_t workers = 0;              // pool-blocking / pool-callback processing threads (0 = model default)
-  size_t loops = 0;                // coroutine event loops (0 = online CPUs); pool-* IO dispatchers (0 = 1)
-  size_t queue_capacity = 1024;    // pools: queued requests; coroutine: in-flight requests per loop
-  size_t channel_connections = 2;  // multiplexed connections per downstream service
+  size_t workers = 0;                  // pool-blocking / pool-callback processing threads (0 = model default)
+  size_t loops = 0;                    // coroutine event loops (0 = online CPUs); pool-* IO dispatchers (0 = 1)
+  size_t queue_capacity = 1024;        // pools: queued requests; coroutine: in-flight requests per loop
+  size_t channel_connections = 2;      // multiplexed connections per downstream service
   size_t pool_max_connections = 1024;  // DeathStarBench-style client pool size per downstream
-  int64_t call_timeout_ns = 0;     // 0 = the topology's call_timeout_ms
+  int64_t call_timeout_ns = 0;         // 0 = the topology's call_timeout_ms
 };
 
 // One request being handled: the server span and the trace context its children inherit.
 struct RequestScope {
   InboundRequest request;
   const Endpoint* endpoint = nullptr;
-  SpanRecord span;  // the server span
+  SpanRecord span;                    // the server span
   RpcStatus status = RpcStatus::kOk;  // the first failure decides the answer
   void fail(RpcStatus s) {
     if (status == RpcStatus::kOk) status = s;
@@ -125,7 +125,7 @@ class ConcurrencyModel {
   virtual ~ConcurrencyModel() = default;
   virtual std::string_view name() const = 0;
   virtual void start(ServiceRuntime& rt, ListenSpec listen) = 0;
-  virtual void stop() = 0;  // stops serving and joins every thread it started
+  virtual void stop() = 0;                      // stops serving and joins every thread it started
   virtual nlohmann::json describe() const = 0;  // threads, queue sizes, counters of its own
 };
 

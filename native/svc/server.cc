@@ -21,7 +21,9 @@ ThreadPerConnectionServer::ThreadPerConnectionServer(ListenSpec listen, ServiceC
 
 ThreadPerConnectionServer::~ThreadPerConnectionServer() { stop(); }
 
-void ThreadPerConnectionServer::start() { acceptor_ = std::thread([this] { accept_loop(); }); }
+void ThreadPerConnectionServer::start() {
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
 
 void ThreadPerConnectionServer::accept_loop() {
   // Non-blocking listener so one wake-up takes every waiting connection
@@ -163,7 +165,8 @@ void EventLoopServer::read_conn(Loop& loop, size_t index, int fd) {
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (got <= 0) return drop_conn(loop, fd, /*close_now=*/true);  // EOF or reset
-    if (!conn->on_bytes(buf, static_cast<size_t>(got), [this, index](InboundRequest&& r) { dispatch_(index, std::move(r)); }))
+    if (!conn->on_bytes(buf, static_cast<size_t>(got),
+                        [this, index](InboundRequest&& r) { dispatch_(index, std::move(r)); }))
       return drop_conn(loop, fd, /*close_now=*/false);  // malformed: it ends itself after its answer
     if (static_cast<size_t>(got) < sizeof buf) break;
   }
@@ -194,7 +197,8 @@ void EventLoopServer::run(size_t index) {
       acceptor.accept_ready(/*nonblocking=*/true, [&](int conn_fd) {
         counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
         loop.events.add(conn_fd, static_cast<uint64_t>(conn_fd), net::kReadable);
-        loop.conns.emplace(conn_fd, std::make_shared<ServerConnection>(conn_fd, listen_.kind, listen_.route, counters_));
+        loop.conns.emplace(conn_fd,
+                           std::make_shared<ServerConnection>(conn_fd, listen_.kind, listen_.route, counters_));
       });
     }
     if (listen_.kind == WireKind::kHttp && monotonic_ns() >= next_expiry_check_ns) {

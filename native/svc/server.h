@@ -38,9 +38,9 @@ namespace tailscope::svc {
 using RequestSink = std::function<void(InboundRequest&&)>;
 
 struct ListenSpec {
-  int fd = -1;                      // a listening socket (the server does not close it)
+  int fd = -1;  // a listening socket (the server does not close it)
   WireKind kind = WireKind::kRpc;
-  const HttpRoute* route = nullptr;  // HTTP only
+  const HttpRoute* route = nullptr;                                // HTTP only
   int64_t http_request_timeout_ns = kDefaultHttpRequestTimeoutNs;  // HTTP only
 };
 
@@ -120,8 +120,8 @@ class BoundedPool {
   // Continuations of admitted requests are never refused (their number is
   // bounded by the admitted requests); dropped only after stop().
   void submit_continuation(std::function<void()> fn);
-  void stop();  // runs what is queued, then joins
-  size_t workers() const { return started_; }  // threads created (still reported after stop())
+  void stop();                                                       // runs what is queued, then joins
+  size_t workers() const { return started_; }                        // threads created (still reported after stop())
   int64_t threads_failed() const { return threads_failed_.load(); }  // workers the system refused to create
   size_t queue_capacity() const { return capacity_; }
   int64_t max_queue_depth() const { return max_depth_.load(); }

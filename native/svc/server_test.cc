@@ -25,14 +25,12 @@ class HttpFront : public ::testing::TestWithParam<std::string> {
     route_ = HttpRoute{"/compose", "compose"};
     ListenSpec spec{listen_fd_, WireKind::kHttp, &route_, kShortRequestTimeoutNs};
     if (GetParam() == "thread-per-connection") {
-      tpc_ = std::make_unique<ThreadPerConnectionServer>(spec, counters_, [](InboundRequest&& r) {
-        r.conn->respond(r.id, RpcStatus::kOk, "done");
-      });
+      tpc_ = std::make_unique<ThreadPerConnectionServer>(
+          spec, counters_, [](InboundRequest&& r) { r.conn->respond(r.id, RpcStatus::kOk, "done"); });
       tpc_->start();
     } else {
-      loops_ = std::make_unique<EventLoopServer>(spec, 2, counters_, [](size_t, InboundRequest&& r) {
-        r.conn->respond(r.id, RpcStatus::kOk, "done");
-      });
+      loops_ = std::make_unique<EventLoopServer>(
+          spec, 2, counters_, [](size_t, InboundRequest&& r) { r.conn->respond(r.id, RpcStatus::kOk, "done"); });
       loops_->start();
     }
   }
@@ -105,7 +103,8 @@ TEST_P(HttpFront, GoodRequestIsServed) {
 
 INSTANTIATE_TEST_SUITE_P(BothShapes, HttpFront, ::testing::Values("thread-per-connection", "event-loops"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "event-loops" ? std::string("EventLoops") : std::string("ThreadPerConnection");
+                           return info.param == "event-loops" ? std::string("EventLoops")
+                                                              : std::string("ThreadPerConnection");
                          });
 
 }  // namespace

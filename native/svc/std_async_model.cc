@@ -49,7 +49,8 @@ struct StdAsyncLauncher {
 }  // namespace
 
 std::unique_ptr<ConcurrencyModel> make_std_async_model() {
-  return std::make_unique<internal::ThreadPerConnectionModel<StdAsyncLauncher>>("std-async", "std::async(launch::async)", "std::async(launch::deferred)");
+  return std::make_unique<internal::ThreadPerConnectionModel<StdAsyncLauncher>>(
+      "std-async", "std::async(launch::async)", "std::async(launch::deferred)");
 }
 
 }  // namespace tailscope::svc

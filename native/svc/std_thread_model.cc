@@ -36,8 +36,10 @@ struct StdThreadLauncher {
   }
   void join(Handle& h) {
     h.call->probe().stamp_request();
-    if (h.thread.joinable()) h.thread.join();
-    else if (h.call->spec->launch == CallSpec::Launch::kDeferred) body(*h.call);
+    if (h.thread.joinable())
+      h.thread.join();
+    else if (h.call->spec->launch == CallSpec::Launch::kDeferred)
+      body(*h.call);
     h.call->probe().stamp_received();
   }
   CallScope& scope(Handle& h) { return *h.call; }
@@ -47,7 +49,8 @@ struct StdThreadLauncher {
 }  // namespace
 
 std::unique_ptr<ConcurrencyModel> make_std_thread_model() {
-  return std::make_unique<internal::ThreadPerConnectionModel<StdThreadLauncher>>("std-thread", "std::thread + join", "inline at join");
+  return std::make_unique<internal::ThreadPerConnectionModel<StdThreadLauncher>>("std-thread", "std::thread + join",
+                                                                                 "inline at join");
 }
 
 }  // namespace tailscope::svc

@@ -71,12 +71,12 @@ ThreadHeadroom thread_headroom() {
   const int64_t tasks = system_tasks();
   const int64_t threads_max = read_int("/proc/sys/kernel/threads-max", -1);
   if (threads_max > 0)
-    consider(threads_max - tasks, "kernel.threads-max " + std::to_string(threads_max) + " with " +
-                                      std::to_string(tasks) + " tasks in use");
+    consider(threads_max - tasks,
+             "kernel.threads-max " + std::to_string(threads_max) + " with " + std::to_string(tasks) + " tasks in use");
   const int64_t pid_max = read_int("/proc/sys/kernel/pid_max", -1);
   if (pid_max > 0)
-    consider(pid_max - tasks, "kernel.pid_max " + std::to_string(pid_max) + " with " + std::to_string(tasks) +
-                                  " tasks in use");
+    consider(pid_max - tasks,
+             "kernel.pid_max " + std::to_string(pid_max) + " with " + std::to_string(tasks) + " tasks in use");
   rlimit rl{};
   // Root (CAP_SYS_RESOURCE) is exempt from RLIMIT_NPROC; counting its use
   // would need a scan of every task of the user, so the whole limit is taken
@@ -100,21 +100,23 @@ ThreadHeadroom thread_headroom() {
       pthread_attr_destroy(&attr);
     }
     const int64_t free_bytes = static_cast<int64_t>(rl.rlim_cur) - own_vm_bytes();
-    consider(free_bytes / static_cast<int64_t>(std::max<size_t>(stack, 1)),
-             "RLIMIT_AS " + std::to_string(rl.rlim_cur) + " bytes at " + std::to_string(stack) + " bytes of stack per thread");
+    consider(free_bytes / static_cast<int64_t>(std::max<size_t>(stack, 1)), "RLIMIT_AS " + std::to_string(rl.rlim_cur) +
+                                                                                " bytes at " + std::to_string(stack) +
+                                                                                " bytes of stack per thread");
   }
   return h;
 }
 
 void check_workers_fit(int64_t workers, int64_t processes, int64_t reserve_per_process) {
-  if (workers <= 0) throw std::invalid_argument("--workers " + std::to_string(workers) + ": a pool needs at least one thread");
+  if (workers <= 0)
+    throw std::invalid_argument("--workers " + std::to_string(workers) + ": a pool needs at least one thread");
   const ThreadHeadroom h = thread_headroom();
   const int64_t need = (workers + reserve_per_process) * std::max<int64_t>(processes, 1);
   if (need > h.available) {
     std::ostringstream msg;
-    msg << "--workers " << workers << ": above this process's thread limit — " << processes
-        << " process(es) × (" << workers << " workers + " << reserve_per_process << " own threads) = " << need
-        << " threads, but only " << h.available << " can be created (" << h.limit << ")";
+    msg << "--workers " << workers << ": above this process's thread limit — " << processes << " process(es) × ("
+        << workers << " workers + " << reserve_per_process << " own threads) = " << need << " threads, but only "
+        << h.available << " can be created (" << h.limit << ")";
     throw std::invalid_argument(msg.str());
   }
 }

@@ -33,7 +33,9 @@ class TimerService {
     int64_t deadline_ns;
     uint64_t seq;
     std::function<void()> fn;
-    bool operator>(const Entry& o) const { return deadline_ns != o.deadline_ns ? deadline_ns > o.deadline_ns : seq > o.seq; }
+    bool operator>(const Entry& o) const {
+      return deadline_ns != o.deadline_ns ? deadline_ns > o.deadline_ns : seq > o.seq;
+    }
   };
   void run();
   mutable std::mutex mu_;

@@ -58,10 +58,14 @@ CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch de
   c.launch = default_launch;
   if (j.contains("launch")) {
     const std::string l = need_string(j, "launch", where);
-    if (l == "async") c.launch = CallSpec::Launch::kAsync;
-    else if (l == "deferred") c.launch = CallSpec::Launch::kDeferred;
-    else if (l == "sync") c.launch = CallSpec::Launch::kSync;
-    else bad(where, "launch must be async, deferred or sync (got '" + l + "')");
+    if (l == "async")
+      c.launch = CallSpec::Launch::kAsync;
+    else if (l == "deferred")
+      c.launch = CallSpec::Launch::kDeferred;
+    else if (l == "sync")
+      c.launch = CallSpec::Launch::kSync;
+    else
+      bad(where, "launch must be async, deferred or sync (got '" + l + "')");
   }
   return c;
 }
@@ -81,7 +85,8 @@ Stage parse_stage(const json& j, const std::string& where) {
   } else if (key == "call") {
     s.kind = Stage::Kind::kCall;
     s.call = parse_call(v, here, CallSpec::Launch::kSync);
-    if (s.call.launch != CallSpec::Launch::kSync) bad(here, "a lone call is sync; use a group to launch async/deferred");
+    if (s.call.launch != CallSpec::Launch::kSync)
+      bad(here, "a lone call is sync; use a group to launch async/deferred");
   } else if (key == "group") {
     s.kind = Stage::Kind::kGroup;
     if (!v.is_object() || !v.contains("calls") || !v["calls"].is_array() || v["calls"].empty())
@@ -98,8 +103,7 @@ Stage parse_stage(const json& j, const std::string& where) {
       if (!v["join"].is_array()) bad(here, "'join' is an array of call names");
       std::set<size_t> seen;
       for (const auto& n : v["join"]) {
-        if (!n.is_string() || !index.count(n.get<std::string>()))
-          bad(here, "join names unknown call " + n.dump());
+        if (!n.is_string() || !index.count(n.get<std::string>())) bad(here, "join names unknown call " + n.dump());
         if (!seen.insert(index[n.get<std::string>()]).second) bad(here, "join names " + n.dump() + " twice");
         s.group.join_order.push_back(index[n.get<std::string>()]);
       }
@@ -116,8 +120,7 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (!v.contains("latency")) bad(here, "needs 'latency'");
     s.store.latency = parse_distribution(v["latency"], here + ".latency");
     if (v.contains("count")) {
-      if (!integer_in(v["count"], 1, 1000))
-        bad(here, "'count' must be an integer in 1 … 1000");
+      if (!integer_in(v["count"], 1, 1000)) bad(here, "'count' must be an integer in 1 … 1000");
       s.store.count = v["count"];
     }
     if (v.contains("hit_ratio")) {
@@ -197,8 +200,7 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     where = origin + ": service '" + s.name + "'";
     check_keys(sj, {"name", "port", "model", "endpoints", "description"}, where);
     if (sj.contains("port")) {
-      if (!integer_in(sj["port"], 0, 65535))
-        bad(where, "'port' must be in 0 … 65535");
+      if (!integer_in(sj["port"], 0, 65535)) bad(where, "'port' must be in 0 … 65535");
       s.port = sj["port"];
     }
     if (sj.contains("model")) s.model = need_string(sj, "model", where);
@@ -230,7 +232,8 @@ Topology parse_topology(const json& doc, const std::string& origin) {
   // No cycles in the endpoint call graph (a cycle would recurse until every call times out).
   std::map<std::string, int> state;  // 1 = on stack, 2 = done
   std::vector<std::string> stack;
-  std::function<void(const std::string&, const std::string&)> visit = [&](const std::string& sv, const std::string& ep) {
+  std::function<void(const std::string&, const std::string&)> visit = [&](const std::string& sv,
+                                                                          const std::string& ep) {
     const std::string key = sv + "." + ep;
     if (state[key] == 2) return;
     stack.push_back(key);
@@ -240,8 +243,7 @@ Topology parse_topology(const json& doc, const std::string& origin) {
       bad(origin, "call cycle: " + path);
     }
     state[key] = 1;
-    for_each_call(t.services.at(sv).endpoints.at(ep).stages,
-                  [&](const CallSpec& c) { visit(c.service, c.endpoint); });
+    for_each_call(t.services.at(sv).endpoints.at(ep).stages, [&](const CallSpec& c) { visit(c.service, c.endpoint); });
     state[key] = 2;
     stack.pop_back();
   };
@@ -271,7 +273,8 @@ Topology load_topology_file(const std::string& path) {
 
 Topology parse_topology_text(const std::string& text, const std::string& origin, json* doc_out) {
   json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded()) throw std::invalid_argument(origin + ": not valid JSON (convert YAML with `python -m tailscope.topology`)");
+  if (doc.is_discarded())
+    throw std::invalid_argument(origin + ": not valid JSON (convert YAML with `python -m tailscope.topology`)");
   Topology t = parse_topology(doc, origin);
   if (doc_out) *doc_out = std::move(doc);
   return t;

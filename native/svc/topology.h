@@ -23,7 +23,7 @@ struct CallSpec {
   std::string name;     // label inside a group (join order refers to it)
   std::string service;  // callee service
   std::string endpoint;
-  std::string span;     // client span name (DeathStarBench's, e.g. compose_text_client)
+  std::string span;  // client span name (DeathStarBench's, e.g. compose_text_client)
   enum class Launch { kSync, kAsync, kDeferred };
   Launch launch = Launch::kSync;
   size_t request_bytes = 64;
@@ -39,7 +39,7 @@ struct CallGroup {
 // latency, `count` times in a row; if hit_ratio is set, a miss (probability
 // 1 − hit_ratio) then runs `on_miss`.
 struct StoreOp {
-  std::string span;  // e.g. url_mongo_insert_client
+  std::string span;    // e.g. url_mongo_insert_client
   std::string system;  // mongodb, memcached, redis: the db.system tag
   LatencyDistribution latency;
   int count = 1;
@@ -66,7 +66,7 @@ struct Endpoint {
 
 struct Service {
   std::string name;
-  int port = 0;  // 0: assigned at start (--all) or ephemeral
+  int port = 0;       // 0: assigned at start (--all) or ephemeral
   std::string model;  // "" = the command line's --model
   std::map<std::string, Endpoint> endpoints;
 };

@@ -59,9 +59,12 @@ std::string hex16(uint64_t v) {
 
 const char* role_name(SpanRole r) {
   switch (r) {
-    case SpanRole::kServer: return "server";
-    case SpanRole::kClient: return "client";
-    case SpanRole::kInternal: return "internal";
+    case SpanRole::kServer:
+      return "server";
+    case SpanRole::kClient:
+      return "client";
+    case SpanRole::kInternal:
+      return "internal";
   }
   return "internal";
 }
@@ -83,7 +86,8 @@ bool Tracer::sample_root() {
 }
 uint64_t Tracer::new_id() {
   uint64_t v;
-  do v = id_rng()(); while (v == 0);
+  do v = id_rng()();
+  while (v == 0);
   return v;
 }
 void Tracer::record(const SpanRecord& span) {
@@ -130,9 +134,12 @@ nlohmann::json span_to_json(const SpanRecord& s) {
   if (s.has_probe) {
     const auto& p = s.probe;
     auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
-    j["probe"] = {{"trigger_async_fn", u(p.trigger_async_fn_ns)}, {"fn_start", u(p.fn_start_ns)},
-                  {"fn_end", u(p.fn_end_ns)},                     {"request_val", u(p.request_val_ns)},
-                  {"val_received", u(p.val_received_ns)},         {"deferred", p.deferred}};
+    j["probe"] = {{"trigger_async_fn", u(p.trigger_async_fn_ns)},
+                  {"fn_start", u(p.fn_start_ns)},
+                  {"fn_end", u(p.fn_end_ns)},
+                  {"request_val", u(p.request_val_ns)},
+                  {"val_received", u(p.val_received_ns)},
+                  {"deferred", p.deferred}};
     if (p.complete()) {
       j["scheduling_delay_ns"] = p.scheduling_delay_ns();
       j["join_delay_ns"] = p.join_delay_ns();
@@ -204,8 +211,11 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
                      [](const trace::Span& a, const trace::Span& b) { return a.start_ns < b.start_ns; });
   write_file_atomic(out_dir + "/traces.jaeger.json", trace::jaeger_json_document(ordered, names));
   write_file_atomic(out_dir + "/traces.otlp.json", trace::otlp_json_document(ordered, names));
-  return {{"traces", ordered.size()}, {"spans", span_count}, {"bad_lines", bad_lines},
-          {"jaeger", out_dir + "/traces.jaeger.json"}, {"otlp", out_dir + "/traces.otlp.json"}};
+  return {{"traces", ordered.size()},
+          {"spans", span_count},
+          {"bad_lines", bad_lines},
+          {"jaeger", out_dir + "/traces.jaeger.json"},
+          {"otlp", out_dir + "/traces.otlp.json"}};
 }
 
 }  // namespace tailscope::svc

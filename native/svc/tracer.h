@@ -37,7 +37,7 @@ struct SpanRecord {
   SpanRole role = SpanRole::kInternal;
   bool error = false;
   net::RpcStatus status = net::RpcStatus::kOk;
-  const char* launch = nullptr;  // "async", "deferred", "sync" for calls; nullptr otherwise
+  const char* launch = nullptr;      // "async", "deferred", "sync" for calls; nullptr otherwise
   int64_t start_ns = 0, end_ns = 0;  // monotonic
   bool has_probe = false;
   exec::AsyncProbe probe;

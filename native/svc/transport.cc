@@ -26,13 +26,20 @@ nlohmann::json ServiceCounters::to_json() const {
 
 int http_status_for(RpcStatus s) {
   switch (s) {
-    case RpcStatus::kOk: return 200;
-    case RpcStatus::kUnknownMethod: return 404;
-    case RpcStatus::kBadRequest: return 400;
-    case RpcStatus::kRejected: return 503;
-    case RpcStatus::kTimeout: return 504;
-    case RpcStatus::kUnavailable: return 502;
-    case RpcStatus::kInternal: return 500;
+    case RpcStatus::kOk:
+      return 200;
+    case RpcStatus::kUnknownMethod:
+      return 404;
+    case RpcStatus::kBadRequest:
+      return 400;
+    case RpcStatus::kRejected:
+      return 503;
+    case RpcStatus::kTimeout:
+      return 504;
+    case RpcStatus::kUnavailable:
+      return 502;
+    case RpcStatus::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -40,14 +47,22 @@ int http_status_for(RpcStatus s) {
 namespace {
 const char* reason(int code) {
   switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
   }
 }
 }  // namespace
@@ -118,13 +133,16 @@ bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
   }
   http_in_.erase(0, used);
   // The request-read clock starts with a request's first byte.
-  if (http_in_.empty()) http_partial_since_ns_ = 0;
-  else if (used > 0 || http_partial_since_ns_ == 0) http_partial_since_ns_ = monotonic_ns();
+  if (http_in_.empty())
+    http_partial_since_ns_ = 0;
+  else if (used > 0 || http_partial_since_ns_ == 0)
+    http_partial_since_ns_ = monotonic_ns();
   return true;
 }
 
 bool ServerConnection::expire_request(int64_t now_ns, int64_t timeout_ns) {
-  if (kind_ != WireKind::kHttp || http_partial_since_ns_ == 0 || now_ns - http_partial_since_ns_ < timeout_ns) return false;
+  if (kind_ != WireKind::kHttp || http_partial_since_ns_ == 0 || now_ns - http_partial_since_ns_ < timeout_ns)
+    return false;
   counters_.malformed_frames.fetch_add(1, std::memory_order_relaxed);
   answer_http_error(408);
   http_in_.clear();

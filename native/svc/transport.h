@@ -31,14 +31,14 @@ using net::TraceContext;
 
 // Per-service counters, all monotonic, read at shutdown for the result document.
 struct ServiceCounters {
-  std::atomic<int64_t> requests{0};         // requests received (parsed)
-  std::atomic<int64_t> ok{0};               // answered kOk
-  std::atomic<int64_t> errors{0};           // answered with any other status
-  std::atomic<int64_t> rejections{0};       // refused by a full queue (answered kRejected)
-  std::atomic<int64_t> timeouts{0};         // downstream calls that timed out
+  std::atomic<int64_t> requests{0};             // requests received (parsed)
+  std::atomic<int64_t> ok{0};                   // answered kOk
+  std::atomic<int64_t> errors{0};               // answered with any other status
+  std::atomic<int64_t> rejections{0};           // refused by a full queue (answered kRejected)
+  std::atomic<int64_t> timeouts{0};             // downstream calls that timed out
   std::atomic<int64_t> downstream_failures{0};  // downstream calls answered non-ok or unavailable
-  std::atomic<int64_t> calls{0};            // downstream calls made
-  std::atomic<int64_t> malformed_frames{0};  // connections closed for a malformed frame or HTTP request
+  std::atomic<int64_t> calls{0};                // downstream calls made
+  std::atomic<int64_t> malformed_frames{0};     // connections closed for a malformed frame or HTTP request
   std::atomic<int64_t> connections_accepted{0};
   std::atomic<int64_t> http_requests{0};
   nlohmann::json to_json() const;
@@ -55,9 +55,9 @@ class ServerConnection;
 
 struct InboundRequest {
   std::shared_ptr<ServerConnection> conn;
-  uint64_t id = 0;       // RPC request id, or the HTTP request's sequence number on its connection
-  std::string method;    // endpoint name
-  TraceContext trace;    // all zero for HTTP requests: the front starts the trace
+  uint64_t id = 0;     // RPC request id, or the HTTP request's sequence number on its connection
+  std::string method;  // endpoint name
+  TraceContext trace;  // all zero for HTTP requests: the front starts the trace
   std::string payload;
   bool from_http = false;
   int64_t received_ns = 0;
@@ -112,12 +112,12 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   ServiceCounters& counters_;
   FrameParser frames_;
   std::string http_in_;
-  uint64_t http_next_seq_ = 0;   // read side
+  uint64_t http_next_seq_ = 0;         // read side
   int64_t http_partial_since_ns_ = 0;  // read side
   std::mutex write_mu_;
-  uint64_t http_next_out_ = 0;   // guarded by write_mu_
+  uint64_t http_next_out_ = 0;                 // guarded by write_mu_
   std::map<uint64_t, std::string> http_held_;  // finished out of order
-  uint64_t http_close_after_ = UINT64_MAX;  // a request without keep-alive ends the connection
+  uint64_t http_close_after_ = UINT64_MAX;     // a request without keep-alive ends the connection
   std::atomic<bool> closed_{false};
 };
 

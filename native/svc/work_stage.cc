@@ -18,9 +18,12 @@ namespace {
 
 const char* work_kind_name(WorkSpec::Kind kind) {
   switch (kind) {
-    case WorkSpec::Kind::kJson: return "json";
-    case WorkSpec::Kind::kSha256: return "sha256";
-    case WorkSpec::Kind::kDeflate: return "deflate";
+    case WorkSpec::Kind::kJson:
+      return "json";
+    case WorkSpec::Kind::kSha256:
+      return "sha256";
+    case WorkSpec::Kind::kDeflate:
+      return "deflate";
   }
   return "json";
 }
@@ -32,10 +35,14 @@ WorkSpec parse_work_spec(const nlohmann::json& j, const std::string& where) {
   WorkSpec s;
   if (!j.contains("kind") || !j["kind"].is_string()) bad(where, "needs 'kind': json, sha256 or deflate");
   const std::string kind = j["kind"];
-  if (kind == "json") s.kind = WorkSpec::Kind::kJson;
-  else if (kind == "sha256") s.kind = WorkSpec::Kind::kSha256;
-  else if (kind == "deflate") s.kind = WorkSpec::Kind::kDeflate;
-  else bad(where, "kind must be json, sha256 or deflate (got '" + kind + "')");
+  if (kind == "json")
+    s.kind = WorkSpec::Kind::kJson;
+  else if (kind == "sha256")
+    s.kind = WorkSpec::Kind::kSha256;
+  else if (kind == "deflate")
+    s.kind = WorkSpec::Kind::kDeflate;
+  else
+    bad(where, "kind must be json, sha256 or deflate (got '" + kind + "')");
   if (j.contains("bytes")) {
     if (!j["bytes"].is_number_integer() || j["bytes"].get<int64_t>() < 1 ||
         j["bytes"].get<int64_t>() > static_cast<int64_t>(kMaxWorkBytes))
@@ -44,7 +51,8 @@ WorkSpec parse_work_spec(const nlohmann::json& j, const std::string& where) {
   }
   if (s.kind == WorkSpec::Kind::kJson && s.bytes < 2) bad(where, "json work needs 'bytes' ≥ 2 (the text \"[]\")");
   if (j.contains("repeat")) {
-    if (!j["repeat"].is_number_integer() || j["repeat"].get<int64_t>() < 1 || j["repeat"].get<int64_t>() > kMaxWorkRepeat)
+    if (!j["repeat"].is_number_integer() || j["repeat"].get<int64_t>() < 1 ||
+        j["repeat"].get<int64_t>() > kMaxWorkRepeat)
       bad(where, "'repeat' must be an integer in 1 … 100000");
     s.repeat = j["repeat"].get<int>();
   }

@@ -45,9 +45,9 @@ TEST(WorkStage, DeflateOutputInflatesBackToTheInput) {
   EXPECT_LT(out.size(), in.size() / 2);  // the records really were compressed
   std::string back(in.size(), '\0');
   uLongf len = back.size();
-  ASSERT_EQ(uncompress(reinterpret_cast<Bytef*>(back.data()), &len, reinterpret_cast<const Bytef*>(out.data()),
-                       out.size()),
-            Z_OK);
+  ASSERT_EQ(
+      uncompress(reinterpret_cast<Bytef*>(back.data()), &len, reinterpret_cast<const Bytef*>(out.data()), out.size()),
+      Z_OK);
   back.resize(len);
   EXPECT_EQ(back, in);
 }

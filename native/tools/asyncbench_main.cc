@@ -80,7 +80,8 @@ std::vector<double> parse_sweep(const std::string& text, const std::vector<doubl
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != s.size() || v <= 0 || v > 200) throw std::invalid_argument("--sweep: '" + s + "' is not a load in (0, 200] %");
+    if (used != s.size() || v <= 0 || v > 200)
+      throw std::invalid_argument("--sweep: '" + s + "' is not a load in (0, 200] %");
     pcts.push_back(v);
   }
   return pcts;
@@ -89,23 +90,26 @@ std::vector<double> parse_sweep(const std::string& text, const std::vector<doubl
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tailscope-asyncbench: scheduling and join delay of async calls per concurrency model "
-               "(deferred, std::async, std::thread, pools, coroutines), ramp to saturation, load sweep"};
+  CLI::App app{
+      "tailscope-asyncbench: scheduling and join delay of async calls per concurrency model "
+      "(deferred, std::async, std::thread, pools, coroutines), ramp to saturation, load sweep"};
   AsyncBenchConfig cfg;
   bool quick = false;
   int64_t payload_bytes = 0, workers = 0;
   std::string out_path, artifacts_dir, models_text, mechanisms_text, payloads_text = "long_long,void,vector10000",
-                                                                    cpus_text, placement = "pinned", sweep_text,
-                                                                    sweep_payload = "long_long";
+                                                                     cpus_text, placement = "pinned", sweep_text,
+                                                                     sweep_payload = "long_long";
   app.add_option("--out", out_path, "Result document path (default: stdout)");
   app.add_option("--artifacts", artifacts_dir, "Folder for asyncbench.hlog (one tagged interval per measurement)");
   app.add_flag("--quick", quick, "Quick form: short ramp steps and points (well under 2 minutes for all models)");
   app.add_option("--scale", cfg.scale, "Multiply every step and point duration (e.g. 0.2 for a smoke run)")
       ->check(CLI::Range(0.01, 100.0));
-  app.add_option("--models", models_text, "Comma-separated models (default: all): deferred, std-async, std-thread, "
-                                          "fixed-pool, spin-pool, work-stealing, coroutine");
-  app.add_option("--mechanisms", mechanisms_text, "Comma-separated result mechanisms to keep: future, continuation, "
-                                                  "join, resume (default: every one a model offers)");
+  app.add_option("--models", models_text,
+                 "Comma-separated models (default: all): deferred, std-async, std-thread, "
+                 "fixed-pool, spin-pool, work-stealing, coroutine");
+  app.add_option("--mechanisms", mechanisms_text,
+                 "Comma-separated result mechanisms to keep: future, continuation, "
+                 "join, resume (default: every one a model offers)");
   app.add_option("--payloads", payloads_text, "Comma-separated payloads: void, long_long, vector10000");
   app.add_option("--payload-bytes", payload_bytes, "Also measure a payload of N bytes (std::vector<char>)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
@@ -119,8 +123,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   app.add_option("--workers", workers, "Pool workers (default: allowed CPUs − 1, at least 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
-  app.add_option("--cpus", cpus_text, "PRODUCER,CONSUMER[,WORKER...] CPUs when pinned (default: first and last allowed "
-                                      "CPU; workers unpinned)");
+  app.add_option("--cpus", cpus_text,
+                 "PRODUCER,CONSUMER[,WORKER...] CPUs when pinned (default: first and last allowed "
+                 "CPU; workers unpinned)");
   app.add_option("--placement", placement, "pinned or unpinned");
   CLI11_PARSE(app, argc, argv);
 

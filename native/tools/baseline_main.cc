@@ -19,8 +19,9 @@ using namespace tailscope;
 using namespace tailscope::baseline;
 
 int main(int argc, char** argv) {
-  CLI::App app{"tailscope-baseline: physical references of this machine (thread start, condvar and spin "
-               "hand-off, loopback TCP round trip, empty syscall, clock read)"};
+  CLI::App app{
+      "tailscope-baseline: physical references of this machine (thread start, condvar and spin "
+      "hand-off, loopback TCP round trip, empty syscall, clock read)"};
   std::string out_path, artifacts_dir, only_text, placements_text = "pinned,unpinned", cpus_text;
   bool full = false;
   double scale = 1.0;
@@ -28,12 +29,14 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_path, "Result document path (default: stdout)");
   app.add_option("--artifacts", artifacts_dir, "Folder for baseline.hlog (one tagged interval per measurement)");
   app.add_flag("--full", full, "Long form: 5x the samples of the quick form");
-  app.add_option("--scale", scale, "Multiply every sample count (e.g. 0.1 for a smoke run)")->check(CLI::PositiveNumber);
+  app.add_option("--scale", scale, "Multiply every sample count (e.g. 0.1 for a smoke run)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--warmup-fraction", warmup_fraction, "Warm-up iterations, as a fraction of samples (never recorded)")
       ->check(CLI::Range(0.0, 10.0));
   app.add_option("--only", only_text, "Comma-separated reference names to run (default: all)");
   app.add_option("--placement", placements_text, "pinned, unpinned or both (comma-separated)");
-  app.add_option("--cpus", cpus_text, "CLIENT,SERVER cpus for the pinned variant (default: first and last allowed CPU)");
+  app.add_option("--cpus", cpus_text,
+                 "CLIENT,SERVER cpus for the pinned variant (default: first and last allowed CPU)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -47,9 +50,12 @@ int main(int argc, char** argv) {
     }
     std::vector<bool> placements;
     for (const std::string& item : split_list(placements_text)) {
-      if (item == "pinned") placements.push_back(true);
-      else if (item == "unpinned") placements.push_back(false);
-      else throw std::invalid_argument("--placement: '" + item + "' is neither pinned nor unpinned");
+      if (item == "pinned")
+        placements.push_back(true);
+      else if (item == "unpinned")
+        placements.push_back(false);
+      else
+        throw std::invalid_argument("--placement: '" + item + "' is neither pinned nor unpinned");
     }
     if (placements.empty()) throw std::invalid_argument("--placement must name pinned and/or unpinned");
     const std::vector<std::string> only = split_list(only_text);
@@ -60,9 +66,9 @@ int main(int argc, char** argv) {
     }
 
     nlohmann::json doc = new_result_document("tailscope-baseline", argc, argv);
-    doc["config"] = {{"form", full ? "full" : "quick"}, {"scale", scale}, {"warmup_fraction", warmup_fraction},
-                     {"client_cpu", pair.client_cpu}, {"server_cpu", pair.server_cpu},
-                     {"cpus_shared", pair.shared}};
+    doc["config"] = {{"form", full ? "full" : "quick"},    {"scale", scale},
+                     {"warmup_fraction", warmup_fraction}, {"client_cpu", pair.client_cpu},
+                     {"server_cpu", pair.server_cpu},      {"cpus_shared", pair.shared}};
     if (pair.shared)
       doc["warnings"].push_back("only one CPU available: pinned variants run both sides on the same CPU");
 
@@ -99,16 +105,16 @@ int main(int argc, char** argv) {
                             {"wall_time_s", static_cast<double>(end_ns - begin_ns) / 1e9},
                             {"observed", result.observed}};
         if (!result.unavailable_reason.empty()) {
-          doc["unavailable"].push_back({{"name", ref->name}, {"variant", config.placement.variant()},
-                                        {"reason", result.unavailable_reason}});
+          doc["unavailable"].push_back(
+              {{"name", ref->name}, {"variant", config.placement.variant()}, {"reason", result.unavailable_reason}});
           continue;
         }
         const std::string tag = ref->name + "." + config.placement.variant();
         m["latency"] = latency_summary(result.histogram);
         m["cdf"] = latency_cdf(result.histogram);
         m["hlog_tag"] = tag;
-        hlog.write_interval(static_cast<double>(begin_ns - t0_ns) / 1e9,
-                            static_cast<double>(end_ns - begin_ns) / 1e9, result.histogram, tag);
+        hlog.write_interval(static_cast<double>(begin_ns - t0_ns) / 1e9, static_cast<double>(end_ns - begin_ns) / 1e9,
+                            result.histogram, tag);
         doc["measurements"].push_back(m);
       }
     }

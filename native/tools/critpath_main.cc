@@ -4,6 +4,8 @@
 // measurements, plus the critical-path sections; docs/critical-path.md) on
 // stdout or atomically to --out; every trace's result as NDJSON under
 // --artifacts; progress as JSON lines on stderr.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -15,7 +17,6 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -250,8 +251,9 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   Options options;
-  CLI::App app{"tailscope-critpath: critical-path analysis of Jaeger JSON ({\"data\": [...]}, one trace, NDJSON) "
-               "and OTLP JSON (resourceSpans) traces, plain or gzip-compressed"};
+  CLI::App app{
+      "tailscope-critpath: critical-path analysis of Jaeger JSON ({\"data\": [...]}, one trace, NDJSON) "
+      "and OTLP JSON (resourceSpans) traces, plain or gzip-compressed"};
   app.set_version_flag("--version", std::string(kEngine) + " " + TAILSCOPE_VERSION);
   app.add_option("--algorithm", options.algorithm, "Critical-path model")
       ->check(CLI::IsMember({"capstone", "jaeger", "crisp"}))

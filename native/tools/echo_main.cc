@@ -1,10 +1,11 @@
 // tailscope-echo: one echo server model (RFC 862 or HTTP/1.1) on loopback.
 // Prints {"listening": PORT} on stdout once it accepts connections, serves
 // until SIGINT/SIGTERM, then closes every connection and exits 0.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
-#include <unistd.h>
 
 #include "core/affinity.h"
 #include "echo/server.h"
@@ -32,15 +33,21 @@ int main(int argc, char** argv) {
   std::string models_help = "Server model:";
   for (const echo::Model& m : echo::all_models()) models_help += " " + std::string(m.name);
   app.add_option("--model", model_name, models_help)->required();
-  app.add_option("--port", config.port, "TCP port (0: ephemeral, printed as {\"listening\": PORT})")->check(CLI::Range(0, 65535));
+  app.add_option("--port", config.port, "TCP port (0: ephemeral, printed as {\"listening\": PORT})")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--host", config.host, "Address to bind (default 127.0.0.1)");
-  app.add_option("--threads", config.threads, "Worker threads (poll-pool, asio-mt, asio-coro, epoll-reuseport)")->check(CLI::Range(1, 1024));
+  app.add_option("--threads", config.threads, "Worker threads (poll-pool, asio-mt, asio-coro, epoll-reuseport)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--cpus", cpus_text, "CPU list the workers are pinned to, round robin (e.g. 1 or 0-1)");
   app.add_option("--protocol", protocol_text, "echo (RFC 862) or http (HTTP/1.1 keep-alive)");
-  app.add_option("--stall-every-ms", config.stall_every_ms, "Test mode: stall every P ms ...")->check(CLI::NonNegativeNumber);
-  app.add_option("--stall-ms", config.stall_ms, "... for S ms (coordinated-omission demo)")->check(CLI::NonNegativeNumber);
-  app.add_option("--max-pending-bytes", config.limits.max_pending_output_bytes, "Per-connection output bound")->check(CLI::Range(1024, 1 << 26));
-  app.add_option("--max-fds", max_fds, "Test hook: lower RLIMIT_NOFILE to this (fd exhaustion)")->check(CLI::Range(8, 1 << 24));
+  app.add_option("--stall-every-ms", config.stall_every_ms, "Test mode: stall every P ms ...")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stall-ms", config.stall_ms, "... for S ms (coordinated-omission demo)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-pending-bytes", config.limits.max_pending_output_bytes, "Per-connection output bound")
+      ->check(CLI::Range(1024, 1 << 26));
+  app.add_option("--max-fds", max_fds, "Test hook: lower RLIMIT_NOFILE to this (fd exhaustion)")
+      ->check(CLI::Range(8, 1 << 24));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -50,8 +57,10 @@ int main(int argc, char** argv) {
     if (!cpus_text.empty()) config.cpus = parse_cpu_list(cpus_text);
     if (config.stall_ms > 0 && config.stall_ms >= config.stall_every_ms)
       throw std::invalid_argument("--stall-ms must be below --stall-every-ms");
-    if (max_fds > 0) net::lower_fd_limit(max_fds);
-    else net::raise_fd_limit(1 << 20);
+    if (max_fds > 0)
+      net::lower_fd_limit(max_fds);
+    else
+      net::raise_fd_limit(1 << 20);
 
     echo::StopSignal stop;
     g_stop = &stop;

@@ -1,8 +1,9 @@
 // tailscope-load: open-/closed-loop load generator (wrk2-style flags) for the
 // echo, HTTP and tailscope RPC protocols. Prints one result document
 // (docs/load-generator.md).
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
+
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <iostream>
@@ -48,7 +49,8 @@ void apply_target(const std::string& target, LoadConfig& config, bool* is_http) 
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos) throw std::invalid_argument("target '" + target + "' lacks a :PORT");
   config.host = rest.substr(0, colon);
-  if (config.host.starts_with("[") && config.host.ends_with("]")) config.host = config.host.substr(1, config.host.size() - 2);
+  if (config.host.starts_with("[") && config.host.ends_with("]"))
+    config.host = config.host.substr(1, config.host.size() - 2);
   config.port = static_cast<int>(parse_count("target port", rest.substr(colon + 1), 1, 65535));
 }
 
@@ -80,14 +82,16 @@ int main(int argc, char** argv) {
                  "echo (RFC 862), http (HTTP/1.1 keep-alive GET) or rpc (tailscope RPC frames, docs/protocol.md)");
   app.add_option("--payload-bytes", payload_text, "Echo / rpc request payload, 1 … 1048576");
   app.add_option("--rpc-method", config.rpc_method, "rpc: the endpoint called (e.g. compose_post)");
-  app.add_flag("--rpc-sampled", config.rpc_sampled, "rpc: send sampled trace contexts (random trace ids) so services record spans");
+  app.add_flag("--rpc-sampled", config.rpc_sampled,
+               "rpc: send sampled trace contexts (random trace ids) so services record spans");
   app.add_option("--host", config.host, "Server address (loopback only)");
   app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
   app.add_option("--cpus", cpus_text, "CPU list the load threads are pinned to (round robin)");
   app.add_option("--timeout", timeout_text, "A request unanswered this long is a timeout error, 1ms … 1h");
   app.add_option("--spin-us", spin_text, "Pacing: sleep until this close to a send, then busy-poll, 0 … 10000");
-  app.add_flag("--busy-poll", config.busy_poll, "Never sleep: spin on epoll (the load thread owns its core; removes its wake-up latency)");
+  app.add_flag("--busy-poll", config.busy_poll,
+               "Never sleep: spin on epoll (the load thread owns its core; removes its wake-up latency)");
   app.add_option("--seed", seed_text, "Seed for Poisson gaps and start offsets, 0 … 2^53");
   app.add_option("--hlog", hlog_path, "Write interval histograms (.hlog, tags latency_intended/latency_actual)");
   app.add_option("--hlog-interval", hlog_interval_text, "Interval length in seconds, 0.01 … 3600");
@@ -113,7 +117,8 @@ int main(int argc, char** argv) {
     spin_us = parse_number_in("--spin-us", spin_text, 0, 10'000);
     config.seed = static_cast<uint64_t>(parse_count("--seed", seed_text, 0, int64_t{1} << 53));
     config.hlog_interval_s = parse_number_in("--hlog-interval", hlog_interval_text, 0.01, 3600);
-    if (!server_pid_text.empty()) server_pid = static_cast<int>(parse_count("--server-pid", server_pid_text, 1, 1 << 22));
+    if (!server_pid_text.empty())
+      server_pid = static_cast<int>(parse_count("--server-pid", server_pid_text, 1, 1 << 22));
     bool target_is_http = false;
     if (!target.empty()) apply_target(target, config, &target_is_http);
     config.protocol = parse_load_protocol(!protocol_text.empty() ? protocol_text : (target_is_http ? "http" : "echo"));
@@ -122,9 +127,11 @@ int main(int argc, char** argv) {
     } else if (!config.rpc_method.empty() || config.rpc_sampled) {
       throw std::invalid_argument("--rpc-method / --rpc-sampled apply only to --protocol rpc");
     }
-    if (config.port <= 0) throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
+    if (config.port <= 0)
+      throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
     if (!is_loopback(config.host))
-      throw std::invalid_argument("--host " + config.host + ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
+      throw std::invalid_argument("--host " + config.host +
+                                  ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
     config.connections = static_cast<int>(parse_count("-c", connections_text, 1, kMaxConnections));
     config.duration_s = parse_duration_in("-d", duration_text, kMinDurationS, kMaxDurationS);
     config.warmup_s = parse_duration_in("--warmup", warmup_text, 0, kMaxDurationS);
@@ -132,8 +139,10 @@ int main(int argc, char** argv) {
     config.timeout_ns = static_cast<int64_t>(parse_duration_in("--timeout", timeout_text, 0.001, kMaxTimeoutS) * 1e9);
     config.spin_ns = static_cast<int64_t>(spin_us * 1e3);
     check_load_config(config);
-    if (arrival_text == "poisson") config.arrival = Arrival::kPoisson;
-    else if (arrival_text != "fixed") throw std::invalid_argument("--arrival: '" + arrival_text + "' is neither fixed nor poisson");
+    if (arrival_text == "poisson")
+      config.arrival = Arrival::kPoisson;
+    else if (arrival_text != "fixed")
+      throw std::invalid_argument("--arrival: '" + arrival_text + "' is neither fixed nor poisson");
     if (!cpus_text.empty()) config.cpus = parse_cpu_list(cpus_text);
     if (!hlog_path.empty() || !artifacts_dir.empty()) config.record_intervals = true;
     if (hlog_path.empty() && !artifacts_dir.empty()) {
@@ -149,14 +158,22 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
 
     nlohmann::json doc = new_result_document("tailscope-load", argc, argv);
-    doc["config"] = {{"host", config.host}, {"port", config.port}, {"threads", config.threads},
-                     {"connections", config.connections}, {"duration_s", config.duration_s},
-                     {"warmup_s", config.warmup_s}, {"rate_per_s", config.rate_per_s},
-                     {"arrival", arrival_text}, {"pipeline", config.pipeline},
+    doc["config"] = {{"host", config.host},
+                     {"port", config.port},
+                     {"threads", config.threads},
+                     {"connections", config.connections},
+                     {"duration_s", config.duration_s},
+                     {"warmup_s", config.warmup_s},
+                     {"rate_per_s", config.rate_per_s},
+                     {"arrival", arrival_text},
+                     {"pipeline", config.pipeline},
                      {"protocol", std::string(to_string(config.protocol))},
-                     {"payload_bytes", config.payload_bytes}, {"cpus", format_cpu_list(config.cpus)},
+                     {"payload_bytes", config.payload_bytes},
+                     {"cpus", format_cpu_list(config.cpus)},
                      {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
-                     {"spin_us", spin_us}, {"busy_poll", config.busy_poll}, {"seed", config.seed}};
+                     {"spin_us", spin_us},
+                     {"busy_poll", config.busy_poll},
+                     {"seed", config.seed}};
     if (config.protocol == LoadProtocol::kRpc) {
       doc["config"]["rpc_method"] = config.rpc_method;
       doc["config"]["rpc_sampled"] = config.rpc_sampled;
@@ -170,8 +187,8 @@ int main(int argc, char** argv) {
     if (!hlog_path.empty()) {
       std::ostringstream text;
       HlogWriter hlog(text);
-      hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 +
-                            0.005, "tailscope-load interval histograms (ns), tags latency_intended / latency_actual");
+      hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 + 0.005,
+                        "tailscope-load interval histograms (ns), tags latency_intended / latency_actual");
       for (size_t k = 0; k < result.intervals.size(); ++k) {
         const double t0 = static_cast<double>(k) * config.hlog_interval_s;
         hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].intended, "latency_intended");
@@ -195,7 +212,8 @@ int main(int argc, char** argv) {
     bool failed = false;
     if (result.totals.errors.total() > 0 && !allow_errors) {
       std::cerr << "tailscope-load: " << result.totals.errors.total() << " errors: " << doc["load"]["errors"].dump()
-                << (result.totals.first_violation.empty() ? "" : " (first: " + result.totals.first_violation + ")") << "\n";
+                << (result.totals.first_violation.empty() ? "" : " (first: " + result.totals.first_violation + ")")
+                << "\n";
       failed = true;
     }
     // A run that measured nothing is not a success (-R 0.001 used to exit 0

@@ -155,9 +155,14 @@ int run_one(const Flags& f, int argc, char** argv) {
   result["cpu"] = cpu_usage();
   result["resources"] = sampler.summary();
   result["ran_s"] = ran_s;
-  doc["config"] = {{"topology", f.topology}, {"service", f.service}, {"model", options.model},
-                   {"trace_sample", f.trace_sample}, {"call_timeout_ms", instance.runtime().call_timeout_ns() / 1e6},
-                   {"port", ports[f.service]}, {"workers", f.runtime.workers}, {"loops", f.runtime.loops}};
+  doc["config"] = {{"topology", f.topology},
+                   {"service", f.service},
+                   {"model", options.model},
+                   {"trace_sample", f.trace_sample},
+                   {"call_timeout_ms", instance.runtime().call_timeout_ns() / 1e6},
+                   {"port", ports[f.service]},
+                   {"workers", f.runtime.workers},
+                   {"loops", f.runtime.loops}};
   doc["services"] = {{f.service, result}};
   doc["measurements"] = json::array();
   doc["unavailable"] = json::array();
@@ -181,10 +186,21 @@ struct Child {
 };
 
 pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const std::string& self) {
-  std::vector<std::string> args = {self, "--topology", f.topology, "--service", c.service, "--model", f.model,
-                                   "--listen-fd", std::to_string(c.listen_fd), "--ports", ports_text,
-                                   "--trace-sample", std::to_string(f.trace_sample),
-                                   "--out", f.parts_dir + "/" + c.service + ".result.json"};
+  std::vector<std::string> args = {self,
+                                   "--topology",
+                                   f.topology,
+                                   "--service",
+                                   c.service,
+                                   "--model",
+                                   f.model,
+                                   "--listen-fd",
+                                   std::to_string(c.listen_fd),
+                                   "--ports",
+                                   ports_text,
+                                   "--trace-sample",
+                                   std::to_string(f.trace_sample),
+                                   "--out",
+                                   f.parts_dir + "/" + c.service + ".result.json"};
   if (!f.traces_dir.empty()) args.insert(args.end(), {"--traces", f.traces_dir + "/parts"});
   if (f.runtime.workers) args.insert(args.end(), {"--workers", std::to_string(f.runtime.workers)});
   if (f.runtime.loops) args.insert(args.end(), {"--loops", std::to_string(f.runtime.loops)});
@@ -238,8 +254,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   json pids = json::object();
   for (const auto& c : children) pids[c.service] = c.pid;
   const int front_port = topology.front ? ports[topology.front->service] : -1;
-  std::cout << json{{"listening", front_port}, {"ports", ports}, {"pids", pids}, {"pid", getpid()}}.dump()
-            << std::endl;
+  std::cout << json{{"listening", front_port}, {"ports", ports}, {"pids", pids}, {"pid", getpid()}}.dump() << std::endl;
   const int64_t started = monotonic_ns();
   const int64_t deadline = f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0;
   json restarts = json::array();
@@ -253,7 +268,8 @@ int run_all(const Flags& flags, int argc, char** argv) {
         if (c.pid == dead) {
           c.pid = -1;
           c.died_ns = monotonic_ns();
-          restarts.push_back({{"service", c.service}, {"at_s", (c.died_ns - started) / 1e9},
+          restarts.push_back({{"service", c.service},
+                              {"at_s", (c.died_ns - started) / 1e9},
                               {"status", WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
                                                              : "exit " + std::to_string(WEXITSTATUS(status))}});
         }
@@ -282,9 +298,15 @@ int run_all(const Flags& flags, int argc, char** argv) {
   }
   const double ran_s = (monotonic_ns() - started) / 1e9;
   json doc = new_result_document("tailscope-svc", argc, argv);
-  doc["config"] = {{"topology", f.topology}, {"mode", "all"}, {"model", f.model}, {"trace_sample", f.trace_sample},
-                   {"front_port", front_port}, {"ports", ports}, {"workers", f.runtime.workers},
-                   {"loops", f.runtime.loops}, {"queue_capacity", f.runtime.queue_capacity},
+  doc["config"] = {{"topology", f.topology},
+                   {"mode", "all"},
+                   {"model", f.model},
+                   {"trace_sample", f.trace_sample},
+                   {"front_port", front_port},
+                   {"ports", ports},
+                   {"workers", f.runtime.workers},
+                   {"loops", f.runtime.loops},
+                   {"queue_capacity", f.runtime.queue_capacity},
                    {"restart_ms", f.restart_ms}};
   json services = json::object();
   json unavailable = json::array();
@@ -294,7 +316,8 @@ int run_all(const Flags& flags, int argc, char** argv) {
     std::ifstream in(f.parts_dir + "/" + c.service + ".result.json");
     json part = json::parse(in, nullptr, false);
     if (part.is_discarded() || !part.contains("services")) {
-      unavailable.push_back({{"name", c.service}, {"variant", f.model}, {"reason", "the service wrote no result document"}});
+      unavailable.push_back(
+          {{"name", c.service}, {"variant", f.model}, {"reason", "the service wrote no result document"}});
       continue;
     }
     json s = part["services"][c.service];

@@ -78,11 +78,11 @@ inline ::testing::AssertionResult read_single_trace(std::string_view json, NameT
 // Skips the test with the reason when the fixture at `path` is missing, or
 // fails it when TAILSCOPE_REQUIRE_FIXTURES=1 (CI). A macro: GTEST_SKIP and
 // FAIL return from the test body.
-#define TAILSCOPE_REQUIRE_FIXTURE(path)                                                                  \
+#define TAILSCOPE_REQUIRE_FIXTURE(path)                                                                 \
   if (const std::string tailscope_missing_ = ::tailscope::trace::testing::missing_fixture_reason(path); \
-      !tailscope_missing_.empty()) {                                                                     \
-    if (::tailscope::trace::testing::fixtures_required()) {                                              \
-      FAIL() << tailscope_missing_ << "; required here (TAILSCOPE_REQUIRE_FIXTURES=1)";                  \
-    }                                                                                                    \
-    GTEST_SKIP() << tailscope_missing_;                                                                  \
+      !tailscope_missing_.empty()) {                                                                    \
+    if (::tailscope::trace::testing::fixtures_required()) {                                             \
+      FAIL() << tailscope_missing_ << "; required here (TAILSCOPE_REQUIRE_FIXTURES=1)";                 \
+    }                                                                                                   \
+    GTEST_SKIP() << tailscope_missing_;                                                                 \
   }

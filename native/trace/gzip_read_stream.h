@@ -7,11 +7,11 @@
 #include <zlib.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
-#include <utility>
-#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace tailscope::trace {
 
@@ -62,7 +62,7 @@ class GzipReadStream {
   void refill();
 
   gzFile file_ = nullptr;
-  int fd_ = -1;                 // owned by file_
+  int fd_ = -1;                     // owned by file_
   std::int64_t size_at_open_ = -1;  // regular files only
   std::unique_ptr<Ch[]> buffer_;
   Ch* current_ = nullptr;

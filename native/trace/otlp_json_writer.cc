@@ -33,12 +33,18 @@ void write_int_attribute(JsonWriter& w, std::string_view key, std::int64_t value
 
 int otlp_kind(SpanKind kind) {
   switch (kind) {
-    case SpanKind::kInternal: return 1;
-    case SpanKind::kServer: return 2;
-    case SpanKind::kClient: return 3;
-    case SpanKind::kProducer: return 4;
-    case SpanKind::kConsumer: return 5;
-    case SpanKind::kUnspecified: break;
+    case SpanKind::kInternal:
+      return 1;
+    case SpanKind::kServer:
+      return 2;
+    case SpanKind::kClient:
+      return 3;
+    case SpanKind::kProducer:
+      return 4;
+    case SpanKind::kConsumer:
+      return 5;
+    case SpanKind::kUnspecified:
+      break;
   }
   return 0;
 }

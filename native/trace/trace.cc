@@ -8,12 +8,18 @@ namespace tailscope::trace {
 
 std::string_view span_kind_name(SpanKind kind) {
   switch (kind) {
-    case SpanKind::kInternal: return "internal";
-    case SpanKind::kServer: return "server";
-    case SpanKind::kClient: return "client";
-    case SpanKind::kProducer: return "producer";
-    case SpanKind::kConsumer: return "consumer";
-    case SpanKind::kUnspecified: break;
+    case SpanKind::kInternal:
+      return "internal";
+    case SpanKind::kServer:
+      return "server";
+    case SpanKind::kClient:
+      return "client";
+    case SpanKind::kProducer:
+      return "producer";
+    case SpanKind::kConsumer:
+      return "consumer";
+    case SpanKind::kUnspecified:
+      break;
   }
   return "unspecified";
 }
@@ -109,22 +115,20 @@ namespace {
 std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   const auto c0 = static_cast<unsigned char>(s[i]);
   if (c0 < 0x80) return 1;
-  auto cont = [&](std::size_t k) {
-    return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-  };
+  auto cont = [&](std::size_t k) { return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80; };
   if (c0 >= 0xC2 && c0 <= 0xDF) return cont(1) ? 2 : 0;
   if (c0 >= 0xE0 && c0 <= 0xEF) {
     if (!cont(1) || !cont(2)) return 0;
     const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c0 == 0xE0 && c1 < 0xA0) return 0;   // overlong
-    if (c0 == 0xED && c1 > 0x9F) return 0;   // surrogates
+    if (c0 == 0xE0 && c1 < 0xA0) return 0;  // overlong
+    if (c0 == 0xED && c1 > 0x9F) return 0;  // surrogates
     return 3;
   }
   if (c0 >= 0xF0 && c0 <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return 0;
     const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c0 == 0xF0 && c1 < 0x90) return 0;   // overlong
-    if (c0 == 0xF4 && c1 > 0x8F) return 0;   // > U+10FFFF
+    if (c0 == 0xF0 && c1 < 0x90) return 0;  // overlong
+    if (c0 == 0xF4 && c1 > 0x8F) return 0;  // > U+10FFFF
     return 4;
   }
   return 0;

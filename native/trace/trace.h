@@ -48,7 +48,7 @@ class NameTable {
     NameId id = 0;
   };
   std::array<CacheEntry, 1024> cache_{};
-  std::deque<std::string> names_;  // deque: stable addresses for the map's keys
+  std::deque<std::string> names_;          // deque: stable addresses for the map's keys
   std::deque<std::string> raw_spellings_;  // invalid-UTF-8 spellings that map to a repaired name
   std::unordered_map<std::string_view, NameId> ids_;
 };
@@ -61,15 +61,15 @@ struct StrRef {
 
 struct Span {
   StrRef span_id;
-  StrRef parent_span_id;          // empty when parent_ref == kNone
-  StrRef process_id;              // Jaeger processID, resolved to `service` by the reader
+  StrRef parent_span_id;  // empty when parent_ref == kNone
+  StrRef process_id;      // Jaeger processID, resolved to `service` by the reader
   RefType parent_ref = RefType::kNone;
   SpanKind kind = SpanKind::kUnspecified;
   bool error = false;
   NameId service = NameTable::kUnknownService;
   NameId operation = NameTable::kUnknownService;
   std::int64_t start_ns = 0;
-  std::int64_t duration_ns = 0;   // may be negative in dirty input; the analyzer fixes it
+  std::int64_t duration_ns = 0;  // may be negative in dirty input; the analyzer fixes it
   // Delays measured by tailscope's own async probe (tags tailscope.scheduling_delay_ns,
   // tailscope.join_delay_ns); -1 when the span carries none.
   std::int64_t probe_scheduling_delay_ns = -1;

@@ -112,8 +112,11 @@ class TraceJsonHandler {
         pending_ = Pending::kNone;
         r.trace->key(key);
         return true;
-      case RouteKind::kOtlp: otlp_.key(key); return true;
-      default: return true;
+      case RouteKind::kOtlp:
+        otlp_.key(key);
+        return true;
+      default:
+        return true;
     }
   }
   bool StartObject() { return on_start(true); }
@@ -145,11 +148,14 @@ class TraceJsonHandler {
         }
         r.trace->scalar(value);
         return true;
-      case RouteKind::kOtlp: otlp_.scalar(value); return true;
+      case RouteKind::kOtlp:
+        otlp_.scalar(value);
+        return true;
       case RouteKind::kTop:
       case RouteKind::kTopArray:
         return fail("expected a JSON object (a Jaeger trace or envelope, or an OTLP document)");
-      default: return true;  // kData: non-object items are ignored; kSkip
+      default:
+        return true;  // kData: non-object items are ignored; kSkip
     }
   }
 
@@ -159,7 +165,10 @@ class TraceJsonHandler {
     }
     ++depth_;
     if (inside_trace_ != nullptr && depth_ > trace_base_depth_ + 1) {
-      if (is_object) inside_trace_->start_object(); else inside_trace_->start_array();
+      if (is_object)
+        inside_trace_->start_object();
+      else
+        inside_trace_->start_array();
       return true;
     }
     Route& r = routes_.back();
@@ -191,7 +200,10 @@ class TraceJsonHandler {
           update_fast_path();
           return true;
         }
-        if (is_object) r.trace->start_object(); else r.trace->start_array();
+        if (is_object)
+          r.trace->start_object();
+        else
+          r.trace->start_array();
         return true;
       case RouteKind::kData:
         if (is_object) {
@@ -202,9 +214,13 @@ class TraceJsonHandler {
         }
         return true;
       case RouteKind::kOtlp:
-        if (is_object) otlp_.start_object(); else otlp_.start_array();
+        if (is_object)
+          otlp_.start_object();
+        else
+          otlp_.start_array();
         return true;
-      case RouteKind::kSkip: return true;
+      case RouteKind::kSkip:
+        return true;
     }
     return true;
   }
@@ -219,8 +235,10 @@ class TraceJsonHandler {
     const bool closes_route = r.kind != RouteKind::kTop && depth_ == r.base_depth;
     --depth_;
     if (!closes_route) {
-      if (r.kind == RouteKind::kTrace) r.trace->end_container();
-      else if (r.kind == RouteKind::kOtlp) otlp_.end_container();
+      if (r.kind == RouteKind::kTrace)
+        r.trace->end_container();
+      else if (r.kind == RouteKind::kOtlp)
+        otlp_.end_container();
       return true;
     }
     const Route done = r;
@@ -236,7 +254,8 @@ class TraceJsonHandler {
           return false;
         }
         return true;
-      default: return true;
+      default:
+        return true;
     }
   }
 
@@ -331,8 +350,8 @@ ReadResult read_stream(Stream& stream, Ended ended, NameTable& names, const Read
 
 // In-memory text is parsed in situ, strings decoded into a scratch buffer
 // (see internal/scratch_stream.h). The text ends in '\0', where the stream stops.
-ReadResult read_memory(const char* text, std::size_t size, char* scratch, NameTable& names,
-                       const ReadOptions& options, const TraceCallback& on_trace) {
+ReadResult read_memory(const char* text, std::size_t size, char* scratch, NameTable& names, const ReadOptions& options,
+                       const TraceCallback& on_trace) {
   internal::ScratchStream stream(text, scratch);
   return read_stream<rapidjson::kParseInsituFlag>(
       stream, [size](internal::ScratchStream& s) { return s.Tell() >= size; }, names, options, on_trace);
@@ -374,7 +393,7 @@ ReadResult read_trace_file(const std::string& path, NameTable& names, const Read
 }
 
 ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
-                         const TraceCallback& on_trace) {
+                           const TraceCallback& on_trace) {
   const std::string text(json);  // the stream needs a terminating '\0'
   std::string scratch(json.size() + 1, '\0');
   return read_memory(text.c_str(), text.size(), scratch.data(), names, options, on_trace);

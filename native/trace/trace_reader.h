@@ -30,15 +30,15 @@ struct ReadOptions {
 // Counters of what the reader saw; `dropped_*` and `repaired_*` feed the
 // analyzer's warnings.
 struct ReadStats {
-  std::uint64_t bytes = 0;   // decompressed input bytes consumed
+  std::uint64_t bytes = 0;  // decompressed input bytes consumed
   std::uint64_t traces = 0;
   std::uint64_t spans = 0;
   std::uint64_t jaeger_traces = 0;
   std::uint64_t otlp_traces = 0;
   std::uint64_t dropped_spans_over_limit = 0;
   std::uint64_t dropped_spans_without_id = 0;
-  std::uint64_t spans_without_service = 0;   // unknown processID / no service.name
-  std::uint64_t bad_timestamps = 0;          // non-numeric times, read as 0 (huge ones saturate instead)
+  std::uint64_t spans_without_service = 0;  // unknown processID / no service.name
+  std::uint64_t bad_timestamps = 0;         // non-numeric times, read as 0 (huge ones saturate instead)
   bool compressed = false;
 
   void add(const ReadStats& other);
@@ -46,8 +46,8 @@ struct ReadStats {
 
 struct ReadResult {
   bool ok = true;
-  bool stopped = false;         // the callback asked to stop
-  std::string error;            // "invalid JSON at byte 123: Missing a comma…"
+  bool stopped = false;  // the callback asked to stop
+  std::string error;     // "invalid JSON at byte 123: Missing a comma…"
   std::uint64_t error_offset = 0;
   ReadStats stats;
 };
@@ -58,8 +58,8 @@ using TraceCallback = std::function<bool(Trace&)>;
 
 // `path` "-" reads stdin.
 ReadResult read_trace_file(const std::string& path, NameTable& names, const ReadOptions& options,
-                         const TraceCallback& on_trace);
+                           const TraceCallback& on_trace);
 ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
-                         const TraceCallback& on_trace);
+                           const TraceCallback& on_trace);
 
 }  // namespace tailscope::trace

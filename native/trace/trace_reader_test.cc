@@ -50,9 +50,7 @@ class TempDir {
   std::string path_;
 };
 
-void write_file(const std::string& path, std::string_view data) {
-  std::ofstream(path, std::ios::binary) << data;
-}
+void write_file(const std::string& path, std::string_view data) { std::ofstream(path, std::ios::binary) << data; }
 
 void write_gzip(const std::string& path, std::string_view data) {
   gzFile f = gzopen(path.c_str(), "wb");
@@ -129,7 +127,7 @@ TEST(TraceReaderTest, ReadsSingleTraceObject) {
   auto out = read_all(R"({"traceID": "x", "processes": {"p": {"serviceName": "s"}},
                          "spans": [{"spanID": "1", "operationName": "o", "startTime": 1, "duration": 2,
                                     "processID": "p"}]})",
-                     names);
+                      names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 1u);
   EXPECT_EQ(out.traces[0].trace_id, "x");
@@ -138,13 +136,12 @@ TEST(TraceReaderTest, ReadsSingleTraceObject) {
 
 TEST(TraceReaderTest, ReadsNdjsonAndTopLevelArrays) {
   NameTable names;
-  const std::string ndjson =
-      R"({"traceID": "1", "spans": [{"spanID": "a", "startTime": 1, "duration": 1}]})"
-      "\n"
-      R"({"data": [{"traceID": "2", "spans": []}, {"traceID": "3", "spans": []}]})"
-      "\n\n"
-      R"([{"traceID": "4", "spans": []}])"
-      "\n";
+  const std::string ndjson = R"({"traceID": "1", "spans": [{"spanID": "a", "startTime": 1, "duration": 1}]})"
+                             "\n"
+                             R"({"data": [{"traceID": "2", "spans": []}, {"traceID": "3", "spans": []}]})"
+                             "\n\n"
+                             R"([{"traceID": "4", "spans": []}])"
+                             "\n";
   auto out = read_all(ndjson, names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces.size(), 4u);
@@ -165,15 +162,15 @@ TEST(TraceReaderTest, CountsSpansWithoutIdOrService) {
         {"operationName": "no id", "startTime": 1, "duration": 1},
         {"spanID": "b", "processID": "missing", "startTime": "12", "duration": 1.5},
         {"spanID": "c", "startTime": "soon", "duration": 1}]})",
-                     names);
+                      names);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   ASSERT_EQ(out.traces[0].spans.size(), 2u);
   EXPECT_EQ(out.result.stats.dropped_spans_without_id, 1u);
   EXPECT_EQ(out.result.stats.spans_without_service, 2u);
   EXPECT_EQ(out.result.stats.bad_timestamps, 1u);
   EXPECT_EQ(out.traces[0].spans[0].service, NameTable::kUnknownService);
-  EXPECT_EQ(out.traces[0].spans[0].start_ns, 12'000);   // numeric string
-  EXPECT_EQ(out.traces[0].spans[0].duration_ns, 1'500); // fractional microseconds
+  EXPECT_EQ(out.traces[0].spans[0].start_ns, 12'000);    // numeric string
+  EXPECT_EQ(out.traces[0].spans[0].duration_ns, 1'500);  // fractional microseconds
 }
 
 // Regression: times beyond int64 were read as 0 (counted as bad_timestamp)
@@ -216,7 +213,7 @@ TEST(TraceReaderTest, DropsSpansPastTheLimit) {
   options.max_spans_per_trace = 2;
   auto out = read_all(R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"},
                          {"spanID": "3", "tags": [{"key": "error", "value": true}]}]})",
-                     names, options);
+                      names, options);
   ASSERT_TRUE(out.result.ok) << out.result.error;
   EXPECT_EQ(out.traces[0].spans.size(), 2u);
   EXPECT_EQ(out.result.stats.dropped_spans_over_limit, 1u);
@@ -347,9 +344,10 @@ TEST(TraceReaderTest, ReadsLargeFilesAcrossBufferBoundaries) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 5000; ++i) {
-    text += R"({"traceID": ")" + std::to_string(i) +
-            R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
-            std::string(100, 'v') + "\"}]}]}\n";
+    text +=
+        R"({"traceID": ")" + std::to_string(i) +
+        R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
+        std::string(100, 'v') + "\"}]}]}\n";
   }
   write_gzip(dir.file("big.json.gz"), text);
   NameTable names;
@@ -373,9 +371,10 @@ TEST(TraceReaderTest, FileTruncatedWhileBeingReadIsAnErrorNotACrash) {
   std::string text;
   constexpr int kTraces = 20'000;
   for (int i = 0; i < kTraces; ++i) {
-    text += R"({"traceID": ")" + std::to_string(i) +
-            R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
-            std::string(150, 'v') + "\"}]}]}\n";
+    text +=
+        R"({"traceID": ")" + std::to_string(i) +
+        R"(", "spans": [{"spanID": "a", "operationName": "op", "startTime": 1, "duration": 2, "tags": [{"key": "k", "value": ")" +
+        std::string(150, 'v') + "\"}]}]}\n";
   }
   write_file(path, text);
   NameTable names;
@@ -392,7 +391,9 @@ TEST(TraceReaderTest, FileTruncatedWhileBeingReadIsAnErrorNotACrash) {
 TEST(TraceReaderTest, TruncatedGzipIsAnError) {
   TempDir dir;
   std::string text;
-  for (int i = 0; i < 2000; ++i) text += R"({"traceID": "x", "spans": []})" "\n";
+  for (int i = 0; i < 2000; ++i)
+    text += R"({"traceID": "x", "spans": []})"
+            "\n";
   write_gzip(dir.file("full.gz"), text);
   std::ifstream in(dir.file("full.gz"), std::ios::binary);
   std::string packed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +44,18 @@ class CriticalPathAnalysis:
         return {k: v for k, v in self.document.get("warnings", {}).items() if v}
 
 
-def run_critpath(paths: list[str | Path], *, algorithm: str = "capstone", what_if: list[str] = (),
-                 what_if_no_delays: bool = False, max_traces: int = 0, top: int = 10,
-                 artifacts_dir: Path, timeout_s: float = 3600, on_progress=None) -> dict:
+def run_critpath(
+    paths: Sequence[str | Path],
+    *,
+    algorithm: str = "capstone",
+    what_if: Sequence[str] = (),
+    what_if_no_delays: bool = False,
+    max_traces: int = 0,
+    top: int = 10,
+    artifacts_dir: Path,
+    timeout_s: float = 3600,
+    on_progress=None,
+) -> dict:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm '{algorithm}' (one of {', '.join(ALGORITHMS)})")
     args = ["--algorithm", algorithm, "--artifacts", str(artifacts_dir), "--top", str(top)]
@@ -69,45 +79,76 @@ def load_ndjson(path: Path) -> dict[str, pd.DataFrame]:
             t = json.loads(line)
             tid = t["trace_id"]
             analyzed = bool(t.get("analyzed"))
-            traces.append({
-                "trace_id": tid, "analyzed": analyzed, "span_count": t.get("span_count", 0),
-                "end_to_end_ns": t.get("end_to_end_ns"),
-                "path": " → ".join(t.get("path", [])) if analyzed else None,
-                "delay_on_path_ns": t.get("delays", {}).get("on_path_ns") if analyzed else None,
-            })
+            traces.append(
+                {
+                    "trace_id": tid,
+                    "analyzed": analyzed,
+                    "span_count": t.get("span_count", 0),
+                    "end_to_end_ns": t.get("end_to_end_ns"),
+                    "path": " → ".join(t.get("path", [])) if analyzed else None,
+                    "delay_on_path_ns": t.get("delays", {}).get("on_path_ns") if analyzed else None,
+                }
+            )
             if not analyzed:
                 continue
             sections += [{"trace_id": tid, **s} for s in t.get("sections", [])]
             ops += [{"trace_id": tid, **o} for o in t.get("operations", [])]
             services += [{"trace_id": tid, **s} for s in t.get("services", [])]
             for r in t.get("delays", {}).get("rpc", []):
-                rpcs.append({"trace_id": tid, "client_service": r.get("service"),
-                             "client_operation": r.get("operation"), "server_service": r.get("server_service"),
-                             "server_operation": r.get("server_operation"),
-                             "scheduling_ns": r.get("scheduling_ns"), "join_ns": r.get("join_ns")})
-            what_if += [{"trace_id": tid, "scenario": w["scenario"], "end_to_end_ns": w["end_to_end_ns"]}
-                        for w in t.get("what_if", [])]
+                rpcs.append(
+                    {
+                        "trace_id": tid,
+                        "client_service": r.get("service"),
+                        "client_operation": r.get("operation"),
+                        "server_service": r.get("server_service"),
+                        "server_operation": r.get("server_operation"),
+                        "scheduling_ns": r.get("scheduling_ns"),
+                        "join_ns": r.get("join_ns"),
+                    }
+                )
+            what_if += [
+                {"trace_id": tid, "scenario": w["scenario"], "end_to_end_ns": w["end_to_end_ns"]}
+                for w in t.get("what_if", [])
+            ]
 
     def frame(rows, cols):
         return pd.DataFrame(rows, columns=cols) if not rows else pd.DataFrame(rows)
 
     return {
-        "traces": frame(traces, ["trace_id", "analyzed", "span_count", "end_to_end_ns", "path",
-                                 "delay_on_path_ns"]),
+        "traces": frame(traces, ["trace_id", "analyzed", "span_count", "end_to_end_ns", "path", "delay_on_path_ns"]),
         "sections": frame(sections, ["trace_id", "span_id", "service", "operation", "start_ns", "end_ns"]),
         "operations": frame(ops, ["trace_id", "service", "operation", "exclusive_ns"]),
         "services": frame(services, ["trace_id", "service", "exclusive_ns"]),
-        "rpc_delays": frame(rpcs, ["trace_id", "client_service", "client_operation", "server_service",
-                                   "server_operation", "scheduling_ns", "join_ns"]),
+        "rpc_delays": frame(
+            rpcs,
+            [
+                "trace_id",
+                "client_service",
+                "client_operation",
+                "server_service",
+                "server_operation",
+                "scheduling_ns",
+                "join_ns",
+            ],
+        ),
         "trace_what_if": frame(what_if, ["trace_id", "scenario", "end_to_end_ns"]),
     }
 
 
 def summary_tables(doc: dict) -> dict[str, pd.DataFrame]:
-    paths = [{"rank": p["rank"], "count": p["count"], "fraction": p["fraction"], "path": " → ".join(p["path"]),
-              "mean_ns": p["end_to_end_ns"].get("mean"), "p50_ns": p["end_to_end_ns"].get("p50"),
-              "p99_ns": p["end_to_end_ns"].get("p99"), "example_trace_id": p.get("example_trace_id")}
-             for p in doc.get("critical_paths", {}).get("top", [])]
+    paths = [
+        {
+            "rank": p["rank"],
+            "count": p["count"],
+            "fraction": p["fraction"],
+            "path": " → ".join(p["path"]),
+            "mean_ns": p["end_to_end_ns"].get("mean"),
+            "p50_ns": p["end_to_end_ns"].get("p50"),
+            "p99_ns": p["end_to_end_ns"].get("p99"),
+            "example_trace_id": p.get("example_trace_id"),
+        }
+        for p in doc.get("critical_paths", {}).get("top", [])
+    ]
     bottlenecks = []
     for criterion in ("by_mean", "by_variability", "services_by_mean", "services_by_variability"):
         for b in doc.get("bottlenecks", {}).get(criterion, []):
@@ -115,22 +156,41 @@ def summary_tables(doc: dict) -> dict[str, pd.DataFrame]:
     what_if = []
     for w in doc.get("what_if", []):
         e2e = w.get("end_to_end_ns", {})
-        what_if.append({"scenario": w["scenario"], "mean_ns": e2e.get("mean"), "p50_ns": e2e.get("p50"),
-                        "p99_ns": e2e.get("p99"), "mean_ratio": w.get("mean_ratio"),
-                        "p50_ratio": w.get("p50_ratio"), "p99_ratio": w.get("p99_ratio")})
-    return {"paths": pd.DataFrame(paths), "bottlenecks": pd.DataFrame(bottlenecks),
-            "what_if": pd.DataFrame(what_if)}
+        what_if.append(
+            {
+                "scenario": w["scenario"],
+                "mean_ns": e2e.get("mean"),
+                "p50_ns": e2e.get("p50"),
+                "p99_ns": e2e.get("p99"),
+                "mean_ratio": w.get("mean_ratio"),
+                "p50_ratio": w.get("p50_ratio"),
+                "p99_ratio": w.get("p99_ratio"),
+            }
+        )
+    return {"paths": pd.DataFrame(paths), "bottlenecks": pd.DataFrame(bottlenecks), "what_if": pd.DataFrame(what_if)}
 
 
-def critical_paths(*paths: str | Path, algorithm: str = "capstone", what_if: list[str] = (),
-                   what_if_no_delays: bool = False, max_traces: int = 0, top: int = 10) -> CriticalPathAnalysis:
+def critical_paths(
+    *paths: str | Path,
+    algorithm: str = "capstone",
+    what_if: Sequence[str] = (),
+    what_if_no_delays: bool = False,
+    max_traces: int = 0,
+    top: int = 10,
+) -> CriticalPathAnalysis:
     """Analyzes trace files and returns the per-trace and aggregate results as DataFrames."""
     if not paths:
         raise ValueError("critical_paths() needs at least one trace file")
     with tempfile.TemporaryDirectory(prefix="tailscope-critpath-") as tmp:
-        doc = run_critpath(list(paths), algorithm=algorithm, what_if=list(what_if),
-                           what_if_no_delays=what_if_no_delays, max_traces=max_traces, top=top,
-                           artifacts_dir=Path(tmp))
+        doc = run_critpath(
+            list(paths),
+            algorithm=algorithm,
+            what_if=list(what_if),
+            what_if_no_delays=what_if_no_delays,
+            max_traces=max_traces,
+            top=top,
+            artifacts_dir=Path(tmp),
+        )
         ndjson = Path(tmp) / "critical_paths.ndjson"
         per_trace = load_ndjson(ndjson) if ndjson.exists() else load_ndjson_from_doc(doc)
     return CriticalPathAnalysis(document=doc, **per_trace, **summary_tables(doc))

@@ -23,12 +23,19 @@ err_console = Console(stderr=True)
 VERDICT_STYLE = {machine.OK: "green", machine.WARN: "yellow", machine.UNAVAILABLE: "red"}
 
 objective_option = click.option(
-    "--objective-ms", type=click.FloatRange(min=0.001), default=None,
-    help="p99 objective of the thread-count study's recommendation (default 50 ms).")
+    "--objective-ms",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="p99 objective of the thread-count study's recommendation (default 50 ms).",
+)
 
 results_option = click.option(
-    "--results", "results_dir", type=click.Path(path_type=Path), default=None,
-    help="Results folder (default: ./results or $TAILSCOPE_RESULTS).")
+    "--results",
+    "results_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results folder (default: ./results or $TAILSCOPE_RESULTS).",
+)
 
 
 def _results(results_dir: Path | None) -> Path:
@@ -39,8 +46,10 @@ def _store_failure(e: Exception) -> NoReturn:
     """Exit 2 with one clear line; a DuckDB error that got past the open-time
     check (store.check_database) still names the database instead of a traceback."""
     if isinstance(e, duckdb.Error):
-        e = StoreError(f"the results database could not be read: {str(e).strip().splitlines()[0]} "
-                       "(move tailscope.duckdb aside to start a new one)")
+        e = StoreError(
+            f"the results database could not be read: {str(e).strip().splitlines()[0]} "
+            "(move tailscope.duckdb aside to start a new one)"
+        )
     err_console.print(f"[red]error:[/] {e}")
     sys.exit(2)
 
@@ -86,8 +95,13 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
     try:
         # SIGTERM and SIGHUP take Ctrl-C's path: engines stopped, staging removed, nothing stored.
         with lifetime.terminate_as_interrupt():
-            run_id, report, failures = run_studies(studies, form=form or ("full" if full else "quick"),
-                                                   results_dir=results, options=options, console=err_console)
+            run_id, report, failures = run_studies(
+                studies,
+                form=form or ("full" if full else "quick"),
+                results_dir=results,
+                options=options,
+                console=err_console,
+            )
     except (RunError, StoreError, duckdb.Error) as e:
         _store_failure(e)
     except KeyboardInterrupt as e:
@@ -105,14 +119,28 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
 @main.command()
 @click.option("--full", is_flag=True, help="Long form of every study (quick form by default).")
 @click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
-@click.option("--cpus", default=None, callback=_check_cpus,
-              help="CLIENT,SERVER cpus for pinned measurements (default: first,last).")
-@click.option("--scale", type=click.FloatRange(min=0.001), default=None,
-              help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).")
+@click.option(
+    "--cpus",
+    default=None,
+    callback=_check_cpus,
+    help="CLIENT,SERVER cpus for pinned measurements (default: first,last).",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
+)
 @objective_option
 @results_option
-def run(full: bool, study_names: tuple[str, ...], cpus: str | None, scale: float | None, objective_ms: float | None,
-        results_dir: Path | None) -> None:
+def run(
+    full: bool,
+    study_names: tuple[str, ...],
+    cpus: str | None,
+    scale: float | None,
+    objective_ms: float | None,
+    results_dir: Path | None,
+) -> None:
     """The main job: run every available study, store the results, write the report."""
     _run(list(study_names), full, results_dir, _options(cpus, scale, objective_ms))
 
@@ -139,8 +167,9 @@ def _make_bench_command(name: str, title: str):
     @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
     @objective_option
     @results_option
-    def cmd(full: bool, cpus: str | None, scale: float | None, objective_ms: float | None,
-            results_dir: Path | None) -> None:
+    def cmd(
+        full: bool, cpus: str | None, scale: float | None, objective_ms: float | None, results_dir: Path | None
+    ) -> None:
         _run([name], full, results_dir, _options(cpus, scale, objective_ms))
 
     cmd.__doc__ = title
@@ -155,18 +184,39 @@ for _study in all_studies():
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--algorithm", type=click.Choice(["capstone", "jaeger", "crisp"]), default="capstone",
-              show_default=True, help="Critical-path rules (docs/critical-path.md).")
-@click.option("--what-if", "what_if", multiple=True, metavar="SERVICE",
-              help="Project end-to-end latency with SERVICE's own time removed (repeatable).")
+@click.option(
+    "--algorithm",
+    type=click.Choice(["capstone", "jaeger", "crisp"]),
+    default="capstone",
+    show_default=True,
+    help="Critical-path rules (docs/critical-path.md).",
+)
+@click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="SERVICE",
+    help="Project end-to-end latency with SERVICE's own time removed (repeatable).",
+)
 @click.option("--what-if-no-delays", is_flag=True, help="Project latency with all scheduling/join delay removed.")
 @click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Stop after N traces (0 = all).")
 @results_option
-def analyze(files: tuple[Path, ...], algorithm: str, what_if: tuple[str, ...], what_if_no_delays: bool,
-            max_traces: int, results_dir: Path | None) -> None:
+def analyze(
+    files: tuple[Path, ...],
+    algorithm: str,
+    what_if: tuple[str, ...],
+    what_if_no_delays: bool,
+    max_traces: int,
+    results_dir: Path | None,
+) -> None:
     """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz): stored and reported."""
-    options = {"trace_files": [str(f.resolve()) for f in files], "algorithm": algorithm,
-               "what_if": list(what_if), "what_if_no_delays": what_if_no_delays, "max_traces": max_traces}
+    options = {
+        "trace_files": [str(f.resolve()) for f in files],
+        "algorithm": algorithm,
+        "what_if": list(what_if),
+        "what_if_no_delays": what_if_no_delays,
+        "max_traces": max_traces,
+    }
     _run(["analyze"], False, results_dir, options, form="analyze")
 
 
@@ -234,15 +284,35 @@ def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None
 
 
 @main.command()
-@click.option("--minutes", type=click.FloatRange(min=1.0, max=24 * 60.0), default=30.0, show_default=True,
-              help="Wall-clock budget of the whole soak, split evenly over the models.")
+@click.option(
+    "--minutes",
+    type=click.FloatRange(min=1.0, max=24 * 60.0),
+    default=30.0,
+    show_default=True,
+    help="Wall-clock budget of the whole soak, split evenly over the models.",
+)
 @click.option("--model", "models", multiple=True, help="Models to soak (repeatable; default: all five).")
-@click.option("--interval-s", type=click.FloatRange(min=5.0, max=3600.0), default=60.0, show_default=True,
-              help="Length of one reported interval.")
-@click.option("--fraction", type=click.FloatRange(min=0.05, max=1.0), default=0.8, show_default=True,
-              help="Offered rate as a fraction of each model's measured closed-loop ceiling.")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write every interval and verdict as JSON here.")
+@click.option(
+    "--interval-s",
+    type=click.FloatRange(min=5.0, max=3600.0),
+    default=60.0,
+    show_default=True,
+    help="Length of one reported interval.",
+)
+@click.option(
+    "--fraction",
+    type=click.FloatRange(min=0.05, max=1.0),
+    default=0.8,
+    show_default=True,
+    help="Offered rate as a fraction of each model's measured closed-loop ceiling.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every interval and verdict as JSON here.",
+)
 def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, out_path: Path | None) -> None:
     """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
     from . import soak as soak_mod
@@ -257,12 +327,18 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         sys.exit(2)
 
     def on_interval(s: soak_mod.ModelSoak, iv: soak_mod.Interval) -> None:
-        procs = "  ".join(f"{p.service.removesuffix('-service')}:{(p.rss_bytes or 0) / 2**20:.1f}M/{p.threads}t/{p.fds}fd"
-                          if p.rss_bytes is not None else f"{p.service}: unavailable" for p in iv.processes)
+        procs = "  ".join(
+            f"{p.service.removesuffix('-service')}:{(p.rss_bytes or 0) / 2**20:.1f}M/{p.threads}t/{p.fds}fd"
+            if p.rss_bytes is not None
+            else f"{p.service}: unavailable"
+            for p in iv.processes
+        )
         p50 = fmt_ns(iv.p50_ns) if iv.p50_ns is not None else "unavailable"
         p99 = fmt_ns(iv.p99_ns) if iv.p99_ns is not None else "unavailable"
-        console.print(f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
-                      f"p50 {p50} p99 {p99} errors {iv.errors} | {procs}")
+        console.print(
+            f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
+            f"p50 {p50} p99 {p99} errors {iv.errors} | {procs}"
+        )
 
     def on_model(s: soak_mod.ModelSoak) -> None:
         console.print(f"[bold]{s.model}[/]: ceiling {s.ceiling_per_s:.0f}/s, held at {s.rate_per_s:.0f}/s")
@@ -270,8 +346,9 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
             console.print(f"  {v}")
 
     try:
-        results = soak_mod.run_soak(minutes, chosen, interval_s=interval_s, fraction=fraction,
-                                    on_interval=on_interval, on_model=on_model)
+        results = soak_mod.run_soak(
+            minutes, chosen, interval_s=interval_s, fraction=fraction, on_interval=on_interval, on_model=on_model
+        )
     except EngineError as e:
         err_console.print(f"[red]error:[/] {e}")
         sys.exit(2)

@@ -176,8 +176,14 @@ class Server:
 
 
 @contextmanager
-def serve(name: str, args: list[str], *, ready_timeout_s: float = 30.0, stop_timeout_s: float = 10.0,
-          cpus: set[int] | None = None) -> Iterator[Server]:
+def serve(
+    name: str,
+    args: list[str],
+    *,
+    ready_timeout_s: float = 30.0,
+    stop_timeout_s: float = 10.0,
+    cpus: set[int] | None = None,
+) -> Iterator[Server]:
     """Starts a serving engine, waits for its ready line, yields a Server, stops it.
 
     Serving engines print one JSON line with "listening" (the port) on stdout
@@ -202,8 +208,9 @@ def serve(name: str, args: list[str], *, ready_timeout_s: float = 30.0, stop_tim
             try:
                 rc = proc.wait(timeout=stop_timeout_s)
             except subprocess.TimeoutExpired:
-                raise EngineStartError(f"{name} closed its stdout without a ready line", None,
-                                       "\n".join(stderr_tail)) from None
+                raise EngineStartError(
+                    f"{name} closed its stdout without a ready line", None, "\n".join(stderr_tail)
+                ) from None
             err_reader.join(timeout=5)
             raise _start_error(name, cmd, rc, "\n".join(stderr_tail).strip())
         yield Server(proc, ready, stderr_tail)
@@ -221,8 +228,7 @@ def _wait_ready(name: str, proc: subprocess.Popen, lines: queue.Queue[str | None
         if remaining <= 0:
             kill_group(proc)
             proc.wait()
-            raise EngineStartError(f"{name} printed no ready line within {timeout_s:g} s and was killed",
-                                   None, "")
+            raise EngineStartError(f"{name} printed no ready line within {timeout_s:g} s and was killed", None, "")
         try:
             line = lines.get(timeout=min(remaining, 0.5))
         except queue.Empty:

@@ -67,8 +67,9 @@ def check_perf() -> Check:
     if not perf:
         return Check("perf counters", UNAVAILABLE, "no perf binary", "install linux-perf (scripts/bootstrap does)")
     try:
-        r = subprocess.run([perf, "stat", "-x,", "-e", "instructions,cycles", "true"],
-                           capture_output=True, text=True, timeout=20)
+        r = subprocess.run(
+            [perf, "stat", "-x,", "-e", "instructions,cycles", "true"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return Check("perf counters", UNAVAILABLE, "perf failed to run", str(e))
     text = r.stderr + r.stdout
@@ -94,8 +95,12 @@ def check_io_uring() -> Check:
         os.close(fd)
         return Check("io_uring", OK, "io_uring_setup succeeded", f"kernel {platform.release()}")
     err = ctypes.get_errno()
-    return Check("io_uring", UNAVAILABLE, f"io_uring_setup failed: {os.strerror(err)}",
-                 "seccomp or container policy may block it")
+    return Check(
+        "io_uring",
+        UNAVAILABLE,
+        f"io_uring_setup failed: {os.strerror(err)}",
+        "seccomp or container policy may block it",
+    )
 
 
 def check_nofile() -> Check:
@@ -103,17 +108,29 @@ def check_nofile() -> Check:
     need = 2 * 10_000 + 64  # 10 000 connections, both ends on one host
     hard_s = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
     if hard == resource.RLIM_INFINITY or hard >= need:
-        return Check("RLIMIT_NOFILE", OK, f"soft {soft}, hard {hard_s}",
-                     "engines raise the soft limit to the hard limit themselves")
-    return Check("RLIMIT_NOFILE", WARN, f"soft {soft}, hard {hard_s}",
-                 f"10 000-connection points need about {need}; raise the hard limit (ulimit -Hn)")
+        return Check(
+            "RLIMIT_NOFILE",
+            OK,
+            f"soft {soft}, hard {hard_s}",
+            "engines raise the soft limit to the hard limit themselves",
+        )
+    return Check(
+        "RLIMIT_NOFILE",
+        WARN,
+        f"soft {soft}, hard {hard_s}",
+        f"10 000-connection points need about {need}; raise the hard limit (ulimit -Hn)",
+    )
 
 
 def check_governor() -> Check:
     gov = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     if gov is None:
-        return Check("frequency governor", UNAVAILABLE, "no cpufreq in /sys",
-                     "usual in VMs: the host controls frequency; expect more run-to-run noise")
+        return Check(
+            "frequency governor",
+            UNAVAILABLE,
+            "no cpufreq in /sys",
+            "usual in VMs: the host controls frequency; expect more run-to-run noise",
+        )
     if gov == "performance":
         return Check("frequency governor", OK, gov)
     return Check("frequency governor", WARN, gov, "set 'performance' for stable latency figures")

@@ -17,17 +17,19 @@ from .units import fmt_ns  # noqa: E402
 
 PALETTE = ["#1f6feb", "#d29922", "#2da44e", "#cf222e", "#8250df", "#57606a", "#bf3989", "#0a7ea4"]
 
-plt.rcParams.update({
-    "figure.dpi": 100,
-    "font.size": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.prop_cycle": cycler(color=PALETTE),
-    "svg.fonttype": "none",  # text stays text: searchable, crisp
-    "svg.hashsalt": "tailscope",  # deterministic ids across renders
-})
+plt.rcParams.update(
+    {
+        "figure.dpi": 100,
+        "font.size": 10,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.prop_cycle": cycler(color=PALETTE),
+        "svg.fonttype": "none",  # text stays text: searchable, crisp
+        "svg.hashsalt": "tailscope",  # deterministic ids across renders
+    }
+)
 
 ns_formatter = FuncFormatter(lambda v, _pos: fmt_ns(v))
 
@@ -42,7 +44,7 @@ def to_svg(fig) -> str:
     plt.close(fig)
     text = buf.getvalue()
     # Drop the XML prolog/doctype: the SVG is embedded inline in HTML.
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def percentile_axis(ax, max_percentile: float = 99.99) -> None:
@@ -109,8 +111,7 @@ def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99
             continue
         # A log axis cannot show 0: values below 1 ns (a clock's resolution) are drawn at 1 ns.
         ys = [max(float(v), 1.0) for v, _ in c.points]
-        ax.plot(tail_x([p for _, p in c.points]), ys, c.linestyle, color=c.color, linewidth=c.linewidth,
-                label=c.label)
+        ax.plot(tail_x([p for _, p in c.points]), ys, c.linestyle, color=c.color, linewidth=c.linewidth, label=c.label)
         drawn += 1
     ax.set_yscale("log")
     format_ns_axis(ax.yaxis)
@@ -119,8 +120,16 @@ def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99
     return drawn
 
 
-def line_panels(panels: dict[str, dict[str, tuple[list, list]]], xlabel: str, ylabel: str, *,
-                log_x: bool = False, log_y: bool = False, ns_y: bool = False, columns: int = 2):
+def line_panels(
+    panels: dict[str, dict[str, tuple[list, list]]],
+    xlabel: str,
+    ylabel: str,
+    *,
+    log_x: bool = False,
+    log_y: bool = False,
+    ns_y: bool = False,
+    columns: int = 2,
+):
     """Small multiples: one axis per panel title, one line per label in each → (fig, axes by title).
 
     The thread-count study draws every metric-vs-users figure this way (a panel per workload ×
@@ -129,8 +138,9 @@ def line_panels(panels: dict[str, dict[str, tuple[list, list]]], xlabel: str, yl
 
     titles = list(panels) or ["(no data)"]
     rows = math.ceil(len(titles) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(7.5, 2.6 * rows + 0.6), layout="constrained", squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(7.5, 2.6 * rows + 0.6), layout="constrained", squeeze=False, sharey=True
+    )
     by_title = {}
     for i, ax in enumerate(axes.flat):
         if i >= len(titles):

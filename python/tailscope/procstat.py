@@ -49,7 +49,7 @@ def _stat_fields(text: str) -> list[str]:
     """Fields of a /proc/.../stat line after the command name (which may contain spaces and ')').
 
     Index 0 is the state (field 3 of proc(5)); utime is index 11, stime index 12."""
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 @dataclass
@@ -233,7 +233,9 @@ class ProcSampler:
             if before is None or after is None:
                 p["unavailable"] = "the process was not readable at the start or the end of the window"
             else:
-                p["cpu_pct"] = 100.0 * (after.cpu_ticks - before.cpu_ticks) / CLK_TCK / window_s if window_s > 0 else None
+                p["cpu_pct"] = (
+                    100.0 * (after.cpu_ticks - before.cpu_ticks) / CLK_TCK / window_s if window_s > 0 else None
+                )
                 # Per thread: end − start; a thread born inside the window counts from 0.
                 vol = invol = run_ns = wait_ns = 0
                 for tid, (v, i, r, w) in after.threads.items():
@@ -246,7 +248,15 @@ class ProcSampler:
                     p["runqueue_wait_ns"] = wait_ns
                 else:
                     p["runqueue_wait_ns"] = None
-                    p["runqueue_wait_unavailable"] = "/proc/PID/task/*/schedstat is not readable (kernel without schedstats?)"
+                    p["runqueue_wait_unavailable"] = (
+                        "/proc/PID/task/*/schedstat is not readable (kernel without schedstats?)"
+                    )
             processes[name] = p
-        return {"interval_s": self.interval_s, "samples": len(self._sys_running), "window_s": window_s,
-                "system": system, "processes": processes, "sampler_cpu_s": self._cpu_s}
+        return {
+            "interval_s": self.interval_s,
+            "samples": len(self._sys_running),
+            "window_s": window_s,
+            "system": system,
+            "processes": processes,
+            "sampler_cpu_s": self._cpu_s,
+        }

@@ -74,8 +74,9 @@ def point_latest(results_dir: Path, run_id: str) -> None:
     os.replace(tmp, link)
 
 
-def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: dict | None = None,
-                console: Console | None = None) -> tuple[str, Path, list[tuple[str, str]]]:
+def run_studies(
+    studies: list[Study], *, form: str, results_dir: Path, options: dict | None = None, console: Console | None = None
+) -> tuple[str, Path, list[tuple[str, str]]]:
     console = console or Console(stderr=True)
     options = options or {}
     check_writable(results_dir)
@@ -93,8 +94,14 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
         facts["perf"] = f"{perf.verdict}: {perf.value}"
         facts["io_uring"] = f"{uring.verdict}: {uring.value}"
         docs: list[EngineDocument] = []
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                      TimeElapsedColumn(), console=console, transient=False) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as bar:
             for study in studies:
                 task = bar.add_task(study.name, total=1.0)
 
@@ -111,9 +118,17 @@ def run_studies(studies: list[Study], *, form: str, results_dir: Path, options: 
                     bar.update(task, description=f"{study.name}: FAILED")
         finished = datetime.now(UTC)
         record = RunRecord(
-            run_id=run_id, started_at=started.replace(tzinfo=None), finished_at=finished.replace(tzinfo=None),
-            form=form, studies=[s.name for s in studies], machine=facts, command=" ".join(sys.argv),
-            documents=docs, failures=failures, status="complete" if not failures else "incomplete")
+            run_id=run_id,
+            started_at=started.replace(tzinfo=None),
+            finished_at=finished.replace(tzinfo=None),
+            form=form,
+            studies=[s.name for s in studies],
+            machine=facts,
+            command=" ".join(sys.argv),
+            documents=docs,
+            failures=failures,
+            status="complete" if not failures else "incomplete",
+        )
         with Store(results_dir / DB_NAME) as store:
             store.save_run(record)
             render_report(store, run_id, staging / "report.html")

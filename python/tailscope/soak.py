@@ -110,15 +110,19 @@ def verdicts(soak: ModelSoak) -> list[str]:
                 worst = (g, f"{a.service} {what}")
     if worst is not None:
         ok = worst[0] <= GROWTH_LIMIT
-        out.append(f"growth: largest {worst[0] * 100:+.1f} % ({worst[1]}, interval {last.index} vs 1) — "
-                   f"{'met' if ok else 'NOT met'} (target ≤ {GROWTH_LIMIT * 100:.0f} %)")
+        out.append(
+            f"growth: largest {worst[0] * 100:+.1f} % ({worst[1]}, interval {last.index} vs 1) — "
+            f"{'met' if ok else 'NOT met'} (target ≤ {GROWTH_LIMIT * 100:.0f} %)"
+        )
     if unknown:
         out.append(f"growth unavailable for {', '.join(unknown)}: /proc could not be read (process gone?)")
     if first.p99_ns and last.p99_ns:
         drift = last.p99_ns / first.p99_ns - 1.0
         ok = abs(drift) <= DRIFT_LIMIT
-        out.append(f"p99 drift: {drift * 100:+.1f} % (interval {last.index} vs 1) — "
-                   f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)")
+        out.append(
+            f"p99 drift: {drift * 100:+.1f} % (interval {last.index} vs 1) — "
+            f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)"
+        )
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
     return out
@@ -137,13 +141,22 @@ def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
     return achieved, p50, p99, errors
 
 
-def soak_model(model: str, topo_json: Path, workdir: Path, *, intervals: int, interval_s: float,
-               fraction: float, on_interval: Callable[[ModelSoak, Interval], None]) -> ModelSoak:
+def soak_model(
+    model: str,
+    topo_json: Path,
+    workdir: Path,
+    *,
+    intervals: int,
+    interval_s: float,
+    fraction: float,
+    on_interval: Callable[[ModelSoak, Interval], None],
+) -> ModelSoak:
     out = workdir / f"graph-{model}.json"
     traces = workdir / "traces" / model
     with socialnet.graph(topo_json, model, out, socialnet.TRACE_SAMPLE, traces) as (port, ready):
-        ceiling_doc = socialnet._load(port, 0, socialnet.CEILING_CONNECTIONS, CEILING_DURATION_S, 1.0,
-                                      CEILING_DURATION_S + 60)
+        ceiling_doc = socialnet._load(
+            port, 0, socialnet.CEILING_CONNECTIONS, CEILING_DURATION_S, 1.0, CEILING_DURATION_S + 60
+        )
         ceiling = _summary(ceiling_doc)[0]
         if ceiling <= 0:
             raise EngineError(f"soak: {model} served nothing in its closed-loop ceiling run")
@@ -151,20 +164,26 @@ def soak_model(model: str, topo_json: Path, workdir: Path, *, intervals: int, in
         soak = ModelSoak(model, ceiling, rate)
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         for i in range(1, intervals + 1):
-            doc = socialnet._load(port, rate, socialnet.CONNECTIONS, interval_s, 1.0 if i == 1 else 0.0,
-                                  interval_s + 60)
+            doc = socialnet._load(
+                port, rate, socialnet.CONNECTIONS, interval_s, 1.0 if i == 1 else 0.0, interval_s + 60
+            )
             achieved, p50, p99, errors = _summary(doc)
-            iv = Interval(i, rate, achieved, p50, p99, errors,
-                          [sample_process(s, p) for s, p in sorted(pids.items())])
+            iv = Interval(i, rate, achieved, p50, p99, errors, [sample_process(s, p) for s, p in sorted(pids.items())])
             soak.intervals.append(iv)
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)
     return soak
 
 
-def run_soak(minutes: float, models: list[str], *, interval_s: float = 60.0, fraction: float = 0.8,
-             on_interval: Callable[[ModelSoak, Interval], None] = lambda s, i: None,
-             on_model: Callable[[ModelSoak], None] = lambda s: None) -> list[ModelSoak]:
+def run_soak(
+    minutes: float,
+    models: list[str],
+    *,
+    interval_s: float = 60.0,
+    fraction: float = 0.8,
+    on_interval: Callable[[ModelSoak, Interval], None] = lambda s, i: None,
+    on_model: Callable[[ModelSoak], None] = lambda s: None,
+) -> list[ModelSoak]:
     if not models:
         raise ValueError("soak: no models given")
     per_model_s = minutes * 60.0 / len(models)
@@ -174,8 +193,15 @@ def run_soak(minutes: float, models: list[str], *, interval_s: float = 60.0, fra
         work = Path(tmp)
         topo_json = topology.to_engine_json(topology.SOCIALNET, work / "socialnet.json")
         for model in models:
-            s = soak_model(model, topo_json, work, intervals=intervals, interval_s=interval_s, fraction=fraction,
-                           on_interval=on_interval)
+            s = soak_model(
+                model,
+                topo_json,
+                work,
+                intervals=intervals,
+                interval_s=interval_s,
+                fraction=fraction,
+                on_interval=on_interval,
+            )
             on_model(s)
             results.append(s)
     return results

@@ -52,7 +52,8 @@ class StoreDamaged(StoreError):
         super().__init__(
             f"results database {path} is damaged ({detail}). Nothing was read or written. Move it aside "
             f"(mv {path} {path}.damaged) to start a new database on the next run; the reports under "
-            f"{path.parent}/<run-id>/ do not need it.")
+            f"{path.parent}/<run-id>/ do not need it."
+        )
         self.path = path
 
 
@@ -72,13 +73,21 @@ def check_database(path: Path) -> None:
         raise StoreDamaged(path, _first_line(e)) from e
     try:
         block_size, total_blocks = con.execute(
-            "SELECT block_size, total_blocks FROM pragma_database_size()").fetchone() or (0, 0)
+            "SELECT block_size, total_blocks FROM pragma_database_size()"
+        ).fetchone() or (0, 0)
         size_bytes = path.stat().st_size
         if size_bytes < int(block_size) * int(total_blocks):
-            raise StoreDamaged(path, f"the file is {size_bytes} bytes, shorter than its "
-                                     f"{total_blocks} blocks of {block_size} bytes: truncated")
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+            raise StoreDamaged(
+                path,
+                f"the file is {size_bytes} bytes, shorter than its "
+                f"{total_blocks} blocks of {block_size} bytes: truncated",
+            )
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        ]
         for table in tables:
             # hash() of the whole row makes DuckDB read every column of every block.
             con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{table}" t').fetchone()
@@ -129,9 +138,7 @@ class Store:
         if not read_only:
             for ddl in _DDL:
                 self.con.execute(ddl)
-            self.con.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-            )
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     def close(self) -> None:
         self.con.close()
@@ -150,8 +157,17 @@ class Store:
         try:
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run.run_id, run.started_at, run.finished_at, run.form, run.studies, run.status,
-                 _version(), json.dumps(run.machine), run.command],
+                [
+                    run.run_id,
+                    run.started_at,
+                    run.finished_at,
+                    run.form,
+                    run.studies,
+                    run.status,
+                    _version(),
+                    json.dumps(run.machine),
+                    run.command,
+                ],
             )
             for d in run.documents:
                 self._insert_document(run.run_id, d)
@@ -164,18 +180,33 @@ class Store:
 
     def _insert_document(self, run_id: str, d: EngineDocument) -> None:
         con = self.con
-        con.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?)",
-                    [run_id, d.study, d.engine, d.point, json.dumps(d.document)])
+        con.execute(
+            "INSERT INTO documents VALUES (?, ?, ?, ?, ?)", [run_id, d.study, d.engine, d.point, json.dumps(d.document)]
+        )
         rows, cdf_rows = [], []
         for m in d.document.get("measurements", []):
             lat = m.get("latency", {})
             pct = lat.get("percentiles", {})
-            rows.append([
-                run_id, d.study, d.engine, d.point, m["name"], m.get("variant", ""), lat.get("unit", "ns"),
-                lat.get("count", 0), lat.get("min"), lat.get("mean"), lat.get("stddev"), lat.get("max"),
-                *[pct.get(k) for k in PERCENTILE_COLUMNS],
-                lat.get("low_confidence", []), json.dumps(m.get("pinning", {})), json.dumps(m.get("observed", {})),
-            ])
+            rows.append(
+                [
+                    run_id,
+                    d.study,
+                    d.engine,
+                    d.point,
+                    m["name"],
+                    m.get("variant", ""),
+                    lat.get("unit", "ns"),
+                    lat.get("count", 0),
+                    lat.get("min"),
+                    lat.get("mean"),
+                    lat.get("stddev"),
+                    lat.get("max"),
+                    *[pct.get(k) for k in PERCENTILE_COLUMNS],
+                    lat.get("low_confidence", []),
+                    json.dumps(m.get("pinning", {})),
+                    json.dumps(m.get("observed", {})),
+                ]
+            )
             for value, percentile in m.get("cdf", []):
                 cdf_rows.append([run_id, d.study, m["name"], m.get("variant", ""), d.point, value, percentile])
         if rows:
@@ -183,8 +214,10 @@ class Store:
         if cdf_rows:
             con.executemany("INSERT INTO cdf_points VALUES (?, ?, ?, ?, ?, ?, ?)", cdf_rows)
         for u in d.document.get("unavailable", []):
-            con.execute("INSERT INTO unavailable VALUES (?, ?, ?, ?, ?)",
-                        [run_id, d.study, u.get("name", ""), u.get("variant", ""), u.get("reason", "")])
+            con.execute(
+                "INSERT INTO unavailable VALUES (?, ?, ?, ?, ?)",
+                [run_id, d.study, u.get("name", ""), u.get("variant", ""), u.get("reason", "")],
+            )
 
     # ---- reading -------------------------------------------------------------
     def runs(self) -> list[dict]:
@@ -217,7 +250,8 @@ class Store:
     def cdf(self, run_id: str, study: str):
         return self.con.execute(
             "SELECT * FROM cdf_points WHERE run_id = ? AND study = ? ORDER BY name, variant, point, percentile",
-            [run_id, study]).df()
+            [run_id, study],
+        ).df()
 
     def documents(self, run_id: str, study: str | None = None) -> list[EngineDocument]:
         q = "SELECT study, engine, document, point FROM documents WHERE run_id = ?"
@@ -228,8 +262,9 @@ class Store:
         return [EngineDocument(s, e, json.loads(doc), p) for s, e, doc, p in self.con.execute(q, args).fetchall()]
 
     def unavailable(self, run_id: str) -> Iterable[tuple]:
-        return self.con.execute("SELECT study, name, variant, reason FROM unavailable WHERE run_id = ?",
-                                [run_id]).fetchall()
+        return self.con.execute(
+            "SELECT study, name, variant, reason FROM unavailable WHERE run_id = ?", [run_id]
+        ).fetchall()
 
     TABLES = ("runs", "documents", "measurements", "cdf_points", "unavailable")
 

@@ -71,7 +71,7 @@ def _hill_from_top(top_desc: np.ndarray, k: int) -> float:
 
 def _top(x: np.ndarray, count: int) -> np.ndarray:
     """The `count` largest values of x, decreasing."""
-    part = np.partition(x, x.size - count)[x.size - count:]
+    part = np.partition(x, x.size - count)[x.size - count :]
     return np.sort(part)[::-1]
 
 
@@ -110,7 +110,7 @@ def hill(samples, k: int | None = None, resamples: int = BOOTSTRAP_RESAMPLES, se
             resample = x[rng.integers(0, n, n)]
         boots[b] = _hill_from_top(_top(resample, k + 1), k)
     boots = boots[np.isfinite(boots)]
-    lo, hi = (np.quantile(boots, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2]) if boots.size else (math.nan, math.nan))
+    lo, hi = np.quantile(boots, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2]) if boots.size else (math.nan, math.nan)
     return HillEstimate(alpha, float(lo), float(hi), k, n, float(top_m[k]))
 
 
@@ -156,7 +156,8 @@ class TailVerdict:
     def to_json(self) -> dict:
         d = asdict(self)
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()} | {
-            "hill": {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d["hill"].items()}}
+            "hill": {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d["hill"].items()}
+        }
 
 
 def classify(samples, seed: int = 0) -> TailVerdict:
@@ -180,13 +181,16 @@ def classify(samples, seed: int = 0) -> TailVerdict:
     me = mean_excess(x)
     slope = me.slope
     alpha_txt = f"α = 1/ξ ≈ {1 / xi:.2g}; " if xi > 0 else ""
-    evidence = (f"GPD shape ξ = {xi:+.2f} [{lo:+.2f}, {hi:+.2f}] on the top {h.k} of {h.n} samples ({alpha_txt}"
-                f"Hill α = {h.alpha:.2f} [{h.ci_low:.2f}, {h.ci_high:.2f}]); mean-excess slope "
-                + (f"{slope:+.2f}" if slope is not None else "unavailable (too few thresholds)"))
+    evidence = (
+        f"GPD shape ξ = {xi:+.2f} [{lo:+.2f}, {hi:+.2f}] on the top {h.k} of {h.n} samples ({alpha_txt}"
+        f"Hill α = {h.alpha:.2f} [{h.ci_low:.2f}, {h.ci_high:.2f}]); mean-excess slope "
+        + (f"{slope:+.2f}" if slope is not None else "unavailable (too few thresholds)")
+    )
     return TailVerdict(kind, float(xi), float(lo), float(hi), h, slope, float(excesses.mean()), h.k / h.n, evidence)
 
 
 # ---- samples from an HdrHistogram log ------------------------------------------------------------
+
 
 def _decode_payload(payload: str):
     from hdrh.histogram import HdrHistogram

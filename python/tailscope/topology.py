@@ -70,9 +70,13 @@ def validate(doc: object, origin: str = "topology") -> dict:
     _check_json_value(doc, origin)
     svc = find_engine("tailscope-svc")
     try:
-        r = subprocess.run([str(svc), "--check-topology", "-", "--origin", origin],
-                           input=json.dumps(doc, allow_nan=False), capture_output=True, text=True,
-                           timeout=CHECK_TIMEOUT_S)
+        r = subprocess.run(
+            [str(svc), "--check-topology", "-", "--origin", origin],
+            input=json.dumps(doc, allow_nan=False),
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired as e:
         raise EngineError(f"{svc} --check-topology did not answer within {CHECK_TIMEOUT_S} s") from e
     if r.returncode == INVALID_EXIT:

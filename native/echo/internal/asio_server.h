@@ -11,11 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
 #include <thread>
 #include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without it
-#include <boost/asio.hpp>
 #include <vector>
 
 #include "echo/server.h"
@@ -33,14 +33,20 @@ using AsioOnAccepted = std::function<void(tcp::socket, const StallSchedule&)>;
 class AsioAcceptLoop {
  public:
   AsioAcceptLoop(ServerContext& ctx, asio::io_context& io, AsioOnAccepted on_accepted)
-      : io_(io), acceptor_(io), backoff_(io), stop_watch_(io), stall_(ctx.config), on_accepted_(std::move(on_accepted)) {
+      : io_(io),
+        acceptor_(io),
+        backoff_(io),
+        stop_watch_(io),
+        stall_(ctx.config),
+        on_accepted_(std::move(on_accepted)) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     ::getsockname(ctx.listen_fds.at(0), reinterpret_cast<sockaddr*>(&ss), &len);
     // dup: the context closes what it adopts; the listener stays main's.
     acceptor_.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), ::dup(ctx.listen_fds[0]));
     stop_watch_.assign(::dup(ctx.stop.fd()));
-    stop_watch_.async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code) { io_.stop(); });
+    stop_watch_.async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this](boost::system::error_code) { io_.stop(); });
     accept_next();
   }
 

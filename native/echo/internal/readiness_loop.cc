@@ -53,7 +53,8 @@ void serve_with_readiness_loop(ServerContext& ctx, int listen_fd, int worker_ind
       if (e.token == kStopToken) break;
       if (e.token == kListenerToken) {
         acceptor.accept_ready(/*nonblocking=*/true, [&](int fd) {
-          auto c = std::make_unique<Connection>(Connection{fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
+          auto c =
+              std::make_unique<Connection>(Connection{fd, net::StreamSession(ctx.config.protocol, ctx.config.limits)});
           c->interest = net::interest_of(c->session);
           loop.add(fd, reinterpret_cast<uint64_t>(c.get()), c->interest);
           connections[fd] = std::move(c);
@@ -61,8 +62,10 @@ void serve_with_readiness_loop(ServerContext& ctx, int listen_fd, int worker_ind
         continue;
       }
       auto* c = reinterpret_cast<Connection*>(e.token);
-      if (net::on_ready(c->fd, e.ready, c->session) == net::IoVerdict::kClose) close_connection(c);
-      else update_interest(c);
+      if (net::on_ready(c->fd, e.ready, c->session) == net::IoVerdict::kClose)
+        close_connection(c);
+      else
+        update_interest(c);
     }
   }
   for (auto& [fd, c] : connections) ::close(fd);

@@ -41,12 +41,38 @@ class JaegerTraceBuilder {
 
  private:
   enum class Frame : std::uint8_t {
-    kTrace, kSpans, kSpan, kReferences, kReference, kTags, kTag, kSpanProcess, kProcesses, kProcess
+    kTrace,
+    kSpans,
+    kSpan,
+    kReferences,
+    kReference,
+    kTags,
+    kTag,
+    kSpanProcess,
+    kProcesses,
+    kProcess
   };
   enum class Field : std::uint8_t {
-    kNone, kTraceId, kSpans, kProcesses, kSpanTraceId, kSpanId, kParentSpanId, kOperationName,
-    kReferences, kStartTime, kDuration, kTags, kProcessId, kProcess, kRefType, kRefSpanId,
-    kTagKey, kTagValue, kServiceName, kProcessKey
+    kNone,
+    kTraceId,
+    kSpans,
+    kProcesses,
+    kSpanTraceId,
+    kSpanId,
+    kParentSpanId,
+    kOperationName,
+    kReferences,
+    kStartTime,
+    kDuration,
+    kTags,
+    kProcessId,
+    kProcess,
+    kRefType,
+    kRefSpanId,
+    kTagKey,
+    kTagValue,
+    kServiceName,
+    kProcessKey
   };
 
   Frame frame() const { return frames_[top_]; }
@@ -66,7 +92,7 @@ class JaegerTraceBuilder {
   std::array<Frame, 8> frames_{};
   int top_ = 0;
   Field field_ = Field::kNone;
-  int skip_depth_ = 0;       // > 0 while inside a value we ignore
+  int skip_depth_ = 0;  // > 0 while inside a value we ignore
   bool has_content_ = false;
   bool dropping_span_ = false;
   bool span_has_id_ = false;
@@ -114,34 +140,56 @@ inline void JaegerTraceBuilder::key(std::string_view key) {
   field_ = Field::kNone;
   if (f == Frame::kSpan) {
     switch (key.size()) {
-      case 4: if (is_literal(key, "tags")) field_ = Field::kTags; break;
-      case 6: if (is_literal(key, "spanID")) field_ = Field::kSpanId; break;
+      case 4:
+        if (is_literal(key, "tags")) field_ = Field::kTags;
+        break;
+      case 6:
+        if (is_literal(key, "spanID")) field_ = Field::kSpanId;
+        break;
       case 7:
-        if (is_literal(key, "traceID")) field_ = Field::kSpanTraceId;
-        else if (is_literal(key, "process")) field_ = Field::kProcess;
+        if (is_literal(key, "traceID"))
+          field_ = Field::kSpanTraceId;
+        else if (is_literal(key, "process"))
+          field_ = Field::kProcess;
         break;
-      case 8: if (is_literal(key, "duration")) field_ = Field::kDuration; break;
+      case 8:
+        if (is_literal(key, "duration")) field_ = Field::kDuration;
+        break;
       case 9:
-        if (is_literal(key, "startTime")) field_ = Field::kStartTime;
-        else if (is_literal(key, "processID")) field_ = Field::kProcessId;
+        if (is_literal(key, "startTime"))
+          field_ = Field::kStartTime;
+        else if (is_literal(key, "processID"))
+          field_ = Field::kProcessId;
         break;
-      case 10: if (is_literal(key, "references")) field_ = Field::kReferences; break;
-      case 12: if (is_literal(key, "parentSpanID")) field_ = Field::kParentSpanId; break;
-      case 13: if (is_literal(key, "operationName")) field_ = Field::kOperationName; break;
-      default: break;
+      case 10:
+        if (is_literal(key, "references")) field_ = Field::kReferences;
+        break;
+      case 12:
+        if (is_literal(key, "parentSpanID")) field_ = Field::kParentSpanId;
+        break;
+      case 13:
+        if (is_literal(key, "operationName")) field_ = Field::kOperationName;
+        break;
+      default:
+        break;
     }
     return;
   }
   switch (f) {
     case Frame::kTrace:
-      if (is_literal(key, "spans")) field_ = Field::kSpans;
-      else if (is_literal(key, "processes")) field_ = Field::kProcesses;
-      else if (is_literal(key, "traceID")) field_ = Field::kTraceId;
+      if (is_literal(key, "spans"))
+        field_ = Field::kSpans;
+      else if (is_literal(key, "processes"))
+        field_ = Field::kProcesses;
+      else if (is_literal(key, "traceID"))
+        field_ = Field::kTraceId;
       if (field_ != Field::kNone) has_content_ = true;
       break;
     case Frame::kReference:
-      if (is_literal(key, "refType")) field_ = Field::kRefType;
-      else if (is_literal(key, "spanID")) field_ = Field::kRefSpanId;
+      if (is_literal(key, "refType"))
+        field_ = Field::kRefType;
+      else if (is_literal(key, "spanID"))
+        field_ = Field::kRefSpanId;
       break;
     case Frame::kSpanProcess:
     case Frame::kProcess:
@@ -151,7 +199,8 @@ inline void JaegerTraceBuilder::key(std::string_view key) {
       process_key_.assign(key);
       field_ = Field::kProcessKey;
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -238,7 +287,8 @@ inline void JaegerTraceBuilder::scalar(const JsonScalar& value) {
         tag_value_.set(value);  // key still to come
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -255,16 +305,21 @@ inline void JaegerTraceBuilder::start_container(bool is_object) {
   Frame next = Frame::kTrace;  // kTrace here means "skip"
   switch (frame()) {
     case Frame::kTrace:
-      if (field == Field::kSpans && !is_object) next = Frame::kSpans;
-      else if (field == Field::kProcesses && is_object) next = Frame::kProcesses;
+      if (field == Field::kSpans && !is_object)
+        next = Frame::kSpans;
+      else if (field == Field::kProcesses && is_object)
+        next = Frame::kProcesses;
       break;
     case Frame::kSpans:
       if (is_object) next = Frame::kSpan;
       break;
     case Frame::kSpan:
-      if (field == Field::kReferences && !is_object) next = Frame::kReferences;
-      else if (field == Field::kTags && !is_object) next = Frame::kTags;
-      else if (field == Field::kProcess && is_object) next = Frame::kSpanProcess;
+      if (field == Field::kReferences && !is_object)
+        next = Frame::kReferences;
+      else if (field == Field::kTags && !is_object)
+        next = Frame::kTags;
+      else if (field == Field::kProcess && is_object)
+        next = Frame::kSpanProcess;
       break;
     case Frame::kReferences:
       if (is_object) next = Frame::kReference;
@@ -275,7 +330,8 @@ inline void JaegerTraceBuilder::start_container(bool is_object) {
     case Frame::kProcesses:
       if (field == Field::kProcessKey && is_object) next = Frame::kProcess;
       break;
-    default: break;
+    default:
+      break;
   }
   if (next == Frame::kTrace) {
     skip_depth_ = 1;
@@ -283,7 +339,9 @@ inline void JaegerTraceBuilder::start_container(bool is_object) {
   }
   frames_[++top_] = next;
   switch (next) {
-    case Frame::kSpan: begin_span(); break;
+    case Frame::kSpan:
+      begin_span();
+      break;
     case Frame::kReference:
       ref_type_ = RefType::kChildOf;  // Jaeger's default when refType is absent
       ref_has_id_ = false;
@@ -293,7 +351,8 @@ inline void JaegerTraceBuilder::start_container(bool is_object) {
       tag_ = SpanTag::kOther;
       tag_value_.reset();
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -306,9 +365,14 @@ inline void JaegerTraceBuilder::end_container() {
   const Frame ending = frame();
   if (ending == Frame::kTrace) return;  // the trace object itself: finish() handles it
   switch (ending) {
-    case Frame::kSpan: end_span(); break;
-    case Frame::kReference: end_reference(); break;
-    default: break;
+    case Frame::kSpan:
+      end_span();
+      break;
+    case Frame::kReference:
+      end_reference();
+      break;
+    default:
+      break;
   }
   --top_;
 }

@@ -33,7 +33,9 @@ struct JsonScalar {
   // OTLP writes 64-bit times). False when out of range or not a number.
   bool to_int64(std::int64_t* out) const {
     switch (type) {
-      case Type::kInt: *out = integer; return true;
+      case Type::kInt:
+        *out = integer;
+        return true;
       case Type::kUint:
         if (unsigned_integer > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
         *out = static_cast<std::int64_t>(unsigned_integer);
@@ -47,7 +49,8 @@ struct JsonScalar {
         auto [ptr, ec] = std::from_chars(text.data(), end, *out);
         return ec == std::errc() && ptr == end && !text.empty();
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -66,9 +69,12 @@ struct JsonScalar {
         const double ns = number * static_cast<double>(unit_ns);
         if (std::isnan(ns)) return false;
         // 2^63 is exactly representable; anything at or past it saturates.
-        if (ns >= 9223372036854775808.0) *out = kMax;
-        else if (ns <= -9223372036854775808.0) *out = kMin;
-        else *out = static_cast<std::int64_t>(std::llround(ns));
+        if (ns >= 9223372036854775808.0)
+          *out = kMax;
+        else if (ns <= -9223372036854775808.0)
+          *out = kMin;
+        else
+          *out = static_cast<std::int64_t>(std::llround(ns));
         return true;
       }
       case Type::kUint:
@@ -100,11 +106,16 @@ struct JsonScalar {
   // Tags like error=true arrive as bools, "true" strings or 1.
   bool is_truthy() const {
     switch (type) {
-      case Type::kBool: return boolean;
-      case Type::kInt: return integer != 0;
-      case Type::kUint: return unsigned_integer != 0;
-      case Type::kString: return text == "true" || text == "True" || text == "TRUE" || text == "1";
-      default: return false;
+      case Type::kBool:
+        return boolean;
+      case Type::kInt:
+        return integer != 0;
+      case Type::kUint:
+        return unsigned_integer != 0;
+      case Type::kString:
+        return text == "true" || text == "True" || text == "TRUE" || text == "1";
+      default:
+        return false;
     }
   }
 };

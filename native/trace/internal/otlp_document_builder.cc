@@ -26,40 +26,58 @@ void OtlpDocumentBuilder::key(std::string_view key) {
   field_ = Field::kNone;
   switch (frame()) {
     case Frame::kResourceSpans:
-      if (is_literal(key, "resource")) field_ = Field::kResource;
-      else if (is_literal(key, "scopeSpans") || is_literal(key, "instrumentationLibrarySpans")) field_ = Field::kScopeSpans;
+      if (is_literal(key, "resource"))
+        field_ = Field::kResource;
+      else if (is_literal(key, "scopeSpans") || is_literal(key, "instrumentationLibrarySpans"))
+        field_ = Field::kScopeSpans;
       break;
     case Frame::kResource:
       if (is_literal(key, "attributes")) field_ = Field::kAttributes;
       break;
     case Frame::kAttribute:
-      if (is_literal(key, "key")) field_ = Field::kKey;
-      else if (is_literal(key, "value")) field_ = Field::kValue;
+      if (is_literal(key, "key"))
+        field_ = Field::kKey;
+      else if (is_literal(key, "value"))
+        field_ = Field::kValue;
       break;
     case Frame::kAnyValue:
-      if (is_literal(key, "stringValue")) field_ = Field::kStringValue;
-      else if (is_literal(key, "intValue")) field_ = Field::kIntValue;
-      else if (is_literal(key, "boolValue")) field_ = Field::kBoolValue;
-      else if (is_literal(key, "doubleValue")) field_ = Field::kDoubleValue;
+      if (is_literal(key, "stringValue"))
+        field_ = Field::kStringValue;
+      else if (is_literal(key, "intValue"))
+        field_ = Field::kIntValue;
+      else if (is_literal(key, "boolValue"))
+        field_ = Field::kBoolValue;
+      else if (is_literal(key, "doubleValue"))
+        field_ = Field::kDoubleValue;
       break;
     case Frame::kScopeSpans:
       if (is_literal(key, "spans")) field_ = Field::kSpans;
       break;
     case Frame::kSpan:
-      if (is_literal(key, "traceId")) field_ = Field::kTraceId;
-      else if (is_literal(key, "spanId")) field_ = Field::kSpanId;
-      else if (is_literal(key, "parentSpanId")) field_ = Field::kParentSpanId;
-      else if (is_literal(key, "name")) field_ = Field::kName;
-      else if (is_literal(key, "kind")) field_ = Field::kKind;
-      else if (is_literal(key, "startTimeUnixNano")) field_ = Field::kStart;
-      else if (is_literal(key, "endTimeUnixNano")) field_ = Field::kEnd;
-      else if (is_literal(key, "attributes")) field_ = Field::kAttributes;
-      else if (is_literal(key, "status")) field_ = Field::kStatus;
+      if (is_literal(key, "traceId"))
+        field_ = Field::kTraceId;
+      else if (is_literal(key, "spanId"))
+        field_ = Field::kSpanId;
+      else if (is_literal(key, "parentSpanId"))
+        field_ = Field::kParentSpanId;
+      else if (is_literal(key, "name"))
+        field_ = Field::kName;
+      else if (is_literal(key, "kind"))
+        field_ = Field::kKind;
+      else if (is_literal(key, "startTimeUnixNano"))
+        field_ = Field::kStart;
+      else if (is_literal(key, "endTimeUnixNano"))
+        field_ = Field::kEnd;
+      else if (is_literal(key, "attributes"))
+        field_ = Field::kAttributes;
+      else if (is_literal(key, "status"))
+        field_ = Field::kStatus;
       break;
     case Frame::kStatus:
       if (is_literal(key, "code")) field_ = Field::kCode;
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -128,12 +146,14 @@ void OtlpDocumentBuilder::scalar(const JsonScalar& value) {
     case Field::kCode:
       if (span != nullptr) {
         std::int64_t code = 0;
-        if ((value.is_string() && is_literal(value.text, "STATUS_CODE_ERROR")) || (value.to_int64(&code) && code == 2)) {
+        if ((value.is_string() && is_literal(value.text, "STATUS_CODE_ERROR")) ||
+            (value.to_int64(&code) && code == 2)) {
           span->error = true;
         }
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -153,13 +173,17 @@ void OtlpDocumentBuilder::start_container(bool is_object) {
       if (is_object) next = Frame::kResourceSpans;
       break;
     case Frame::kResourceSpans:
-      if (field == Field::kResource && is_object) next = Frame::kResource;
-      else if (field == Field::kScopeSpans && !is_object) next = Frame::kScopeSpansArray;
+      if (field == Field::kResource && is_object)
+        next = Frame::kResource;
+      else if (field == Field::kScopeSpans && !is_object)
+        next = Frame::kScopeSpansArray;
       break;
     case Frame::kResource:
     case Frame::kSpan:
-      if (field == Field::kAttributes && !is_object) next = Frame::kAttributes;
-      else if (field == Field::kStatus && is_object) next = Frame::kStatus;
+      if (field == Field::kAttributes && !is_object)
+        next = Frame::kAttributes;
+      else if (field == Field::kStatus && is_object)
+        next = Frame::kStatus;
       break;
     case Frame::kAttributes:
       if (is_object) next = Frame::kAttribute;
@@ -176,7 +200,8 @@ void OtlpDocumentBuilder::start_container(bool is_object) {
     case Frame::kSpans:
       if (is_object) next = Frame::kSpan;
       break;
-    default: break;
+    default:
+      break;
   }
   if (next == Frame::kResourceSpansArray) {
     skip_depth_ = 1;
@@ -205,7 +230,8 @@ void OtlpDocumentBuilder::start_container(bool is_object) {
         document_.spans.emplace_back();
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -218,8 +244,12 @@ void OtlpDocumentBuilder::end_container() {
   const Frame ending = frame();
   if (ending == Frame::kResourceSpansArray) return;  // finish() handles the array end
   switch (ending) {
-    case Frame::kSpan: end_span(); break;
-    case Frame::kAttribute: end_attribute(); break;
+    case Frame::kSpan:
+      end_span();
+      break;
+    case Frame::kAttribute:
+      end_attribute();
+      break;
     case Frame::kResourceSpans: {
       // The resource may follow its spans in the object: assign it now.
       const NameId service = resource_has_service_ ? resource_service_ : NameTable::kUnknownService;
@@ -229,7 +259,8 @@ void OtlpDocumentBuilder::end_container() {
       if (!resource_has_service_) stats_.spans_without_service += document_.spans.size() - resource_first_span_;
       break;
     }
-    default: break;
+    default:
+      break;
   }
   frames_.pop_back();
 }

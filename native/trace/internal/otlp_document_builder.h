@@ -32,12 +32,39 @@ class OtlpDocumentBuilder {
 
  private:
   enum class Frame : std::uint8_t {
-    kResourceSpansArray, kResourceSpans, kResource, kAttributes, kAttribute, kAnyValue,
-    kScopeSpansArray, kScopeSpans, kSpans, kSpan, kStatus
+    kResourceSpansArray,
+    kResourceSpans,
+    kResource,
+    kAttributes,
+    kAttribute,
+    kAnyValue,
+    kScopeSpansArray,
+    kScopeSpans,
+    kSpans,
+    kSpan,
+    kStatus
   };
   enum class Field : std::uint8_t {
-    kNone, kResource, kScopeSpans, kAttributes, kKey, kValue, kStringValue, kIntValue, kBoolValue,
-    kDoubleValue, kSpans, kTraceId, kSpanId, kParentSpanId, kName, kKind, kStart, kEnd, kStatus, kCode
+    kNone,
+    kResource,
+    kScopeSpans,
+    kAttributes,
+    kKey,
+    kValue,
+    kStringValue,
+    kIntValue,
+    kBoolValue,
+    kDoubleValue,
+    kSpans,
+    kTraceId,
+    kSpanId,
+    kParentSpanId,
+    kName,
+    kKind,
+    kStart,
+    kEnd,
+    kStatus,
+    kCode
   };
 
   Frame frame() const { return frames_.back(); }
@@ -50,8 +77,8 @@ class OtlpDocumentBuilder {
   const ReadOptions& options_;
   ReadStats& stats_;
 
-  Trace document_;                     // every span of the document
-  std::vector<StrRef> span_trace_ids_; // parallel to document_.spans
+  Trace document_;                      // every span of the document
+  std::vector<StrRef> span_trace_ids_;  // parallel to document_.spans
   std::vector<Frame> frames_;
   Field field_ = Field::kNone;
   int skip_depth_ = 0;

@@ -18,12 +18,18 @@ enum class SpanTag : std::uint8_t { kOther, kSpanKind, kError, kOtelStatusCode, 
 
 inline SpanTag classify_span_tag(std::string_view key) {
   switch (key.size()) {
-    case 5: return is_literal(key, "error") ? SpanTag::kError : SpanTag::kOther;
-    case 9: return is_literal(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
-    case 16: return is_literal(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
-    case 23: return is_literal(key, "tailscope.join_delay_ns") ? SpanTag::kJoinDelay : SpanTag::kOther;
-    case 29: return is_literal(key, "tailscope.scheduling_delay_ns") ? SpanTag::kSchedulingDelay : SpanTag::kOther;
-    default: return SpanTag::kOther;
+    case 5:
+      return is_literal(key, "error") ? SpanTag::kError : SpanTag::kOther;
+    case 9:
+      return is_literal(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
+    case 16:
+      return is_literal(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
+    case 23:
+      return is_literal(key, "tailscope.join_delay_ns") ? SpanTag::kJoinDelay : SpanTag::kOther;
+    case 29:
+      return is_literal(key, "tailscope.scheduling_delay_ns") ? SpanTag::kSchedulingDelay : SpanTag::kOther;
+    default:
+      return SpanTag::kOther;
   }
 }
 
@@ -32,8 +38,12 @@ inline void apply_span_tag(Span& span, SpanTag tag, const JsonScalar& value) {
     case SpanTag::kSpanKind:
       if (value.is_string()) span.kind = parse_span_kind(value.text);
       break;
-    case SpanTag::kError: span.error = span.error || value.is_truthy(); break;
-    case SpanTag::kOtelStatusCode: span.error = span.error || (value.is_string() && is_literal(value.text, "ERROR")); break;
+    case SpanTag::kError:
+      span.error = span.error || value.is_truthy();
+      break;
+    case SpanTag::kOtelStatusCode:
+      span.error = span.error || (value.is_string() && is_literal(value.text, "ERROR"));
+      break;
     case SpanTag::kSchedulingDelay:
     case SpanTag::kJoinDelay: {
       std::int64_t ns = 0;
@@ -42,7 +52,8 @@ inline void apply_span_tag(Span& span, SpanTag tag, const JsonScalar& value) {
       }
       break;
     }
-    case SpanTag::kOther: break;
+    case SpanTag::kOther:
+      break;
   }
 }
 

@@ -54,8 +54,11 @@ def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Sectio
         sections.append(study.section(store, run_id))
     failed = [(s, n, v, r) for s, n, v, r in store.unavailable(run_id) if n == "(study)"]
     if failed:
-        sec = Section("failures", "Studies that did not complete", "These studies failed in this run; "
-                      "their figures are absent, not zero.")
+        sec = Section(
+            "failures",
+            "Studies that did not complete",
+            "These studies failed in this run; their figures are absent, not zero.",
+        )
         sec.notes = [f"{s}: {html.escape(r)}" for s, _, _, r in failed]
         sections.append(sec)
     return sections
@@ -68,15 +71,19 @@ def render_report(store: Store, run_id: str, out_path: Path) -> Path:
     started: datetime = run["started_at"]
     finished: datetime = run["finished_at"]
     css = (_HERE / "report.css").read_text()
-    text = _env().get_template("report.html.j2").render(
-        run=run,
-        run_id=run_id,
-        started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        duration_s=(finished - started).total_seconds(),
-        machine=machine_rows(run["machine"]),
-        sections=sections,
-        css=css,
-        fmt_count=fmt_count,
+    text = (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            run=run,
+            run_id=run_id,
+            started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            duration_s=(finished - started).total_seconds(),
+            machine=machine_rows(run["machine"]),
+            sections=sections,
+            css=css,
+            fmt_count=fmt_count,
+        )
     )
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)

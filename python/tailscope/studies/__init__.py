@@ -16,8 +16,7 @@ from typing import Protocol
 from ..report.blocks import Figure, Section, Table
 from ..store import EngineDocument, Store
 
-__all__ = ["Figure", "RunContext", "Section", "Study", "Table", "all_studies", "registered_studies",
-           "study_by_name"]
+__all__ = ["Figure", "RunContext", "Section", "Study", "Table", "all_studies", "registered_studies", "study_by_name"]
 
 
 @dataclass

@@ -18,6 +18,7 @@ T = TypeVar("T")
 
 # ---- rates -----------------------------------------------------------------------
 
+
 def round_rate(rate_per_s: float) -> float:
     """Rounds down to two significant digits, so a derived rate reads as a round
     number (and never exceeds what it was derived from)."""
@@ -33,6 +34,7 @@ def achieved_per_s(doc: dict) -> float:
 
 
 # ---- CPUs and pinning ---------------------------------------------------------------
+
 
 def requested_cpus(options: dict) -> tuple[int, int] | None:
     """(client_cpu, server_cpu) from `--cpus CLIENT,SERVER` (checked by the CLI), or None."""
@@ -59,6 +61,7 @@ def pinning_text(server: str, server_cpu: object, client: str, client_cpu: objec
 
 # ---- notes ------------------------------------------------------------------------------
 
+
 def unavailable_notes(store: Store, run_id: str, study: str) -> list[str]:
     """One note per figure the study could not measure, with the reason (never a zero)."""
     notes = []
@@ -69,6 +72,7 @@ def unavailable_notes(store: Store, run_id: str, study: str) -> list[str]:
 
 
 # ---- measurements ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -87,11 +91,15 @@ class Measurement:
     def from_dict(cls, m: dict) -> Measurement:
         lat = m.get("latency") or {}
         return cls(
-            name=str(m.get("name", "")), variant=str(m.get("variant", "")), count=int(lat.get("count") or 0),
+            name=str(m.get("name", "")),
+            variant=str(m.get("variant", "")),
+            count=int(lat.get("count") or 0),
             mean_ns=None if lat.get("mean") is None else float(lat["mean"]),
             percentiles_ns={k: float(v) for k, v in (lat.get("percentiles") or {}).items() if v is not None},
             low_confidence=frozenset(lat.get("low_confidence") or ()),
-            cdf=[(float(v), float(p)) for v, p in m.get("cdf") or []], raw=m)
+            cdf=[(float(v), float(p)) for v, p in m.get("cdf") or []],
+            raw=m,
+        )
 
     def p_ns(self, key: str) -> float | None:
         """Percentile `key` ("50", "99", "99.9" ...) in ns, or None if the document lacks it."""
@@ -112,8 +120,10 @@ def measurement(doc: dict | None, name: str, variant: str | None = None) -> Meas
 
 # ---- stored documents and series -------------------------------------------------------------
 
-def find_document(docs: Iterable[EngineDocument], *, engine: str | None = None,
-                  point_prefix: str | None = None) -> EngineDocument | None:
+
+def find_document(
+    docs: Iterable[EngineDocument], *, engine: str | None = None, point_prefix: str | None = None
+) -> EngineDocument | None:
     """The first stored document of `engine` whose point starts with `point_prefix`."""
     for d in docs:
         if engine is not None and d.engine != engine:
@@ -124,8 +134,9 @@ def find_document(docs: Iterable[EngineDocument], *, engine: str | None = None,
     return None
 
 
-def series(points: Sequence[T], select: Callable[[T], bool], x: Callable[[T], float],
-           y: Callable[[T], Any]) -> tuple[list[float], list[Any]]:
+def series(
+    points: Sequence[T], select: Callable[[T], bool], x: Callable[[T], float], y: Callable[[T], Any]
+) -> tuple[list[float], list[Any]]:
     """(xs, ys) of the selected points, sorted by x: one line of a plot."""
     chosen = sorted((p for p in points if select(p)), key=x)
     return [x(p) for p in chosen], [y(p) for p in chosen]

@@ -41,8 +41,9 @@ class AnalyzeStudy:
             docs += self._analyze(ctx, [str(f)], algorithm, point=model, art=ctx.artifacts_dir / "analyze" / model)
         return docs
 
-    def _analyze(self, ctx: RunContext, files: list[str], algorithm: str, point: str,
-                 art: Path) -> list[EngineDocument]:
+    def _analyze(
+        self, ctx: RunContext, files: list[str], algorithm: str, point: str, art: Path
+    ) -> list[EngineDocument]:
         art.mkdir(parents=True, exist_ok=True)
 
         def on_progress(p: dict) -> None:
@@ -51,10 +52,15 @@ class AnalyzeStudy:
 
         # Traces from this run's own socialnet study: also project "no scheduling/join delay".
         no_delays = ctx.options.get("what_if_no_delays", not ctx.options.get("trace_files"))
-        doc = run_critpath(files, algorithm=algorithm, what_if=ctx.options.get("what_if", []),
-                           what_if_no_delays=bool(no_delays),
-                           max_traces=int(ctx.options.get("max_traces", 0)), artifacts_dir=art,
-                           on_progress=on_progress)
+        doc = run_critpath(
+            files,
+            algorithm=algorithm,
+            what_if=ctx.options.get("what_if", []),
+            what_if_no_delays=bool(no_delays),
+            max_traces=int(ctx.options.get("max_traces", 0)),
+            artifacts_dir=art,
+            on_progress=on_progress,
+        )
         return [EngineDocument(self.name, ENGINE, doc, point)]
 
     def section(self, store: Store, run_id: str) -> Section:
@@ -62,22 +68,29 @@ class AnalyzeStudy:
         for d in store.documents(run_id, self.name):
             if d.engine == ENGINE:
                 by_point[d.point] = d.document
-        sec = Section("analyze", self.title,
-                      "Per request, the critical path is the chain of work the response waited for. "
-                      "Bottlenecks are services with a long critical-path time (by mean) or an unstable one "
-                      "(by variability), the capstone study's two criteria.")
+        sec = Section(
+            "analyze",
+            self.title,
+            "Per request, the critical path is the chain of work the response waited for. "
+            "Bottlenecks are services with a long critical-path time (by mean) or an unstable one "
+            "(by variability), the capstone study's two criteria.",
+        )
         for study, name, variant, reason in store.unavailable(run_id):
             if study == self.name:
                 sec.notes.append(f"{name} ({variant}) unavailable: {reason}")
         if not by_point:
-            sec.notes.append("no traces were analyzed in this run (the socialnet study saved none, or it did "
-                             "not run); `tailscope analyze FILE` analyzes any Jaeger or OTLP export")
+            sec.notes.append(
+                "no traces were analyzed in this run (the socialnet study saved none, or it did "
+                "not run); `tailscope analyze FILE` analyzes any Jaeger or OTLP export"
+            )
             return sec
         df_all = store.measurements(run_id, self.name)
         cdf_all = store.cdf(run_id, self.name)
         if len(by_point) > 1 or "" not in by_point:
-            sec.intro += (" Here: the traces the socialnet study recorded (1 % sampling) under each concurrency "
-                          "model, compared first, then the DeathStarBench model in detail.")
+            sec.intro += (
+                " Here: the traces the socialnet study recorded (1 % sampling) under each concurrency "
+                "model, compared first, then the DeathStarBench model in detail."
+            )
             sec.blocks.append(_model_comparison_table(by_point, df_all))
         point = "std-async" if "std-async" in by_point else next(iter(by_point))
         doc = by_point[point]
@@ -87,13 +100,26 @@ class AnalyzeStudy:
         s = doc["summary"]
         warn = {k: v for k, v in doc.get("warnings", {}).items() if v}
         inputs = ", ".join(Path(i["path"]).name for i in doc.get("inputs", []))
-        sec.blocks.append(Table(
-            f"Input{where}", ["inputs", "algorithm", "traces", "analyzed", "spans", "engine speed", "warnings"],
-            [[inputs, doc["algorithm"], fmt_count(s["traces"]), fmt_count(s["traces_analyzed"]), fmt_count(s["spans"]),
-              f"{s['spans_per_s'] / 1e6:.2f} M spans/s",
-              ", ".join(f"{k} {v}" for k, v in warn.items()) or "none"]],
-            "Dirty data is counted, never fatal: children outliving parents are clipped as Jaeger does, "
-            "orphans, duplicates, cycles and clock skew are listed under warnings.", numeric_from=2))
+        sec.blocks.append(
+            Table(
+                f"Input{where}",
+                ["inputs", "algorithm", "traces", "analyzed", "spans", "engine speed", "warnings"],
+                [
+                    [
+                        inputs,
+                        doc["algorithm"],
+                        fmt_count(s["traces"]),
+                        fmt_count(s["traces_analyzed"]),
+                        fmt_count(s["spans"]),
+                        f"{s['spans_per_s'] / 1e6:.2f} M spans/s",
+                        ", ".join(f"{k} {v}" for k, v in warn.items()) or "none",
+                    ]
+                ],
+                "Dirty data is counted, never fatal: children outliving parents are clipped as Jaeger does, "
+                "orphans, duplicates, cycles and clock skew are listed under warnings.",
+                numeric_from=2,
+            )
+        )
         if s["traces_analyzed"] == 0:
             sec.notes.append("no trace could be analyzed (see warnings)")
             return sec
@@ -122,18 +148,32 @@ def _model_comparison_table(by_point: dict[str, dict], df) -> Table:
         top = (doc.get("bottlenecks", {}).get("services_by_mean") or [{}])[0]
         var = (doc.get("bottlenecks", {}).get("services_by_variability") or [{}])[0]
         nd = next((w for w in doc.get("what_if", []) if w.get("scenario") == "no_delays"), None)
-        rows.append([point or "(input)", fmt_count(doc["summary"]["traces_analyzed"]), fmt_ns(e2e.get("p50")),
-                     fmt_ns(e2e.get("p99")), f"{share * 100:.1f} %" if share is not None else "—",
-                     top.get("service", "—"), var.get("service", "—"),
-                     fmt_ratio(nd.get("p99_ratio")) if nd else "—"])
+        rows.append(
+            [
+                point or "(input)",
+                fmt_count(doc["summary"]["traces_analyzed"]),
+                fmt_ns(e2e.get("p50")),
+                fmt_ns(e2e.get("p99")),
+                f"{share * 100:.1f} %" if share is not None else "—",
+                top.get("service", "—"),
+                var.get("service", "—"),
+                fmt_ratio(nd.get("p99_ratio")) if nd else "—",
+            ]
+        )
     best = min(by_point.items(), key=lambda kv: kv[1].get("delays", {}).get("on_path_share_of_end_to_end", 1e9))
-    caption = ("Per concurrency model: how much of each request's critical path is scheduling and join delay, "
-               "the top bottleneck by mean and by variability, and the projected p99 if all delay were removed "
-               f"(recomputed paths). Least delay on the path: {best[0]}. Requests are those sampled during each "
-               "model's own load sweep, so rates differ between rows.")
-    return Table("Critical paths per concurrency model", ["model", "requests", "p50", "p99", "delay on path",
-                                                          "top by mean", "top by variability",
-                                                          "p99 without delays"], rows, caption, numeric_from=1)
+    caption = (
+        "Per concurrency model: how much of each request's critical path is scheduling and join delay, "
+        "the top bottleneck by mean and by variability, and the projected p99 if all delay were removed "
+        f"(recomputed paths). Least delay on the path: {best[0]}. Requests are those sampled during each "
+        "model's own load sweep, so rates differ between rows."
+    )
+    return Table(
+        "Critical paths per concurrency model",
+        ["model", "requests", "p50", "p99", "delay on path", "top by mean", "top by variability", "p99 without delays"],
+        rows,
+        caption,
+        numeric_from=1,
+    )
 
 
 def _service_cdf_figure(df, cdf, doc) -> Figure | None:
@@ -144,23 +184,36 @@ def _service_cdf_figure(df, cdf, doc) -> Figure | None:
     fig, ax = plots.new_figure(9.5, 4.4)
     for i, (_, r) in enumerate(top.iterrows()):
         pts = cdf[(cdf["name"] == "cp_time") & (cdf["variant"] == r["variant"])]
-        ax.plot(pts["value_ns"], pts["percentile"] / 100, color=plots.PALETTE[i % 8], linewidth=1.5,
-                label=f"{r['variant']} (n={int(r['samples'])})", drawstyle="steps-post")
+        ax.plot(
+            pts["value_ns"],
+            pts["percentile"] / 100,
+            color=plots.PALETTE[i % 8],
+            linewidth=1.5,
+            label=f"{r['variant']} (n={int(r['samples'])})",
+            drawstyle="steps-post",
+        )
     ax.set_xscale("log")
     plots.format_ns_axis(ax.xaxis)
     ax.set_xlabel("critical-path time per request")
     ax.set_ylabel("fraction of requests")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     worst = top.iloc[0]
-    share = next((o.get("share_of_end_to_end") for o in doc.get("services", []) if o.get("service") == worst["variant"]),
-                 None)
+    share = next(
+        (o.get("share_of_end_to_end") for o in doc.get("services", []) if o.get("service") == worst["variant"]), None
+    )
     share_txt = f", {share * 100:.0f} % of all end-to-end time" if share is not None else ""
-    finding = (f"{worst['variant']} has the longest critical-path time: mean {fmt_ns(worst['mean_ns'])}, "
-               f"p99 {fmt_ns(worst['p99_ns'])}{share_txt}.")
-    return Figure("Critical-path time per service", plots.to_svg(fig),
-                  f"Per request, the time each service spends on the critical path ({doc['algorithm']} algorithm); "
-                  f"{MAX_SERVICE_CURVES} services with the largest mean shown; n = requests where the service "
-                  "is on the path. Exact percentiles.", finding)
+    finding = (
+        f"{worst['variant']} has the longest critical-path time: mean {fmt_ns(worst['mean_ns'])}, "
+        f"p99 {fmt_ns(worst['p99_ns'])}{share_txt}."
+    )
+    return Figure(
+        "Critical-path time per service",
+        plots.to_svg(fig),
+        f"Per request, the time each service spends on the critical path ({doc['algorithm']} algorithm); "
+        f"{MAX_SERVICE_CURVES} services with the largest mean shown; n = requests where the service "
+        "is on the path. Exact percentiles.",
+        finding,
+    )
 
 
 def _paths_table(paths, analyzed: int) -> Table:
@@ -169,12 +222,25 @@ def _paths_table(paths, analyzed: int) -> Table:
         path = p["path"]
         if len(path) > 400:
             path = path[:397] + "…"
-        rows.append([str(p["rank"]), path, fmt_count(p["count"]), f"{p['fraction'] * 100:.1f} %",
-                     fmt_ns(p["p50_ns"]), fmt_ns(p["p99_ns"])])
-    return Table("Most frequent critical paths", ["rank", "path", "requests", "share", "p50", "p99"], rows,
-                 f"Distinct sequences of service:operation on the critical path, of {fmt_count(analyzed)} analyzed "
-                 "requests. p50/p99: end-to-end latency of the requests that took that path.", numeric_from=2,
-                 wrap_columns=(1,))
+        rows.append(
+            [
+                str(p["rank"]),
+                path,
+                fmt_count(p["count"]),
+                f"{p['fraction'] * 100:.1f} %",
+                fmt_ns(p["p50_ns"]),
+                fmt_ns(p["p99_ns"]),
+            ]
+        )
+    return Table(
+        "Most frequent critical paths",
+        ["rank", "path", "requests", "share", "p50", "p99"],
+        rows,
+        f"Distinct sequences of service:operation on the critical path, of {fmt_count(analyzed)} analyzed "
+        "requests. p50/p99: end-to-end latency of the requests that took that path.",
+        numeric_from=2,
+        wrap_columns=(1,),
+    )
 
 
 def _bottleneck_table(doc) -> Table:
@@ -182,18 +248,34 @@ def _bottleneck_table(doc) -> Table:
     b = doc.get("bottlenecks", {})
     for criterion, label in (("services_by_mean", "mean"), ("services_by_variability", "variability")):
         for e in b.get(criterion, [])[:5]:
-            rows.append([label, str(e["rank"]), e["service"], fmt_ns(e.get("mean_per_trace_ns")),
-                         fmt_ns(e.get("stddev_per_trace_ns")), f"{e.get('cv_per_trace', 0):.2f}",
-                         f"{e.get('share_of_end_to_end', 0) * 100:.1f} %", f"{e.get('frequency', 0) * 100:.0f} %"])
-    return Table("Bottleneck services", ["criterion", "rank", "service", "mean / request", "stddev", "CV",
-                                         "share of e2e", "on path"], rows,
-                 "Ranked by mean critical-path time per request and by its standard deviation (variability). "
-                 "'on path': fraction of requests where the service is on the critical path.", numeric_from=3)
+            rows.append(
+                [
+                    label,
+                    str(e["rank"]),
+                    e["service"],
+                    fmt_ns(e.get("mean_per_trace_ns")),
+                    fmt_ns(e.get("stddev_per_trace_ns")),
+                    f"{e.get('cv_per_trace', 0):.2f}",
+                    f"{e.get('share_of_end_to_end', 0) * 100:.1f} %",
+                    f"{e.get('frequency', 0) * 100:.0f} %",
+                ]
+            )
+    return Table(
+        "Bottleneck services",
+        ["criterion", "rank", "service", "mean / request", "stddev", "CV", "share of e2e", "on path"],
+        rows,
+        "Ranked by mean critical-path time per request and by its standard deviation (variability). "
+        "'on path': fraction of requests where the service is on the critical path.",
+        numeric_from=3,
+    )
 
 
 def _delay_figure(df, cdf, doc) -> Figure | None:
-    names = [("rpc_scheduling", "RPC scheduling delay"), ("rpc_join", "RPC join delay"),
-             ("delay_on_path", "delay on the critical path")]
+    names = [
+        ("rpc_scheduling", "RPC scheduling delay"),
+        ("rpc_join", "RPC join delay"),
+        ("delay_on_path", "delay on the critical path"),
+    ]
     present = [(n, lbl) for n, lbl in names if n in set(df["name"])]
     if not present:
         return None
@@ -201,32 +283,58 @@ def _delay_figure(df, cdf, doc) -> Figure | None:
     for i, (n, lbl) in enumerate(present):
         pts = cdf[cdf["name"] == n]
         samples = int(df[df["name"] == n].iloc[0]["samples"])
-        ax.plot(pts["value_ns"].clip(lower=1), pts["percentile"] / 100, color=plots.PALETTE[i], linewidth=1.5,
-                label=f"{lbl} (n={samples})", drawstyle="steps-post")
+        ax.plot(
+            pts["value_ns"].clip(lower=1),
+            pts["percentile"] / 100,
+            color=plots.PALETTE[i],
+            linewidth=1.5,
+            label=f"{lbl} (n={samples})",
+            drawstyle="steps-post",
+        )
     ax.set_xscale("log")
     plots.format_ns_axis(ax.xaxis)
     ax.set_ylabel("fraction")
     ax.legend(fontsize=8, loc="lower right")
     d = doc.get("delays", {})
     share = d.get("on_path_share_of_end_to_end")
-    finding = (f"Scheduling and join delay make up {share * 100:.1f} % of end-to-end time on the critical path."
-               if share is not None else "No delay could be attributed.")
-    return Figure("Scheduling and join delays", plots.to_svg(fig),
-                  "Scheduling delay: server span start − client span start; join delay: client span end − server "
-                  "span end (per RPC, clamped at 0 on clock skew). Delay on path: the part of both that lies on "
-                  "each request's critical path.", finding)
+    finding = (
+        f"Scheduling and join delay make up {share * 100:.1f} % of end-to-end time on the critical path."
+        if share is not None
+        else "No delay could be attributed."
+    )
+    return Figure(
+        "Scheduling and join delays",
+        plots.to_svg(fig),
+        "Scheduling delay: server span start − client span start; join delay: client span end − server "
+        "span end (per RPC, clamped at 0 on clock skew). Delay on path: the part of both that lies on "
+        "each request's critical path.",
+        finding,
+    )
 
 
 def _what_if_table(wi, doc) -> Table:
     rows = []
     for _, w in wi.iterrows():
-        rows.append([w["scenario"], fmt_ns(w["mean_ns"]), fmt_ns(w["p50_ns"]), fmt_ns(w["p99_ns"]),
-                     fmt_ratio(w["mean_ratio"]), fmt_ratio(w["p99_ratio"])])
+        rows.append(
+            [
+                w["scenario"],
+                fmt_ns(w["mean_ns"]),
+                fmt_ns(w["p50_ns"]),
+                fmt_ns(w["p99_ns"]),
+                fmt_ratio(w["mean_ratio"]),
+                fmt_ratio(w["p99_ratio"]),
+            ]
+        )
     e2e = doc.get("end_to_end_ns", {})
     rows.insert(0, ["measured", fmt_ns(e2e.get("mean")), fmt_ns(e2e.get("p50")), fmt_ns(e2e.get("p99")), "1×", "1×"])
-    return Table("What if", ["scenario", "mean", "p50", "p99", "mean ratio", "p99 ratio"], rows,
-                 "Each trace is replayed with the scenario's time removed and its critical path recomputed (the "
-                 "path may move to another branch, so the gain is not a subtraction).", numeric_from=1)
+    return Table(
+        "What if",
+        ["scenario", "mean", "p50", "p99", "mean ratio", "p99 ratio"],
+        rows,
+        "Each trace is replayed with the scenario's time removed and its critical path recomputed (the "
+        "path may move to another branch, so the gain is not a subtraction).",
+        numeric_from=1,
+    )
 
 
 STUDY = AnalyzeStudy()

@@ -22,16 +22,25 @@ from ._common import find_document, unavailable_notes
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"
 REFERENCES = ["condvar_handoff", "spin_handoff", "thread_create"]
-REF_LABELS = {"condvar_handoff": "condvar hand-off", "spin_handoff": "spin hand-off",
-              "thread_create": "thread start"}
+REF_LABELS = {"condvar_handoff": "condvar hand-off", "spin_handoff": "spin hand-off", "thread_create": "thread start"}
 MODEL_ORDER = ["deferred", "std-async", "std-thread", "fixed-pool", "spin-pool", "work-stealing", "coroutine"]
 DELAYS = [("scheduling_delay", "Scheduling delay"), ("join_delay", "Join delay"), ("total", "Total")]
 # (label, numerator model, mechanisms tried in order, reference, limit)
 TARGETS = [
-    ("fixed-pool p50 scheduling delay ÷ condvar hand-off p50", "fixed-pool", ["future", "continuation"],
-     "condvar_handoff", 1.5),
-    ("spin-pool p50 scheduling delay ÷ spin hand-off p50", "spin-pool", ["future", "continuation"],
-     "spin_handoff", 3.0),
+    (
+        "fixed-pool p50 scheduling delay ÷ condvar hand-off p50",
+        "fixed-pool",
+        ["future", "continuation"],
+        "condvar_handoff",
+        1.5,
+    ),
+    (
+        "spin-pool p50 scheduling delay ÷ spin hand-off p50",
+        "spin-pool",
+        ["future", "continuation"],
+        "spin_handoff",
+        3.0,
+    ),
 ]
 RESUME_TARGET_NS = 50.0
 
@@ -42,8 +51,14 @@ class AsyncModelsStudy:
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         scale = ctx.options.get("scale")
-        base_args = ["--only", ",".join(REFERENCES), "--placement", "pinned",
-                     "--artifacts", str(ctx.artifacts_dir / "async" / "baseline")]
+        base_args = [
+            "--only",
+            ",".join(REFERENCES),
+            "--placement",
+            "pinned",
+            "--artifacts",
+            str(ctx.artifacts_dir / "async" / "baseline"),
+        ]
         bench_args = ["--artifacts", str(ctx.artifacts_dir / "async")]
         if ctx.form == "full":
             base_args.append("--full")
@@ -60,13 +75,13 @@ class AsyncModelsStudy:
             def on_progress(p: dict) -> None:
                 f = float(p.get("fraction_done", 0.0))
                 ctx.progress(f"async: {prefix} {p.get('phase', '')}", lo + (hi - lo) * f)
+
             return on_progress
 
         timeout = 3600 if ctx.form == "full" else 600
         base = run_engine(BASELINE, base_args, timeout_s=timeout, on_progress=progress("references", 0.0, 0.1))
         bench = run_engine(ENGINE, bench_args, timeout_s=timeout, on_progress=progress("", 0.1, 1.0))
-        return [EngineDocument(self.name, BASELINE, base.document),
-                EngineDocument(self.name, ENGINE, bench.document)]
+        return [EngineDocument(self.name, BASELINE, base.document), EngineDocument(self.name, ENGINE, bench.document)]
 
     def section(self, store: Store, run_id: str) -> Section:
         sec = Section(
@@ -96,8 +111,9 @@ class AsyncModelsStudy:
             return sec
         for r in REFERENCES:
             if r not in refs:
-                sec.notes.append(f"baseline reference {REF_LABELS[r]} is missing from this run: ratios to it "
-                                 "are shown as —")
+                sec.notes.append(
+                    f"baseline reference {REF_LABELS[r]} is missing from this run: ratios to it are shown as —"
+                )
         data = BenchData(bench)
         main = data.main_load
         pin = _pinning_text(bench)
@@ -118,12 +134,15 @@ class AsyncModelsStudy:
         sec.blocks.append(_targets_table(data, refs))
         saturated = sorted({m["variant"] for m in data.at(main) if m.get("saturated")})
         if saturated:
-            sec.notes.append(f"saturated at {main:g} % of max (backlog grew during the point, or in-flight limit): "
-                             + ", ".join(saturated))
+            sec.notes.append(
+                f"saturated at {main:g} % of max (backlog grew during the point, or in-flight limit): "
+                + ", ".join(saturated)
+            )
         return sec
 
 
 # ---- data access -------------------------------------------------------------
+
 
 @dataclass
 class Ref:
@@ -136,7 +155,8 @@ def _references(store: Store, run_id: str, docs: list[EngineDocument]) -> dict[s
     document first, then the `baseline` study's, if it ran."""
     out: dict[str, Ref] = {}
     candidates = [d for d in docs if d.engine == BASELINE] + [
-        d for d in store.documents(run_id, "baseline") if d.engine == BASELINE]
+        d for d in store.documents(run_id, "baseline") if d.engine == BASELINE
+    ]
     for d in candidates:
         for m in d.document.get("measurements", []):
             if m.get("variant") == "pinned" and m["name"] in REFERENCES and m["name"] not in out:
@@ -197,9 +217,11 @@ def _pinning_text(doc: dict) -> str:
     cfg = doc.get("config", {})
     if cfg.get("placement") != "pinned":
         return "Unpinned"
-    return (f"Producer on CPU {cfg.get('producer_cpu')} (unpinned for std-async/std-thread, whose threads would "
-            f"inherit it), consumer on CPU {cfg.get('consumer_cpu')}, {cfg.get('workers')} pool worker(s) on "
-            f"CPU(s) {cfg.get('worker_cpus')}")
+    return (
+        f"Producer on CPU {cfg.get('producer_cpu')} (unpinned for std-async/std-thread, whose threads would "
+        f"inherit it), consumer on CPU {cfg.get('consumer_cpu')}, {cfg.get('workers')} pool worker(s) on "
+        f"CPU(s) {cfg.get('worker_cpus')}"
+    )
 
 
 def _label(m: dict) -> str:
@@ -208,30 +230,42 @@ def _label(m: dict) -> str:
 
 # ---- figures -----------------------------------------------------------------
 
+
 def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], pin: str) -> Figure | None:
     rows = data.at(data.main_load, delay, data.sweep_payload)
     if not rows:
         return None
     fig, ax = plots.new_figure(9.5, 4.6)
     models = [mm for mm in MODEL_ORDER if any(m.get("model") == mm for m in rows)]
-    plots.latency_cdf(ax, [
-        plots.CdfCurve(_label(m), [(float(v), float(p)) for v, p in m["cdf"]],
-                       plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000",
-                       "-" if m.get("mechanism") == "future" else "--")
-        for m in rows], ylabel=label.lower())
+    plots.latency_cdf(
+        ax,
+        [
+            plots.CdfCurve(
+                _label(m),
+                [(float(v), float(p)) for v, p in m["cdf"]],
+                plots.PALETTE[models.index(m["model"]) % len(plots.PALETTE)] if m["model"] in models else "#000",
+                "-" if m.get("mechanism") == "future" else "--",
+            )
+            for m in rows
+        ],
+        ylabel=label.lower(),
+    )
     for ref_name, ls in (("condvar_handoff", ":"), ("spin_handoff", "-.")):
         if ref_name in refs:
-            ax.axhline(refs[ref_name].p50_ns, color="#57606a", linestyle=ls, linewidth=1,
-                       label=f"{REF_LABELS[ref_name]} p50")
+            ax.axhline(
+                refs[ref_name].p50_ns, color="#57606a", linestyle=ls, linewidth=1, label=f"{REF_LABELS[ref_name]} p50"
+            )
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     best = min(rows, key=lambda m: _p(m, "50"))
     worst = max(rows, key=lambda m: _p(m, "50"))
     ref = refs.get("condvar_handoff")
     r_best = _ratio(_p(best, "50"), ref)
-    finding = (f"Lowest p50 {label.lower()}: {_label(best)} at {fmt_ns(_p(best, '50'))}"
-               + (f" ({fmt_ratio(r_best)} the condvar hand-off)" if r_best is not None else "")
-               + f"; highest: {_label(worst)} at {fmt_ns(_p(worst, '50'))} "
-               f"({fmt_ratio(_p(worst, '50') / max(_p(best, '50'), 1.0))} the lowest).")
+    finding = (
+        f"Lowest p50 {label.lower()}: {_label(best)} at {fmt_ns(_p(best, '50'))}"
+        + (f" ({fmt_ratio(r_best)} the condvar hand-off)" if r_best is not None else "")
+        + f"; highest: {_label(worst)} at {fmt_ns(_p(worst, '50'))} "
+        f"({fmt_ratio(_p(worst, '50') / max(_p(best, '50'), 1.0))} the lowest)."
+    )
     samples = sum(int(m["latency"]["count"]) for m in rows)
     return Figure(
         f"{label} per model ({data.sweep_payload} payload, {data.main_load:g} % of each model's max rate)",
@@ -250,8 +284,10 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
     payloads = sorted({str(m.get("payload")) for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
     if len(payloads) < 2:
         return None
-    variants = sorted({(m["model"], m["mechanism"]) for m in rows},
-                      key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]))
+    variants = sorted(
+        {(m["model"], m["mechanism"]) for m in rows},
+        key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]),
+    )
     fig, ax = plots.new_figure(7.5, 4.0)
     width = 0.8 / len(payloads)
     x = np.arange(len(variants))
@@ -278,14 +314,19 @@ def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
                 biggest = (r, model, mech, _p(ma, "50"), _p(mb, "50"))
     if biggest:
         r, model, mech, a, b = biggest
-        finding = (f"Payload matters most for {model}/{mech}: p50 total {fmt_ns(a)} with {small} vs {fmt_ns(b)} "
-                   f"with {large} ({fmt_ratio(r)}).")
+        finding = (
+            f"Payload matters most for {model}/{mech}: p50 total {fmt_ns(a)} with {small} vs {fmt_ns(b)} "
+            f"with {large} ({fmt_ratio(r)})."
+        )
     else:
         finding = "No model was measured with more than one payload."
-    return Figure(f"Payload size and total delay ({data.main_load:g} % of max)", plots.to_svg(fig),
-                  "p50 of val_received − trigger_async_fn per model, mechanism and payload; log scale. "
-                  "vector10000 is std::vector<int> of 10 000 elements; bytesN a std::vector<char> of N bytes.",
-                  finding)
+    return Figure(
+        f"Payload size and total delay ({data.main_load:g} % of max)",
+        plots.to_svg(fig),
+        "p50 of val_received − trigger_async_fn per model, mechanism and payload; log scale. "
+        "vector10000 is std::vector<int> of 10 000 elements; bytesN a std::vector<char> of N bytes.",
+        finding,
+    )
 
 
 def _sweep_figure(data: BenchData) -> Figure | None:
@@ -294,18 +335,34 @@ def _sweep_figure(data: BenchData) -> Figure | None:
         return None
     fig, ax = plots.new_figure(9.5, 4.2)
     growth = []
-    variants = sorted({(m["model"], m["mechanism"]) for m in data.measurements
-                       if m["name"] == "total" and m.get("payload") == data.sweep_payload},
-                      key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]))
+    variants = sorted(
+        {
+            (m["model"], m["mechanism"])
+            for m in data.measurements
+            if m["name"] == "total" and m.get("payload") == data.sweep_payload
+        },
+        key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]),
+    )
     models = [v[0] for v in variants]
     for model, mech in variants:
         found = [(load, data.one(load, "total", model, mech, data.sweep_payload)) for load in loads]
         pts = [(load, m) for load, m in found if m]
         if len(pts) < 2:
             continue
-        color = plots.PALETTE[MODEL_ORDER.index(model) % 8] if model in MODEL_ORDER else plots.PALETTE[models.index(model) % 8]
-        ax.plot([load for load, _ in pts], [_p(m, "99") for _, m in pts], "-o" if mech == "future" else "--o",
-                color=color, markersize=3, linewidth=1.2, label=f"{model}/{mech}")
+        color = (
+            plots.PALETTE[MODEL_ORDER.index(model) % 8]
+            if model in MODEL_ORDER
+            else plots.PALETTE[models.index(model) % 8]
+        )
+        ax.plot(
+            [load for load, _ in pts],
+            [_p(m, "99") for _, m in pts],
+            "-o" if mech == "future" else "--o",
+            color=color,
+            markersize=3,
+            linewidth=1.2,
+            label=f"{model}/{mech}",
+        )
         lo, hi = pts[0][1], pts[-1][1]
         if _p(lo, "99") > 0:
             growth.append((_p(hi, "99") / _p(lo, "99"), model, mech, pts[0][0], pts[-1][0], _p(lo, "99"), _p(hi, "99")))
@@ -316,37 +373,67 @@ def _sweep_figure(data: BenchData) -> Figure | None:
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if growth:
         g = max(growth)
-        finding = (f"The tail grows most for {g[1]}/{g[2]}: p99 total {fmt_ns(g[5])} at {g[3]:g} % → "
-                   f"{fmt_ns(g[6])} at {g[4]:g} % of max ({fmt_ratio(g[0])}).")
+        finding = (
+            f"The tail grows most for {g[1]}/{g[2]}: p99 total {fmt_ns(g[5])} at {g[3]:g} % → "
+            f"{fmt_ns(g[6])} at {g[4]:g} % of max ({fmt_ratio(g[0])})."
+        )
     else:
         finding = "Too few load points to compare."
-    return Figure(f"Load sweep: p99 total delay vs load ({data.sweep_payload} payload)", plots.to_svg(fig),
-                  "Each model is offered a fraction of its own saturation rate, so the x axis means 'how close to "
-                  "its limit', not the same absolute rate.", finding)
+    return Figure(
+        f"Load sweep: p99 total delay vs load ({data.sweep_payload} payload)",
+        plots.to_svg(fig),
+        "Each model is offered a fraction of its own saturation rate, so the x axis means 'how close to "
+        "its limit', not the same absolute rate.",
+        finding,
+    )
 
 
 # ---- tables ------------------------------------------------------------------
 
+
 def _delay_table(data: BenchData, refs: dict[str, Ref]) -> Table:
     rows = []
     names = ["scheduling_delay", "deferral_wait", "join_delay", "total"]
-    for m in sorted(data.at(data.main_load, payload=data.sweep_payload), key=lambda m: (_variant_key(m), names.index(m["name"]) if m["name"] in names else 9)):
+    for m in sorted(
+        data.at(data.main_load, payload=data.sweep_payload),
+        key=lambda m: (_variant_key(m), names.index(m["name"]) if m["name"] in names else 9),
+    ):
         if m["name"] not in names:
             continue
         low = set(m["latency"].get("low_confidence", []))
 
         def cell(k: str, m: dict = m, low: set = low) -> str:  # bound now: called in this iteration
             return fmt_ns(_p(m, k)) + (" *" if k in low else "")
+
         p50 = _p(m, "50")
-        rows.append([
-            _label(m), m["name"], fmt_count(m["latency"]["count"]), cell("50"), cell("90"), cell("99"), cell("99.9"),
-            fmt_ratio(_ratio(p50, refs.get("condvar_handoff"))), fmt_ratio(_ratio(p50, refs.get("spin_handoff"))),
-            fmt_ratio(_ratio(p50, refs.get("thread_create"))),
-        ])
+        rows.append(
+            [
+                _label(m),
+                m["name"],
+                fmt_count(m["latency"]["count"]),
+                cell("50"),
+                cell("90"),
+                cell("99"),
+                cell("99.9"),
+                fmt_ratio(_ratio(p50, refs.get("condvar_handoff"))),
+                fmt_ratio(_ratio(p50, refs.get("spin_handoff"))),
+                fmt_ratio(_ratio(p50, refs.get("thread_create"))),
+            ]
+        )
     return Table(
         f"Delays at {data.main_load:g} % of each model's max rate ({data.sweep_payload} payload)",
-        ["model/mechanism", "delay", "samples", "p50", "p90", "p99", "p99.9", "p50 ÷ condvar", "p50 ÷ spin",
-         "p50 ÷ thread start"],
+        [
+            "model/mechanism",
+            "delay",
+            "samples",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p50 ÷ condvar",
+            "p50 ÷ spin",
+            "p50 ÷ thread start",
+        ],
         rows,
         "Ratios divide the p50 by the p50 of the pinned baseline reference of the same run. * = fewer than 10 "
         "samples lie beyond this percentile. deferral_wait exists for deferred calls only.",
@@ -363,18 +450,31 @@ def _max_rate_table(data: BenchData, refs: dict[str, Ref]) -> Table:
         per_call = 1e9 / rate if rate > 0 else None
         steps = ramps.get(model, {}).get("steps", [])
         found = ramps.get(model, {}).get("saturation_found", False)
-        rows.append([model, f"{rate:,.0f}".replace(",", "\u2009"), fmt_ns(per_call),
-                     fmt_ratio(per_call / thread.p50_ns) if (per_call and thread) else "—",
-                     str(len(steps)), "yes" if found else "no (cap reached)"])
+        rows.append(
+            [
+                model,
+                f"{rate:,.0f}".replace(",", "\u2009"),
+                fmt_ns(per_call),
+                fmt_ratio(per_call / thread.p50_ns) if (per_call and thread) else "—",
+                str(len(steps)),
+                "yes" if found else "no (cap reached)",
+            ]
+        )
     best = max(data.max_rates.items(), key=lambda kv: kv[1]) if data.max_rates else None
     worst = min(data.max_rates.items(), key=lambda kv: kv[1]) if data.max_rates else None
-    caption = ("Highest achieved rate of a sustained ramp step (offered rate doubled per step, then refined between "
-               "the last sustained and the first saturated step). Per-call budget = 1 / max rate.")
+    caption = (
+        "Highest achieved rate of a sustained ramp step (offered rate doubled per step, then refined between "
+        "the last sustained and the first saturated step). Per-call budget = 1 / max rate."
+    )
     if best and worst and worst[1] > 0:
         caption += f" {best[0]} sustains {fmt_ratio(best[1] / worst[1])} the rate of {worst[0]}."
-    return Table("Maximum sustained rate per model", ["model", "max calls/s", "per-call budget",
-                                                      "budget ÷ thread start", "ramp steps", "saturation found"],
-                 rows, caption, numeric_from=1)
+    return Table(
+        "Maximum sustained rate per model",
+        ["model", "max calls/s", "per-call budget", "budget ÷ thread start", "ramp steps", "saturation found"],
+        rows,
+        caption,
+        numeric_from=1,
+    )
 
 
 def _backlog(m: dict) -> dict:
@@ -398,9 +498,11 @@ def explain(m: dict, refs: dict[str, Ref]) -> str:
         return "no backlog data in this document"
     lead = f"p50 {fmt_ns(p50)}: "
     if b.get("grew"):
-        return (lead + "overloaded — the backlog grew during the point (median lateness "
-                f"{fmt_ns(b.get('lateness_first_quarter_p50_ns'))} → {fmt_ns(b.get('lateness_last_quarter_p50_ns'))} "
-                "from the first to the last quarter of the calls), so the delay is queueing and keeps growing")
+        return (
+            lead + "overloaded — the backlog grew during the point (median lateness "
+            f"{fmt_ns(b.get('lateness_first_quarter_p50_ns'))} → {fmt_ns(b.get('lateness_last_quarter_p50_ns'))} "
+            "from the first to the last quarter of the calls), so the delay is queueing and keeps growing"
+        )
     if m.get("model") == "deferred":
         return lead + "deferred calls run inside the request; no queue"
     parts = []
@@ -408,35 +510,51 @@ def explain(m: dict, refs: dict[str, Ref]) -> str:
     rq = _runqueue_share(b)
     stall = b.get("stall_fraction")
     if q50:
-        parts.append(f"queueing — the median call found {fmt_count(q50)} earlier call(s) not yet started "
-                     f"(mean {b.get('queue_mean', 0):.3g}, max {fmt_count(b.get('queue_max'))}), though the backlog "
-                     "did not grow")
+        parts.append(
+            f"queueing — the median call found {fmt_count(q50)} earlier call(s) not yet started "
+            f"(mean {b.get('queue_mean', 0):.3g}, max {fmt_count(b.get('queue_max'))}), though the backlog "
+            "did not grow"
+        )
         if stall is not None and stall > 0.05:
-            parts.append(f"for {stall * 100:.0f} % of the point calls waited while no body started (gaps up to "
-                         f"{fmt_ns(b.get('stall_max_ns'))})")
+            parts.append(
+                f"for {stall * 100:.0f} % of the point calls waited while no body started (gaps up to "
+                f"{fmt_ns(b.get('stall_max_ns'))})"
+            )
         if rq is not None and rq > 0.05:
             parts.append(f"the worker(s) sat runnable on a run queue, waiting for a CPU, {rq * 100:.0f} % of the point")
     else:
         parks = b.get("worker_parks_per_call")
         if parks is not None and parks >= 0.5:
-            parts.append(f"hand-off — the median call found an empty queue, and the worker had parked before "
-                         f"{parks * 100:.0f} % of the calls: a kernel wake-up per call")
+            parts.append(
+                f"hand-off — the median call found an empty queue, and the worker had parked before "
+                f"{parks * 100:.0f} % of the calls: a kernel wake-up per call"
+            )
         elif parks is not None:
-            parts.append(f"hand-off — the median call found an empty queue and a running worker "
-                         f"(parked before {parks * 100:.0f} % of the calls)")
+            parts.append(
+                f"hand-off — the median call found an empty queue and a running worker "
+                f"(parked before {parks * 100:.0f} % of the calls)"
+            )
         else:
             parts.append("the median call found no call ahead of it")
     why = [w for w in m.get("observed", {}).get("why_saturated", []) if not w.startswith("backlog grew")]
     if why:
-        parts.append("saturated: " + ", ".join(why) + (f" (in flight up to {fmt_count(b.get('in_flight_max'))}; "
-                                                       "the producer was held back)" if "in-flight limit reached" in why
-                                                       else ""))
+        parts.append(
+            "saturated: "
+            + ", ".join(why)
+            + (
+                f" (in flight up to {fmt_count(b.get('in_flight_max'))}; the producer was held back)"
+                if "in-flight limit reached" in why
+                else ""
+            )
+        )
     hand = b.get("empty_queue_scheduling_p50_ns")
     if hand is not None and q50:
         ref_name = "spin_handoff" if m.get("model") in ("spin-pool", "work-stealing") else "condvar_handoff"
         r = _ratio(hand, refs.get(ref_name))
-        parts.append(f"calls launched into an empty queue ({fmt_count(b.get('empty_queue_calls'))}) had p50 "
-                     f"{fmt_ns(hand)}" + (f" ({fmt_ratio(r)} the {REF_LABELS[ref_name]})" if r is not None else ""))
+        parts.append(
+            f"calls launched into an empty queue ({fmt_count(b.get('empty_queue_calls'))}) had p50 "
+            f"{fmt_ns(hand)}" + (f" ({fmt_ratio(r)} the {REF_LABELS[ref_name]})" if r is not None else "")
+        )
     return lead + "; ".join(parts)
 
 
@@ -449,21 +567,34 @@ def _backlog_table(data: BenchData, refs: dict[str, Ref]) -> Table:
             b = _backlog(m)
             rq = _runqueue_share(b)
             parks = b.get("worker_parks_per_call")
-            rows.append([
-                f"{_label(m)} @ {load:g} %",
-                fmt_count(m.get("offered_per_s")), fmt_count(m.get("achieved_per_s")),
-                fmt_count(b.get("queue_p50")) if "queue_p50" in b else "—",
-                (f"{b['in_flight_mean']:.3g} / {fmt_count(b['in_flight_max'])}" if "in_flight_mean" in b else "—"),
-                ("grew" if b.get("grew") else "steady") if b else "—",
-                "—" if rq is None else f"{rq * 100:.0f} %",
-                "—" if parks is None else f"{parks:.2f}",
-                fmt_ns(b.get("empty_queue_scheduling_p50_ns")),
-                explain(m, refs),
-            ])
+            rows.append(
+                [
+                    f"{_label(m)} @ {load:g} %",
+                    fmt_count(m.get("offered_per_s")),
+                    fmt_count(m.get("achieved_per_s")),
+                    fmt_count(b.get("queue_p50")) if "queue_p50" in b else "—",
+                    (f"{b['in_flight_mean']:.3g} / {fmt_count(b['in_flight_max'])}" if "in_flight_mean" in b else "—"),
+                    ("grew" if b.get("grew") else "steady") if b else "—",
+                    "—" if rq is None else f"{rq * 100:.0f} %",
+                    "—" if parks is None else f"{parks:.2f}",
+                    fmt_ns(b.get("empty_queue_scheduling_p50_ns")),
+                    explain(m, refs),
+                ]
+            )
     return Table(
         "What the calls met: queue, backlog and CPU (scheduling delay)",
-        ["model/mechanism @ load", "offered/s", "achieved/s", "queue p50", "in flight mean / max", "backlog",
-         "workers on run queue", "parks per call", "p50, empty queue", "reading"],
+        [
+            "model/mechanism @ load",
+            "offered/s",
+            "achieved/s",
+            "queue p50",
+            "in flight mean / max",
+            "backlog",
+            "workers on run queue",
+            "parks per call",
+            "p50, empty queue",
+            "reading",
+        ],
         rows,
         "Computed after each point from the five stamps of every call (nothing added to the timed path). Queue = "
         "calls launched earlier and not yet started when a call was launched; in flight = launched and not yet "
@@ -488,30 +619,56 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                 if not m:
                     continue
                 r = _ratio(_p(m, "50"), ref)
-                rows.append([f"{label} ({mech}, {load:g} % load)", fmt_ns(_p(m, "50")),
-                             fmt_ns(ref.p50_ns) if ref else "—", fmt_ratio(r), f"≤ {limit:g}×",
-                             "—" if r is None else ("met" if r <= limit else "not met"), explain(m, refs)])
+                rows.append(
+                    [
+                        f"{label} ({mech}, {load:g} % load)",
+                        fmt_ns(_p(m, "50")),
+                        fmt_ns(ref.p50_ns) if ref else "—",
+                        fmt_ratio(r),
+                        f"≤ {limit:g}×",
+                        "—" if r is None else ("met" if r <= limit else "not met"),
+                        explain(m, refs),
+                    ]
+                )
                 hand = _backlog(m).get("empty_queue_scheduling_p50_ns")
                 if hand is not None:
                     rh = _ratio(hand, ref)
-                    rows.append(["  same, calls launched into an empty queue only", fmt_ns(hand),
-                                 fmt_ns(ref.p50_ns) if ref else "—", fmt_ratio(rh), f"≤ {limit:g}×",
-                                 "—" if rh is None else ("met" if rh <= limit else "not met"),
-                                 f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without "
-                                 "queueing"])
+                    rows.append(
+                        [
+                            "  same, calls launched into an empty queue only",
+                            fmt_ns(hand),
+                            fmt_ns(ref.p50_ns) if ref else "—",
+                            fmt_ratio(rh),
+                            f"≤ {limit:g}×",
+                            "—" if rh is None else ("met" if rh <= limit else "not met"),
+                            f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without queueing",
+                        ]
+                    )
     resume = data.resume()
     if resume:
         v = _p(resume, "50")
-        rows.append(["coroutine resumed on the same thread, p50", fmt_ns(v), fmt_ns(RESUME_TARGET_NS),
-                     fmt_ratio(v / RESUME_TARGET_NS), "≤ 1× (50 ns)", "met" if v <= RESUME_TARGET_NS else "not met",
-                     "mean of 1000 resume→suspend round trips per sample"])
-    return Table("Performance targets, as measured (not asserted)",
-                 ["target", "measured p50", "reference", "ratio", "target", "verdict", "why (from the data)"], rows,
-                 "Targets from the study's issue, at the lowest load of the sweep and at the main load. Each is "
-                 "also shown for the calls that were launched into an empty queue (the hand-off without queueing): "
-                 "the baseline references are closed-loop (each hand-off starts when both threads are known to be "
-                 "running), while the benchmark's calls arrive open-loop, also while a worker is off its CPU.",
-                 numeric_from=1, wrap_columns=(6,))
+        rows.append(
+            [
+                "coroutine resumed on the same thread, p50",
+                fmt_ns(v),
+                fmt_ns(RESUME_TARGET_NS),
+                fmt_ratio(v / RESUME_TARGET_NS),
+                "≤ 1× (50 ns)",
+                "met" if v <= RESUME_TARGET_NS else "not met",
+                "mean of 1000 resume→suspend round trips per sample",
+            ]
+        )
+    return Table(
+        "Performance targets, as measured (not asserted)",
+        ["target", "measured p50", "reference", "ratio", "target", "verdict", "why (from the data)"],
+        rows,
+        "Targets from the study's issue, at the lowest load of the sweep and at the main load. Each is "
+        "also shown for the calls that were launched into an empty queue (the hand-off without queueing): "
+        "the baseline references are closed-loop (each hand-off starts when both threads are known to be "
+        "running), while the benchmark's calls arrive open-loop, also while a worker is off its CPU.",
+        numeric_from=1,
+        wrap_columns=(6,),
+    )
 
 
 STUDY = AsyncModelsStudy()

@@ -77,22 +77,34 @@ class BaselineStudy:
         rows = []
         for _, r in df.iterrows():
             low = set(r["low_confidence"]) if r["low_confidence"] is not None else set()
+
             def cell(key: str, col: str, r=r, low: set = low) -> str:  # bound now: called in this iteration
                 return fmt_ns(r[col]) + (" *" if key in low else "")
-            rows.append([
-                LABELS.get(r["name"], r["name"]), r["variant"], fmt_count(r["samples"]),
-                cell("50", "p50_ns"), cell("90", "p90_ns"), cell("99", "p99_ns"), cell("99.9", "p999_ns"),
-                fmt_ns(r["max_ns"]), fmt_ns(r["mean_ns"]),
-            ])
-        sec.blocks.append(Table(
-            "Latency of each reference",
-            ["reference", "placement", "samples", "p50", "p90", "p99", "p99.9", "max", "mean"],
-            rows,
-            f"{pin}. Warm-up iterations excluded. * = fewer than 10 samples lie beyond this percentile: "
-            "treat it as indicative only. Batched references (clock read, syscall) report the mean of 100 "
-            "calls per sample.",
-            numeric_from=2,
-        ))
+
+            rows.append(
+                [
+                    LABELS.get(r["name"], r["name"]),
+                    r["variant"],
+                    fmt_count(r["samples"]),
+                    cell("50", "p50_ns"),
+                    cell("90", "p90_ns"),
+                    cell("99", "p99_ns"),
+                    cell("99.9", "p999_ns"),
+                    fmt_ns(r["max_ns"]),
+                    fmt_ns(r["mean_ns"]),
+                ]
+            )
+        sec.blocks.append(
+            Table(
+                "Latency of each reference",
+                ["reference", "placement", "samples", "p50", "p90", "p99", "p99.9", "max", "mean"],
+                rows,
+                f"{pin}. Warm-up iterations excluded. * = fewer than 10 samples lie beyond this percentile: "
+                "treat it as indicative only. Batched references (clock read, syscall) report the mean of 100 "
+                "calls per sample.",
+                numeric_from=2,
+            )
+        )
         sec.blocks.append(_bar_figure(df, pin))
         cdf = store.cdf(run_id, self.name)
         if not cdf.empty:
@@ -124,8 +136,14 @@ def _bar_figure(df, pin: str) -> Figure:
             vals.append(float(sel.iloc[0][col]) if not sel.empty else np.nan)
         if all(np.isnan(vals)):
             continue
-        ax.bar(x + (k - 1.5) * width, vals, width, label=f"{variant} {col[:3]}",
-               color=plots.PALETTE[k // 2], alpha=1.0 if col == "p50_ns" else 0.45)
+        ax.bar(
+            x + (k - 1.5) * width,
+            vals,
+            width,
+            label=f"{variant} {col[:3]}",
+            color=plots.PALETTE[k // 2],
+            alpha=1.0 if col == "p50_ns" else 0.45,
+        )
     ax.set_yscale("log")
     plots.format_ns_axis(ax.yaxis)
     ax.set_xticks(x, [LABELS[n] for n in names], rotation=15)
@@ -143,13 +161,19 @@ def _bar_figure(df, pin: str) -> Figure:
             best = (n, ratio, float(a.iloc[0]["p50_ns"]), float(b.iloc[0]["p50_ns"]))
     if best:
         n, ratio, a, b = best
-        finding = (f"Placement matters most for the {LABELS[n]}: unpinned p50 {fmt_ns(b)} vs pinned "
-                   f"{fmt_ns(a)} ({fmt_ratio(ratio)}).")
+        finding = (
+            f"Placement matters most for the {LABELS[n]}: unpinned p50 {fmt_ns(b)} vs pinned "
+            f"{fmt_ns(a)} ({fmt_ratio(ratio)})."
+        )
     else:
         finding = "Only one placement was measured, so no pinned/unpinned comparison is possible."
     total = int(df["samples"].sum())
-    return Figure("p50 and p99 per reference", plots.to_svg(fig),
-                  f"{pin}. Solid bars p50, pale bars p99; log scale. {fmt_count(total)} samples in all.", finding)
+    return Figure(
+        "p50 and p99 per reference",
+        plots.to_svg(fig),
+        f"{pin}. Solid bars p50, pale bars p99; log scale. {fmt_count(total)} samples in all.",
+        finding,
+    )
 
 
 def _cdf_figure(cdf, df, pin: str) -> Figure:
@@ -158,8 +182,15 @@ def _cdf_figure(cdf, df, pin: str) -> Figure:
     for i, n in enumerate([n for n in ORDER if n in set(cdf["name"])]):
         for variant, style in (("pinned", "-"), ("unpinned", "--")):
             sel = cdf[(cdf["name"] == n) & (cdf["variant"] == variant)]
-            curves.append(plots.CdfCurve(f"{LABELS[n]} ({variant})", list(zip(sel["value_ns"], sel["percentile"])),
-                                         plots.PALETTE[i % 8], style, 1.4))
+            curves.append(
+                plots.CdfCurve(
+                    f"{LABELS[n]} ({variant})",
+                    list(zip(sel["value_ns"], sel["percentile"])),
+                    plots.PALETTE[i % 8],
+                    style,
+                    1.4,
+                )
+            )
     plots.latency_cdf(ax, curves)
     worst = None
     for _, r in df.iterrows():
@@ -172,11 +203,17 @@ def _cdf_figure(cdf, df, pin: str) -> Figure:
         finding = "No reference has both a p50 and a p99.9, so no tail spread can be stated."
     else:
         spread, n, v, p50, p999, samples = worst
-        finding = (f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
-                   f"{fmt_ns(p50)} ({fmt_count(samples)} samples).")
-    return Figure("Latency distribution of each reference", plots.to_svg(fig),
-                  f"{pin}. Percentile spectrum from the HdrHistogram of each reference (3 significant digits); "
-                  "solid pinned, dashed unpinned.", finding)
+        finding = (
+            f"Widest tail: {LABELS.get(n, n)} ({v}) has p99.9 {fmt_ns(p999)} = {fmt_ratio(spread)} its p50 "
+            f"{fmt_ns(p50)} ({fmt_count(samples)} samples)."
+        )
+    return Figure(
+        "Latency distribution of each reference",
+        plots.to_svg(fig),
+        f"{pin}. Percentile spectrum from the HdrHistogram of each reference (3 significant digits); "
+        "solid pinned, dashed unpinned.",
+        finding,
+    )
 
 
 def _ratio_table(df) -> Table:
@@ -190,9 +227,13 @@ def _ratio_table(df) -> Table:
         if n in pinned.index:
             v = float(pinned.loc[n, "p50_ns"])
             rows.append([LABELS[n], fmt_ns(v), fmt_ratio(v / base) if base else "—"])
-    return Table(f"Ratios to the {LABELS.get(ref, ref)} (p50, pinned)", ["reference", "p50", "ratio"], rows,
-                 "The hand-off to a parked thread is what a thread pool pays per task at low load; the "
-                 "thread start is what std::async(launch::async) pays per call.")
+    return Table(
+        f"Ratios to the {LABELS.get(ref, ref)} (p50, pinned)",
+        ["reference", "p50", "ratio"],
+        rows,
+        "The hand-off to a parked thread is what a thread pool pays per task at low load; the "
+        "thread start is what std::async(launch::async) pays per call.",
+    )
 
 
 STUDY = BaselineStudy()

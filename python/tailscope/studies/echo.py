@@ -47,8 +47,17 @@ LOAD = "tailscope-load"
 ECHO = "tailscope-echo"
 BASELINE = "tailscope-baseline"
 
-MODELS = ["thread-per-connection", "poll", "poll-pool", "asio", "asio-mt",
-          "epoll", "epoll-reuseport", "io-uring", "asio-coro"]
+MODELS = [
+    "thread-per-connection",
+    "poll",
+    "poll-pool",
+    "asio",
+    "asio-mt",
+    "epoll",
+    "epoll-reuseport",
+    "io-uring",
+    "asio-coro",
+]
 THESIS_MODELS = {"thread-per-connection", "poll", "poll-pool", "asio", "asio-mt"}
 MULTI_THREADED = {"poll-pool", "asio-mt", "epoll-reuseport", "asio-coro"}
 QUICK_CONNECTIONS = [8, 100, 1000]
@@ -72,12 +81,24 @@ UnavailableModel = EngineUnavailable
 
 
 @contextmanager
-def echo_server(model: str, server_cpu: int, protocol: str = "echo",
-                extra: list[str] | None = None) -> Iterator[tuple[int, int]]:
+def echo_server(
+    model: str, server_cpu: int, protocol: str = "echo", extra: list[str] | None = None
+) -> Iterator[tuple[int, int]]:
     """Starts tailscope-echo on an ephemeral port; yields (port, pid).
     An unavailable model raises UnavailableModel (engines.EngineUnavailable)."""
-    args = ["--model", model, "--port", "0", "--cpus", str(server_cpu), "--protocol", protocol,
-            "--threads", str(SERVER_THREADS), *(extra or [])]
+    args = [
+        "--model",
+        model,
+        "--port",
+        "0",
+        "--cpus",
+        str(server_cpu),
+        "--protocol",
+        protocol,
+        "--threads",
+        str(SERVER_THREADS),
+        *(extra or []),
+    ]
     with serve(ECHO, args, ready_timeout_s=30.0, stop_timeout_s=5.0) as server:
         yield server.port, server.proc.pid
 
@@ -88,12 +109,33 @@ class Timing:
     warmup_s: float
 
 
-def _load_args(port: int, pid: int, connections: int, rate: float, client_cpu: int, t: Timing,
-               extra: list[str] | None = None) -> list[str]:
-    return ["--port", str(port), "-c", str(connections), "-t", "1", "-d", f"{t.duration_s:.3f}",
-            "--warmup", f"{t.warmup_s:.3f}", "-R", f"{rate:.0f}", "--cpus", str(client_cpu),
-            "--payload-bytes", str(PAYLOAD_BYTES), "--server-pid", str(pid), "--allow-errors",
-            "--timeout", "10s", *(extra or [])]
+def _load_args(
+    port: int, pid: int, connections: int, rate: float, client_cpu: int, t: Timing, extra: list[str] | None = None
+) -> list[str]:
+    return [
+        "--port",
+        str(port),
+        "-c",
+        str(connections),
+        "-t",
+        "1",
+        "-d",
+        f"{t.duration_s:.3f}",
+        "--warmup",
+        f"{t.warmup_s:.3f}",
+        "-R",
+        f"{rate:.0f}",
+        "--cpus",
+        str(client_cpu),
+        "--payload-bytes",
+        str(PAYLOAD_BYTES),
+        "--server-pid",
+        str(pid),
+        "--allow-errors",
+        "--timeout",
+        "10s",
+        *(extra or []),
+    ]
 
 
 def _wrk_p99_ns(port: int, connections: int, seconds: float, client_cpu: int) -> tuple[float | None, str]:
@@ -118,8 +160,9 @@ class EchoStudy:
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         full = ctx.form == "full"
         scale = float(ctx.options.get("scale") or 1.0)
-        timing = Timing(duration_s=max(0.2, (5.0 if full else 1.0) * scale),
-                        warmup_s=max(0.05, (1.0 if full else 0.3) * scale))
+        timing = Timing(
+            duration_s=max(0.2, (5.0 if full else 1.0) * scale), warmup_s=max(0.05, (1.0 if full else 0.3) * scale)
+        )
         connections = FULL_CONNECTIONS if full else QUICK_CONNECTIONS
         models = list(ctx.options.get("echo_models") or MODELS)
         client_cpu, server_cpu = cpu_pair(ctx.options)
@@ -140,13 +183,31 @@ class EchoStudy:
 
         # 1. The floor: blocking loopback ping-pong, same cores, same run.
         progress("baseline tcp_pingpong")
-        base = run_engine(BASELINE, ["--only", "tcp_pingpong", "--placement", "pinned",
-                                     "--cpus", f"{client_cpu},{server_cpu}", "--scale", str(min(1.0, scale))],
-                          timeout_s=300)
+        base = run_engine(
+            BASELINE,
+            [
+                "--only",
+                "tcp_pingpong",
+                "--placement",
+                "pinned",
+                "--cpus",
+                f"{client_cpu},{server_cpu}",
+                "--scale",
+                str(min(1.0, scale)),
+            ],
+            timeout_s=300,
+        )
         docs.append(EngineDocument(self.name, BASELINE, base.document, "baseline"))
 
-        def load_run(model: str, c: int, rate: float, point: str, extra_server: list[str] | None = None,
-                     extra_load: list[str] | None = None, t: Timing = timing) -> dict | None:
+        def load_run(
+            model: str,
+            c: int,
+            rate: float,
+            point: str,
+            extra_server: list[str] | None = None,
+            extra_load: list[str] | None = None,
+            t: Timing = timing,
+        ) -> dict | None:
             if model in unavailable:
                 return None
             hlog = art_dir / (point.replace("/", "_") + ".hlog")
@@ -161,9 +222,15 @@ class EchoStudy:
                 failed.append({"name": f"{model} {point}", "variant": "", "reason": str(e)})
                 return None
             doc = r.document
-            doc["echo_point"] = {"model": model, "connections": c, "mode": "rate" if rate > 0 else "closed",
-                                 "rate_per_s": rate, "server_cpu": server_cpu, "client_cpu": client_cpu,
-                                 "server_threads": SERVER_THREADS if model in MULTI_THREADED else 1}
+            doc["echo_point"] = {
+                "model": model,
+                "connections": c,
+                "mode": "rate" if rate > 0 else "closed",
+                "rate_per_s": rate,
+                "server_cpu": server_cpu,
+                "client_cpu": client_cpu,
+                "server_threads": SERVER_THREADS if model in MULTI_THREADED else 1,
+            }
             docs.append(EngineDocument(self.name, LOAD, doc, point))
             return doc
 
@@ -205,12 +272,19 @@ class EchoStudy:
                     wrk_ns, why = _wrk_p99_ns(port, CO_CONNECTIONS, co_t.duration_s, client_cpu)
             except (EngineError, subprocess.SubprocessError, OSError) as e:
                 why = f"wrk run failed: {e}"
-            d["co_demo"] = {"stall_every_ms": STALL_EVERY_MS, "stall_ms": STALL_MS, "rate_per_s": CO_RATE,
-                            "connections": CO_CONNECTIONS, "wrk_p99_ns": wrk_ns, "wrk_unavailable": why}
+            d["co_demo"] = {
+                "stall_every_ms": STALL_EVERY_MS,
+                "stall_ms": STALL_MS,
+                "rate_per_s": CO_RATE,
+                "connections": CO_CONNECTIONS,
+                "wrk_p99_ns": wrk_ns,
+                "wrk_unavailable": why,
+            }
         # Unavailable models and failed points ride on the baseline document (always present).
         for model, reason in unavailable.items():
             docs[0].document.setdefault("unavailable", []).append(
-                {"name": f"model {model}", "variant": "", "reason": reason})
+                {"name": f"model {model}", "variant": "", "reason": reason}
+            )
         docs[0].document.setdefault("unavailable", []).extend(failed)
         progress("done")
         return docs
@@ -241,8 +315,10 @@ class EchoStudy:
         rate = [p for p in points if p["mode"] == "rate"]
         for p in points:
             if p["errors"]:
-                sec.notes.append(f"{p['model']} at {p['c']} connections ({p['mode']}): {p['errors']} errors "
-                                 f"{json.dumps(p['error_kinds'])}")
+                sec.notes.append(
+                    f"{p['model']} at {p['c']} connections ({p['mode']}): {p['errors']} errors "
+                    f"{json.dumps(p['error_kinds'])}"
+                )
         flagged = [p for p in rate if p["bottleneck"]]
         if flagged:
             worst = max(flagged, key=lambda p: p["lag_p99"] / max(p["lat"]["percentiles"]["99"], 1))
@@ -251,7 +327,8 @@ class EchoStudy:
                 "99 % of requested, or the generator's own send lag p99 above 10 % of the measured p99). Worst: "
                 f"{worst['model']} at {worst['c']} connections, send-lag p99 {fmt_ns(worst['lag_p99'])} vs latency p99 "
                 f"{fmt_ns(worst['lat']['percentiles']['99'])}. On a shared 2-core machine this is the scheduler "
-                "delaying the load thread: those tails partly measure the machine, not the server.")
+                "delaying the load thread: those tails partly measure the machine, not the server."
+            )
         if closed:
             sec.blocks.append(_throughput_figure(closed, pin))
             sec.blocks.append(_latency_figure(closed, pin, "log"))
@@ -289,17 +366,28 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
             continue
         proc = (doc.get("server_resources") or {}).get("process") or {}
         load = doc.get("load", {})
-        out.append({
-            "model": ep["model"], "c": int(ep["connections"]), "mode": ep["mode"], "rate": ep.get("rate_per_s", 0),
-            "throughput": float(load.get("achieved_per_s") or 0), "lat": lat, "actual": act,
-            "cdf": meas["latency_intended"].get("cdf", []),
-            "cpu": proc.get("cpu_pct_mean"), "rss": proc.get("rss_bytes_max"), "threads": proc.get("threads_max"),
-            "fds": proc.get("open_fds_max"), "errors": int(load.get("errors_total") or 0),
-            "error_kinds": {k: v for k, v in (load.get("errors") or {}).items() if v},
-            "bottleneck": bool(load.get("generator_bottleneck")),
-            "lag_p99": float((load.get("self_check") or {}).get("send_lag_p99_ns") or 0),
-            "server_cpu": ep.get("server_cpu"), "client_cpu": ep.get("client_cpu"),
-        })
+        out.append(
+            {
+                "model": ep["model"],
+                "c": int(ep["connections"]),
+                "mode": ep["mode"],
+                "rate": ep.get("rate_per_s", 0),
+                "throughput": float(load.get("achieved_per_s") or 0),
+                "lat": lat,
+                "actual": act,
+                "cdf": meas["latency_intended"].get("cdf", []),
+                "cpu": proc.get("cpu_pct_mean"),
+                "rss": proc.get("rss_bytes_max"),
+                "threads": proc.get("threads_max"),
+                "fds": proc.get("open_fds_max"),
+                "errors": int(load.get("errors_total") or 0),
+                "error_kinds": {k: v for k, v in (load.get("errors") or {}).items() if v},
+                "bottleneck": bool(load.get("generator_bottleneck")),
+                "lag_p99": float((load.get("self_check") or {}).get("send_lag_p99_ns") or 0),
+                "server_cpu": ep.get("server_cpu"),
+                "client_cpu": ep.get("client_cpu"),
+            }
+        )
     return out
 
 
@@ -319,8 +407,13 @@ def _series(points: list[dict], model: str, key: Callable[[dict], Any]) -> tuple
 
 def _style(model: str) -> dict:
     i = MODELS.index(model) if model in MODELS else 0
-    return {"color": plots.PALETTE[i % 8], "linestyle": "-" if model in THESIS_MODELS else "--",
-            "marker": "o", "markersize": 3.5, "linewidth": 1.4}
+    return {
+        "color": plots.PALETTE[i % 8],
+        "linestyle": "-" if model in THESIS_MODELS else "--",
+        "marker": "o",
+        "markersize": 3.5,
+        "linewidth": 1.4,
+    }
 
 
 def _throughput_figure(closed: list[dict], pin: str) -> Figure:
@@ -345,20 +438,29 @@ def _throughput_figure(closed: list[dict], pin: str) -> Figure:
     for c in sorted(by_c):
         best = max(by_c[c], key=lambda p: p["throughput"])
         worst = min(by_c[c], key=lambda p: p["throughput"])
-        parts.append(f"{c} conns: {best['model']} {fmt_count(best['throughput'])}/s "
-                     f"({fmt_ratio(best['throughput'] / max(worst['throughput'], 1))} of {worst['model']})")
-    return Figure("Closed-loop throughput vs connections", plots.to_svg(fig),
-                  f"{pin}. Closed loop (-R 0), {PAYLOAD_BYTES}-byte echo, 1 request in flight per connection. "
-                  "Solid: the thesis's five models; dashed: the additions.",
-                  "Fastest per connection count — " + "; ".join(parts) + ".")
+        parts.append(
+            f"{c} conns: {best['model']} {fmt_count(best['throughput'])}/s "
+            f"({fmt_ratio(best['throughput'] / max(worst['throughput'], 1))} of {worst['model']})"
+        )
+    return Figure(
+        "Closed-loop throughput vs connections",
+        plots.to_svg(fig),
+        f"{pin}. Closed loop (-R 0), {PAYLOAD_BYTES}-byte echo, 1 request in flight per connection. "
+        "Solid: the thesis's five models; dashed: the additions.",
+        "Fastest per connection count — " + "; ".join(parts) + ".",
+    )
 
 
 def _latency_figure(closed: list[dict], pin: str, yscale: str = "log") -> Figure:
     fig, _ = plots.new_figure(10.0, 6.4)
     fig.clf()
     axes = fig.subplots(2, 2).flatten()
-    panels = [("mean", lambda p: p["lat"]["mean"]), ("p90", lambda p: p["lat"]["percentiles"]["90"]),
-              ("p99", lambda p: p["lat"]["percentiles"]["99"]), ("p99.9", lambda p: p["lat"]["percentiles"]["99.9"])]
+    panels = [
+        ("mean", lambda p: p["lat"]["mean"]),
+        ("p90", lambda p: p["lat"]["percentiles"]["90"]),
+        ("p99", lambda p: p["lat"]["percentiles"]["99"]),
+        ("p99.9", lambda p: p["lat"]["percentiles"]["99.9"]),
+    ]
     for ax, (title, key) in zip(axes, panels):
         for m in _models_in(closed):
             xs, ys = _series(closed, m, key)
@@ -374,11 +476,13 @@ def _latency_figure(closed: list[dict], pin: str, yscale: str = "log") -> Figure
     best = min(at_top, key=lambda p: p["lat"]["percentiles"]["99"])
     worst = max(at_top, key=lambda p: p["lat"]["percentiles"]["99"])
     low = [k for p in at_top for k in p["lat"].get("low_confidence", []) if k == "99.9"]
-    return Figure(f"Closed-loop latency vs connections (mean, p90, p99, p99.9), {yscale} y", plots.to_svg(fig),
-                  f"{pin}. Closed loop: latency of each request from its send; at saturation this is queueing in "
-                  f"the server. Log x, {yscale} y."
-                  + (" Some p99.9 values rest on fewer than 10 tail samples." if low else ""),
-                  _latency_finding(at_top, top_c, best, worst, yscale))
+    return Figure(
+        f"Closed-loop latency vs connections (mean, p90, p99, p99.9), {yscale} y",
+        plots.to_svg(fig),
+        f"{pin}. Closed loop: latency of each request from its send; at saturation this is queueing in "
+        f"the server. Log x, {yscale} y." + (" Some p99.9 values rest on fewer than 10 tail samples." if low else ""),
+        _latency_finding(at_top, top_c, best, worst, yscale),
+    )
 
 
 def _latency_finding(at_top: list[dict], top_c: int, best: dict, worst: dict, yscale: str) -> str:
@@ -386,12 +490,16 @@ def _latency_finding(at_top: list[dict], top_c: int, best: dict, worst: dict, ys
     so the two findings add information instead of repeating each other."""
     if yscale != "linear":
         b, w = best["lat"]["percentiles"]["99"], worst["lat"]["percentiles"]["99"]
-        return (f"At {top_c} connections the lowest p99 is {best['model']} ({fmt_ns(b)}), "
-                f"the highest {worst['model']} ({fmt_ns(w)}, {fmt_ratio(w / max(b, 1))}).")
+        return (
+            f"At {top_c} connections the lowest p99 is {best['model']} ({fmt_ns(b)}), "
+            f"the highest {worst['model']} ({fmt_ns(w)}, {fmt_ratio(w / max(b, 1))})."
+        )
     lo = min(at_top, key=lambda p: p["lat"]["mean"])
     hi = max(at_top, key=lambda p: p["lat"]["mean"])
-    return (f"At {top_c} connections the mean ranges from {fmt_ns(lo['lat']['mean'])} ({lo['model']}) to "
-            f"{fmt_ns(hi['lat']['mean'])} ({hi['model']}, {fmt_ratio(hi['lat']['mean'] / max(lo['lat']['mean'], 1))}).")
+    return (
+        f"At {top_c} connections the mean ranges from {fmt_ns(lo['lat']['mean'])} ({lo['model']}) to "
+        f"{fmt_ns(hi['lat']['mean'])} ({hi['model']}, {fmt_ratio(hi['lat']['mean'] / max(lo['lat']['mean'], 1))})."
+    )
 
 
 def _resource_figure(closed: list[dict], pin: str) -> Figure:
@@ -417,15 +525,23 @@ def _resource_figure(closed: list[dict], pin: str) -> Figure:
         big = max(at_top, key=lambda p: p["rss"])
         small = min(at_top, key=lambda p: p["rss"])
         eff = max((p for p in at_top if p["cpu"]), key=lambda p: p["throughput"] / max(p["cpu"], 1), default=None)
-        finding = (f"At {top_c} connections {big['model']} holds {big['rss'] / 2**20:.1f} MiB "
-                   f"({fmt_ratio(big['rss'] / small['rss'])} of {small['model']}, {big['threads']} threads)")
+        finding = (
+            f"At {top_c} connections {big['model']} holds {big['rss'] / 2**20:.1f} MiB "
+            f"({fmt_ratio(big['rss'] / small['rss'])} of {small['model']}, {big['threads']} threads)"
+        )
         if eff:
-            finding += (f"; most requests per CPU-% : {eff['model']} "
-                        f"({fmt_count(eff['throughput'] / max(eff['cpu'], 1))} req/s per % CPU)")
+            finding += (
+                f"; most requests per CPU-% : {eff['model']} "
+                f"({fmt_count(eff['throughput'] / max(eff['cpu'], 1))} req/s per % CPU)"
+            )
         finding += "."
-    return Figure("Server CPU and memory vs connections (closed loop)", plots.to_svg(fig),
-                  f"{pin}. Mean CPU % and peak RSS of the server process over the measured window "
-                  "(/proc, 100 ms samples). Threads and fds are in the table below.", finding)
+    return Figure(
+        "Server CPU and memory vs connections (closed loop)",
+        plots.to_svg(fig),
+        f"{pin}. Mean CPU % and peak RSS of the server process over the measured window "
+        "(/proc, 100 ms samples). Threads and fds are in the table below.",
+        finding,
+    )
 
 
 def _cdf_figure(rate: list[dict], pin: str) -> Figure:
@@ -437,37 +553,79 @@ def _cdf_figure(rate: list[dict], pin: str) -> Figure:
     for ax, c in zip(axes, cs):
         sel = [p for p in rate if p["c"] == c]
         by_model = {p["model"]: p for p in sel}
-        plots.latency_cdf(ax, [plots.CdfCurve(m, by_model[m]["cdf"], _style(m)["color"], _style(m)["linestyle"])
-                               for m in _models_in(sel)], max_percentile=99.9)
+        plots.latency_cdf(
+            ax,
+            [
+                plots.CdfCurve(m, by_model[m]["cdf"], _style(m)["color"], _style(m)["linestyle"])
+                for m in _models_in(sel)
+            ],
+            max_percentile=99.9,
+        )
         ax.set_title(f"{c} connections, {fmt_count(sel[0]['rate'])} req/s", fontsize=9)
         best = min(sel, key=lambda p: p["lat"]["percentiles"]["99"])
         findings.append(f"{c} conns: {best['model']} p99 {fmt_ns(best['lat']['percentiles']['99'])}")
     axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return Figure("Latency distribution at a common fixed rate (from the intended send time)", plots.to_svg(fig),
-                  f"{pin}. Open loop, fixed inter-arrival, de-synchronised per-connection start; the common rate is "
-                  "a quarter of the slowest model's closed-loop maximum at that connection count, so every model can "
-                  "sustain it.", "Lowest p99 at the common rate — " + "; ".join(findings) + ".")
+    return Figure(
+        "Latency distribution at a common fixed rate (from the intended send time)",
+        plots.to_svg(fig),
+        f"{pin}. Open loop, fixed inter-arrival, de-synchronised per-connection start; the common rate is "
+        "a quarter of the slowest model's closed-loop maximum at that connection count, so every model can "
+        "sustain it.",
+        "Lowest p99 at the common rate — " + "; ".join(findings) + ".",
+    )
 
 
 def _points_table(points: list[dict], pin: str) -> Table:
     rows = []
-    for p in sorted(points, key=lambda p: (p["mode"], p["c"], MODELS.index(p["model"]) if p["model"] in MODELS else 99)):
+    for p in sorted(
+        points, key=lambda p: (p["mode"], p["c"], MODELS.index(p["model"]) if p["model"] in MODELS else 99)
+    ):
         lat = p["lat"]
         pct = lat["percentiles"]
         low = set(lat.get("low_confidence", []))
-        rows.append([
-            p["model"], str(p["c"]), "closed" if p["mode"] == "closed" else f"{fmt_count(p['rate'])}/s",
-            fmt_count(p["throughput"]), fmt_ns(lat["mean"]), fmt_ns(pct["50"]), fmt_ns(pct["90"]),
-            fmt_ns(pct["99"]) + (" *" if "99" in low else ""), fmt_ns(pct["99.9"]) + (" *" if "99.9" in low else ""),
-            fmt_count(lat["count"]),
-            "—" if p["cpu"] is None else f"{p['cpu']:.0f}", "—" if not p["rss"] else f"{p['rss'] / 2**20:.1f}",
-            "—" if p["threads"] is None else str(p["threads"]), "—" if p["fds"] is None else str(p["fds"]),
-            str(p["errors"]),
-        ])
-    return Table("Every sweep point", ["model", "conns", "mode", "req/s", "mean", "p50", "p90", "p99", "p99.9",
-                                       "samples", "CPU %", "RSS MiB", "threads", "fds", "errors"], rows,
-                 f"{pin}. Latency from the intended send time (closed loop: intended = actual send). "
-                 "* = fewer than 10 samples beyond this percentile.", numeric_from=1)
+        rows.append(
+            [
+                p["model"],
+                str(p["c"]),
+                "closed" if p["mode"] == "closed" else f"{fmt_count(p['rate'])}/s",
+                fmt_count(p["throughput"]),
+                fmt_ns(lat["mean"]),
+                fmt_ns(pct["50"]),
+                fmt_ns(pct["90"]),
+                fmt_ns(pct["99"]) + (" *" if "99" in low else ""),
+                fmt_ns(pct["99.9"]) + (" *" if "99.9" in low else ""),
+                fmt_count(lat["count"]),
+                "—" if p["cpu"] is None else f"{p['cpu']:.0f}",
+                "—" if not p["rss"] else f"{p['rss'] / 2**20:.1f}",
+                "—" if p["threads"] is None else str(p["threads"]),
+                "—" if p["fds"] is None else str(p["fds"]),
+                str(p["errors"]),
+            ]
+        )
+    return Table(
+        "Every sweep point",
+        [
+            "model",
+            "conns",
+            "mode",
+            "req/s",
+            "mean",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "samples",
+            "CPU %",
+            "RSS MiB",
+            "threads",
+            "fds",
+            "errors",
+        ],
+        rows,
+        f"{pin}. Latency from the intended send time (closed loop: intended = actual send). "
+        "* = fewer than 10 samples beyond this percentile.",
+        numeric_from=1,
+    )
 
 
 def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
@@ -495,17 +653,32 @@ def _recommendation_table(closed: list[dict], rate: list[dict]) -> Table:
         pick = min(contenders, key=p99_at_rate)
         lowest_tail = min(score, key=p99_at_rate)
         thesis_best = max((m for m in score if m in THESIS_MODELS), key=lambda m: score[m], default=None)
-        rows.append([
-            f"{name} ({', '.join(map(str, cs))})", pick, fmt_count(score[pick]),
-            fmt_ns(p99_at_rate(pick)) if math.isfinite(p99_at_rate(pick)) else "—", lowest_tail,
-            f"{thesis_best} ({fmt_ratio(score[thesis_best] / score[pick])})" if thesis_best else "—",
-        ])
-    return Table("Recommendation per connection range (derived from this run)",
-                 ["range (connections)", "recommended", "mean req/s", "p99 at common rate",
-                  "lowest p99 at common rate", "best thesis model (throughput ratio)"], rows,
-                 "Recommended = highest mean closed-loop throughput over the range's points; among models within "
-                 "5 % of it, the lowest mean p99 at the common fixed rate. On a 2-core machine with the load "
-                 "generator on the other core, multi-threaded models cannot use more than one core.", numeric_from=2)
+        rows.append(
+            [
+                f"{name} ({', '.join(map(str, cs))})",
+                pick,
+                fmt_count(score[pick]),
+                fmt_ns(p99_at_rate(pick)) if math.isfinite(p99_at_rate(pick)) else "—",
+                lowest_tail,
+                f"{thesis_best} ({fmt_ratio(score[thesis_best] / score[pick])})" if thesis_best else "—",
+            ]
+        )
+    return Table(
+        "Recommendation per connection range (derived from this run)",
+        [
+            "range (connections)",
+            "recommended",
+            "mean req/s",
+            "p99 at common rate",
+            "lowest p99 at common rate",
+            "best thesis model (throughput ratio)",
+        ],
+        rows,
+        "Recommended = highest mean closed-loop throughput over the range's points; among models within "
+        "5 % of it, the lowest mean p99 at the common fixed rate. On a 2-core machine with the load "
+        "generator on the other core, multi-threaded models cannot use more than one core.",
+        numeric_from=2,
+    )
 
 
 def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None:
@@ -514,8 +687,15 @@ def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None
     a = ping.p_ns("50") if ping else None
     if not ping or not a:
         return None
-    rows = [["blocking loopback ping-pong (tailscope-baseline)", fmt_ns(a),
-             fmt_ns(ping.p_ns("99")), fmt_count(ping.count), "1×"]]
+    rows = [
+        [
+            "blocking loopback ping-pong (tailscope-baseline)",
+            fmt_ns(a),
+            fmt_ns(ping.p_ns("99")),
+            fmt_count(ping.count),
+            "1×",
+        ]
+    ]
     ratios = {}
     for d in docs:
         if not d.point.startswith("floor/"):
@@ -527,16 +707,27 @@ def _floor_table(docs: list[EngineDocument], points: list[dict]) -> Table | None
             continue
         ratios[kind] = b / a
         label = "back to back (closed loop)" if kind == "closed" else "1000 req/s (open loop)"
-        rows.append([f"tailscope-load → {model}, 1 connection, {label}", fmt_ns(b),
-                     fmt_ns(ours.p_ns("99")), fmt_count(ours.count), fmt_ratio(b / a)])
+        rows.append(
+            [
+                f"tailscope-load → {model}, 1 connection, {label}",
+                fmt_ns(b),
+                fmt_ns(ours.p_ns("99")),
+                fmt_count(ours.count),
+                fmt_ratio(b / a),
+            ]
+        )
     if len(rows) == 1:
         return None
-    return Table("Measurement floor: what tailscope-load adds",
-                 ["measurement", "p50", "p99", "samples", "ratio of p50 to the ping-pong"], rows,
-                 "Same two cores, same run. The like-for-like comparison is the closed-loop row (one request in "
-                 "flight, sent as soon as the answer arrives, exactly the ping-pong's traffic): target ≤ 1.1×, "
-                 f"measured {fmt_ratio(ratios.get('closed'))}. The 1000/s row adds what an idle millisecond costs "
-                 f"both processes (wake-ups from sleep): {fmt_ratio(ratios.get('rate'))}.", numeric_from=1)
+    return Table(
+        "Measurement floor: what tailscope-load adds",
+        ["measurement", "p50", "p99", "samples", "ratio of p50 to the ping-pong"],
+        rows,
+        "Same two cores, same run. The like-for-like comparison is the closed-loop row (one request in "
+        "flight, sent as soon as the answer arrives, exactly the ping-pong's traffic): target ≤ 1.1×, "
+        f"measured {fmt_ratio(ratios.get('closed'))}. The 1000/s row adds what an idle millisecond costs "
+        f"both processes (wake-ups from sleep): {fmt_ratio(ratios.get('rate'))}.",
+        numeric_from=1,
+    )
 
 
 def _co_table(docs: list[EngineDocument]) -> Table | None:
@@ -555,20 +746,31 @@ def _co_table(docs: list[EngineDocument]) -> Table | None:
     # stall/every, uniformly over [0, stall]: P(L > x) = (stall/every)(1 - x/stall) = 1 % at
     # x = stall - 0.01 * every. Plus the ordinary service time (taken as the measured p50).
     expected = stall - 0.01 * every + base
-    rows = [["analytic expectation", fmt_ns(expected), "1×"],
-            ["tailscope-load, from intended send time", fmt_ns(corr), fmt_ratio(corr / expected)],
-            ["tailscope-load, from actual send time (uncorrected)", fmt_ns(unc), fmt_ratio(unc / expected)]]
+    rows = [
+        ["analytic expectation", fmt_ns(expected), "1×"],
+        ["tailscope-load, from intended send time", fmt_ns(corr), fmt_ratio(corr / expected)],
+        ["tailscope-load, from actual send time (uncorrected)", fmt_ns(unc), fmt_ratio(unc / expected)],
+    ]
     wrk_note = ""
     if co.get("wrk_p99_ns"):
         w = co["wrk_p99_ns"] / expected
-        rows.append(["wrk (closed loop, Debian, same stalling server over HTTP)", fmt_ns(co["wrk_p99_ns"]), fmt_ratio(w)])
-        wrk_note = (f" wrk's p99 is {fmt_ratio(w)} of the expectation: wrk measures closed loop (uncorrected) and then "
-                    "back-fills synthetic samples after the run (stats_correct, expected interval = its own mean "
-                    "per-connection interval), an estimate that holds only while its achieved rate is steady.")
+        rows.append(
+            ["wrk (closed loop, Debian, same stalling server over HTTP)", fmt_ns(co["wrk_p99_ns"]), fmt_ratio(w)]
+        )
+        wrk_note = (
+            f" wrk's p99 is {fmt_ratio(w)} of the expectation: wrk measures closed loop (uncorrected) and then "
+            "back-fills synthetic samples after the run (stats_correct, expected interval = its own mean "
+            "per-connection interval), an estimate that holds only while its achieved rate is steady."
+        )
     else:
         rows.append(["wrk", "unavailable", co.get("wrk_unavailable", "")])
-    return Table("Coordinated omission, shown: a server that stalls", ["p99 from", "p99", "ratio to expectation"], rows,
-                 f"epoll server stalling {co['stall_ms']} ms every {co['stall_every_ms']} ms; tailscope-load at "
-                 f"{co['rate_per_s']}/s over {co['connections']} connections. Expected p99 = stall − 1 % × period + "
-                 f"p50 = {fmt_ns(expected)}. Corrected is within {abs(corr / expected - 1) * 100:.0f} % of it; the "
-                 f"uncorrected figure under-reports {fmt_ratio(expected / max(unc, 1))}." + wrk_note, numeric_from=1)
+    return Table(
+        "Coordinated omission, shown: a server that stalls",
+        ["p99 from", "p99", "ratio to expectation"],
+        rows,
+        f"epoll server stalling {co['stall_ms']} ms every {co['stall_every_ms']} ms; tailscope-load at "
+        f"{co['rate_per_s']}/s over {co['connections']} connections. Expected p99 = stall − 1 % × period + "
+        f"p50 = {fmt_ns(expected)}. Corrected is within {abs(corr / expected - 1) * 100:.0f} % of it; the "
+        f"uncorrected figure under-reports {fmt_ratio(expected / max(unc, 1))}." + wrk_note,
+        numeric_from=1,
+    )

@@ -65,8 +65,15 @@ GraphStartError = EngineStartError
 
 
 @contextmanager
-def graph(topology_json: Path, model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None,
-          extra: list[str] | None = None, cpu: int | Iterable[int] | None = None) -> Iterator[tuple[int, dict]]:
+def graph(
+    topology_json: Path,
+    model: str,
+    out: Path,
+    trace_sample: float = 0.0,
+    traces: Path | None = None,
+    extra: list[str] | None = None,
+    cpu: int | Iterable[int] | None = None,
+) -> Iterator[tuple[int, dict]]:
     """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
 
     `cpu` pins the supervisor, and so every service process it forks, to one CPU
@@ -74,20 +81,62 @@ def graph(topology_json: Path, model: str, out: Path, trace_sample: float = 0.0,
     supervisor stops its 12 service processes on SIGTERM and merges their
     documents into `out`, which can take a while on a loaded machine: hence the
     long stop timeout."""
-    args = ["--topology", str(topology_json), "--all", "--model", model, "--port", "0",
-            "--trace-sample", str(trace_sample), "--out", str(out), *(extra or [])]
+    args = [
+        "--topology",
+        str(topology_json),
+        "--all",
+        "--model",
+        model,
+        "--port",
+        "0",
+        "--trace-sample",
+        str(trace_sample),
+        "--out",
+        str(out),
+        *(extra or []),
+    ]
     if traces is not None:
         args += ["--traces", str(traces)]
-    with serve(SVC, args, ready_timeout_s=60.0, stop_timeout_s=30.0,
-               cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))) as server:
+    with serve(
+        SVC,
+        args,
+        ready_timeout_s=60.0,
+        stop_timeout_s=30.0,
+        cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu)),
+    ) as server:
         yield server.port, server.ready
 
 
-def _load(port: int, rate: float, connections: int, duration_s: float, warmup_s: float, timeout_s: float,
-          client_cpu: int | None = None) -> dict:
-    args = ["-t", "1", "-c", str(connections), "-d", f"{duration_s:.3f}", "--warmup", f"{warmup_s:.3f}",
-            "-R", f"{rate:.0f}", "--protocol", "http", "--port", str(port), "--path", PATH,
-            "--timeout", "2s", "--allow-errors"]
+def _load(
+    port: int,
+    rate: float,
+    connections: int,
+    duration_s: float,
+    warmup_s: float,
+    timeout_s: float,
+    client_cpu: int | None = None,
+) -> dict:
+    args = [
+        "-t",
+        "1",
+        "-c",
+        str(connections),
+        "-d",
+        f"{duration_s:.3f}",
+        "--warmup",
+        f"{warmup_s:.3f}",
+        "-R",
+        f"{rate:.0f}",
+        "--protocol",
+        "http",
+        "--port",
+        str(port),
+        "--path",
+        PATH,
+        "--timeout",
+        "2s",
+        "--allow-errors",
+    ]
     if client_cpu is not None:
         args += ["--cpus", str(client_cpu)]
     return run_engine(LOAD, args, timeout_s=timeout_s).document
@@ -114,15 +163,20 @@ class SocialnetStudy:
         models = list(ctx.options.get("socialnet_models") or MODELS)
         cpus = requested_cpus(ctx.options)
         client_cpu, server_cpu = cpus if cpus else (None, None)
-        pinning = (pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu) if cpus
-                   else "unpinned (graph and generator share every core)")
+        pinning = (
+            pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu)
+            if cpus
+            else "unpinned (graph and generator share every core)"
+        )
 
-        def start_graph(model: str, out: Path, trace_sample: float = 0.0,
-                        traces: Path | None = None) -> AbstractContextManager[tuple[int, dict]]:
+        def start_graph(
+            model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None
+        ) -> AbstractContextManager[tuple[int, dict]]:
             return graph(topo_json, model, out, trace_sample, traces, cpu=server_cpu)
 
         def load(port: int, rate: float, connections: int) -> dict:
             return _load(port, rate, connections, duration, warmup, timeout, client_cpu)
+
         art = Path(ctx.artifacts_dir) / "socialnet"
         art.mkdir(parents=True, exist_ok=True)
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
@@ -137,8 +191,13 @@ class SocialnetStudy:
             step += 1
 
         def store_load(doc: dict, model: str, kind: str, rate: float, connections: int, point: str) -> None:
-            doc["socialnet_point"] = {"model": model, "kind": kind, "rate_per_s": rate, "connections": connections,
-                                      "pinning": pinning}
+            doc["socialnet_point"] = {
+                "model": model,
+                "kind": kind,
+                "rate_per_s": rate,
+                "connections": connections,
+                "pinning": pinning,
+            }
             docs.append(EngineDocument(self.name, LOAD, doc, point))
 
         # 1. Ceilings first (closed loop), each model on a fresh graph, so the common rate can be chosen.
@@ -150,8 +209,11 @@ class SocialnetStudy:
             ceilings[model] = _achieved(d)
             store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
             self._store_graph(docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
-        common = round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0)) if any(
-            ceilings.values()) else 100.0
+        common = (
+            round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0))
+            if any(ceilings.values())
+            else 100.0
+        )
 
         # 2. Per model: the open-loop sweep and the common rate, traces at 1 % sampling.
         for model in models:
@@ -183,8 +245,14 @@ class SocialnetStudy:
                 out = art / f"graph-{best}-tracing-{i}-{int(sample * 100)}.json"
                 with start_graph(best, out, sample, tdir if sample else None) as (port, _):
                     d = load(port, 0, CONNECTIONS)
-                store_load(d, best, f"tracing-{'on' if sample else 'off'}", 0, CONNECTIONS,
-                           f"{best}/tracing/{'on' if sample else 'off'}/{i}")
+                store_load(
+                    d,
+                    best,
+                    f"tracing-{'on' if sample else 'off'}",
+                    0,
+                    CONNECTIONS,
+                    f"{best}/tracing/{'on' if sample else 'off'}/{i}",
+                )
                 # The 100 % traces of a closed-loop run are large (~100 MB) and are not the analysis input:
                 # only the sweeps' 1 % traces are kept.
                 shutil.rmtree(tdir, ignore_errors=True)
@@ -225,8 +293,11 @@ class SocialnetStudy:
             sec.notes.append("no socialnet measurements were stored for this run")
             return sec
         pinning = loads[0]["socialnet_point"].get("pinning", "unpinned (graph and generator share every core)")
-        sec.intro += f" Placement: {pinning}" + ("" if pinning.startswith("unpinned") else
-                                                  " (tailscope run --cpus CLIENT,SERVER)") + "."
+        sec.intro += (
+            f" Placement: {pinning}"
+            + ("" if pinning.startswith("unpinned") else " (tailscope run --cpus CLIENT,SERVER)")
+            + "."
+        )
         summary = summarize(loads, graphs)
         for n in summary["notes"]:
             sec.notes.append(n)
@@ -247,6 +318,7 @@ STUDY = SocialnetStudy()
 
 # ---- analysis (pure functions of the stored documents; tested without engines) -----------------
 
+
 def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
     models = [m for m in MODELS if any(d["socialnet_point"]["model"] == m for d in loads)]
     per: dict[str, dict] = {}
@@ -255,8 +327,10 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
     for m in models:
         mine = [d for d in loads if d["socialnet_point"]["model"] == m]
         closed = [d for d in mine if d["socialnet_point"]["kind"] == "closed"]
-        sweep = sorted((d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common")),
-                       key=lambda d: d["socialnet_point"]["rate_per_s"])
+        sweep = sorted(
+            (d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common")),
+            key=lambda d: d["socialnet_point"]["rate_per_s"],
+        )
         ok_points = [d for d in sweep if _meets(d)]
         at_objective = max((_achieved(d) for d in ok_points), default=0.0)
         common = next((d for d in sweep if d["socialnet_point"]["kind"] == "common"), None)
@@ -265,13 +339,17 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
         g = graphs.get(f"{m}/graph") or {}
         totals = g.get("totals", {})
         front_requests = (totals.get("front") or {}).get("requests") or 0
-        errors = {k: sum(int(s.get("counters", {}).get(k, 0)) for s in g.get("services", {}).values())
-                  for k in ("errors", "rejections", "timeouts", "malformed_frames")}
+        errors = {
+            k: sum(int(s.get("counters", {}).get(k, 0)) for s in g.get("services", {}).values())
+            for k in ("errors", "rejections", "timeouts", "malformed_frames")
+        }
         per[m] = {
             "ceiling": _achieved(closed[0]) if closed else None,
             "at_objective": at_objective,
-            "sweep": [(_achieved(d), _p99(d), d["socialnet_point"]["rate_per_s"], d["load"].get("errors_total", 0))
-                      for d in sweep],
+            "sweep": [
+                (_achieved(d), _p99(d), d["socialnet_point"]["rate_per_s"], d["load"].get("errors_total", 0))
+                for d in sweep
+            ],
             "common": common,
             "cpu_per_request_ns": (totals.get("cpu_s", 0) * 1e9 / front_requests) if front_requests else None,
             "threads": totals.get("threads_max_sum"),
@@ -286,8 +364,10 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
     best = max(per, key=lambda m: per[m]["at_objective"]) if per else None
     if best and base:
         r = per[best]["at_objective"] / base
-        notes.append(f"Target best model ≥ 3× std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {best} reached "
-                     f"{fmt_ratio(r)} ({'met' if r >= 3 else 'not met'}).")
+        notes.append(
+            f"Target best model ≥ 3× std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {best} reached "
+            f"{fmt_ratio(r)} ({'met' if r >= 3 else 'not met'})."
+        )
         b, a = per[best], per[BASELINE_MODEL]
         if r < 3 and b["cpu_per_request_ns"] and a["cpu_per_request_ns"]:
             cpu_ratio = a["cpu_per_request_ns"] / b["cpu_per_request_ns"]
@@ -300,24 +380,32 @@ def summarize(loads: list[dict], graphs: dict[str, dict]) -> dict:
                 f"{fmt_count(a['threads'])} threads (one per connection and per async call) against "
                 f"{fmt_count(b['threads'])} queue on the same few cores, so its p99 crosses the objective at a lower "
                 "rate. The article's 40k → 8k → 30k QPS gaps were measured on many cores, where blocked threads — "
-                "not CPU — are what runs out.")
+                "not CPU — are what runs out."
+            )
     elif best:
-        notes.append(f"std-async met the p99 objective of {fmt_ns(P99_OBJECTIVE_NS)} at none of its rates: "
-                     "the ratio at the objective is undefined; ceilings are compared instead.")
+        notes.append(
+            f"std-async met the p99 objective of {fmt_ns(P99_OBJECTIVE_NS)} at none of its rates: "
+            "the ratio at the objective is undefined; ceilings are compared instead."
+        )
     if tracing:
-        notes.append(f"Target tracing at 100 % sampling ≤ 5 % throughput cost: measured "
-                     f"{tracing['cost'] * 100:.1f} % on {tracing['model']} "
-                     f"({'met' if tracing['cost'] <= 0.05 else 'not met'}; median of {tracing['pairs']} alternated pairs).")
-    return {"models": models, "per": per, "common_rate": common_rate, "tracing": tracing, "notes": notes,
-            "best": best}
+        notes.append(
+            f"Target tracing at 100 % sampling ≤ 5 % throughput cost: measured "
+            f"{tracing['cost'] * 100:.1f} % on {tracing['model']} "
+            f"({'met' if tracing['cost'] <= 0.05 else 'not met'}; median of {tracing['pairs']} alternated pairs)."
+        )
+    return {"models": models, "per": per, "common_rate": common_rate, "tracing": tracing, "notes": notes, "best": best}
 
 
 def _meets(d: dict) -> bool:
     """A point meets the objective: p99 within it, no errors, and the rate was really served."""
     p99 = _p99(d)
     want = d["socialnet_point"]["rate_per_s"] or 0
-    return (p99 is not None and p99 <= P99_OBJECTIVE_NS and not d["load"].get("errors_total")
-            and _achieved(d) >= 0.95 * want)
+    return (
+        p99 is not None
+        and p99 <= P99_OBJECTIVE_NS
+        and not d["load"].get("errors_total")
+        and _achieved(d) >= 0.95 * want
+    )
 
 
 def _tracing(loads: list[dict]) -> dict | None:
@@ -329,11 +417,18 @@ def _tracing(loads: list[dict]) -> dict | None:
     if not ratios:
         return None
     mid = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-    return {"model": on[0]["socialnet_point"]["model"], "pairs": len(ratios), "ratio": mid, "cost": 1 - mid,
-            "on": [_achieved(d) for d in on], "off": [_achieved(d) for d in off]}
+    return {
+        "model": on[0]["socialnet_point"]["model"],
+        "pairs": len(ratios),
+        "ratio": mid,
+        "cost": 1 - mid,
+        "on": [_achieved(d) for d in on],
+        "off": [_achieved(d) for d in off],
+    }
 
 
 # ---- figures and tables -------------------------------------------------------------------------
+
 
 def _curve_figure(s: dict) -> Figure:
     fig, ax = plots.new_figure()
@@ -348,13 +443,19 @@ def _curve_figure(s: dict) -> Figure:
     ax.set_ylabel("p99 latency (from intended send)")
     ax.legend(loc="upper left", fontsize=8)
     best = s["best"]
-    finding = (f"{best} sustains the most at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: "
-               f"{fmt_count(s['per'][best]['at_objective'])}/s" if best else "no model met the objective")
-    return Figure(title="Latency vs throughput (open loop, up to saturation)", svg=plots.to_svg(fig),
-                  caption=f"p99 of latency_intended per offered rate; rates are fractions {SWEEP_FRACTIONS} of each "
-                          f"model's closed-loop ceiling ({CEILING_CONNECTIONS} connections) plus the common rate; "
-                          f"{CONNECTIONS} connections.",
-                  finding=finding)
+    finding = (
+        f"{best} sustains the most at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {fmt_count(s['per'][best]['at_objective'])}/s"
+        if best
+        else "no model met the objective"
+    )
+    return Figure(
+        title="Latency vs throughput (open loop, up to saturation)",
+        svg=plots.to_svg(fig),
+        caption=f"p99 of latency_intended per offered rate; rates are fractions {SWEEP_FRACTIONS} of each "
+        f"model's closed-loop ceiling ({CEILING_CONNECTIONS} connections) plus the common rate; "
+        f"{CONNECTIONS} connections.",
+        finding=finding,
+    )
 
 
 def _cdf_figure(loads: list[dict], rate: float) -> Figure:
@@ -372,17 +473,24 @@ def _cdf_figure(loads: list[dict], rate: float) -> Figure:
     plots.latency_cdf(ax, curves, ylabel="latency (from intended send)")
     ax.legend(loc="upper left", fontsize=8)
     finding = ", ".join(f"{m} p99 {fmt_ns(v)}" for m, v in sorted(lines, key=lambda x: x[1]))
-    return Figure(title=f"Latency CDF at a common rate ({fmt_count(rate)} requests/s)", svg=plots.to_svg(fig),
-                  caption=f"Every model at the same offered rate ({COMMON_RATE_FRACTION:.0%} of the slowest model's "
-                          "ceiling), open loop.", finding=finding)
+    return Figure(
+        title=f"Latency CDF at a common rate ({fmt_count(rate)} requests/s)",
+        svg=plots.to_svg(fig),
+        caption=f"Every model at the same offered rate ({COMMON_RATE_FRACTION:.0%} of the slowest model's "
+        "ceiling), open loop.",
+        finding=finding,
+    )
 
 
 def _connections_figure(conn: list[dict]) -> Figure:
     fig, ax = plots.new_figure()
     found = []
     for m in MODELS:
-        pts = sorted((d["socialnet_point"]["connections"], _p99(d)) for d in conn
-                     if d["socialnet_point"]["model"] == m and _p99(d))
+        pts = sorted(
+            (d["socialnet_point"]["connections"], _p99(d))
+            for d in conn
+            if d["socialnet_point"]["model"] == m and _p99(d)
+        )
         if pts:
             ax.plot([c for c, _ in pts], [p for _, p in pts], marker="o", label=m)
             found.append((m, pts))
@@ -391,11 +499,16 @@ def _connections_figure(conn: list[dict]) -> Figure:
     ax.set_xlabel("connections")
     ax.set_ylabel("p99 latency")
     ax.legend(fontsize=8)
-    finding = "; ".join(f"{m}: p99 {fmt_ns(p[0][1])} at {p[0][0]} → {fmt_ns(p[-1][1])} at {p[-1][0]} connections"
-                        for m, p in found)
+    finding = "; ".join(
+        f"{m}: p99 {fmt_ns(p[0][1])} at {p[0][0]} → {fmt_ns(p[-1][1])} at {p[-1][0]} connections" for m, p in found
+    )
     rate = conn[0]["socialnet_point"]["rate_per_s"]
-    return Figure(title="Connections sweep (20 → 100) at the common rate", svg=plots.to_svg(fig),
-                  caption=f"Open loop at {fmt_count(rate)} requests/s.", finding=finding)
+    return Figure(
+        title="Connections sweep (20 → 100) at the common rate",
+        svg=plots.to_svg(fig),
+        caption=f"Open loop at {fmt_count(rate)} requests/s.",
+        finding=finding,
+    )
 
 
 def _summary_table(s: dict) -> Table:
@@ -406,26 +519,56 @@ def _summary_table(s: dict) -> Table:
         common = measurement(c, "latency_intended")
         lat = common.percentiles_ns if common else {}
         e = p["errors"]
-        rows.append([m, fmt_count(p["ceiling"]), fmt_ratio(p["ceiling_ratio"]), fmt_count(p["at_objective"]),
-                     fmt_ratio(p["ratio"]), fmt_ns(lat.get("50")), fmt_ns(lat.get("99")),
-                     fmt_ns(p["cpu_per_request_ns"]), fmt_count(p["threads"]),
-                     f"{e['errors']}/{e['rejections']}/{e['timeouts']}"])
-    return Table(title="Per-model summary",
-                 columns=["model", "ceiling /s", "vs std-async", f"max /s at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}",
-                          "vs std-async", "p50 @ common", "p99 @ common", "CPU / request", "threads",
-                          "errors/rejections/timeouts"],
-                 rows=rows,
-                 caption="Ceiling: closed loop. Max at objective: highest achieved open-loop rate with p99 within the "
-                         "objective, no errors and ≥ 95 % of the offered rate served. CPU / request: user + sys CPU of "
-                         "all 12 service processes over the sweep ÷ front requests. Threads: sum over services of the "
-                         "per-process maximum. Errors are summed over every service of the sweep's graph.")
+        rows.append(
+            [
+                m,
+                fmt_count(p["ceiling"]),
+                fmt_ratio(p["ceiling_ratio"]),
+                fmt_count(p["at_objective"]),
+                fmt_ratio(p["ratio"]),
+                fmt_ns(lat.get("50")),
+                fmt_ns(lat.get("99")),
+                fmt_ns(p["cpu_per_request_ns"]),
+                fmt_count(p["threads"]),
+                f"{e['errors']}/{e['rejections']}/{e['timeouts']}",
+            ]
+        )
+    return Table(
+        title="Per-model summary",
+        columns=[
+            "model",
+            "ceiling /s",
+            "vs std-async",
+            f"max /s at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}",
+            "vs std-async",
+            "p50 @ common",
+            "p99 @ common",
+            "CPU / request",
+            "threads",
+            "errors/rejections/timeouts",
+        ],
+        rows=rows,
+        caption="Ceiling: closed loop. Max at objective: highest achieved open-loop rate with p99 within the "
+        "objective, no errors and ≥ 95 % of the offered rate served. CPU / request: user + sys CPU of "
+        "all 12 service processes over the sweep ÷ front requests. Threads: sum over services of the "
+        "per-process maximum. Errors are summed over every service of the sweep's graph.",
+    )
 
 
 def _tracing_table(t: dict) -> Table:
-    return Table(title="Tracing cost (100 % sampling vs off)",
-                 columns=["model", "off /s", "on /s", "on ÷ off (median)", "cost"],
-                 rows=[[t["model"], ", ".join(fmt_count(x) for x in t["off"]), ", ".join(fmt_count(x) for x in t["on"]),
-                        fmt_ratio(t["ratio"]), f"{t['cost'] * 100:.1f} %"]],
-                 caption=f"Closed-loop throughput, {t['pairs']} alternated pairs on fresh graphs; spans of every RPC, "
-                         "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
-                         "buffers and exported at shutdown.")
+    return Table(
+        title="Tracing cost (100 % sampling vs off)",
+        columns=["model", "off /s", "on /s", "on ÷ off (median)", "cost"],
+        rows=[
+            [
+                t["model"],
+                ", ".join(fmt_count(x) for x in t["off"]),
+                ", ".join(fmt_count(x) for x in t["on"]),
+                fmt_ratio(t["ratio"]),
+                f"{t['cost'] * 100:.1f} %",
+            ]
+        ],
+        caption=f"Closed-loop throughput, {t['pairs']} alternated pairs on fresh graphs; spans of every RPC, "
+        "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
+        "buffers and exported at shutdown.",
+    )
