@@ -2,14 +2,17 @@
 // → write chain as `asio`, written as straight-line code with co_await; one
 // io_context run by --threads threads. Listener, accept loop and threads:
 // echo/internal/asio_server.h.
+// asio_server.h brings <utility> before Boost (see there).
+// clang-format off
+#include "echo/internal/asio_server.h"
+// clang-format on
+
 #include <array>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include "echo/internal/asio_server.h"
 
 namespace tailscope::echo {
 namespace {

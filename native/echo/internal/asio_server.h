@@ -11,11 +11,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>,
+// so <utility> must come first and include sorting must not move it.
+// clang-format off
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <chrono>
 #include <functional>
 #include <thread>
-#include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <vector>
 
 #include "echo/server.h"
