@@ -19,7 +19,7 @@ bool read_small_file(const std::string& path, std::string* out) {
   return true;
 }
 
-static std::string trim(std::string s) {
+static std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
   size_t e = s.find_last_not_of(" \t\r\n");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);

@@ -144,6 +144,7 @@ PointResult run_open_loop_point(AsyncModel<T>& model, ResultMechanism mechanism,
         pending[static_cast<size_t>(i)] = model.launch(mechanism, [&rec, bytes = point.payload_bytes]() {
           rec.probe.stamp_fn_start();
           if constexpr (std::is_void_v<T>) {
+            static_cast<void>(bytes);  // a void call carries no payload
             rec.probe.stamp_fn_end();
           } else {
             T value = PayloadMaker<T>::make(bytes);

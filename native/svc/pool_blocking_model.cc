@@ -71,7 +71,7 @@ struct PoolBlockingLauncher {
     Handle h{std::unique_ptr<CallScope>(&call), {}, {}, 0};
     issue(h);
     wait(h);
-    h.call.release();
+    (void)h.call.release();  // the caller owns `call`: the handle only borrowed it
   }
 };
 

@@ -77,7 +77,7 @@ void ThreadPerConnectionServer::reap_finished() {
   }
 }
 
-void ThreadPerConnectionServer::serve(std::shared_ptr<ServerConnection> conn) {
+void ThreadPerConnectionServer::serve(const std::shared_ptr<ServerConnection>& conn) {
   char buf[16 * 1024];
   const int64_t timeout_ns = listen_.http_request_timeout_ns;
   for (;;) {

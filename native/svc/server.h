@@ -55,7 +55,7 @@ class ThreadPerConnectionServer {
 
  private:
   void accept_loop();
-  void serve(std::shared_ptr<ServerConnection> conn);
+  void serve(const std::shared_ptr<ServerConnection>& conn);
   void reap_finished();
 
   ListenSpec listen_;

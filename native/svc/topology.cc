@@ -220,8 +220,11 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     t.services.emplace(s.name, std::move(s));
   }
   // Every call names an existing service and endpoint.
-  for (const auto& [name, s] : t.services)
-    for (const auto& [ename, e] : s.endpoints)
+  for (const auto& [service_name, s] : t.services)
+    for (const auto& [endpoint_name, e] : s.endpoints) {
+      // Named references: C++20 lets a lambda capture structured bindings, clang 14 (clang-tidy) does not.
+      const std::string& name = service_name;
+      const std::string& ename = endpoint_name;
       for_each_call(e.stages, [&](const CallSpec& c) {
         const std::string where = origin + ": service '" + name + "' endpoint '" + ename + "' call '" + c.name + "'";
         auto it = t.services.find(c.service);
@@ -229,6 +232,7 @@ Topology parse_topology(const json& doc, const std::string& origin) {
         if (!it->second.endpoints.count(c.endpoint))
           bad(where, "service '" + c.service + "' has no endpoint '" + c.endpoint + "'");
       });
+    }
   // No cycles in the endpoint call graph (a cycle would recurse until every call times out).
   std::map<std::string, int> state;  // 1 = on stack, 2 = done
   std::vector<std::string> stack;

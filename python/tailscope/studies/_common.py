@@ -140,3 +140,25 @@ def series(
     """(xs, ys) of the selected points, sorted by x: one line of a plot."""
     chosen = sorted((p for p in points if select(p)), key=x)
     return [x(p) for p in chosen], [y(p) for p in chosen]
+
+
+def http_load_args(
+    port: int,
+    path: str,
+    connections: int,
+    rate_per_s: float,
+    duration_s: float,
+    warmup_s: float,
+    *,
+    timeout: str,
+    cpus: list[int] | None = None,
+) -> list[str]:
+    """tailscope-load flags for one HTTP run against a graph's front (one load thread,
+    keep-alive connections; rate 0 = closed loop). Errors are counted, not fatal: a
+    study sweeping into overload reads them from the document."""
+    args = ["-t", "1", "-c", str(connections), "-d", f"{duration_s:.3f}", "--warmup", f"{warmup_s:.3f}"]
+    args += ["-R", f"{rate_per_s:.0f}", "--protocol", "http", "--port", str(port), "--path", path]
+    args += ["--timeout", timeout, "--allow-errors"]
+    if cpus:
+        args += ["--cpus", ",".join(map(str, cpus))]
+    return args

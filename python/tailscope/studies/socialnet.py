@@ -41,7 +41,15 @@ from ..engines import EngineError, EngineStartError, run_engine, serve
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, measurement, pinning_text, requested_cpus, round_rate, unavailable_notes
+from ._common import (
+    achieved_per_s,
+    http_load_args,
+    measurement,
+    pinning_text,
+    requested_cpus,
+    round_rate,
+    unavailable_notes,
+)
 
 SVC = "tailscope-svc"
 LOAD = "tailscope-load"
@@ -116,29 +124,16 @@ def _load(
     timeout_s: float,
     client_cpu: int | None = None,
 ) -> dict:
-    args = [
-        "-t",
-        "1",
-        "-c",
-        str(connections),
-        "-d",
-        f"{duration_s:.3f}",
-        "--warmup",
-        f"{warmup_s:.3f}",
-        "-R",
-        f"{rate:.0f}",
-        "--protocol",
-        "http",
-        "--port",
-        str(port),
-        "--path",
+    args = http_load_args(
+        port,
         PATH,
-        "--timeout",
-        "2s",
-        "--allow-errors",
-    ]
-    if client_cpu is not None:
-        args += ["--cpus", str(client_cpu)]
+        connections,
+        rate,
+        duration_s,
+        warmup_s,
+        timeout="2s",
+        cpus=None if client_cpu is None else [client_cpu],
+    )
     return run_engine(LOAD, args, timeout_s=timeout_s).document
 
 

@@ -35,7 +35,7 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, round_rate
+from ._common import achieved_per_s, http_load_args, round_rate
 from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
@@ -151,33 +151,8 @@ def run_point(
     pids: dict[str, int],
 ) -> tuple[dict, dict]:
     """One tailscope-load run with /proc sampled over its measured window → (load doc, procstat)."""
-    args = [
-        "-t",
-        "1",
-        "-c",
-        str(users),
-        "-d",
-        f"{duration_s:.3f}",
-        "--warmup",
-        f"{warmup_s:.3f}",
-        "-R",
-        f"{rate:.0f}",
-        "--protocol",
-        "http",
-        "--port",
-        str(port),
-        "--path",
-        path,
-        "--timeout",
-        "5s",
-        "--allow-errors",
-        "--hlog",
-        str(hlog),
-        "--hlog-interval",
-        f"{duration_s + 1:.3f}",
-    ]
-    if load_cpus:
-        args += ["--cpus", ",".join(map(str, load_cpus))]
+    args = http_load_args(port, path, users, rate, duration_s, warmup_s, timeout="5s", cpus=load_cpus)
+    args += ["--hlog", str(hlog), "--hlog-interval", f"{duration_s + 1:.3f}"]
     sampler = ProcSampler(pids)
     # The sampler starts when the warm-up ends, so its window is (close to) the measured one.
     timer = threading.Timer(warmup_s, sampler.start)
