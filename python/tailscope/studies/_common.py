@@ -162,3 +162,27 @@ def http_load_args(
     if cpus:
         args += ["--cpus", ",".join(map(str, cpus))]
     return args
+
+
+def latency_cells(
+    mean_ns: float | None,
+    p50_ns: float | None,
+    p90_ns: float | None,
+    p99_ns: float | None,
+    p999_ns: float | None,
+    count: int | float,
+    low_confidence: Iterable[str],
+) -> list[str]:
+    """The latency columns every study table shows (mean, p50, p90, p99, p99.9, samples);
+    a percentile with too few samples beyond it is marked " *" (docs/measurement.md)."""
+    from ..units import fmt_count, fmt_ns
+
+    low = set(low_confidence)
+    return [
+        fmt_ns(mean_ns),
+        fmt_ns(p50_ns),
+        fmt_ns(p90_ns),
+        fmt_ns(p99_ns) + (" *" if "99" in low else ""),
+        fmt_ns(p999_ns) + (" *" if "99.9" in low else ""),
+        fmt_count(count),
+    ]

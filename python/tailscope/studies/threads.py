@@ -35,7 +35,7 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, round_rate
+from ._common import achieved_per_s, http_load_args, latency_cells, round_rate
 from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
@@ -822,12 +822,7 @@ def _points_table(s: dict) -> Table:
                 str(r["threads"]),
                 str(r["users"]),
                 fmt_count(r["achieved"]),
-                fmt_ns(r["mean"]),
-                fmt_ns(r["p50"]),
-                fmt_ns(r["p90"]),
-                fmt_ns(r["p99"]) + ("*" if "99" in low else ""),
-                fmt_ns(r["p999"]) + ("*" if "99.9" in low else ""),
-                fmt_count(r["count"]),
+                *latency_cells(r["mean"], r["p50"], r["p90"], r["p99"], r["p999"], r["count"], low),
                 "—" if r["cpu_pct"] is None else f"{r['cpu_pct']:.0f} %",
                 "—" if r["ics_per_req"] is None else f"{r['ics_per_req']:.2f}",
                 fmt_ns(r["rq_wait_per_req_ns"]),
