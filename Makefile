@@ -64,8 +64,10 @@ lint-native: build
 	scripts/lint-native --build-dir $(BUILD)/release --jobs $(JOBS)
 
 # lint first (cheapest), then build, ctest (release), ctest under ASan+UBSan and TSan,
-# fuzz, then pytest — pytest last so the output ends with its summary line.
-test: lint lint-native test-native test-asan test-tsan test-fuzz test-python
+# fuzz, then pytest; each stage's wall time is printed at the end (scripts/timed-stages),
+# after pytest's summary line.
+test:
+	@MAKE="$(MAKE)" scripts/timed-stages lint lint-native test-native test-asan test-tsan test-fuzz test-python
 
 run: build
 	$(VENV)/bin/tailscope run $(RUN_ARGS)

@@ -164,3 +164,22 @@ def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage
             Store(db, read_only=read_only)
         assert str(db) in str(info.value) and "damaged" in str(info.value) and "mv " in str(info.value)
     assert db.read_bytes() == before  # nothing written, not even a checkpoint
+
+
+def test_study_wall_times_round_trip_and_old_databases_gain_the_column(tmp_path):
+    db = tmp_path / "t.duckdb"
+    # A database written before study_wall_s existed: the runs table without the column.
+    con = duckdb.connect(str(db))
+    con.execute(
+        "CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP, "
+        "form VARCHAR, studies VARCHAR[], status VARCHAR, tailscope_version VARCHAR, machine JSON, command VARCHAR)"
+    )
+    con.execute("INSERT INTO runs VALUES ('old', now(), now(), 'quick', ['baseline'], 'complete', '0', '{}', 'x')")
+    con.close()
+    run = _run("new", [_doc()])
+    run.study_wall_s = {"baseline": 24.5, "echo": 85.0}
+    with Store(db) as s:
+        s.save_run(run)
+    with Store(db, read_only=True) as s:
+        assert s.run("new")["study_wall_s"] == {"baseline": 24.5, "echo": 85.0}
+        assert s.run("old")["study_wall_s"] == {}

@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,6 +75,19 @@ def point_latest(results_dir: Path, run_id: str) -> None:
     os.replace(tmp, link)
 
 
+def format_wall_s(seconds: float) -> str:
+    minutes, sec = divmod(round(seconds), 60)
+    return f"{minutes} min {sec:02d} s" if minutes else f"{sec} s"
+
+
+def print_wall_times(console: Console, wall_s: dict[str, float]) -> None:
+    """The per-study wall times, so a run that outgrows its coffee break says where."""
+    if not wall_s:
+        return
+    parts = ", ".join(f"{name} {format_wall_s(s)}" for name, s in wall_s.items())
+    console.print(f"wall time per study: {parts}; total {format_wall_s(sum(wall_s.values()))}")
+
+
 def run_studies(
     studies: list[Study], *, form: str, results_dir: Path, options: dict | None = None, console: Console | None = None
 ) -> tuple[str, Path, list[tuple[str, str]]]:
@@ -94,6 +108,7 @@ def run_studies(
         facts["perf"] = f"{perf.verdict}: {perf.value}"
         facts["io_uring"] = f"{uring.verdict}: {uring.value}"
         docs: list[EngineDocument] = []
+        wall_s: dict[str, float] = {}
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -110,12 +125,15 @@ def run_studies(
 
                 ctx = RunContext(form=form, artifacts_dir=staging / "artifacts", progress=progress, options=options)
                 ctx.artifacts_dir.mkdir(exist_ok=True)
+                study_start = time.monotonic()
                 try:
                     docs += study.run(ctx)
                     bar.update(task, description=f"{study.name}: done", completed=1.0)
                 except EngineError as e:
                     failures.append((study.name, str(e)))
                     bar.update(task, description=f"{study.name}: FAILED")
+                finally:
+                    wall_s[study.name] = time.monotonic() - study_start
         finished = datetime.now(UTC)
         record = RunRecord(
             run_id=run_id,
@@ -128,6 +146,7 @@ def run_studies(
             documents=docs,
             failures=failures,
             status="complete" if not failures else "incomplete",
+            study_wall_s=wall_s,
         )
         with Store(results_dir / DB_NAME) as store:
             store.save_run(record)
@@ -135,6 +154,7 @@ def run_studies(
         final = results_dir / run_id
         os.replace(staging, final)
         point_latest(results_dir, run_id)
+        print_wall_times(console, wall_s)
         return run_id, final / "report.html", failures
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

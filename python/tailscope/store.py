@@ -26,6 +26,8 @@ _DDL = [
         run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP,
         form VARCHAR, studies VARCHAR[], status VARCHAR, tailscope_version VARCHAR,
         machine JSON, command VARCHAR)""",
+    # Added after schema 1 shipped: each study's wall time (s), in the order they ran.
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS study_wall_s JSON",
     """CREATE TABLE IF NOT EXISTS documents (
         run_id VARCHAR, study VARCHAR, engine VARCHAR, point VARCHAR, document JSON)""",
     """CREATE TABLE IF NOT EXISTS measurements (
@@ -121,6 +123,7 @@ class RunRecord:
     documents: list[EngineDocument] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (study, why it failed)
     status: str = "complete"
+    study_wall_s: dict[str, float] = field(default_factory=dict)  # study → wall time, in run order
 
 
 class Store:
@@ -156,7 +159,7 @@ class Store:
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     run.run_id,
                     run.started_at,
@@ -167,6 +170,7 @@ class Store:
                     _version(),
                     json.dumps(run.machine),
                     run.command,
+                    json.dumps(run.study_wall_s),
                 ],
             )
             for d in run.documents:
@@ -237,6 +241,7 @@ class Store:
         cols = [c[0] for c in cur.description]
         rec = dict(zip(cols, row))
         rec["machine"] = json.loads(rec["machine"]) if rec["machine"] else {}
+        rec["study_wall_s"] = json.loads(rec["study_wall_s"]) if rec.get("study_wall_s") else {}
         return rec
 
     def measurements(self, run_id: str, study: str | None = None):

@@ -79,6 +79,7 @@ def render_report(store: Store, run_id: str, out_path: Path) -> Path:
             run_id=run_id,
             started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
             duration_s=(finished - started).total_seconds(),
+            study_wall=[(name, f"{seconds:.0f} s") for name, seconds in run.get("study_wall_s", {}).items()],
             machine=machine_rows(run["machine"]),
             sections=sections,
             css=css,
