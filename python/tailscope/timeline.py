@@ -78,9 +78,9 @@ def choose_traces(traces: list[dict], wanted: list[str]) -> list[tuple[str, str]
     if not done:
         return []
     picks: list[tuple[str, str]] = []
-    for label, q in (("median", 0.50), ("p99", 0.99)):
-        rank = max(1, -(-len(done) * q // 1))  # nearest rank: ceil(n q)
-        tid = done[int(rank) - 1][1]
+    for label, percent in (("median", 50), ("p99", 99)):
+        rank = max(1, (len(done) * percent + 99) // 100)  # nearest rank: ceil(n p / 100), in integers
+        tid = done[rank - 1][1]
         if tid in [p[0] for p in picks]:
             picks = [(p[0], p[1] + f" and {label}") if p[0] == tid else p for p in picks]
         else:
