@@ -212,7 +212,9 @@ def test_pairs_inferred_from_deathstarbench_traces_without_tags(tmp_path, monkey
 def write_untraceable(path: Path) -> None:
     """One service, no tags, no _client/_server names: no RPC pair can be inferred."""
     spans = [_span("m1", "a", None, "p", "handle", 1_000_000, 100), _span("m1", "b", "a", "p", "work", 1_000_010, 50)]
-    path.write_text(json.dumps({"data": [{"traceID": "m1", "spans": spans, "processes": {"p": {"serviceName": "mono"}}}]}))
+    path.write_text(
+        json.dumps({"data": [{"traceID": "m1", "spans": spans, "processes": {"p": {"serviceName": "mono"}}}]})
+    )
 
 
 def _cli(args: list[str], results: Path) -> subprocess.CompletedProcess:

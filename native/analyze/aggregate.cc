@@ -345,7 +345,8 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
                        {"join_ns", distribution_json(e.join, kNoRpcReason)}});
     }
     nlohmann::ordered_json by_rule = nlohmann::ordered_json::object();
-    for (std::size_t i = 0; i < kPairRuleNames.size(); ++i) by_rule[std::string(kPairRuleNames[i])] = pairing_.by_rule[i];
+    for (std::size_t i = 0; i < kPairRuleNames.size(); ++i)
+      by_rule[std::string(kPairRuleNames[i])] = pairing_.by_rule[i];
     std::uint64_t pairs = 0;
     for (std::uint64_t n : pairing_.by_rule) pairs += n;
     std::vector<const ProbeCallStats*> calls;
@@ -355,10 +356,11 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
     });
     nlohmann::ordered_json by_call = nlohmann::ordered_json::array();
     for (const ProbeCallStats* c : calls) {
-      by_call.push_back({{"service", names_.name(c->service)},
-                         {"operation", names_.name(c->operation)},
-                         {"scheduling_ns", distribution_json(c->scheduling, "the call's spans carry no scheduling tag")},
-                         {"join_ns", distribution_json(c->join, "the call's spans carry no join tag")}});
+      by_call.push_back(
+          {{"service", names_.name(c->service)},
+           {"operation", names_.name(c->operation)},
+           {"scheduling_ns", distribution_json(c->scheduling, "the call's spans carry no scheduling tag")},
+           {"join_ns", distribution_json(c->join, "the call's spans carry no join tag")}});
     }
     doc["delays"] = {
         {"pairing",

@@ -24,7 +24,7 @@ namespace tailscope::analyze {
 struct AggregateOptions {
   std::size_t top_n = 20;  // length of rankings and top lists
   std::size_t max_distinct_paths = 10'000;
-  std::size_t max_listed = 1'000;  // operations / services / edges listed
+  std::size_t max_listed = 1'000;              // operations / services / edges listed
   std::int64_t stagger_window_ns = 1'000'000;  // as given to the DelayExtractor: named in reasons
 };
 

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -93,7 +93,8 @@ TEST(DelayInferenceTest, PairsDeathStarBenchSpansWithoutKindTags) {
   EXPECT_EQ(a.pairing.name_confirmed, 5u);  // every cross-process pair but store (not _client/_server)
   EXPECT_EQ(a.pairing.retried_server_children, 1u);
   std::map<std::string, std::int64_t> stagger;
-  for (const LaunchStagger& l : a.launch_stagger) stagger[std::string(t.span_id(t.spans[l.client_span]))] = l.stagger_ns;
+  for (const LaunchStagger& l : a.launch_stagger)
+    stagger[std::string(t.span_id(t.spans[l.client_span]))] = l.stagger_ns;
   EXPECT_EQ(stagger, (std::map<std::string, std::int64_t>{{"cuc", 5}, {"cmc", 12}}));
 }
 

@@ -136,14 +136,16 @@ def render_svg(t: TimelineTrace) -> str:
     axis_y = TOP_PX - 4
     for k in range(6):
         ns = t0 + span_ns * k // 5
-        out.append(f'<line x1="{x(ns):.1f}" y1="{axis_y}" x2="{x(ns):.1f}" y2="{height - BOTTOM_PX + 4}" stroke="#ddd"/>')
+        out.append(
+            f'<line x1="{x(ns):.1f}" y1="{axis_y}" x2="{x(ns):.1f}" y2="{height - BOTTOM_PX + 4}" stroke="#ddd"/>'
+        )
         out.append(
             f'<text x="{x(ns):.1f}" y="{height - BOTTOM_PX + 16}" text-anchor="middle">{escape(fmt_ns(ns - t0))}</text>'
         )
     row_of: dict[str, int] = {}
     row = 0
     for g, (service, spans) in enumerate(groups):
-        y = TOP_PX + row * ROW_PX
+        y: float = TOP_PX + row * ROW_PX
         out.append(
             f'<text x="4" y="{y + 11}" font-weight="bold" fill="{SERVICE_COLOURS[g % len(SERVICE_COLOURS)]}">'
             f"{escape(service)}</text>"
@@ -154,27 +156,26 @@ def render_svg(t: TimelineTrace) -> str:
             row += 1
     # Delays first (under the bars): the client span's time before its server
     # started and after it ended, shaded on the client's row.
-    for r in t.rpc:
-        client = next((s for s in t.spans if s["span_id"] == r["client_span_id"]), None)
+    for pair in t.rpc:
+        client = next((s for s in t.spans if s["span_id"] == pair["client_span_id"]), None)
         if client is None or client["span_id"] not in row_of:
             continue
         y = TOP_PX + row_of[client["span_id"]] * ROW_PX + (ROW_PX - BAR_PX) / 2 - 2
         for start, length, what in (
-            (client["start_ns"], r["scheduling_ns"], "scheduling"),
-            (client["end_ns"] - r["join_ns"], r["join_ns"], "join"),
+            (client["start_ns"], pair["scheduling_ns"], "scheduling"),
+            (client["end_ns"] - pair["join_ns"], pair["join_ns"], "join"),
         ):
             if length > 0:
                 out.append(
                     f'<rect class="delay {what}" x="{x(start):.2f}" y="{y:.1f}" '
                     f'width="{max(0.5, length * CHART_PX / span_ns):.2f}" height="{BAR_PX + 4}" '
                     f'fill="{DELAY_COLOUR}" opacity="0.55"><title>{what} delay {escape(fmt_ns(length))} '
-                    f"({escape(r.get('rule', ''))})</title></rect>"
+                    f"({escape(pair.get('rule', ''))})</title></rect>"
                 )
     for g, (service, spans) in enumerate(groups):
         colour = SERVICE_COLOURS[g % len(SERVICE_COLOURS)]
         for s in spans:
-            r = row_of[s["span_id"]]
-            y = TOP_PX + r * ROW_PX + (ROW_PX - BAR_PX) / 2
+            y = TOP_PX + row_of[s["span_id"]] * ROW_PX + (ROW_PX - BAR_PX) / 2
             on_path = s["span_id"] in t.on_path
             name = f"{s['operation']}"
             dur = s["end_ns"] - s["start_ns"]
@@ -191,10 +192,10 @@ def render_svg(t: TimelineTrace) -> str:
             )
     # The critical path's sections as a red band over each span's row.
     for sec in t.sections:
-        r = row_of.get(sec["span_id"])
-        if r is None or sec["end_ns"] <= sec["start_ns"]:
+        sec_row = row_of.get(sec["span_id"])
+        if sec_row is None or sec["end_ns"] <= sec["start_ns"]:
             continue
-        y = TOP_PX + r * ROW_PX + (ROW_PX + BAR_PX) / 2 + 1
+        y = TOP_PX + sec_row * ROW_PX + (ROW_PX + BAR_PX) / 2 + 1
         out.append(
             f'<rect class="path-section" x="{x(sec["start_ns"]):.2f}" y="{y:.1f}" '
             f'width="{max(0.5, (sec["end_ns"] - sec["start_ns"]) * CHART_PX / span_ns):.2f}" height="2" '

@@ -139,9 +139,8 @@ def p99_table(loads: dict[str, dict], df) -> tuple[Table, dict[tuple[str, str], 
             cells.append(f"{fmt_ns(p99)} (n={int(m.iloc[0]['samples'])})")
         rows.append(cells)
     verdicts = [shape_verdict(model, label, s) for (model, label), s in sorted(series.items())]
-    caption = (
-        "p99 of the async-call delays (tailscope's probe) per point; throughput achieved closed loop. "
-        + (" ".join(verdicts) if verdicts else "Shape: unavailable: no point had async-call delays.")
+    caption = "p99 of the async-call delays (tailscope's probe) per point; throughput achieved closed loop. " + (
+        " ".join(verdicts) if verdicts else "Shape: unavailable: no point had async-call delays."
     )
     return (
         Table(
