@@ -26,7 +26,8 @@ nlohmann::ordered_json ratio_or_null(double numerator, double denominator) {
 }
 
 constexpr std::string_view kNoRpcReason =
-    "no client span with a server child (span.kind tags absent, or no RPC in the traces)";
+    "no RPC pair found: no client/server span.kind tags, no span whose parent is in another service or "
+    "process, no <call>_client/<call>_server span names";
 constexpr std::string_view kNoProbeReason =
     "no span carries tailscope's async-probe tags (tailscope.scheduling_delay_ns / tailscope.join_delay_ns)";
 
@@ -84,7 +85,7 @@ void add_measurement(MeasurementLists& lists, std::string_view name, std::string
 
 nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::string_view reason_if_empty) {
   if (d.count() == 0) {
-    return nlohmann::ordered_json{{"count", 0},
+    return nlohmann::ordered_json{{"count", nullptr},
                                   {"mean", nullptr},
                                   {"stddev", nullptr},
                                   {"cv", nullptr},
@@ -104,7 +105,10 @@ nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::str
 
 CriticalPathAggregator::CriticalPathAggregator(const trace::NameTable& names, std::vector<WhatIfScenario> scenarios,
                                                AggregateOptions options)
-    : names_(names), scenarios_(std::move(scenarios)), options_(options), what_if_(scenarios_.size()) {}
+    : names_(names), scenarios_(std::move(scenarios)), options_(options), what_if_(scenarios_.size()) {
+  no_stagger_reason_ = "no parent launched two or more paired client spans within the stagger window (" +
+                       std::to_string(options_.stagger_window_ns / 1000) + " us)";
+}
 
 void CriticalPathAggregator::add_reader_stats(const trace::ReadStats& stats) {
   warnings_.add(Warning::kSpanWithoutId, stats.dropped_spans_without_id);
@@ -187,8 +191,27 @@ void CriticalPathAggregator::add(const TraceAnalysis& a) {
   }
   for (std::int64_t v : a.probe_scheduling_ns) probe_scheduling_.add(v);
   for (std::int64_t v : a.probe_join_ns) probe_join_.add(v);
-  delay_on_path_.add(a.delay_on_path_ns);
-  delay_on_path_total_ns_ += static_cast<double>(a.delay_on_path_ns);
+  for (std::uint32_t s : a.probe_spans) {
+    const trace::Span& span = a.trace->spans[s];
+    const std::uint64_t key = pack_operation(span.service, span.operation);
+    auto call = probe_calls_.find(key);
+    if (call == probe_calls_.end()) {
+      if (probe_calls_.size() >= options_.max_listed) continue;
+      call = probe_calls_.emplace(key, ProbeCallStats{span.service, span.operation, {}, {}}).first;
+    }
+    if (span.probe_scheduling_delay_ns >= 0) call->second.scheduling.add(span.probe_scheduling_delay_ns);
+    if (span.probe_join_delay_ns >= 0) call->second.join.add(span.probe_join_delay_ns);
+  }
+  pairing_.add(a.pairing);
+  for (const LaunchStagger& l : a.launch_stagger) launch_stagger_.add(l.stagger_ns);
+  // A trace without any RPC pair has no delay to put on its path: counting
+  // its 0 would read as "measured, no delay".
+  if (!a.rpc_delays.empty()) {
+    ++traces_with_pairs_;
+    delay_on_path_.add(a.delay_on_path_ns);
+    delay_on_path_total_ns_ += static_cast<double>(a.delay_on_path_ns);
+    end_to_end_with_pairs_total_ns_ += static_cast<double>(a.end_to_end_ns);
+  }
 
   for (std::size_t i = 0; i < what_if_.size() && i < a.what_if.size(); ++i) {
     what_if_[i].end_to_end.add(a.what_if[i].end_to_end_ns);
@@ -321,13 +344,43 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
                        {"scheduling_ns", distribution_json(e.scheduling, kNoRpcReason)},
                        {"join_ns", distribution_json(e.join, kNoRpcReason)}});
     }
-    doc["delays"] = {{"rpc_scheduling_ns", distribution_json(rpc_scheduling_, kNoRpcReason)},
-                     {"rpc_join_ns", distribution_json(rpc_join_, kNoRpcReason)},
-                     {"probe_scheduling_ns", distribution_json(probe_scheduling_, kNoProbeReason)},
-                     {"probe_join_ns", distribution_json(probe_join_, kNoProbeReason)},
-                     {"on_path_ns", distribution_json(delay_on_path_, no_traces_reason())},
-                     {"on_path_share_of_end_to_end", ratio_or_null(delay_on_path_total_ns_, end_to_end_total_ns_)},
-                     {"by_edge", std::move(edges)}};
+    nlohmann::ordered_json by_rule = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < kPairRuleNames.size(); ++i)
+      by_rule[std::string(kPairRuleNames[i])] = pairing_.by_rule[i];
+    std::uint64_t pairs = 0;
+    for (std::uint64_t n : pairing_.by_rule) pairs += n;
+    std::vector<const ProbeCallStats*> calls;
+    for (const auto& [key, c] : probe_calls_) calls.push_back(&c);
+    std::sort(calls.begin(), calls.end(), [&](const ProbeCallStats* a, const ProbeCallStats* b) {
+      return operation_key(names_, a->service, a->operation) < operation_key(names_, b->service, b->operation);
+    });
+    nlohmann::ordered_json by_call = nlohmann::ordered_json::array();
+    for (const ProbeCallStats* c : calls) {
+      by_call.push_back(
+          {{"service", names_.name(c->service)},
+           {"operation", names_.name(c->operation)},
+           {"scheduling_ns", distribution_json(c->scheduling, "the call's spans carry no scheduling tag")},
+           {"join_ns", distribution_json(c->join, "the call's spans carry no join tag")}});
+    }
+    doc["delays"] = {
+        {"pairing",
+         {{"pairs", pairs},
+          {"by_rule", std::move(by_rule)},
+          {"name_confirmed_cross_process", pairing_.name_confirmed},
+          {"retried_server_children", pairing_.retried_server_children},
+          {"traces_with_pairs", traces_with_pairs_}}},
+        {"rpc_scheduling_ns", distribution_json(rpc_scheduling_, kNoRpcReason)},
+        {"rpc_join_ns", distribution_json(rpc_join_, kNoRpcReason)},
+        {"launch_stagger_window_ns", options_.stagger_window_ns},
+        {"launch_stagger_ns", distribution_json(launch_stagger_, no_stagger_reason_)},
+        {"probe_scheduling_ns", distribution_json(probe_scheduling_, kNoProbeReason)},
+        {"probe_join_ns", distribution_json(probe_join_, kNoProbeReason)},
+        {"probe_by_call", std::move(by_call)},
+        {"on_path_ns", distribution_json(delay_on_path_, no_on_path_reason())},
+        {"on_path_share_of_end_to_end", ratio_or_null(delay_on_path_total_ns_, end_to_end_with_pairs_total_ns_)},
+        {"on_path_share_unavailable",
+         traces_with_pairs_ == 0 ? nlohmann::ordered_json(no_on_path_reason()) : nlohmann::ordered_json(nullptr)},
+        {"by_edge", std::move(edges)}};
   }
 
   nlohmann::ordered_json what_if = nlohmann::ordered_json::array();
@@ -370,6 +423,11 @@ nlohmann::ordered_json CriticalPathAggregator::to_json() const {
   return doc;
 }
 
+std::string CriticalPathAggregator::no_on_path_reason() const {
+  if (analyzed_ == 0) return std::string(no_traces_reason());
+  return std::string(kNoRpcReason);
+}
+
 std::string_view CriticalPathAggregator::no_traces_reason() const {
   return traces_ == 0 ? "no traces in the input" : "no trace could be analyzed (no usable root span; see warnings)";
 }
@@ -394,8 +452,19 @@ MeasurementLists CriticalPathAggregator::measurements(std::string_view algorithm
   add_measurement(lists, "probe_scheduling", algorithm, "tailscope.scheduling_delay_ns tag values", probe_scheduling_,
                   kNoProbeReason);
   add_measurement(lists, "probe_join", algorithm, "tailscope.join_delay_ns tag values", probe_join_, kNoProbeReason);
-  add_measurement(lists, "delay_on_path", algorithm, "scheduling + join delay on the critical path, per trace",
-                  delay_on_path_, no_traces_reason());
+  add_measurement(lists, "launch_stagger", algorithm,
+                  "client span start - the first sibling client span's start, within the stagger window",
+                  launch_stagger_, no_stagger_reason_);
+  add_measurement(lists, "delay_on_path", algorithm,
+                  "scheduling + join delay on the critical path, per trace with an RPC pair", delay_on_path_,
+                  no_on_path_reason());
+  for (const auto& [key, c] : probe_calls_) {
+    const std::string variant = operation_key(names_, c.service, c.operation);
+    add_measurement(lists, "probe_call_scheduling", variant, "tailscope.scheduling_delay_ns of one async call",
+                    c.scheduling, "the call's spans carry no scheduling tag");
+    add_measurement(lists, "probe_call_join", variant, "tailscope.join_delay_ns of one async call", c.join,
+                    "the call's spans carry no join tag");
+  }
   for (std::size_t i = 0; i < scenarios_.size(); ++i) {
     add_measurement(lists, "what_if", scenarios_[i].name,
                     "projected end-to-end latency with the scenario's time removed, per trace", what_if_[i].end_to_end,

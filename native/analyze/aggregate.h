@@ -24,11 +24,12 @@ namespace tailscope::analyze {
 struct AggregateOptions {
   std::size_t top_n = 20;  // length of rankings and top lists
   std::size_t max_distinct_paths = 10'000;
-  std::size_t max_listed = 1'000;  // operations / services / edges listed
+  std::size_t max_listed = 1'000;              // operations / services / edges listed
+  std::int64_t stagger_window_ns = 1'000'000;  // as given to the DelayExtractor: named in reasons
 };
 
 // {"count", "mean", "stddev", "cv", "min", "p50", "p90", "p99", "max", "exact"};
-// an empty distribution has count 0, every statistic null and
+// an empty distribution has every figure, count included, null and
 // "unavailable": `reason_if_empty` (never a 0 that looks measured).
 nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::string_view reason_if_empty);
 
@@ -83,6 +84,12 @@ class CriticalPathAggregator {
     DurationDistribution scheduling;
     DurationDistribution join;
   };
+  struct ProbeCallStats {  // tailscope's async probe, per called operation
+    trace::NameId service = 0;
+    trace::NameId operation = 0;
+    DurationDistribution scheduling;
+    DurationDistribution join;
+  };
   struct WhatIfStats {
     DurationDistribution end_to_end;
     std::unordered_map<std::uint64_t, double> operation_total_ns;
@@ -120,6 +127,13 @@ class CriticalPathAggregator {
   DurationDistribution probe_join_;
   DurationDistribution delay_on_path_;
   double delay_on_path_total_ns_ = 0;
+  double end_to_end_with_pairs_total_ns_ = 0;  // denominator of the on-path share
+  std::uint64_t traces_with_pairs_ = 0;
+  PairingCounts pairing_;
+  DurationDistribution launch_stagger_;
+  std::unordered_map<std::uint64_t, ProbeCallStats> probe_calls_;
+  std::string no_stagger_reason_;
+  std::string no_on_path_reason() const;
   std::vector<WhatIfStats> what_if_;
   Warnings warnings_;
   std::string key_scratch_;

@@ -124,7 +124,11 @@ void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& 
     w.Key("delays");
     w.StartObject();
     w.Key("on_path_ns");
-    w.Int64(a.delay_on_path_ns);
+    if (a.rpc_delays.empty()) {
+      w.Null();  // no RPC pair: unavailable, not "no delay"
+    } else {
+      w.Int64(a.delay_on_path_ns);
+    }
     w.Key("rpc");
     w.StartArray();
     for (const RpcDelay& d : a.rpc_delays) {
@@ -141,6 +145,43 @@ void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& 
       w.Int64(d.scheduling_ns);
       w.Key("join_ns");
       w.Int64(d.join_ns);
+      w.Key("rule");
+      json_string(w, kPairRuleNames[static_cast<std::size_t>(d.rule)]);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("retried_server_children");
+    w.Uint64(a.pairing.retried_server_children);
+    w.Key("launch_stagger");
+    w.StartArray();
+    for (const LaunchStagger& l : a.launch_stagger) {
+      w.StartObject();
+      w.Key("parent_span_id");
+      json_string(w, a.trace->span_id(a.trace->spans[l.parent_span]));
+      json_span_ref(w, a, names, l.client_span, "client_span_id");
+      w.Key("stagger_ns");
+      w.Int64(l.stagger_ns);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("probe_calls");
+    w.StartArray();
+    for (std::uint32_t s : a.probe_spans) {
+      const trace::Span& span = a.trace->spans[s];
+      w.StartObject();
+      json_span_ref(w, a, names, s);
+      w.Key("scheduling_ns");
+      if (span.probe_scheduling_delay_ns >= 0) {
+        w.Int64(span.probe_scheduling_delay_ns);
+      } else {
+        w.Null();
+      }
+      w.Key("join_ns");
+      if (span.probe_join_delay_ns >= 0) {
+        w.Int64(span.probe_join_delay_ns);
+      } else {
+        w.Null();
+      }
       w.EndObject();
     }
     w.EndArray();

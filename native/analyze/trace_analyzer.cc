@@ -1,7 +1,5 @@
 #include "analyze/trace_analyzer.h"
 
-#include "analyze/delays.h"
-
 namespace tailscope::analyze {
 
 TraceAnalyzer::TraceAnalyzer(std::unique_ptr<CriticalPathAlgorithm> algorithm, std::vector<WhatIfScenario> scenarios)
@@ -65,8 +63,11 @@ const TraceAnalysis& TraceAnalyzer::analyze(const trace::Trace& trace) {
   a.by_operation.clear();
   a.by_service.clear();
   a.rpc_delays.clear();
+  a.pairing = PairingCounts{};
+  a.launch_stagger.clear();
   a.probe_scheduling_ns.clear();
   a.probe_join_ns.clear();
+  a.probe_spans.clear();
   a.delay_on_path_ns = 0;
   a.what_if.resize(scenarios_.size());
   tree_.build(trace, a.warnings);
@@ -85,7 +86,7 @@ const TraceAnalysis& TraceAnalyzer::analyze(const trace::Trace& trace) {
   a.end_to_end_ns = tree_.end(a.root) - a.start_ns;
   algorithm_->compute(tree_, a.path);
   attribute(tree_, a.path, a.by_operation, &a.by_service);
-  extract_delays(tree_, a);
+  delays_.extract(tree_, a);
 
   if (!scenarios_.empty()) {
     clipped_.build_jaeger(tree_);

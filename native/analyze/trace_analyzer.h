@@ -8,6 +8,7 @@
 
 #include "analyze/clipped_tree.h"
 #include "analyze/critical_path.h"
+#include "analyze/delays.h"
 #include "analyze/span_tree.h"
 #include "analyze/trace_analysis.h"
 #include "analyze/what_if.h"
@@ -17,6 +18,12 @@ namespace tailscope::analyze {
 class TraceAnalyzer {
  public:
   TraceAnalyzer(std::unique_ptr<CriticalPathAlgorithm> algorithm, std::vector<WhatIfScenario> scenarios);
+
+  // RPC-pair inference and launch stagger (analyze/delays.h): `names` enables
+  // the <call>_client / <call>_server naming rule.
+  void set_delay_options(const trace::NameTable* names, std::int64_t stagger_window_ns) {
+    delays_ = DelayExtractor(names, stagger_window_ns);
+  }
 
   // The result (and the tree it points to) is valid until the next call.
   const TraceAnalysis& analyze(const trace::Trace& trace);
@@ -30,6 +37,7 @@ class TraceAnalyzer {
   std::unique_ptr<CriticalPathAlgorithm> algorithm_;
   std::vector<WhatIfScenario> scenarios_;
   TraceAnalysis analysis_;
+  DelayExtractor delays_;
   SpanTree tree_;
   ClippedTree clipped_;
   WhatIfRetimer retimer_;

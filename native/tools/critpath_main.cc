@@ -22,6 +22,7 @@
 
 #include "analyze/aggregate.h"
 #include "analyze/analysis_json.h"
+#include "analyze/timeline_json.h"
 #include "analyze/trace_analyzer.h"
 #include "core/result_writer.h"
 #include "trace/trace_reader.h"
@@ -43,6 +44,8 @@ struct Options {
   std::size_t top = 20;
   std::size_t doc_traces = 100;
   std::size_t max_spans_per_trace = 1'000'000;
+  double stagger_window_us = 1000;  // analyze/delays.h kDefaultStaggerWindowNs
+  std::vector<std::string> timeline_traces;
   std::vector<std::string> inputs;
 };
 
@@ -98,8 +101,11 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   if (options.what_if_no_delays) scenarios.push_back(analyze::WhatIfScenario{"no_delays", {}, true});
 
   analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(options.algorithm), scenarios);
+  const auto stagger_window_ns = static_cast<std::int64_t>(options.stagger_window_us * 1000.0);
+  analyzer.set_delay_options(&names, stagger_window_ns);
   analyze::AggregateOptions aggregate_options;
   aggregate_options.top_n = options.top;
+  aggregate_options.stagger_window_ns = stagger_window_ns;
   analyze::CriticalPathAggregator aggregator(names, scenarios, aggregate_options);
 
   std::unique_ptr<AtomicFileWriter> artifacts;
@@ -114,6 +120,19 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
     }
   }
   const TempFileRegistration registration(artifacts.get());
+  // Every span of the traces picked for a timeline (--timeline-trace).
+  std::unique_ptr<AtomicFileWriter> timelines;
+  std::string timelines_path;
+  const std::unordered_set<std::string> timeline_ids(options.timeline_traces.begin(), options.timeline_traces.end());
+  std::uint64_t timelines_written = 0;
+  if (!timeline_ids.empty()) {
+    timelines_path = options.artifacts_dir + "/timelines.ndjson";
+    try {
+      timelines = std::make_unique<AtomicFileWriter>(timelines_path);
+    } catch (const std::exception& e) {
+      throw InputError(options.artifacts_dir, std::string("cannot write artifacts: ") + e.what());
+    }
+  }
 
   std::vector<std::string> doc_traces;
   std::unordered_set<std::uint64_t> seen_trace_ids;
@@ -159,6 +178,18 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
           }
         }
       }
+      if (timelines != nullptr && timeline_ids.count(t.trace_id) != 0) {
+        line.clear();
+        analyze::append_trace_timeline_json(analysis, names, scenarios, line);
+        line += '\n';
+        try {
+          timelines->append(line);
+          ++timelines_written;
+        } catch (const std::exception& e) {
+          artifact_error = e.what();
+          return false;
+        }
+      }
       if ((traces & 1023) == 0 && seconds_since(last_progress) >= 1.0) {
         last_progress = std::chrono::steady_clock::now();
         emit_progress(kEngine, "progress", static_cast<double>(index) / input_count,
@@ -192,6 +223,13 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
                    {"elapsed_s", seconds_since(input_started)}});
   }
 
+  if (timelines != nullptr) {
+    try {
+      timelines->commit();
+    } catch (const std::exception& e) {
+      throw InputError(timelines_path, std::string("cannot write artifacts: ") + e.what());
+    }
+  }
   if (artifacts != nullptr) {
     try {
       artifacts->commit();
@@ -217,7 +255,9 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
                    {"doc_traces", options.doc_traces},
                    {"max_spans_per_trace", options.max_spans_per_trace},
                    {"what_if", options.what_if_services},
-                   {"what_if_no_delays", options.what_if_no_delays}};
+                   {"what_if_no_delays", options.what_if_no_delays},
+                   {"stagger_window_ns", stagger_window_ns},
+                   {"timeline_traces", options.timeline_traces}};
   doc["inputs"] = std::move(inputs);
   doc["summary"] = {{"traces", traces},
                     {"traces_analyzed", aggregator.traces_analyzed()},
@@ -233,6 +273,10 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   doc["traces_omitted"] = traces - doc_traces.size();
   doc["artifacts"] = artifacts_path.empty() ? nlohmann::ordered_json(nullptr)
                                             : nlohmann::ordered_json{{"critical_paths_ndjson", artifacts_path}};
+  if (timelines != nullptr) {
+    doc["artifacts"]["timelines_ndjson"] = timelines_path;
+    doc["artifacts"]["timelines_written"] = timelines_written;
+  }
   nlohmann::ordered_json aggregates = aggregator.to_json();
   for (auto& [key, value] : aggregates.items()) doc[key] = std::move(value);
   const analyze::MeasurementLists lists = aggregator.measurements(options.algorithm);
@@ -282,6 +326,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-spans-per-trace", options.max_spans_per_trace, "Drop spans past N in one trace")
       ->check(non_negative & CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
+  app.add_option("--stagger-window-us", options.stagger_window_us,
+                 "Sibling client spans starting within this many us of the first are one fan-out launch")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  app.add_option("--timeline-trace", options.timeline_traces,
+                 "Write every span of trace ID to DIR/timelines.ndjson (repeatable; needs --artifacts)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("inputs", options.inputs, "Trace files ('-' reads stdin)")->required();
   try {
     app.parse(argc, argv);
@@ -290,6 +342,10 @@ int main(int argc, char** argv) {
     return status == 0 ? 0 : 2;  // docs/critical-path.md: usage errors exit with 2
   }
 
+  if (!options.timeline_traces.empty() && options.artifacts_dir.empty()) {
+    std::cerr << "--timeline-trace: needs --artifacts DIR (the spans go to DIR/timelines.ndjson)\n";
+    return 2;
+  }
   std::signal(SIGINT, remove_temp_and_reraise);
   std::signal(SIGTERM, remove_temp_and_reraise);
   std::signal(SIGHUP, remove_temp_and_reraise);

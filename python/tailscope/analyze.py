@@ -52,6 +52,8 @@ def run_critpath(
     what_if_no_delays: bool = False,
     max_traces: int = 0,
     top: int = 10,
+    stagger_window_us: float | None = None,
+    timeline_traces: Sequence[str] = (),
     artifacts_dir: Path,
     timeout_s: float = 3600,
     on_progress=None,
@@ -65,6 +67,10 @@ def run_critpath(
         args += ["--what-if", service]
     if what_if_no_delays:
         args.append("--what-if-no-delays")
+    if stagger_window_us is not None:
+        args += ["--stagger-window-us", repr(float(stagger_window_us))]
+    for trace_id in timeline_traces:
+        args += ["--timeline-trace", trace_id]
     args += [str(p) for p in paths]
     return run_engine(ENGINE, args, timeout_s=timeout_s, on_progress=on_progress).document
 
@@ -104,6 +110,7 @@ def load_ndjson(path: Path) -> dict[str, pd.DataFrame]:
                         "server_operation": r.get("server_operation"),
                         "scheduling_ns": r.get("scheduling_ns"),
                         "join_ns": r.get("join_ns"),
+                        "rule": r.get("rule"),
                     }
                 )
             what_if += [
@@ -129,6 +136,7 @@ def load_ndjson(path: Path) -> dict[str, pd.DataFrame]:
                 "server_operation",
                 "scheduling_ns",
                 "join_ns",
+                "rule",
             ],
         ),
         "trace_what_if": frame(what_if, ["trace_id", "scenario", "end_to_end_ns"]),
@@ -205,3 +213,60 @@ def load_ndjson_from_doc(doc: dict) -> dict[str, pd.DataFrame]:
         return load_ndjson(Path(f.name))
     finally:
         Path(f.name).unlink()
+
+
+# The delay figures of a critpath document, in the order `tailscope analyze`
+# prints them: (key under "delays", label).
+DELAY_FIGURES = (
+    ("rpc_scheduling_ns", "RPC scheduling delay"),
+    ("rpc_join_ns", "RPC join delay"),
+    ("launch_stagger_ns", "launch stagger"),
+    ("probe_scheduling_ns", "async-probe scheduling delay"),
+    ("probe_join_ns", "async-probe join delay"),
+    ("on_path_ns", "delay on the critical path"),
+)
+
+
+def delay_figure_text(d: dict | None) -> str:
+    """One distribution of the document as text: its figures, or
+    "unavailable: <reason>" when it is empty (never a count of 0)."""
+    from .units import fmt_count, fmt_ns
+
+    if not d or d.get("count") is None:
+        reason = (d or {}).get("unavailable") or "not in the document (an engine older than this driver?)"
+        return f"unavailable: {reason}"
+    return (
+        f"n={fmt_count(d['count'])}  p50 {fmt_ns(d.get('p50'))}  p90 {fmt_ns(d.get('p90'))}  "
+        f"p99 {fmt_ns(d.get('p99'))}  max {fmt_ns(d.get('max'))}"
+    )
+
+
+def pairing_text(doc: dict) -> str:
+    """How the RPC pairs were found, from the document's counts."""
+    p = doc.get("delays", {}).get("pairing")
+    if not p:
+        return "RPC pairs: unavailable: the document has no pairing counts"
+    rules = p.get("by_rule", {})
+    parts = [f"{n} by {rule.replace('_', ' ')}" for rule, n in rules.items() if n]
+    text = f"RPC pairs: {p.get('pairs', 0)}" + (f" ({', '.join(parts)})" if parts else "")
+    if p.get("name_confirmed_cross_process"):
+        text += f"; {p['name_confirmed_cross_process']} cross-process pairs confirmed by _client/_server names"
+    if p.get("retried_server_children"):
+        text += f"; {p['retried_server_children']} retried server spans not paired"
+    return text
+
+
+def delay_summary_lines(doc: dict) -> list[str]:
+    """What `tailscope analyze` prints about delays: the pairing, then each
+    delay figure or the reason it is unavailable."""
+    d = doc.get("delays", {})
+    lines = [pairing_text(doc)]
+    for key, label in DELAY_FIGURES:
+        lines.append(f"{label}: {delay_figure_text(d.get(key))}")
+    share = d.get("on_path_share_of_end_to_end")
+    if share is None:
+        reason = d.get("on_path_share_unavailable") or "no RPC pair found"
+        lines.append(f"delay share of end-to-end time: unavailable: {reason}")
+    else:
+        lines.append(f"delay share of end-to-end time (traces with RPC pairs): {share * 100:.1f} %")
+    return lines

@@ -85,7 +85,7 @@ def doctor() -> None:
     console.print(t)
 
 
-def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict, form: str | None = None) -> None:
+def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict, form: str | None = None) -> str:
     try:
         studies = [study_by_name(n) for n in study_names] if study_names else all_studies()
     except KeyError as e:
@@ -114,6 +114,7 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
     console.print(f"report: {report}")
     if failures:
         sys.exit(1)
+    return run_id
 
 
 @main.command()
@@ -200,6 +201,21 @@ for _study in all_studies():
 )
 @click.option("--what-if-no-delays", is_flag=True, help="Project latency with all scheduling/join delay removed.")
 @click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Stop after N traces (0 = all).")
+@click.option(
+    "--stagger-window-us",
+    type=click.FloatRange(min=0, max=1e9),
+    default=1000.0,
+    show_default=True,
+    help="Sibling client spans starting within this many µs of the first are one fan-out launch (launch stagger).",
+)
+@click.option("--timeline", is_flag=True, help="Also write each chosen trace's timeline as an SVG file.")
+@click.option(
+    "--trace",
+    "trace_ids",
+    multiple=True,
+    metavar="ID",
+    help="Trace to draw a timeline of (repeatable; default: the median and the p99 trace).",
+)
 @results_option
 def analyze(
     files: tuple[Path, ...],
@@ -207,6 +223,9 @@ def analyze(
     what_if: tuple[str, ...],
     what_if_no_delays: bool,
     max_traces: int,
+    stagger_window_us: float,
+    timeline: bool,
+    trace_ids: tuple[str, ...],
     results_dir: Path | None,
 ) -> None:
     """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz): stored and reported."""
@@ -216,8 +235,33 @@ def analyze(
         "what_if": list(what_if),
         "what_if_no_delays": what_if_no_delays,
         "max_traces": max_traces,
+        "stagger_window_us": stagger_window_us,
+        "timeline": timeline,
+        "timeline_traces": list(trace_ids),
     }
-    _run(["analyze"], False, results_dir, options, form="analyze")
+    run_id = _run(["analyze"], False, results_dir, options, form="analyze")
+    _print_analysis(_results(results_dir), run_id, timeline)
+
+
+def _print_analysis(results: Path, run_id: str, timeline: bool) -> None:
+    """The delays of the analyzed traces (figures or "unavailable: reason")
+    and the timeline files written."""
+    from .analyze import delay_summary_lines
+
+    try:
+        with Store(results / DB_NAME, read_only=True) as store:
+            docs = [d.document for d in store.documents(run_id, "analyze")]
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    for doc in docs:
+        for line in delay_summary_lines(doc):
+            console.print(line, highlight=False, markup=False)
+        for t in doc.get("timelines", []):
+            if "missing_trace_id" in t:
+                console.print(f"timeline of {t['missing_trace_id']}: unavailable: {t['reason']}", markup=False)
+            elif timeline and t.get("svg_path"):
+                svg = results / run_id / "artifacts" / t["svg_path"]
+                console.print(f"timeline ({t.get('label', '')}): {svg}", markup=False)
 
 
 @main.command()

@@ -10,10 +10,11 @@ entries say which of them the traces could not give, and why.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from .. import plots
-from ..analyze import run_critpath, summary_tables
+from .. import plots, timeline
+from ..analyze import DELAY_FIGURES, delay_figure_text, pairing_text, run_critpath, summary_tables
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
@@ -52,16 +53,59 @@ class AnalyzeStudy:
 
         # Traces from this run's own socialnet study: also project "no scheduling/join delay".
         no_delays = ctx.options.get("what_if_no_delays", not ctx.options.get("trace_files"))
-        doc = run_critpath(
-            files,
-            algorithm=algorithm,
-            what_if=ctx.options.get("what_if", []),
-            what_if_no_delays=bool(no_delays),
-            max_traces=int(ctx.options.get("max_traces", 0)),
-            artifacts_dir=art,
-            on_progress=on_progress,
-        )
+        common = {
+            "algorithm": algorithm,
+            "what_if": ctx.options.get("what_if", []),
+            "what_if_no_delays": bool(no_delays),
+            "max_traces": int(ctx.options.get("max_traces", 0)),
+            "stagger_window_us": ctx.options.get("stagger_window_us"),
+        }
+        doc = run_critpath(files, **common, artifacts_dir=art, on_progress=on_progress)
+        doc["timelines"] = self._timelines(ctx, files, common, art, doc)
         return [EngineDocument(self.name, ENGINE, doc, point)]
+
+    def _timelines(self, ctx: RunContext, files: list[str], common: dict, art: Path, doc: dict) -> list[dict]:
+        """Every span of the traces to draw (the median and p99 trace, or
+        --trace IDs): a second, filtered pass of the engine, since keeping
+        every span of a run would be as large as the input. Stored in the
+        document; with --timeline also written as SVG files."""
+        ndjson = art / "critical_paths.ndjson"
+        per_trace = []
+        if ndjson.exists():
+            with open(ndjson) as f:
+                per_trace = [json.loads(line) for line in f if line.strip()]
+        picks = timeline.choose_traces(per_trace, list(ctx.options.get("timeline_traces") or []))
+        if not picks:
+            return []
+        tdir = art / "timeline-pass"
+        run_critpath(files, **common, timeline_traces=[p[0] for p in picks], artifacts_dir=tdir)
+        labels = dict(picks)
+        entries: list[dict] = []
+        tfile = tdir / "timelines.ndjson"
+        if tfile.exists():
+            with open(tfile) as f:
+                for line in f:
+                    if line.strip():
+                        obj = json.loads(line)
+                        obj["label"] = labels.get(obj["analysis"]["trace_id"], "")
+                        entries.append(obj)
+        missing = [tid for tid, _ in picks if tid not in {e["analysis"]["trace_id"] for e in entries}]
+        for tid in missing:
+            entries.append({"missing_trace_id": tid, "reason": "no trace with this id in the input"})
+        if ctx.options.get("timeline"):
+            drawn = []
+            for e in entries:
+                if "analysis" in e and e["analysis"].get("analyzed"):
+                    t = timeline.parse_timeline(e)
+                    t.label = e["label"]
+                    drawn.append(t)
+            for e, path in zip(
+                [e for e in entries if "analysis" in e and e["analysis"].get("analyzed")],
+                timeline.write_svgs(drawn, art / "timelines"),
+                strict=True,
+            ):
+                e["svg_path"] = str(path.relative_to(ctx.artifacts_dir))  # the run folder moves at the end
+        return entries
 
     def section(self, store: Store, run_id: str) -> Section:
         by_point: dict[str, dict] = {}
@@ -130,10 +174,12 @@ class AnalyzeStudy:
         tables = summary_tables(doc)
         sec.blocks.append(_paths_table(tables["paths"], s["traces_analyzed"]))
         sec.blocks.append(_bottleneck_table(doc))
+        sec.blocks.append(_delay_table(doc, where))
         dfig = _delay_figure(df, cdf, doc)
         if dfig:
             dfig.title += where
             sec.blocks.append(dfig)
+        sec.blocks += _timeline_figures(doc, where)
         if not tables["what_if"].empty:
             sec.blocks.append(_what_if_table(tables["what_if"], doc))
         return sec
@@ -154,17 +200,26 @@ def _model_comparison_table(by_point: dict[str, dict], df) -> Table:
                 fmt_count(doc["summary"]["traces_analyzed"]),
                 fmt_ns(e2e.get("p50")),
                 fmt_ns(e2e.get("p99")),
-                f"{share * 100:.1f} %" if share is not None else "—",
+                f"{share * 100:.1f} %" if share is not None else "unavailable",
                 top.get("service", "—"),
                 var.get("service", "—"),
                 fmt_ratio(nd.get("p99_ratio")) if nd else "—",
             ]
         )
-    best = min(by_point.items(), key=lambda kv: kv[1].get("delays", {}).get("on_path_share_of_end_to_end", 1e9))
+    shares = {
+        point or "(input)": doc.get("delays", {}).get("on_path_share_of_end_to_end") for point, doc in by_point.items()
+    }
+    measured = {k: v for k, v in shares.items() if v is not None}
+    if measured:
+        best_text = f"Least delay on the path: {min(measured, key=lambda k: measured[k])}."
+    else:
+        best_text = "Delay on the path: unavailable for every model (no RPC pair found in the traces)."
+    if measured and len(measured) < len(shares):
+        best_text += f" Unavailable for {', '.join(k for k in shares if k not in measured)} (no RPC pair found)."
     caption = (
         "Per concurrency model: how much of each request's critical path is scheduling and join delay, "
         "the top bottleneck by mean and by variability, and the projected p99 if all delay were removed "
-        f"(recomputed paths). Least delay on the path: {best[0]}. Requests are those sampled during each "
+        f"(recomputed paths). {best_text} Requests are those sampled during each "
         "model's own load sweep, so rates differ between rows."
     )
     return Table(
@@ -298,9 +353,10 @@ def _delay_figure(df, cdf, doc) -> Figure | None:
     d = doc.get("delays", {})
     share = d.get("on_path_share_of_end_to_end")
     finding = (
-        f"Scheduling and join delay make up {share * 100:.1f} % of end-to-end time on the critical path."
+        f"Scheduling and join delay make up {share * 100:.1f} % of end-to-end time on the critical path "
+        "(traces with an RPC pair)."
         if share is not None
-        else "No delay could be attributed."
+        else f"Delay on the critical path: unavailable: {d.get('on_path_share_unavailable') or 'no RPC pair found'}."
     )
     return Figure(
         "Scheduling and join delays",
@@ -309,6 +365,138 @@ def _delay_figure(df, cdf, doc) -> Figure | None:
         "span end (per RPC, clamped at 0 on clock skew). Delay on path: the part of both that lies on "
         "each request's critical path.",
         finding,
+    )
+
+
+def _delay_table(doc: dict, where: str) -> Table:
+    """Every delay figure of the document, or the reason it is unavailable."""
+    d = doc.get("delays", {})
+    rows = []
+    for key, label in DELAY_FIGURES:
+        dist = d.get(key) or {}
+        if dist.get("count") is None:
+            rows.append([label, delay_figure_text(dist), "", "", "", ""])
+        else:
+            rows.append(
+                [
+                    label,
+                    fmt_count(dist["count"]),
+                    fmt_ns(dist.get("p50")),
+                    fmt_ns(dist.get("p90")),
+                    fmt_ns(dist.get("p99")),
+                    fmt_ns(dist.get("max")),
+                ]
+            )
+    window = d.get("launch_stagger_window_ns")
+    window_text = f" Launch stagger: window {fmt_ns(window)}." if window is not None else ""
+    return Table(
+        f"Delays{where}",
+        ["delay", "samples", "p50", "p90", "p99", "max"],
+        rows,
+        f"{pairing_text(doc)}.{window_text} Without span.kind tags a span whose parent is in another "
+        "service or process is read as the server side of its parent (docs/critical-path.md).",
+        numeric_from=1,
+    )
+
+
+def _timeline_figures(doc: dict, where: str) -> list[Figure]:
+    figs = []
+    for e in doc.get("timelines", []):
+        if "analysis" not in e:
+            continue
+        if not e["analysis"].get("analyzed"):
+            continue
+        t = timeline.parse_timeline(e)
+        t.label = e.get("label", "")
+        on_path_rpcs = [r for r in t.rpc if r["client_span_id"] in t.on_path]
+        delay_ns = sum(r["scheduling_ns"] + r["join_ns"] for r in on_path_rpcs)
+        finding = (
+            f"{len(t.spans)} spans in {len({s['service'] for s in t.spans})} services; {len(t.on_path)} on the "
+            f"critical path; {len(t.rpc)} RPC pairs, whose scheduling + join delay sum to {fmt_ns(delay_ns)} "
+            f"on the path's client spans."
+            if t.rpc
+            else f"{len(t.spans)} spans; RPC delays: unavailable: no RPC pair found in this trace."
+        )
+        figs.append(
+            Figure(
+                f"Timeline of the {t.label} trace{where}",
+                timeline.render_svg(t),
+                f"Trace {t.trace_id}, end to end {fmt_ns(t.end_to_end_ns)} (chosen as the {t.label} trace by "
+                "end-to-end duration). Spans grouped per service; critical-path spans outlined and underlined "
+                "in red; scheduling and join delays shaded; ▼ launch and ▲ join of each RPC.",
+                finding,
+            )
+        )
+    return figs
+
+
+def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
+    """The capstone's Figure 8: CDFs of the scheduling and join delay of every
+    async call in the traced graph (tailscope's 5-timestamp probe), one panel
+    per concurrency model, beside the RPC-gap delays of the same traces.
+    From the analyze study's measurements of this run; None when it stored none."""
+    df = store.measurements(run_id, "analyze")
+    if df.empty:
+        return None
+    cdf = store.cdf(run_id, "analyze")
+    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
+    if calls.empty:
+        return None
+    points = sorted(calls["point"].unique())
+    import matplotlib.pyplot as plt
+
+    fig, grid = plt.subplots(
+        1, len(points), figsize=(4.2 * len(points), 3.6), layout="constrained", sharey=True, squeeze=False
+    )
+    axes = list(grid[0])
+    worst: tuple[float, str, str, str] | None = None
+    for ax, point in zip(axes, points, strict=True):
+        sub = calls[calls["point"] == point]
+        variants = sorted(sub["variant"].unique())
+        for i, variant in enumerate(variants):
+            for name, style in (("probe_call_scheduling", "-"), ("probe_call_join", ":")):
+                row = sub[(sub["name"] == name) & (sub["variant"] == variant)]
+                if row.empty:
+                    continue
+                pts = cdf[(cdf["point"] == point) & (cdf["name"] == name) & (cdf["variant"] == variant)]
+                ax.plot(
+                    pts["value_ns"].clip(lower=1),
+                    pts["percentile"] / 100,
+                    color=plots.PALETTE[i % 8],
+                    linestyle=style,
+                    linewidth=1.3,
+                    drawstyle="steps-post",
+                    label=f"{variant.split(':')[-1]} {'sched' if name.endswith('scheduling') else 'join'}",
+                )
+                p99 = float(row.iloc[0]["p99_ns"])
+                if worst is None or p99 > worst[0]:
+                    worst = (p99, point, variant, "scheduling" if name.endswith("scheduling") else "join")
+        for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
+            pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
+            if not pts.empty:
+                ax.plot(
+                    pts["value_ns"].clip(lower=1),
+                    pts["percentile"] / 100,
+                    color=colour,
+                    linewidth=2,
+                    drawstyle="steps-post",
+                    label=f"RPC gap {name.split('_')[1]}",
+                )
+        ax.set_xscale("log")
+        plots.format_ns_axis(ax.xaxis)
+        ax.set_title(point or "(input)", fontsize=9)
+        ax.legend(fontsize=6, loc="lower right")
+    axes[0].set_ylabel("fraction of calls")
+    assert worst is not None
+    n = int(calls["samples"].sum())
+    return Figure(
+        "Delay of every async call, per concurrency model (capstone Figure 8)",
+        plots.to_svg(fig),
+        "Scheduling delay (launch → the call's function starts) and join delay (function ends → the caller "
+        "has the value) from tailscope's 5-timestamp probe on every async/deferred call of the sampled "
+        f"traces ({fmt_count(n)} call samples), solid and dotted; thick lines: the RPC-gap delays of the same "
+        "traces (server span start − client span start, client end − server end).",
+        f"Largest p99 among the async calls: {fmt_ns(worst[0])} ({worst[3]} delay of {worst[2]} under {worst[1]}).",
     )
 
 

@@ -41,6 +41,7 @@ from ..engines import EngineError, EngineStartError, run_engine, serve
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
+from . import analyze as analyze_study
 from ._common import (
     achieved_per_s,
     http_load_args,
@@ -305,6 +306,7 @@ class SocialnetStudy:
             sec.blocks.append(_connections_figure(conn))
         if summary["tracing"]:
             sec.blocks.append(_tracing_table(summary["tracing"]))
+        sec.blocks += [f for f in [analyze_study.async_call_cdf_figure(store, run_id)] if f]  # capstone Figure 8
         return sec
 
 
