@@ -40,7 +40,15 @@ def all_studies() -> list[Study]:
     from . import analyze, asyncmodels, baseline, collapse, echo, socialnet, threads
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
-    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY, threads.STUDY, collapse.STUDY, analyze.STUDY]
+    return [
+        baseline.STUDY,
+        asyncmodels.STUDY,
+        echo.STUDY,
+        socialnet.STUDY,
+        threads.STUDY,
+        collapse.STUDY,
+        analyze.STUDY,
+    ]
 
 
 def registered_studies() -> list[Study]:

@@ -108,7 +108,8 @@ def sizing(points: list[dict], cores: int) -> dict:
     b = next(p for p in block if p["users"] == lo_users)
     if s.get("mean_ns") is None or b.get("mean_ns") is None or compute_ns <= 0:
         return {"unavailable": "a latency or CPU figure is missing"}
-    wait_ns = max(0.0, b["mean_ns"] - s["mean_ns"])
+    # Queueing removed on both sides (limbo mean), so only the call's own time is left.
+    wait_ns = max(0.0, (b["mean_ns"] - (_qw(b, "mean") or 0.0)) - (s["mean_ns"] - (_qw(s, "mean") or 0.0)))
     n = max(cores, round(cores * (1 + wait_ns / compute_ns)))
     return {
         "cores": cores,
@@ -185,7 +186,9 @@ class CollapseStudy:
         if "workers" in size:
             measure("blocking-sized", int(size["workers"]), {"sizing": size})
         else:
-            docs.append(EngineDocument(self.name, SVC, {"collapse_point": {"variant": "blocking-sized"} | size}, "sized"))
+            docs.append(
+                EngineDocument(self.name, SVC, {"collapse_point": {"variant": "blocking-sized"} | size}, "sized")
+            )
         ctx.progress("collapse: done", 1.0)
         return docs
 
@@ -203,7 +206,9 @@ class CollapseStudy:
             ),
         )
         sec.notes += unavailable_notes(store, run_id, self.name)
-        raw = [d.document["collapse_point"] for d in store.documents(run_id, self.name) if "collapse_point" in d.document]
+        raw = [
+            d.document["collapse_point"] for d in store.documents(run_id, self.name) if "collapse_point" in d.document
+        ]
         for p in raw:
             if "unavailable" in p:
                 sec.notes.append(f"{p['variant']} unavailable: {p['unavailable']}")
@@ -258,17 +263,33 @@ def shape(points: list[dict]) -> dict:
     holds = 1.0 >= c > b and b / c <= 0.5
     pb, pc = peaks["blocking"], peaks["callback"]
     assert pb is not None and pc is not None
-    wait_b = (pb.get("queue_wait") or {}).get("percentiles", {}).get("99")
-    wait_c = (pc.get("queue_wait") or {}).get("percentiles", {}).get("99")
     why = (
         f"blocking peaks at {fmt_ratio(b)} of sync-no-io with {pb['workers']} thread(s) "
-        f"({cite(_label(pb), point_flags(pb))}), callback at {fmt_ratio(c)} ({cite(_label(pc), point_flags(pc))}); "
-        f"p99 queue wait (limbo) at those points: blocking {fmt_ns(wait_b)}, callback {fmt_ns(wait_c)}"
+        f"({cite(_label(pb), point_flags(pb))}), callback at {fmt_ratio(c)} ({cite(_label(pc), point_flags(pc))})"
     )
+    common = {p["users"] for p in points if p["variant"] == "blocking"} & {
+        p["users"] for p in points if p["variant"] == "callback"
+    }
+    if common:
+        top = max(common)
+        qb = next(p for p in points if p["variant"] == "blocking" and p["users"] == top)
+        qc = next(p for p in points if p["variant"] == "callback" and p["users"] == top)
+        why += (
+            f"; at {top} clients a request waited for a pool thread (limbo) {fmt_ns(_qw(qb, 'mean'))} on average "
+            f"when threads block vs {fmt_ns(_qw(qc, 'mean'))} with callbacks"
+            + ("" if not (point_flags(qb) or point_flags(qc)) else " [a flagged point: see the notes]")
+        )
+    size = next((p.get("sizing") for p in points if p.get("sizing")), None)
+    if size:
+        ceiling = pb["workers"] * 1e9 / (size["wait_ns"] + size["compute_ns"])
+        why += (
+            f"; a blocked thread serves at most 1 ÷ (wait + compute) = {fmt_count(ceiling / pb['workers'])}/s, "
+            f"so {pb['workers']} thread(s) cap blocking near {fmt_count(ceiling)}/s"
+        )
     out["holds"] = holds
     out["verdict"] = (
-        "The article's shape holds here: " if holds else "The article's shape does not hold here: "
-    ) + why + "."
+        ("The article's shape holds here: " if holds else "The article's shape does not hold here: ") + why + "."
+    )
     return out
 
 
@@ -387,7 +408,16 @@ def sizing_table(points: list[dict], size: dict) -> Table:
     return Table(
         f"The aside: N = cores × (1 + wait/compute) = {size['cores']} × (1 + {fmt_ns(size['wait_ns'])} ÷ "
         f"{fmt_ns(size['compute_ns'])}) = {size['workers']} threads" + (" (capped)" if size.get("capped") else ""),
-        ["variant", "threads", "peak req/s", "mean latency", "limbo p99", "front CPU", "front threads", "invol. cs/req"],
+        [
+            "variant",
+            "threads",
+            "peak req/s",
+            "mean latency",
+            "limbo p99",
+            "front CPU",
+            "front threads",
+            "invol. cs/req",
+        ],
         rows,
         f"compute = the front's CPU time per request ({size['compute_from']}); wait = mean latency of blocking minus "
         f"sync-no-io at {size['wait_from']}. What more threads buy: throughput and limbo; what they cost: threads, "
