@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import engine_path
 from tailscope.studies import collapse
 from tailscope.studies._common import cite, point_flags
-
-from conftest import engine_path
 
 needs_engines = pytest.mark.skipif(
     not all(engine_path(n).exists() for n in ("tailscope-svc", "tailscope-load")),
