@@ -319,11 +319,20 @@ def _synthetic_docs():
                     if payload != "long_long" and load != 75.0:
                         continue
                     f = load / 25.0
-                    ms.append(_m("scheduling_delay", model, mech, payload, load, int(p50 * f)))
-                    ms.append(_m("join_delay", model, mech, payload, load, int(p50 / 10 * k)))
-                    ms.append(_m("total", model, mech, payload, load, int(p50 * 2 * k * f)))
+                    point = [
+                        _m("scheduling_delay", model, mech, payload, load, int(p50 * f)),
+                        _m("join_delay", model, mech, payload, load, int(p50 / 10 * k)),
+                        _m("total", model, mech, payload, load, int(p50 * 2 * k * f)),
+                    ]
                     if model == "deferred":
-                        ms.append(_m("deferral_wait", model, mech, payload, load, 5000))
+                        point.append(_m("deferral_wait", model, mech, payload, load, 5000))
+                    if load == 75.0:  # the payload comparison: every payload at the common rate
+                        ms += [
+                            m | {"series": "payload_common_rate", "variant": m["variant"] + "/common-rate"}
+                            for m in point
+                        ]
+                    if payload == "long_long":
+                        ms += point
     # The spin pool's 25 % point: queueing behind a worker that waited for a CPU; its 100 % point: overloaded.
     for m in ms:
         if m["model"] == "spin-pool" and m["load_pct"] == 25.0:
@@ -417,7 +426,8 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
         "Scheduling delay per model",
         "Join delay per model",
         "Total per model",
-        "Payload size",
+        "Scheduling delay per payload",
+        "Join delay per payload",
         "Load sweep",
         "Maximum sustained rate",
         "Performance targets",
@@ -444,7 +454,10 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
     backlog = next(b for b in sec.blocks if b.title.startswith("What the calls met"))
     spin25 = next(r for r in backlog.rows if r[0] == "spin-pool/future @ 25 %")
     assert spin25[3] == fmt_count(87) and spin25[5] == "steady" and spin25[6] == "62 %"
-    assert "queueing" in spin25[-1] and "run queue" in spin25[-1] and "600 ns (3× the spin hand-off)" in spin25[-1]
+    # The reading is prose: under the table (details), one per row, not a table cell.
+    assert len(backlog.columns) == len(spin25) and len(backlog.details) == len(backlog.rows)
+    reading = dict(backlog.details)["spin-pool/future @ 25 %"]
+    assert "queueing" in reading and "run queue" in reading and "600 ns (3× the spin hand-off)" in reading
     # The empty-queue hand-off is a target row of its own: 600 ns / 200 ns.
     hand = [r for r in targets.rows if "empty queue" in r[0]]
     assert any(r[1] == "600 ns" and r[3] == fmt_ratio(3.0) for r in hand)
@@ -470,7 +483,7 @@ def test_section_without_engine_documents_says_so(tmp_path):
     assert any("no tailscope-asyncbench" in n for n in sec.notes)
 
 
-def _m(model: str, payload: str, p50_ns: float, saturated: bool = False, name: str = "total") -> dict:
+def _payload_point(model: str, payload: str, p50_ns: float, saturated: bool = False, name: str = "total") -> dict:
     return {
         "name": name,
         "model": model,
@@ -487,10 +500,10 @@ def test_findings_never_cite_a_flagged_point():
 
     # fixed-pool/vector10000 saturated: its 4 837× would be the biggest change, and must not be cited.
     rows = [
-        _m("fixed-pool", "void", 1_000),
-        _m("fixed-pool", "vector10000", 4_837_000, saturated=True),
-        _m("std-thread", "void", 20_000),
-        _m("std-thread", "vector10000", 60_000),
+        _payload_point("fixed-pool", "void", 1_000),
+        _payload_point("fixed-pool", "vector10000", 4_837_000, saturated=True),
+        _payload_point("std-thread", "void", 20_000),
+        _payload_point("std-thread", "vector10000", 60_000),
     ]
     line = asyncmodels.payload_finding(rows, "scheduling_delay")
     assert "fixed-pool" not in line and "4 837" not in line and "4837" not in line
