@@ -56,9 +56,13 @@ def test_document_is_valid_and_names_follow_the_contract(small_run):
         assert m["hlog_tag"]
         if m["name"] == "same_thread_resume":
             continue
-        model, mechanism, payload = m["variant"].split("/")
+        model, mechanism, payload, *series = m["variant"].split("/")
         assert (model, mechanism, payload) == (m["model"], m["mechanism"], m["payload"])
-        assert m["load_pct"] in (50.0, 75.0, 100.0)
+        if m.get("series") == "payload_common_rate":
+            # the payload comparison: one rate for every payload, at most the measure-at share of its own max
+            assert series == ["common-rate"] and 0 < m["load_pct"] <= 75.0 + 1e-6
+        else:
+            assert series == [] and m["load_pct"] in (50.0, 75.0, 100.0)
         assert m["offered_per_s"] > 0 and m["achieved_per_s"] > 0  # count > 0 calls were received
         assert m["observed"]["load_pct"] == m["load_pct"]  # kept in the store's observed column too
         assert "pinning" in m and m["pinning"]["policy"] == "pinned"
@@ -70,7 +74,11 @@ def test_document_is_valid_and_names_follow_the_contract(small_run):
 
 def test_every_model_mechanism_and_payload_is_measured(small_run):
     doc, _, _ = small_run
-    variants = {m["variant"] for m in doc["measurements"] if m["name"] == "total" and m["load_pct"] == 75.0}
+    totals = [m for m in doc["measurements"] if m["name"] == "total"]
+    main = {m["variant"] for m in totals if m["load_pct"] == 75.0 and m.get("series") is None}
+    common = {m["variant"].removesuffix("/common-rate") for m in totals if m.get("series") == "payload_common_rate"}
+    # The sweep payload at 75 % of the model's max; every payload at the model's common rate.
+    assert main == {v for v in common if v.endswith("/long_long")}
     expected = {
         f"{model}/{mech}/{p}"
         for model, mechs in (
@@ -82,7 +90,12 @@ def test_every_model_mechanism_and_payload_is_measured(small_run):
         for mech in mechs
         for p in ("long_long", "void")
     }
-    assert variants == expected
+    assert common == expected
+    for model, rate in doc["payload_common_rate_per_s"].items():
+        lowest = min(r["max_rate_per_s"] for r in doc["payload_ramps"][model].values())
+        assert rate == pytest.approx(0.75 * min(lowest, doc["max_rate_per_s"][model]))
+        at = {m["offered_per_s"] for m in totals if m["model"] == model and m.get("series") == "payload_common_rate"}
+        assert at == {rate}
     assert set(doc["max_rate_per_s"]) == {"deferred", "std-thread", "fixed-pool", "coroutine"}
     for model, rate in doc["max_rate_per_s"].items():
         assert rate > 0, model
@@ -215,7 +228,8 @@ def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
     payloads = {m["payload"]: m["payload_bytes"] for m in doc["measurements"]}
     assert payloads == {"bytes64": 64, "void": 0}
     assert all(m["pinning"] == {"policy": "unpinned"} for m in doc["measurements"])
-    assert {m["load_pct"] for m in doc["measurements"]} == {75.0}
+    assert {m["load_pct"] for m in doc["measurements"] if m.get("series") is None} == {75.0}
+    assert doc["payload_ramps"]["deferred"]["void"]["max_rate_per_s"] > 0
 
 
 @pytest.mark.parametrize(
@@ -305,11 +319,20 @@ def _synthetic_docs():
                     if payload != "long_long" and load != 75.0:
                         continue
                     f = load / 25.0
-                    ms.append(_m("scheduling_delay", model, mech, payload, load, int(p50 * f)))
-                    ms.append(_m("join_delay", model, mech, payload, load, int(p50 / 10 * k)))
-                    ms.append(_m("total", model, mech, payload, load, int(p50 * 2 * k * f)))
+                    point = [
+                        _m("scheduling_delay", model, mech, payload, load, int(p50 * f)),
+                        _m("join_delay", model, mech, payload, load, int(p50 / 10 * k)),
+                        _m("total", model, mech, payload, load, int(p50 * 2 * k * f)),
+                    ]
                     if model == "deferred":
-                        ms.append(_m("deferral_wait", model, mech, payload, load, 5000))
+                        point.append(_m("deferral_wait", model, mech, payload, load, 5000))
+                    if load == 75.0:  # the payload comparison: every payload at the common rate
+                        ms += [
+                            m | {"series": "payload_common_rate", "variant": m["variant"] + "/common-rate"}
+                            for m in point
+                        ]
+                    if payload == "long_long":
+                        ms += point
     # The spin pool's 25 % point: queueing behind a worker that waited for a CPU; its 100 % point: overloaded.
     for m in ms:
         if m["model"] == "spin-pool" and m["load_pct"] == 25.0:
@@ -403,7 +426,8 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
         "Scheduling delay per model",
         "Join delay per model",
         "Total per model",
-        "Payload size",
+        "Scheduling delay per payload",
+        "Join delay per payload",
         "Load sweep",
         "Maximum sustained rate",
         "Performance targets",
@@ -430,7 +454,10 @@ def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
     backlog = next(b for b in sec.blocks if b.title.startswith("What the calls met"))
     spin25 = next(r for r in backlog.rows if r[0] == "spin-pool/future @ 25 %")
     assert spin25[3] == fmt_count(87) and spin25[5] == "steady" and spin25[6] == "62 %"
-    assert "queueing" in spin25[-1] and "run queue" in spin25[-1] and "600 ns (3× the spin hand-off)" in spin25[-1]
+    # The reading is prose: under the table (details), one per row, not a table cell.
+    assert len(backlog.columns) == len(spin25) and len(backlog.details) == len(backlog.rows)
+    reading = dict(backlog.details)["spin-pool/future @ 25 %"]
+    assert "queueing" in reading and "run queue" in reading and "600 ns (3× the spin hand-off)" in reading
     # The empty-queue hand-off is a target row of its own: 600 ns / 200 ns.
     hand = [r for r in targets.rows if "empty queue" in r[0]]
     assert any(r[1] == "600 ns" and r[3] == fmt_ratio(3.0) for r in hand)
@@ -454,3 +481,36 @@ def test_section_without_engine_documents_says_so(tmp_path):
     assert sec.blocks == []
     assert any("engine missing" in n for n in sec.notes)
     assert any("no tailscope-asyncbench" in n for n in sec.notes)
+
+
+def _payload_point(model: str, payload: str, p50_ns: float, saturated: bool = False, name: str = "total") -> dict:
+    return {
+        "name": name,
+        "model": model,
+        "mechanism": "future",
+        "payload": payload,
+        "saturated": saturated,
+        "observed": {"why_saturated": ["backlog grew"] if saturated else []},
+        "latency": {"percentiles": {"50": p50_ns}},
+    }
+
+
+def test_findings_never_cite_a_flagged_point():
+    from tailscope.studies import asyncmodels
+
+    # fixed-pool/vector10000 saturated: its 4 837× would be the biggest change, and must not be cited.
+    rows = [
+        _payload_point("fixed-pool", "void", 1_000),
+        _payload_point("fixed-pool", "vector10000", 4_837_000, saturated=True),
+        _payload_point("std-thread", "void", 20_000),
+        _payload_point("std-thread", "vector10000", 60_000),
+    ]
+    line = asyncmodels.payload_finding(rows, "scheduling_delay")
+    assert "fixed-pool" not in line and "4 837" not in line and "4837" not in line
+    assert "std-thread/future" in line and "1 pair(s) with a saturated point were not compared" in line
+    # Every pair flagged: nothing is compared, and the line says why.
+    only_flagged = asyncmodels.payload_finding(rows[:2], "join_delay")
+    assert "No unflagged pair" in only_flagged
+    # Lowest/highest of a CDF figure: the saturated extreme is left out and counted.
+    ext = asyncmodels._extremes_finding(rows[:3], "Total", {})
+    assert "4.84 ms" not in ext and "1 flagged point(s) left out" in ext

@@ -160,9 +160,13 @@ nlohmann::json pinning_json(const AsyncBenchConfig& cfg, const std::string& mode
 
 // One measurement per delay of the point (unavailable, with the reason, when
 // no call completed).
+// `common_rate`: a point of the payload comparison, offered the rate every
+// payload of the model sustains (load_pct is then its own max's share).
 void emit_point(Output& out, const AsyncBenchConfig& cfg, const std::string& model, std::string_view mechanism,
-                const PayloadKind& payload, double load_pct, bool deferred, const PointResult& p) {
-  const std::string variant = model + "/" + std::string(mechanism) + "/" + payload.name;
+                const PayloadKind& payload, double load_pct, bool deferred, const PointResult& p,
+                bool common_rate = false) {
+  const std::string variant =
+      model + "/" + std::string(mechanism) + "/" + payload.name + (common_rate ? "/common-rate" : "");
   const nlohmann::json pinning = pinning_json(cfg, model);
   nlohmann::json observed = {{"load_pct", load_pct},
                              {"offered_per_s", p.offered_per_s},
@@ -192,7 +196,8 @@ void emit_point(Output& out, const AsyncBenchConfig& cfg, const std::string& mod
       continue;
     }
     std::ostringstream tag;
-    tag << name << "." << variant << ".load" << std::llround(load_pct);
+    tag << name << "." << variant;
+    if (!common_rate) tag << ".load" << std::llround(load_pct);
     out.hlog.write_interval(out.since_start_s(p.begin_ns),
                             static_cast<double>(std::max<int64_t>(0, p.end_ns - p.begin_ns)) / 1e9, *h, tag.str());
     out.doc["measurements"].push_back({{"name", name},
@@ -214,6 +219,7 @@ void emit_point(Output& out, const AsyncBenchConfig& cfg, const std::string& mod
                                        {"latency", latency_summary(*h)},
                                        {"cdf", latency_cdf(*h)},
                                        {"hlog_tag", tag.str()}});
+    if (common_rate) out.doc["measurements"].back()["series"] = "payload_common_rate";
   }
 }
 
@@ -221,17 +227,80 @@ void emit_point(Output& out, const AsyncBenchConfig& cfg, const std::string& mod
 // only), then every mechanism at the main load and, with the sweep payload,
 // at every sweep load.
 template <class T>
-void run_model_payload(Output& out, const AsyncBenchConfig& cfg, const std::string& model_name,
-                       const PayloadKind& payload, bool is_sweep_payload, std::map<std::string, double>& max_rates) {
+std::unique_ptr<AsyncModel<T>> build_model(const AsyncBenchConfig& cfg, const std::string& model_name) {
   PoolOptions pool;
   pool.workers = cfg.workers;
   pool.worker_cpus = cfg.pinned ? cfg.worker_cpus : std::vector<int>{};
-  auto model = make_async_model<T>(model_name, pool);
+  return make_async_model<T>(model_name, pool);
+}
+
+// The model's mechanisms that --mechanisms selects, future first.
+template <class T>
+std::vector<ResultMechanism> selected_mechanisms(const AsyncBenchConfig& cfg, const AsyncModel<T>& model) {
   std::vector<ResultMechanism> mechanisms;
-  for (ResultMechanism m : model->mechanisms())
+  for (ResultMechanism m : model.mechanisms())
     if (cfg.mechanisms.empty() ||
         std::find(cfg.mechanisms.begin(), cfg.mechanisms.end(), mechanism_name(m)) != cfg.mechanisms.end())
       mechanisms.push_back(m);
+  return mechanisms;
+}
+
+// Calls f.template operator()<T>() with T the payload's value type.
+template <class F>
+void with_payload_type(const PayloadKind& payload, F&& f) {
+  if (payload.name == "void")
+    f.template operator()<void>();
+  else if (payload.name == "long_long")
+    f.template operator()<long long>();
+  else if (payload.name == "vector10000")
+    f.template operator()<std::vector<int>>();
+  else
+    f.template operator()<std::vector<char>>();
+}
+
+// Payload comparison, step 1: the max rate of a payload other than the sweep
+// payload, by its own ramp (a large value may saturate a model well below the
+// sweep payload's max). 0 when none was found or the model has no mechanism.
+template <class T>
+double ramp_payload(Output& out, const AsyncBenchConfig& cfg, const std::string& model_name,
+                    const PayloadKind& payload) {
+  auto model = build_model<T>(cfg, model_name);
+  const std::vector<ResultMechanism> mechanisms = selected_mechanisms(cfg, *model);
+  if (mechanisms.empty()) return 0.0;
+  const ModelRamp r = ramp<T>(*model, mechanisms.front(), cfg, payload.bytes, out);
+  ++out.done_points;
+  model->shutdown(ShutdownMode::kDrain);
+  out.doc["payload_ramps"][model_name][payload.name] = {{"mechanism", mechanism_name(mechanisms.front())},
+                                                        {"max_rate_per_s", r.result.max_rate_per_s},
+                                                        {"saturation_found", r.result.saturation_found},
+                                                        {"steps", r.steps}};
+  return r.result.max_rate_per_s;
+}
+
+// Payload comparison, step 2: every mechanism with this payload at `rate`,
+// the rate every payload of the model sustains.
+template <class T>
+void measure_at_common_rate(Output& out, const AsyncBenchConfig& cfg, const std::string& model_name,
+                            const PayloadKind& payload, double rate, double own_max_rate) {
+  auto model = build_model<T>(cfg, model_name);
+  for (ResultMechanism m : selected_mechanisms(cfg, *model)) {
+    out.progress(model_name + "/" + std::string(mechanism_name(m)) + "/" + payload.name + " @ common " +
+                 std::to_string(std::llround(rate)) + "/s");
+    const PointResult p = run_open_loop_point(*model, m,
+                                              point_settings(cfg, rate, cfg.scaled_ms(cfg.point_ms) * 1'000'000,
+                                                             cfg.scaled_ms(cfg.warmup_ms) * 1'000'000, payload.bytes));
+    ++out.done_points;
+    emit_point(out, cfg, model_name, mechanism_name(m), payload, 100.0 * rate / own_max_rate, model->deferred(), p,
+               true);
+  }
+  model->shutdown(ShutdownMode::kDrain);
+}
+
+template <class T>
+void run_model_payload(Output& out, const AsyncBenchConfig& cfg, const std::string& model_name,
+                       const PayloadKind& payload, bool is_sweep_payload, std::map<std::string, double>& max_rates) {
+  auto model = build_model<T>(cfg, model_name);
+  const std::vector<ResultMechanism> mechanisms = selected_mechanisms(cfg, *model);
   if (mechanisms.empty()) return;
 
   if (is_sweep_payload) {
@@ -346,6 +415,8 @@ void run_async_bench(const AsyncBenchConfig& cfg, nlohmann::json& doc, HlogWrite
   doc["config"] = config_json(cfg);
   doc["max_rate_per_s"] = nlohmann::json::object();
   doc["ramps"] = nlohmann::json::object();
+  doc["payload_ramps"] = nlohmann::json::object();
+  doc["payload_common_rate_per_s"] = nlohmann::json::object();
   doc["measurements"] = nlohmann::json::array();
   doc["unavailable"] = nlohmann::json::array();
   if (cfg.pinned && cfg.producer_cpu == cfg.consumer_cpu)
@@ -355,24 +426,36 @@ void run_async_bench(const AsyncBenchConfig& cfg, nlohmann::json& doc, HlogWrite
   Output out{doc, hlog, monotonic_ns()};
   // Per model: its ramp, and a point per payload and mechanism (at most two
   // mechanisms), plus the sweep; then the same-thread resume.
+  // With several payloads, each is also ramped and all are measured at one
+  // rate every payload sustains (the payload comparison, docs/async-study.md).
   const int64_t sweep_extra = static_cast<int64_t>(cfg.sweep_pcts.size());
-  for (size_t k = 0; k < cfg.models.size(); ++k)
-    out.planned_points += 1 + 2 * (static_cast<int64_t>(cfg.payloads.size()) + sweep_extra);
+  const auto payload_count = static_cast<int64_t>(cfg.payloads.size());
+  const int64_t compare_extra = payload_count > 1 ? (payload_count - 1) + 2 * payload_count : 0;
+  for (size_t k = 0; k < cfg.models.size(); ++k) out.planned_points += 1 + 2 * (1 + sweep_extra) + compare_extra;
 
   std::map<std::string, double> max_rates;
   for (const std::string& model : cfg.models) {
-    for (size_t k = 0; k < cfg.payloads.size(); ++k) {
+    with_payload_type(cfg.payloads.front(),
+                      [&]<class T>() { run_model_payload<T>(out, cfg, model, cfg.payloads.front(), true, max_rates); });
+    if (cfg.payloads.size() < 2 || max_rates[model] <= 0) continue;
+    std::map<std::string, double> payload_max = {{cfg.payloads.front().name, max_rates[model]}};
+    double lowest = max_rates[model];
+    for (size_t k = 1; k < cfg.payloads.size(); ++k) {
       const PayloadKind& p = cfg.payloads[k];
-      const bool sweep = k == 0;
-      if (p.name == "void")
-        run_model_payload<void>(out, cfg, model, p, sweep, max_rates);
-      else if (p.name == "long_long")
-        run_model_payload<long long>(out, cfg, model, p, sweep, max_rates);
-      else if (p.name == "vector10000")
-        run_model_payload<std::vector<int>>(out, cfg, model, p, sweep, max_rates);
-      else
-        run_model_payload<std::vector<char>>(out, cfg, model, p, sweep, max_rates);
+      with_payload_type(p, [&]<class T>() { payload_max[p.name] = ramp_payload<T>(out, cfg, model, p); });
+      lowest = std::min(lowest, payload_max[p.name]);
     }
+    if (lowest <= 0) {
+      out.doc["unavailable"].push_back({{"name", "(payload comparison)"},
+                                        {"variant", model},
+                                        {"reason", "a payload's ramp found no sustainable rate"}});
+      continue;
+    }
+    const double common = std::max(1.0, lowest * cfg.measure_at_pct / 100.0);
+    out.doc["payload_common_rate_per_s"][model] = common;
+    for (const PayloadKind& p : cfg.payloads)
+      with_payload_type(p,
+                        [&]<class T>() { measure_at_common_rate<T>(out, cfg, model, p, common, payload_max[p.name]); });
   }
   if (std::find(cfg.models.begin(), cfg.models.end(), "coroutine") != cfg.models.end())
     measure_same_thread_resume(out, cfg);

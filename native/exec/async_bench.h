@@ -3,8 +3,13 @@
 //   1. ramp: per model, raise the offered rate step by step until the backlog
 //      grows during a step (saturation, confirmed by a repeat); the highest
 //      sustained rate is the max (exec/saturation.h);
-//   2. measure every mechanism × payload at measure_at_pct of that max;
+//   2. measure every mechanism at measure_at_pct of that max (sweep payload);
 //   3. sweep the load (sweep_pcts) with the sweep payload to show the tail grow;
+//   3b. with several payloads: ramp each other payload too, then measure every
+//      payload × mechanism at one common rate, measure_at_pct of the lowest
+//      payload max — a rate every payload sustains, so the payload comparison
+//      compares delays, not one payload's overload ("series":
+//      "payload_common_rate" in the document);
 //   4. the same-thread coroutine resume, the coroutine model's floor
 //      (baseline/same_thread_resume.cc).
 // Each point is one open-loop run (exec/open_loop_driver.h).

@@ -122,4 +122,42 @@ void receive_from(std::future<T>& future, const Receiver<T>& receive) {
   }
 }
 
+// The std::promise/std::future mechanism every model offers, written once:
+// the caller's side of a call is a future (or, for a model that must also
+// join something, a subclass that adds it).
+template <class T>
+struct FutureCall : PendingCall<T> {
+  FutureCall() = default;
+  explicit FutureCall(std::future<T> f) : future(std::move(f)) {}
+  void join(const Receiver<T>& receive) override { receive_from(future, receive); }
+  std::future<T> future;
+};
+
+// Makes a Call (FutureCall<T> or a subclass) holding the future of a fresh
+// promise and hands the promise to start(call, promise), which gives it to
+// whoever runs the body — the only thing that differs between models.
+template <class T, class Call = FutureCall<T>, class Start>
+std::unique_ptr<Call> promised_call(Start&& start) {
+  auto call = std::make_unique<Call>();
+  std::promise<T> promise;
+  call->future = promise.get_future();
+  start(*call, std::move(promise));
+  return call;
+}
+
+// A model whose calls run on an Executor it owns (the pools, coroutines):
+// shutting the model down and reading its idle-path counters are the
+// executor's, once for all such models.
+template <class T>
+class ExecutorModel : public AsyncModel<T> {
+ public:
+  explicit ExecutorModel(std::unique_ptr<Executor> executor) : executor_(std::move(executor)) {}
+  Executor& executor() const { return *executor_; }
+  void shutdown(ShutdownMode mode) override { executor_->shutdown(mode); }
+  std::optional<ExecutorCounters> pool_counters() const override { return executor_->counters(); }
+
+ private:
+  std::unique_ptr<Executor> executor_;
+};
+
 }  // namespace tailscope::exec

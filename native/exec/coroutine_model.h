@@ -19,26 +19,23 @@
 namespace tailscope::exec {
 
 template <class T>
-class CoroutineModel final : public AsyncModel<T> {
+class CoroutineModel final : public ExecutorModel<T> {
  public:
-  explicit CoroutineModel(std::unique_ptr<Executor> executor) : executor_(std::move(executor)) {}
+  using ExecutorModel<T>::ExecutorModel;
+  using ExecutorModel<T>::executor;
   std::string_view name() const override { return "coroutine"; }
   std::vector<ResultMechanism> mechanisms() const override {
     return {ResultMechanism::kFuture, ResultMechanism::kResume};
   }
-  void shutdown(ShutdownMode mode) override { executor_->shutdown(mode); }
-  std::optional<ExecutorCounters> pool_counters() const override { return executor_->counters(); }
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
     if (m == ResultMechanism::kFuture) {
-      auto call = std::make_unique<FutureCall>();
-      std::promise<T> promise;
-      call->future = promise.get_future();
-      into_promise(*executor_, std::move(promise), std::move(body));
-      return call;
+      return promised_call<T>([&](FutureCall<T>&, std::promise<T> promise) {
+        into_promise(executor(), std::move(promise), std::move(body));
+      });
     }
-    return std::make_unique<ResumeCall>(run_on(*executor_, std::move(body)));
+    return std::make_unique<ResumeCall>(run_on(executor(), std::move(body)));
   }
 
  private:
@@ -51,11 +48,6 @@ class CoroutineModel final : public AsyncModel<T> {
     }
     fulfil(promise, body);
   }
-
-  struct FutureCall final : PendingCall<T> {
-    void join(const Receiver<T>& receive) override { receive_from(future, receive); }
-    std::future<T> future;
-  };
 
   struct ResumeCall final : PendingCall<T> {
     explicit ResumeCall(Task<T> t) : task(std::move(t)) {}
@@ -84,8 +76,6 @@ class CoroutineModel final : public AsyncModel<T> {
     Task<T> task;
     bool joined = false;
   };
-
-  std::unique_ptr<Executor> executor_;
 };
 
 }  // namespace tailscope::exec

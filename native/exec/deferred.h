@@ -23,16 +23,11 @@ class DeferredModel final : public AsyncModel<T> {
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
     if (m == ResultMechanism::kFuture)
-      return std::make_unique<FutureCall>(std::async(std::launch::deferred, std::move(body)));
+      return std::make_unique<FutureCall<T>>(std::async(std::launch::deferred, std::move(body)));
     return std::make_unique<InlineCall>(std::move(body));
   }
 
  private:
-  struct FutureCall final : PendingCall<T> {
-    explicit FutureCall(std::future<T> f) : future(std::move(f)) {}
-    void join(const Receiver<T>& receive) override { receive_from(future, receive); }
-    std::future<T> future;
-  };
   struct InlineCall final : PendingCall<T> {
     explicit InlineCall(std::function<T()> b) : body(std::move(b)) {}
     void join(const Receiver<T>& receive) override { receive(invoke_for_value(body)); }

@@ -3,9 +3,7 @@
 namespace tailscope::exec {
 
 FixedThreadPool::FixedThreadPool(PoolOptions options) : options_(std::move(options)) {
-  const size_t n = options_.workers == 0 ? 1 : options_.workers;
-  workers_.reserve(n);
-  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+  workers_.start(*this, options_, [this](size_t) { work(); });
 }
 
 FixedThreadPool::~FixedThreadPool() { shutdown(ShutdownMode::kDrain); }
@@ -26,10 +24,7 @@ ExecutorCounters FixedThreadPool::counters() const {
   return {parks_.load(std::memory_order_relaxed), -1};
 }
 
-void FixedThreadPool::work(size_t index) {
-  internal::place_worker(options_, index);
-  internal::current_executor() = this;
-  internal::current_worker_index() = static_cast<int>(index);
+void FixedThreadPool::work() {
   std::unique_lock lock(mu_);
   for (;;) {
     while (queue_.empty() && !closed_) {
@@ -57,9 +52,7 @@ void FixedThreadPool::shutdown(ShutdownMode mode) {
   }
   ready_.notify_all();
   dropped.clear();  // broken promises are delivered here, on the caller's thread
-  std::call_once(joined_, [&] {
-    for (auto& t : workers_) t.join();
-  });
+  workers_.join();
 }
 
 }  // namespace tailscope::exec

@@ -9,10 +9,9 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <thread>
-#include <vector>
 
 #include "exec/executor.h"
+#include "exec/internal/worker_threads.h"
 #include "exec/pool_options.h"
 
 namespace tailscope::exec {
@@ -28,7 +27,7 @@ class FixedThreadPool final : public Executor {
   ExecutorCounters counters() const override;
 
  private:
-  void work(size_t index);
+  void work();
 
   PoolOptions options_;
   std::mutex mu_;
@@ -37,8 +36,7 @@ class FixedThreadPool final : public Executor {
   bool closed_ = false;     // no more outside work
   bool cancelled_ = false;  // drop instead of run
   std::atomic<int64_t> parks_{0};
-  std::once_flag joined_;
-  std::vector<std::thread> workers_;
+  internal::WorkerThreads workers_;
 };
 
 }  // namespace tailscope::exec

@@ -16,36 +16,28 @@
 namespace tailscope::exec {
 
 template <class T>
-class PoolModel final : public AsyncModel<T> {
+class PoolModel final : public ExecutorModel<T> {
  public:
-  explicit PoolModel(std::unique_ptr<Executor> executor) : executor_(std::move(executor)) {}
-  std::string_view name() const override { return executor_->model(); }
+  using ExecutorModel<T>::ExecutorModel;
+  using ExecutorModel<T>::executor;
+  std::string_view name() const override { return executor().model(); }
   std::vector<ResultMechanism> mechanisms() const override {
     return {ResultMechanism::kFuture, ResultMechanism::kContinuation};
   }
-  Executor& executor() { return *executor_; }
-  void shutdown(ShutdownMode mode) override { executor_->shutdown(mode); }
-  std::optional<ExecutorCounters> pool_counters() const override { return executor_->counters(); }
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
     if (m == ResultMechanism::kFuture) {
-      auto call = std::make_unique<FutureCall>();
-      std::promise<T> promise;
-      call->future = promise.get_future();
-      executor_->submit([p = std::move(promise), b = std::move(body)]() mutable { fulfil(p, b); });
-      return call;
+      return promised_call<T>([&](FutureCall<T>&, std::promise<T> promise) {
+        executor().submit([p = std::move(promise), b = std::move(body)]() mutable { fulfil(p, b); });
+      });
     }
     auto call = std::make_unique<SlotCall>();
-    executor_->submit(SlotCompletion{&call->slot, std::move(body)});
+    executor().submit(SlotCompletion{&call->slot, std::move(body)});
     return call;
   }
 
  private:
-  struct FutureCall final : PendingCall<T> {
-    void join(const Receiver<T>& receive) override { receive_from(future, receive); }
-    std::future<T> future;
-  };
   struct SlotCall final : PendingCall<T> {
     // The worker writes into `slot`: never free it under the worker's feet.
     ~SlotCall() override { slot.wait(); }
@@ -72,8 +64,6 @@ class PoolModel final : public AsyncModel<T> {
       }
     }
   };
-
-  std::unique_ptr<Executor> executor_;
 };
 
 }  // namespace tailscope::exec

@@ -6,9 +6,7 @@
 namespace tailscope::exec {
 
 SpinPool::SpinPool(PoolOptions options) : options_(std::move(options)) {
-  const size_t n = options_.workers == 0 ? 1 : options_.workers;
-  workers_.reserve(n);
-  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+  workers_.start(*this, options_, [this](size_t) { work(); });
 }
 
 SpinPool::~SpinPool() { shutdown(ShutdownMode::kDrain); }
@@ -34,10 +32,7 @@ bool SpinPool::try_pop(WorkItem& out) {
   return true;
 }
 
-void SpinPool::work(size_t index) {
-  internal::place_worker(options_, index);
-  internal::current_executor() = this;
-  internal::current_worker_index() = static_cast<int>(index);
+void SpinPool::work() {
   internal::run_spin_then_park_worker(options_, queued_, closed_, parking_,
                                       [this](WorkItem& item) { return try_pop(item); });
 }
@@ -55,9 +50,7 @@ void SpinPool::shutdown(ShutdownMode mode) {
   }
   parking_.wake_all();
   dropped.clear();
-  std::call_once(joined_, [&] {
-    for (auto& t : workers_) t.join();
-  });
+  workers_.join();
 }
 
 }  // namespace tailscope::exec

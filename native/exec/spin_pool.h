@@ -12,11 +12,10 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
-#include <thread>
-#include <vector>
 
 #include "exec/executor.h"
 #include "exec/internal/idle_parking.h"
+#include "exec/internal/worker_threads.h"
 #include "exec/pool_options.h"
 
 namespace tailscope::exec {
@@ -32,7 +31,7 @@ class SpinPool final : public Executor {
   ExecutorCounters counters() const override { return {parking_.parks(), parking_.wake_syscalls()}; }
 
  private:
-  void work(size_t index);
+  void work();
   bool try_pop(WorkItem& out);
 
   PoolOptions options_;
@@ -42,8 +41,7 @@ class SpinPool final : public Executor {
   std::atomic<bool> closed_{false};
   bool cancelled_ = false;  // guarded by mu_
   internal::IdleParking parking_;
-  std::once_flag joined_;
-  std::vector<std::thread> workers_;
+  internal::WorkerThreads workers_;
 };
 
 }  // namespace tailscope::exec

@@ -19,15 +19,9 @@ class StdAsyncModel final : public AsyncModel<T> {
 
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
-    return std::make_unique<FutureCall>(std::async(std::launch::async, std::move(body)));
+    // The future's destructor joins the thread if join() never ran.
+    return std::make_unique<FutureCall<T>>(std::async(std::launch::async, std::move(body)));
   }
-
- private:
-  struct FutureCall final : PendingCall<T> {
-    explicit FutureCall(std::future<T> f) : future(std::move(f)) {}
-    void join(const Receiver<T>& receive) override { receive_from(future, receive); }
-    std::future<T> future;  // its destructor joins the thread if join() never ran
-  };
 };
 
 }  // namespace tailscope::exec

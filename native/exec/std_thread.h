@@ -24,11 +24,9 @@ class StdThreadModel final : public AsyncModel<T> {
   std::unique_ptr<PendingCall<T>> launch(ResultMechanism m, std::function<T()> body) override {
     this->require(m);
     if (m == ResultMechanism::kFuture) {
-      auto call = std::make_unique<FutureCall>();
-      std::promise<T> promise;
-      call->future = promise.get_future();
-      call->thread = std::thread([p = std::move(promise), b = std::move(body)]() mutable { fulfil(p, b); });
-      return call;
+      return promised_call<T, ThreadFutureCall>([&](ThreadFutureCall& call, std::promise<T> promise) {
+        call.thread = std::thread([p = std::move(promise), b = std::move(body)]() mutable { fulfil(p, b); });
+      });
     }
     auto call = std::make_unique<JoinCall>();
     call->thread = std::thread([slot = call.get(), b = std::move(body)]() mutable {
@@ -42,13 +40,14 @@ class StdThreadModel final : public AsyncModel<T> {
   }
 
  private:
-  struct FutureCall final : PendingCall<T> {
-    ~FutureCall() override {
+  // The future, plus the thread that fulfils it and must be joined.
+  struct ThreadFutureCall final : FutureCall<T> {
+    ~ThreadFutureCall() override {
       if (thread.joinable()) thread.join();
     }
     void join(const Receiver<T>& receive) override {
       try {
-        receive_from(future, receive);
+        FutureCall<T>::join(receive);
       } catch (...) {
         // Join before the exception leaves: the thread still holds the
         // promise, and the exception object must not outlive it unordered.
@@ -57,7 +56,6 @@ class StdThreadModel final : public AsyncModel<T> {
       }
       thread.join();
     }
-    std::future<T> future;
     std::thread thread;
   };
   struct JoinCall final : PendingCall<T> {

@@ -8,8 +8,7 @@ namespace tailscope::exec {
 WorkStealingPool::WorkStealingPool(PoolOptions options) : options_(std::move(options)) {
   const size_t n = options_.workers == 0 ? 1 : options_.workers;
   for (size_t i = 0; i < n; ++i) deques_.push_back(std::make_unique<WorkerDeque>());
-  workers_.reserve(n);
-  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this, i] { work(i); });
+  workers_.start(*this, options_, [this](size_t i) { work(i); });
 }
 
 WorkStealingPool::~WorkStealingPool() { shutdown(ShutdownMode::kDrain); }
@@ -57,9 +56,6 @@ bool WorkStealingPool::try_take(size_t index, WorkItem& out) {
 }
 
 void WorkStealingPool::work(size_t index) {
-  internal::place_worker(options_, index);
-  internal::current_executor() = this;
-  internal::current_worker_index() = static_cast<int>(index);
   internal::run_spin_then_park_worker(options_, queued_, closed_, parking_,
                                       [this, index](WorkItem& item) { return try_take(index, item); });
 }
@@ -81,9 +77,7 @@ void WorkStealingPool::shutdown(ShutdownMode mode) {
   }
   parking_.wake_all();
   dropped.clear();
-  std::call_once(joined_, [&] {
-    for (auto& t : workers_) t.join();
-  });
+  workers_.join();
 }
 
 }  // namespace tailscope::exec

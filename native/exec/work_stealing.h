@@ -12,11 +12,11 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "exec/executor.h"
 #include "exec/internal/idle_parking.h"
+#include "exec/internal/worker_threads.h"
 #include "exec/pool_options.h"
 
 namespace tailscope::exec {
@@ -51,8 +51,7 @@ class WorkStealingPool final : public Executor {
   std::atomic<bool> closed_{false};
   bool cancelled_ = false;  // guarded by lifecycle_mu_
   internal::IdleParking parking_;
-  std::once_flag joined_;
-  std::vector<std::thread> workers_;
+  internal::WorkerThreads workers_;
 };
 
 }  // namespace tailscope::exec

@@ -84,7 +84,11 @@ class PoolBlockingModel final : public ConcurrencyModel {
     server_ = std::make_unique<EventLoopServer>(
         listen, o.loops ? o.loops : 1, rt.counters(), [this, &rt](size_t, InboundRequest&& request) {
           auto shared = std::make_shared<InboundRequest>(std::move(request));
-          if (!pool_->try_submit([&rt, shared] { handle(rt, std::move(*shared)); })) rt.reject(std::move(*shared));
+          const bool queued = pool_->try_submit([&rt, shared] {
+            rt.counters().queue_wait.record(monotonic_ns() - shared->received_ns);
+            handle(rt, std::move(*shared));
+          });
+          if (!queued) rt.reject(std::move(*shared));
         });
     server_->start();
   }

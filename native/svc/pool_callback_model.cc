@@ -155,16 +155,16 @@ class PoolCallbackModel final : public ConcurrencyModel {
   void start(ServiceRuntime& rt, ListenSpec listen) override {
     const auto& o = rt.options();
     pool_ = std::make_unique<BoundedPool>(o.workers ? o.workers : kDefaultWorkers, o.queue_capacity);
-    server_ = std::make_unique<EventLoopServer>(listen, o.loops ? o.loops : 1, rt.counters(),
-                                                [this, &rt](size_t, InboundRequest&& request) {
-                                                  auto shared = std::make_shared<InboundRequest>(std::move(request));
-                                                  const bool queued = pool_->try_submit([this, &rt, shared] {
-                                                    auto rs = rt.begin(std::move(*shared));
-                                                    if (rs)
-                                                      std::make_shared<RequestFlow>(rt, *pool_, std::move(*rs))->run();
-                                                  });
-                                                  if (!queued) rt.reject(std::move(*shared));
-                                                });
+    server_ = std::make_unique<EventLoopServer>(
+        listen, o.loops ? o.loops : 1, rt.counters(), [this, &rt](size_t, InboundRequest&& request) {
+          auto shared = std::make_shared<InboundRequest>(std::move(request));
+          const bool queued = pool_->try_submit([this, &rt, shared] {
+            rt.counters().queue_wait.record(monotonic_ns() - shared->received_ns);
+            auto rs = rt.begin(std::move(*shared));
+            if (rs) std::make_shared<RequestFlow>(rt, *pool_, std::move(*rs))->run();
+          });
+          if (!queued) rt.reject(std::move(*shared));
+        });
     server_->start();
   }
   void stop() override {

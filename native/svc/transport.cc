@@ -7,21 +7,29 @@
 #include <cerrno>
 
 #include "core/clock.h"
+#include "core/latency_summary.h"
 #include "net/http.h"
 
 namespace tailscope::svc {
 
+nlohmann::json QueueWaitHistogram::to_json() const {
+  std::lock_guard lock(mu_);
+  return histogram_.total_count() ? latency_summary(histogram_) : nlohmann::json(nullptr);
+}
+
 nlohmann::json ServiceCounters::to_json() const {
-  return {{"requests", requests.load()},
-          {"ok", ok.load()},
-          {"errors", errors.load()},
-          {"rejections", rejections.load()},
-          {"timeouts", timeouts.load()},
-          {"downstream_failures", downstream_failures.load()},
-          {"calls", calls.load()},
-          {"malformed_frames", malformed_frames.load()},
-          {"connections_accepted", connections_accepted.load()},
-          {"http_requests", http_requests.load()}};
+  nlohmann::json out = {{"requests", requests.load()},
+                        {"ok", ok.load()},
+                        {"errors", errors.load()},
+                        {"rejections", rejections.load()},
+                        {"timeouts", timeouts.load()},
+                        {"downstream_failures", downstream_failures.load()},
+                        {"calls", calls.load()},
+                        {"malformed_frames", malformed_frames.load()},
+                        {"connections_accepted", connections_accepted.load()},
+                        {"http_requests", http_requests.load()}};
+  if (nlohmann::json wait = queue_wait.to_json(); !wait.is_null()) out["queue_wait"] = std::move(wait);
+  return out;
 }
 
 int http_status_for(RpcStatus s) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/hdr_histogram.h"
 #include "net/frame.h"
 
 namespace tailscope::svc {
@@ -29,6 +30,23 @@ using net::RpcStatus;
 using net::status_name;
 using net::TraceContext;
 
+// The pool models' queue wait: from a request's parse (InboundRequest::received_ns)
+// to a pool thread picking it up — the "limbo" in which a request waits for a
+// pool whose threads are all blocked (docs/collapse-study.md). Pool threads
+// record concurrently, hence the lock; models without a queue record nothing
+// and the document then has no `queue_wait`.
+class QueueWaitHistogram {
+ public:
+  void record(int64_t wait_ns) {
+    std::lock_guard lock(mu_);
+    histogram_.record(wait_ns < 0 ? 0 : wait_ns);
+  }
+  nlohmann::json to_json() const;  // latency_summary, or null when nothing was recorded
+ private:
+  mutable std::mutex mu_;
+  HdrHistogram histogram_ = HdrHistogram::for_latency_ns();
+};
+
 // Per-service counters, all monotonic, read at shutdown for the result document.
 struct ServiceCounters {
   std::atomic<int64_t> requests{0};             // requests received (parsed)
@@ -41,6 +59,7 @@ struct ServiceCounters {
   std::atomic<int64_t> malformed_frames{0};     // connections closed for a malformed frame or HTTP request
   std::atomic<int64_t> connections_accepted{0};
   std::atomic<int64_t> http_requests{0};
+  QueueWaitHistogram queue_wait;  // pool models only
   nlohmann::json to_json() const;
 };
 

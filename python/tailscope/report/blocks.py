@@ -25,6 +25,9 @@ class Table:
     caption: str
     numeric_from: int = 1  # columns from this index on are right-aligned
     wrap_columns: tuple[int, ...] = ()  # long-text columns that may wrap
+    # (row label, reading): prose about a row, shown under the table in a collapsed list so
+    # that the table keeps to figures and stays one line per row.
+    details: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -37,7 +37,7 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import analyze, asyncmodels, baseline, contention, echo, socialnet, threads
+    from . import analyze, asyncmodels, baseline, collapse, contention, echo, socialnet, threads
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
     return [
@@ -46,6 +46,7 @@ def all_studies() -> list[Study]:
         echo.STUDY,
         socialnet.STUDY,
         threads.STUDY,
+        collapse.STUDY,
         contention.STUDY,
         analyze.STUDY,
     ]

@@ -118,6 +118,32 @@ def measurement(doc: dict | None, name: str, variant: str | None = None) -> Meas
     return None
 
 
+# ---- flagged points: what a finding may cite ------------------------------------------------
+
+
+def point_flags(point: dict) -> list[str]:
+    """Why a study flagged a point (saturated, generator-limited, errors ...), from the point itself:
+    its `flags` list, and `saturated` / `why_saturated` of an engine measurement. Empty: clean."""
+    flags = [str(f) for f in point.get("flags") or []]
+    if point.get("saturated"):
+        why = [str(w) for w in (point.get("observed") or {}).get("why_saturated") or point.get("why_saturated") or []]
+        flags.append("saturated" + (f" ({', '.join(why)})" if why else ""))
+    if point.get("generator_limited"):
+        flags.append("generator-limited")
+    return flags
+
+
+def unflagged(points: Iterable[T], flags: Callable[[T], Sequence[str]]) -> list[T]:
+    """The points a finding may compare without a caveat."""
+    return [p for p in points if not flags(p)]
+
+
+def cite(label: str, flags: Sequence[str]) -> str:
+    """How a finding names a point: a flagged point always carries its flags (the house rule: a
+    finding never cites a flagged point without saying so)."""
+    return f"{label} [flagged: {'; '.join(flags)}]" if flags else label
+
+
 # ---- stored documents and series -------------------------------------------------------------
 
 

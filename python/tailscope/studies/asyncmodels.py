@@ -17,7 +17,7 @@ from ..engines import run_engine
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import find_document, unavailable_notes
+from ._common import find_document, point_flags, unavailable_notes, unflagged
 
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"
@@ -43,6 +43,8 @@ TARGETS = [
     ),
 ]
 RESUME_TARGET_NS = 50.0
+COMMON_RATE = "payload_common_rate"  # the engine's series of the payload comparison
+PAYLOAD_ORDER = ["void", "long_long", "vector10000"]
 
 
 class AsyncModelsStudy:
@@ -123,9 +125,10 @@ class AsyncModelsStudy:
             if fig:
                 sec.blocks.append(fig)
         sec.blocks.append(_delay_table(data, refs))
-        pay = _payload_figure(data, refs)
-        if pay:
-            sec.blocks.append(pay)
+        for delay, label in DELAYS[:2]:
+            pay = _payload_figure(data, delay, label)
+            if pay:
+                sec.blocks.append(pay)
         sweep = _sweep_figure(data)
         if sweep:
             sec.blocks.append(sweep)
@@ -176,6 +179,8 @@ class BenchData:
     def at(self, load: float, name: str | None = None, payload: str | None = None) -> list[dict]:
         out = []
         for m in self.measurements:
+            if m.get("series") == COMMON_RATE:
+                continue
             if m.get("load_pct") is None or abs(float(m["load_pct"]) - load) > 1e-6:
                 continue
             if name and m["name"] != name:
@@ -192,7 +197,19 @@ class BenchData:
         return None
 
     def loads(self) -> list[float]:
-        return sorted({float(m["load_pct"]) for m in self.measurements if m.get("load_pct") is not None})
+        return sorted(
+            {
+                float(m["load_pct"])
+                for m in self.measurements
+                if m.get("load_pct") is not None and m.get("series") != COMMON_RATE
+            }
+        )
+
+    def common_rate(self, name: str) -> list[dict]:
+        """The payload comparison: `name` of every payload at the rate all payloads of a model sustain."""
+        return sorted(
+            (m for m in self.measurements if m.get("series") == COMMON_RATE and m["name"] == name), key=_variant_key
+        )
 
     def resume(self) -> dict | None:
         return next((m for m in self.measurements if m["name"] == "same_thread_resume"), None)
@@ -256,16 +273,7 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
                 refs[ref_name].p50_ns, color="#57606a", linestyle=ls, linewidth=1, label=f"{REF_LABELS[ref_name]} p50"
             )
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    best = min(rows, key=lambda m: _p(m, "50"))
-    worst = max(rows, key=lambda m: _p(m, "50"))
-    ref = refs.get("condvar_handoff")
-    r_best = _ratio(_p(best, "50"), ref)
-    finding = (
-        f"Lowest p50 {label.lower()}: {_label(best)} at {fmt_ns(_p(best, '50'))}"
-        + (f" ({fmt_ratio(r_best)} the condvar hand-off)" if r_best is not None else "")
-        + f"; highest: {_label(worst)} at {fmt_ns(_p(worst, '50'))} "
-        f"({fmt_ratio(_p(worst, '50') / max(_p(best, '50'), 1.0))} the lowest)."
-    )
+    finding = _extremes_finding(rows, label, refs)
     samples = sum(int(m["latency"]["count"]) for m in rows)
     return Figure(
         f"{label} per model ({data.sweep_payload} payload, {data.main_load:g} % of each model's max rate)",
@@ -277,56 +285,105 @@ def _cdf_figure(data: BenchData, delay: str, label: str, refs: dict[str, Ref], p
     )
 
 
-def _payload_figure(data: BenchData, refs: dict[str, Ref]) -> Figure | None:
+def _extremes_finding(rows: list[dict], label: str, refs: dict[str, Ref]) -> str:
+    """Lowest and highest p50 among the points; flagged points are left out (and the line says how
+    many), so a saturated point's queueing is never read as the model's cost."""
+    clean = unflagged(rows, point_flags)
+    left_out = len(rows) - len(clean)
+    skipped = f" ({left_out} flagged point(s) left out: saturated)" if left_out else ""
+    if not clean:
+        return f"Every point was flagged saturated: no lowest or highest {label.lower()} is stated."
+    best = min(clean, key=lambda m: _p(m, "50"))
+    worst = max(clean, key=lambda m: _p(m, "50"))
+    r_best = _ratio(_p(best, "50"), refs.get("condvar_handoff"))
+    return (
+        f"Lowest p50 {label.lower()}: {_label(best)} at {fmt_ns(_p(best, '50'))}"
+        + (f" ({fmt_ratio(r_best)} the condvar hand-off)" if r_best is not None else "")
+        + f"; highest: {_label(worst)} at {fmt_ns(_p(worst, '50'))} "
+        f"({fmt_ratio(_p(worst, '50') / max(_p(best, '50'), 1.0))} the lowest){skipped}."
+    )
+
+
+def payload_finding(rows: list[dict], delay: str) -> str:
+    """The biggest change of p50 `delay` from the smallest to the largest payload of one
+    model/mechanism, from unflagged points only; a pair with a flagged point is never compared."""
+    payloads = sorted({str(m.get("payload")) for m in rows}, key=_payload_key)
+    if len(payloads) < 2:
+        return "No model was measured with more than one payload."
+    small, large = payloads[0], payloads[-1]
+    by = {(m["model"], m["mechanism"], m.get("payload")): m for m in rows}
+    biggest: tuple[float, str, float, float] | None = None
+    flagged_pairs = 0
+    for model, mech in sorted({(m["model"], m["mechanism"]) for m in rows}):
+        ma, mb = by.get((model, mech, small)), by.get((model, mech, large))
+        if not ma or not mb:
+            continue
+        if point_flags(ma) or point_flags(mb):
+            flagged_pairs += 1
+            continue
+        if _p(ma, "50") > 0 and _p(mb, "50") > 0:
+            r = _p(mb, "50") / _p(ma, "50")
+            if biggest is None or abs(math.log(r)) > abs(math.log(biggest[0])):
+                biggest = (r, f"{model}/{mech}", _p(ma, "50"), _p(mb, "50"))
+    skipped = f" {flagged_pairs} pair(s) with a saturated point were not compared." if flagged_pairs else ""
+    if biggest is None:
+        return f"No unflagged pair of payload points to compare {delay.replace('_', ' ')}.{skipped}"
+    r, variant, a, b = biggest
+    return (
+        f"{delay.replace('_', ' ').capitalize()}: payload changes it most for {variant} — p50 "
+        f"{fmt_ns(a)} with {small} vs {fmt_ns(b)} with {large} ({fmt_ratio(r)}), at a rate both sustain.{skipped}"
+    )
+
+
+def _payload_key(p: str) -> tuple[int, str]:
+    return (PAYLOAD_ORDER.index(p) if p in PAYLOAD_ORDER else len(PAYLOAD_ORDER), p)
+
+
+def _payload_figure(data: BenchData, delay: str, label: str) -> Figure | None:
+    """Capstone Figures 13/14: `delay` per payload, every payload of a model at one common rate."""
     import numpy as np
 
-    rows = data.at(data.main_load, "total")
-    payloads = sorted({str(m.get("payload")) for m in rows}, key=lambda p: (p != "void", p != "long_long", p))
+    rows = data.common_rate(delay)
+    payloads = sorted({str(m.get("payload")) for m in rows}, key=_payload_key)
     if len(payloads) < 2:
         return None
     variants = sorted(
         {(m["model"], m["mechanism"]) for m in rows},
         key=lambda v: (MODEL_ORDER.index(v[0]) if v[0] in MODEL_ORDER else 99, v[1]),
     )
-    fig, ax = plots.new_figure(7.5, 4.0)
+    by = {(m["model"], m["mechanism"], m.get("payload")): m for m in rows}
+    fig, ax = plots.new_figure(8.5, 3.8)
     width = 0.8 / len(payloads)
     x = np.arange(len(variants))
     for k, p in enumerate(payloads):
-        vals = []
+        vals, hatch = [], []
         for model, mech in variants:
-            m = data.one(data.main_load, "total", model, mech, p)
+            m = by.get((model, mech, p))
             vals.append(_p(m, "50") if m else np.nan)
-        ax.bar(x + (k - (len(payloads) - 1) / 2) * width, vals, width, label=p, color=plots.PALETTE[k % 8])
+            hatch.append(bool(m and point_flags(m)))
+        bars = ax.bar(x + (k - (len(payloads) - 1) / 2) * width, vals, width, label=p, color=plots.PALETTE[k % 8])
+        for bar, flagged in zip(bars, hatch):
+            if flagged:
+                bar.set_hatch("xx")
     ax.set_yscale("log")
     plots.format_ns_axis(ax.yaxis)
     ax.set_xticks(x, [f"{a}/{b}" for a, b in variants], rotation=35, ha="right", fontsize=7)
-    ax.set_ylabel("p50 total delay")
+    ax.set_ylabel(f"p50 {label.lower()}")
     ax.legend(fontsize=8, title="payload")
-    # Finding: the biggest change between the smallest and the largest payload.
-    biggest: tuple[float, str, str, float, float] | None = None
-    small, large = payloads[0], payloads[-1]
-    for model, mech in variants:
-        ma = data.one(data.main_load, "total", model, mech, small)
-        mb = data.one(data.main_load, "total", model, mech, large)
-        if ma and mb and _p(ma, "50") > 0:
-            r = _p(mb, "50") / _p(ma, "50")
-            if biggest is None or abs(math.log(r)) > abs(math.log(biggest[0])):
-                biggest = (r, model, mech, _p(ma, "50"), _p(mb, "50"))
-    if biggest:
-        r, model, mech, a, b = biggest
-        finding = (
-            f"Payload matters most for {model}/{mech}: p50 total {fmt_ns(a)} with {small} vs {fmt_ns(b)} "
-            f"with {large} ({fmt_ratio(r)})."
-        )
-    else:
-        finding = "No model was measured with more than one payload."
+    rates = data.doc.get("payload_common_rate_per_s", {})
+    rate_text = ", ".join(f"{mm} {fmt_count(r)}/s" for mm, r in sorted(rates.items(), key=lambda kv: _model_key(kv[0])))
     return Figure(
-        f"Payload size and total delay ({data.main_load:g} % of max)",
+        f"{label} per payload, at a rate every payload sustains",
         plots.to_svg(fig),
-        "p50 of val_received − trigger_async_fn per model, mechanism and payload; log scale. "
-        "vector10000 is std::vector<int> of 10 000 elements; bytesN a std::vector<char> of N bytes.",
-        finding,
+        f"p50 per model, mechanism and payload; log scale. Each model's payloads are offered one common rate, "
+        f"{data.main_load:g} % of the lowest of its payloads' own maximum rates ({rate_text}). Hatched: a point "
+        "flagged saturated (not used by the finding). vector10000 is std::vector<int> of 10 000 elements.",
+        payload_finding(rows, delay),
     )
+
+
+def _model_key(model: str) -> int:
+    return MODEL_ORDER.index(model) if model in MODEL_ORDER else 99
 
 
 def _sweep_figure(data: BenchData) -> Figure | None:
@@ -363,9 +420,14 @@ def _sweep_figure(data: BenchData) -> Figure | None:
             linewidth=1.2,
             label=f"{model}/{mech}",
         )
-        lo, hi = pts[0][1], pts[-1][1]
-        if _p(lo, "99") > 0:
-            growth.append((_p(hi, "99") / _p(lo, "99"), model, mech, pts[0][0], pts[-1][0], _p(lo, "99"), _p(hi, "99")))
+        # The growth a finding may state: between the lowest and the highest point not flagged
+        # saturated (a saturated point's tail is queueing that grows with the point's length).
+        clean = [(load, m) for load, m in pts if not point_flags(m)]
+        if len(clean) >= 2 and _p(clean[0][1], "99") > 0:
+            lo, hi = clean[0][1], clean[-1][1]
+            growth.append(
+                (_p(hi, "99") / _p(lo, "99"), model, mech, clean[0][0], clean[-1][0], _p(lo, "99"), _p(hi, "99"))
+            )
     ax.set_yscale("log")
     plots.format_ns_axis(ax.yaxis)
     ax.set_xlabel("offered load, % of the model's own max rate")
@@ -374,11 +436,11 @@ def _sweep_figure(data: BenchData) -> Figure | None:
     if growth:
         g = max(growth)
         finding = (
-            f"The tail grows most for {g[1]}/{g[2]}: p99 total {fmt_ns(g[5])} at {g[3]:g} % → "
-            f"{fmt_ns(g[6])} at {g[4]:g} % of max ({fmt_ratio(g[0])})."
+            f"Among points not flagged saturated, the tail grows most for {g[1]}/{g[2]}: p99 total "
+            f"{fmt_ns(g[5])} at {g[3]:g} % → {fmt_ns(g[6])} at {g[4]:g} % of max ({fmt_ratio(g[0])})."
         )
     else:
-        finding = "Too few load points to compare."
+        finding = "Fewer than two unsaturated load points per model: no growth is stated."
     return Figure(
         f"Load sweep: p99 total delay vs load ({data.sweep_payload} payload)",
         plots.to_svg(fig),
@@ -560,6 +622,7 @@ def explain(m: dict, refs: dict[str, Ref]) -> str:
 
 def _backlog_table(data: BenchData, refs: dict[str, Ref]) -> Table:
     rows = []
+    readings: list[tuple[str, str]] = []
     loads = data.loads()
     shown = sorted({loads[0] if loads else data.main_load, data.main_load})
     for load in shown:
@@ -578,9 +641,9 @@ def _backlog_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                     "—" if rq is None else f"{rq * 100:.0f} %",
                     "—" if parks is None else f"{parks:.2f}",
                     fmt_ns(b.get("empty_queue_scheduling_p50_ns")),
-                    explain(m, refs),
                 ]
             )
+            readings.append((f"{_label(m)} @ {load:g} %", explain(m, refs)))
     return Table(
         "What the calls met: queue, backlog and CPU (scheduling delay)",
         [
@@ -593,7 +656,6 @@ def _backlog_table(data: BenchData, refs: dict[str, Ref]) -> Table:
             "workers on run queue",
             "parks per call",
             "p50, empty queue",
-            "reading",
         ],
         rows,
         "Computed after each point from the five stamps of every call (nothing added to the timed path). Queue = "
@@ -604,12 +666,13 @@ def _backlog_table(data: BenchData, refs: dict[str, Ref]) -> Table:
         "point. Parks per call = times a worker went to sleep in the kernel ÷ calls. p50, empty queue = scheduling "
         "delay of the calls that found no call ahead of them: the hand-off alone.",
         numeric_from=1,
-        wrap_columns=(9,),
+        details=readings,
     )
 
 
 def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
     rows = []
+    readings: list[tuple[str, str]] = []
     loads = data.loads()
     for label, model, mechs, ref_name, limit in TARGETS:
         ref = refs.get(ref_name)
@@ -627,9 +690,9 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                         fmt_ratio(r),
                         f"≤ {limit:g}×",
                         "—" if r is None else ("met" if r <= limit else "not met"),
-                        explain(m, refs),
                     ]
                 )
+                readings.append((rows[-1][0], explain(m, refs)))
                 hand = _backlog(m).get("empty_queue_scheduling_p50_ns")
                 if hand is not None:
                     rh = _ratio(hand, ref)
@@ -641,8 +704,13 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                             fmt_ratio(rh),
                             f"≤ {limit:g}×",
                             "—" if rh is None else ("met" if rh <= limit else "not met"),
-                            f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without queueing",
                         ]
+                    )
+                    readings.append(
+                        (
+                            f"{label} ({mech}, {load:g} % load), empty queue only",
+                            f"{fmt_count(_backlog(m).get('empty_queue_calls'))} calls: the hand-off without queueing",
+                        )
                     )
     resume = data.resume()
     if resume:
@@ -655,19 +723,19 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
                 fmt_ratio(v / RESUME_TARGET_NS),
                 "≤ 1× (50 ns)",
                 "met" if v <= RESUME_TARGET_NS else "not met",
-                "mean of 1000 resume→suspend round trips per sample",
             ]
         )
+        readings.append((rows[-1][0], "mean of 1000 resume→suspend round trips per sample"))
     return Table(
         "Performance targets, as measured (not asserted)",
-        ["target", "measured p50", "reference", "ratio", "target", "verdict", "why (from the data)"],
+        ["target", "measured p50", "reference", "ratio", "target", "verdict"],
         rows,
         "Targets from the study's issue, at the lowest load of the sweep and at the main load. Each is "
         "also shown for the calls that were launched into an empty queue (the hand-off without queueing): "
         "the baseline references are closed-loop (each hand-off starts when both threads are known to be "
         "running), while the benchmark's calls arrive open-loop, also while a worker is off its CPU.",
         numeric_from=1,
-        wrap_columns=(6,),
+        details=readings,
     )
 
 
