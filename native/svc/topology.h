@@ -71,10 +71,18 @@ struct Service {
   std::map<std::string, Endpoint> endpoints;
 };
 
+struct FrontRoute {
+  std::string path;      // HTTP path served
+  std::string endpoint;  // endpoint of the front service it runs
+};
+
 struct FrontSpec {
   std::string service;
   std::string path;      // HTTP path served, e.g. /wrk2-api/post/compose
   std::string endpoint;  // endpoint of `service` an HTTP request runs
+  // `routes`: further paths on the same front (a request mix, e.g. hotel
+  // reservation's /hotels, /recommendations, /user, /reservation).
+  std::vector<FrontRoute> routes;
 };
 
 struct Topology {

@@ -37,10 +37,10 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import analyze, asyncmodels, baseline, echo, socialnet, threads
+    from . import analyze, asyncmodels, baseline, echo, placement, socialnet, threads
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
-    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY, threads.STUDY, analyze.STUDY]
+    return [baseline.STUDY, asyncmodels.STUDY, echo.STUDY, socialnet.STUDY, threads.STUDY, placement.STUDY, analyze.STUDY]
 
 
 def registered_studies() -> list[Study]:
