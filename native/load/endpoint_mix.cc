@@ -13,7 +13,8 @@ namespace tailscope::load {
 namespace {
 
 void check_path(std::string_view where, std::string_view path) {
-  if (path.empty() || path[0] != '/') throw std::invalid_argument(std::string(where) + ": the path must start with '/'");
+  if (path.empty() || path[0] != '/')
+    throw std::invalid_argument(std::string(where) + ": the path must start with '/'");
   if (path.size() > kMaxMixPathBytes)
     throw std::invalid_argument(std::string(where) + ": the path is longer than " + std::to_string(kMaxMixPathBytes) +
                                 " bytes");
@@ -37,8 +38,8 @@ std::string trim(std::string_view s) {
 EndpointMix EndpointMix::parse(std::string_view option, const std::vector<std::string>& specs) {
   if (specs.empty()) throw std::invalid_argument(std::string(option) + ": at least one PATH=WEIGHT is needed");
   if (specs.size() > kMaxMixEndpoints)
-    throw std::invalid_argument(std::string(option) + ": " + std::to_string(specs.size()) +
-                                " endpoints, at most " + std::to_string(kMaxMixEndpoints));
+    throw std::invalid_argument(std::string(option) + ": " + std::to_string(specs.size()) + " endpoints, at most " +
+                                std::to_string(kMaxMixEndpoints));
   EndpointMix mix;
   std::set<std::string> seen;
   for (const std::string& spec : specs) {
@@ -147,8 +148,9 @@ nlohmann::json endpoints_document(const EndpointMix& mix, const std::vector<Endp
   for (const EndpointLatencies& l : merged) sent_total += l.sent_in_window;
   nlohmann::json seeds = nlohmann::json::array();
   for (int w = 0; w < workers; ++w) seeds.push_back(EndpointMixRecorder::worker_seed(seed, w));
-  nlohmann::json out = {{"rng", "mt19937_64 per load thread, one uniform draw per request against the cumulative "
-                                "weights"},
+  nlohmann::json out = {{"rng",
+                         "mt19937_64 per load thread, one uniform draw per request against the cumulative "
+                         "weights"},
                         {"seed", seed},
                         {"worker_seeds", seeds},
                         {"endpoints", nlohmann::json::array()}};
@@ -162,12 +164,11 @@ nlohmann::json endpoints_document(const EndpointMix& mix, const std::vector<Endp
         {"share_intended", mix.share(i)},
         {"requests_sent", l.sent_in_window},
         {"requests_completed", l.completed_in_window},
-        {"share_sent", sent_total > 0 ? nlohmann::json(static_cast<double>(l.sent_in_window) /
-                                                       static_cast<double>(sent_total))
-                                      : nlohmann::json(nullptr)},
+        {"share_sent", sent_total > 0
+                           ? nlohmann::json(static_cast<double>(l.sent_in_window) / static_cast<double>(sent_total))
+                           : nlohmann::json(nullptr)},
         {"achieved_per_s", measured_s > 0 ? static_cast<double>(l.completed_in_window) / measured_s : 0.0},
-        {"hlog_tags",
-         {endpoint_hlog_tag("latency_intended", e), endpoint_hlog_tag("latency_actual", e)}},
+        {"hlog_tags", {endpoint_hlog_tag("latency_intended", e), endpoint_hlog_tag("latency_actual", e)}},
     };
     if (sent_total == 0) row["share_sent_unavailable"] = "no request was sent in the measured window";
     if (l.intended.total_count() == 0) {

@@ -129,7 +129,8 @@ TEST(EndpointMix, RefusesBadSpecsNamingThem) {
   EXPECT_NE(message({"/a=1", "/a=2"}).find("appears twice"), std::string::npos);
   EXPECT_EQ(message({"/q?x=1=2"}), "accepted");  // the last '=' splits
   std::vector<std::string> many;
-  for (size_t i = 0; i <= kMaxMixEndpoints; ++i) many.push_back(std::string("/").append(std::to_string(i)).append("=1"));
+  for (size_t i = 0; i <= kMaxMixEndpoints; ++i)
+    many.push_back(std::string("/").append(std::to_string(i)).append("=1"));
   EXPECT_NE(message(many).find("at most"), std::string::npos);
 }
 

@@ -211,10 +211,9 @@ void LoadWorker::on_readable(Connection& c) {
 }
 
 void LoadWorker::record_endpoint(const InFlightRequest& request, int64_t received_ns) {
-  const int64_t interval =
-      config_.record_intervals
-          ? (received_ns - clock_.measure_start_ns) / static_cast<int64_t>(config_.hlog_interval_s * 1e9)
-          : -1;
+  const int64_t interval = config_.record_intervals ? (received_ns - clock_.measure_start_ns) /
+                                                          static_cast<int64_t>(config_.hlog_interval_s * 1e9)
+                                                    : -1;
   mix_->on_response(request.endpoint, received_ns - request.intended_ns, received_ns - request.actual_ns, interval);
 }
 

@@ -139,7 +139,7 @@ class LoadWorker {
   int64_t last_housekeeping_ns_ = 0;
   int64_t in_flight_total_ = 0;
   WorkerResult result_;
-  std::unique_ptr<RequestTiming> timing_;  // stamps and records into result_
+  std::unique_ptr<RequestTiming> timing_;     // stamps and records into result_
   std::unique_ptr<EndpointMixRecorder> mix_;  // --mix only
   std::vector<char> recv_buffer_;
 };

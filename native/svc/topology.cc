@@ -257,8 +257,8 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     const json& f = doc["front"];
     const std::string where = origin + ": front";
     check_keys(f, {"service", "path", "endpoint", "routes"}, where);
-    FrontSpec fs{need_string(f, "service", where), need_string(f, "path", where), need_string(f, "endpoint", where),
-                 {}};
+    FrontSpec fs{
+        need_string(f, "service", where), need_string(f, "path", where), need_string(f, "endpoint", where), {}};
     if (!t.services.count(fs.service)) bad(where, "unknown service '" + fs.service + "'");
     if (!t.services.at(fs.service).endpoints.count(fs.endpoint))
       bad(where, "service '" + fs.service + "' has no endpoint '" + fs.endpoint + "'");

@@ -212,9 +212,10 @@ int main(int argc, char** argv) {
       std::ostringstream text;
       HlogWriter hlog(text);
       hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 + 0.005,
-                        config.mix.empty() ? "tailscope-load interval histograms (ns), tags latency_intended / latency_actual"
-                                          : "tailscope-load interval histograms (ns), tags latency_intended / "
-                                            "latency_actual (all requests) and <tag>@PATH per --mix endpoint");
+                        config.mix.empty()
+                            ? "tailscope-load interval histograms (ns), tags latency_intended / latency_actual"
+                            : "tailscope-load interval histograms (ns), tags latency_intended / "
+                              "latency_actual (all requests) and <tag>@PATH per --mix endpoint");
       for (size_t k = 0; k < result.intervals.size(); ++k) {
         const double t0 = static_cast<double>(k) * config.hlog_interval_s;
         hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].intended, "latency_intended");
@@ -225,7 +226,8 @@ int main(int argc, char** argv) {
           const MixEndpoint& endpoint = config.mix.endpoints()[e];
           hlog.write_interval(t0, config.hlog_interval_s, per[k]->intended,
                               endpoint_hlog_tag("latency_intended", endpoint));
-          hlog.write_interval(t0, config.hlog_interval_s, per[k]->actual, endpoint_hlog_tag("latency_actual", endpoint));
+          hlog.write_interval(t0, config.hlog_interval_s, per[k]->actual,
+                              endpoint_hlog_tag("latency_actual", endpoint));
         }
       }
       write_file_atomic(hlog_path, text.str());

@@ -397,7 +397,10 @@ class PlacementStudy:
             out, traces = art / f"graph-{tag}.json", art / "traces" / tag
             stress_docs: list[dict] = []
             series: dict[str, list[float]] = {}
-            with graph(topo_json, MODEL, out, TRACE_SAMPLE, traces, extra=flags) as (port, ready):
+            traced = rate > 0  # the closed-loop ceiling only sets the rate: no traces
+            with graph(
+                topo_json, MODEL, out, TRACE_SAMPLE if traced else 0.0, traces if traced else None, extra=flags
+            ) as (port, ready):
                 with _stress(stress[0], stress[1], stress[2], plan.warmup_s + plan.duration_s + 1.0, stress_docs):
                     args = http_load_args(
                         port, "/", CONNECTIONS, rate, plan.duration_s, plan.warmup_s, timeout="2s", cpus=load_cpus
