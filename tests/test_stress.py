@@ -38,9 +38,7 @@ MEMORY_KERNELS = {
 
 def run_stress(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path / "stress.json"
-    r = subprocess.run(
-        [str(STRESS), *args, "--out", str(out)], capture_output=True, text=True, timeout=HANG_GUARD_S
-    )
+    r = subprocess.run([str(STRESS), *args, "--out", str(out)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     return r, out
 
 

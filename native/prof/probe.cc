@@ -41,7 +41,7 @@ json describe(const std::vector<EventSpec>& table, const std::vector<EventReadin
 json probe_counters() {
   const CpuIdentity cpu = read_cpu_identity();
   const std::string pmu = core_pmu_dir();
-  json out = {{"cpu", {{"vendor", cpu.vendor}, {"family", cpu.family}, {"model", cpu.model}}},
+  json out = {{"cpu_identity", {{"vendor", cpu.vendor}, {"family", cpu.family}, {"model", cpu.model}}},
               {"pmu_sysfs", pmu.empty() ? json(nullptr) : json(pmu)},
               {"pmu_events", sysfs_event_names(pmu)},
               {"pipeline_width", default_pipeline_width(cpu)}};
