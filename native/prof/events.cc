@@ -179,7 +179,7 @@ const std::vector<std::string>& hardware_event_names() {
 
 std::string core_pmu_dir(const std::string& devices_dir) {
   for (const char* name : {"cpu", "cpu_core"}) {
-    const std::string dir = devices_dir + "/" + name;
+    std::string dir = devices_dir + "/" + name;
     std::error_code ec;
     if (std::filesystem::exists(dir + "/type", ec)) return dir;
   }
