@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/affinity.h"
+
 namespace tailscope::svc {
 namespace {
 
@@ -198,12 +200,23 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     Service s;
     s.name = need_string(sj, "name", where);
     where = origin + ": service '" + s.name + "'";
-    check_keys(sj, {"name", "port", "model", "endpoints", "description"}, where);
+    check_keys(sj, {"name", "port", "model", "cpus", "endpoints", "description"}, where);
     if (sj.contains("port")) {
       if (!integer_in(sj["port"], 0, 65535)) bad(where, "'port' must be in 0 … 65535");
       s.port = sj["port"];
     }
     if (sj.contains("model")) s.model = need_string(sj, "model", where);
+    if (sj.contains("cpus")) {
+      // Only the syntax here: which CPUs exist is the machine's business (tailscope-svc --all checks it).
+      if (!sj["cpus"].is_string()) bad(where, "'cpus' must be a cpu list string such as \"0-1,3\"");
+      s.cpus = sj["cpus"].get<std::string>();
+      if (s.cpus.empty()) bad(where, "'cpus' is empty: it leaves the service with no CPU: refused");
+      try {
+        parse_cpu_list(s.cpus);
+      } catch (const std::invalid_argument& e) {
+        bad(where, std::string("'cpus': ") + e.what());
+      }
+    }
     if (!sj.contains("endpoints") || !sj["endpoints"].is_array() || sj["endpoints"].empty())
       bad(where, "needs a non-empty array 'endpoints'");
     for (const auto& ej : sj["endpoints"]) {

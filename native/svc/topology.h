@@ -68,6 +68,7 @@ struct Service {
   std::string name;
   int port = 0;       // 0: assigned at start (--all) or ephemeral
   std::string model;  // "" = the command line's --model
+  std::string cpus;   // "" = no placement; else a cpu list ("0-1,3"), checked against the machine at run time
   std::map<std::string, Endpoint> endpoints;
 };
 
