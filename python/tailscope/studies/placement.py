@@ -581,16 +581,21 @@ def _derived(sv: dict) -> tuple[dict[str, float], list[str]]:
         return {}, ["the graph's documents carry no per-service hardware counters (tailscope-svc without --counters)"]
     values: dict[str, float] = {}
     reasons: list[str] = []
+    given = derived.get("reasons") if isinstance(derived.get("reasons"), dict) else {}
     for key, raw in derived.items():
+        if key == "reasons":
+            continue
         v: object = raw
+        why = given.get(key) or derived.get(f"{key}_reason")
         if isinstance(raw, dict) and "value" in raw:  # {value, reason}
             v, why = raw.get("value"), raw.get("reason")
-        else:
-            why = derived.get(f"{key}_reason")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             values[key] = float(v)
-        elif isinstance(v, dict):  # top-down: {frontend_bound, ...}
-            values |= {f"{key}.{k}": float(x) for k, x in v.items() if isinstance(x, (int, float))}
+        elif isinstance(v, dict):  # top-down: {source, frontend_bound, ...} or {reason}
+            parts = {f"{key}.{k}": float(x) for k, x in v.items() if isinstance(x, (int, float))}
+            values |= parts
+            if not parts and v.get("reason"):
+                reasons.append(f"{key}: {v['reason']}")
         elif why:
             reasons.append(f"{key}: {why}")
     return values, reasons
