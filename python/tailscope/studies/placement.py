@@ -715,6 +715,13 @@ def summarize(docs: list[dict], analysis: dict) -> dict:
                     else ""
                 )
             )
+    knap = (analysis.get("scenarios") or {}).get("knapsack") or {}
+    if knap.get("performance") == []:
+        notes.append(
+            "The knapsack placed no service on the performance pool: no tested service had a score > 0 "
+            f"(scores: {', '.join(f'{k} {v:.3f}' for k, v in ((k, v['score']) for k, v in scores.items()) if v is not None) or 'none'}); "
+            "its scenario is then the general pool for everything."
+        )
     scored = {s: v for s, v in scores.items() if v["score"] is not None}
     if scored:
         top = max(scored, key=lambda s: scored[s]["score"])
