@@ -115,6 +115,9 @@ INVALID = [
     ("count-text", _set(_store, "count", "ten"), "'count' must be an integer in 1 … 1000"),
     ("hit-ratio", _set(_store, "hit_ratio", 1.5), "'hit_ratio' must be in [0, 1]"),
     ("on-miss-alone", lambda d: _store(d).pop("hit_ratio"), "'on_miss' needs 'hit_ratio'"),
+    ("cpus-empty", _set(lambda d: d["services"][1], "cpus", ""), "leaves the service with no CPU: refused"),
+    ("cpus-reversed", _set(lambda d: d["services"][1], "cpus", "3-1"), "'cpus': bad cpu list '3-1'"),
+    ("cpus-number", _set(lambda d: d["services"][1], "cpus", 1), "'cpus' must be a cpu list string"),
     ("port", _set(lambda d: d["services"][1], "port", 70000), "'port' must be in 0 … 65535"),
     ("port-text", _set(lambda d: d["services"][1], "port", "9000"), "'port' must be in 0 … 65535"),
     ("call-timeout", _set(lambda d: d, "call_timeout_ms", 0), "'call_timeout_ms' must be in (0, 600000]"),
@@ -217,3 +220,10 @@ def test_yaml_values_json_cannot_carry_are_errors_and_nothing_is_written(value, 
 def test_the_shipped_topologies_pass_the_shared_validation():
     for path in sorted(topology.REPO_ROOT.glob("topologies/*.yaml")):
         assert topology.services(topology.load(path)), path
+
+
+@needs_engine
+def test_per_service_cpus_pass_through_validation_unchanged(tmp_path):
+    d = copy.deepcopy(BASE)
+    d["services"][1]["cpus"] = "0-1,3"
+    assert topology.validate(d, "t.json")["services"][1]["cpus"] == "0-1,3"

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "load/endpoint_mix.h"
+
 namespace tailscope::load {
 
 enum class Arrival { kFixed, kPoisson };
@@ -28,6 +30,7 @@ struct LoadConfig {
   LoadProtocol protocol = LoadProtocol::kEcho;
   size_t payload_bytes = 64;  // echo; rpc: request payload
   std::string http_path = "/";
+  EndpointMix mix;           // http: --mix PATH=WEIGHT (endpoint_mix.h); empty: every request to http_path
   std::string rpc_method;    // rpc: the endpoint called (e.g. compose_post)
   bool rpc_sampled = false;  // rpc: set the trace context's sampled flag (random trace ids)
   std::vector<int> cpus;     // worker i on cpus[i % size]; empty: unpinned

@@ -133,6 +133,7 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     t.errors.add(r.errors);
     if (t.first_violation.empty()) t.first_violation = r.first_violation;
     if (t.first_connect_error.empty()) t.first_connect_error = r.first_connect_error;
+    merge_endpoint_latencies(t.endpoints, r.endpoints);
     for (size_t k = 0; k < r.intervals.size(); ++k) {
       if (merged.intervals.size() <= k) merged.intervals.resize(k + 1);
       if (r.intervals[k]) {

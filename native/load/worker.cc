@@ -39,6 +39,8 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
     connections_[i].id = static_cast<uint32_t>(first_connection + i);
     connections_[i].protocol = make_client_protocol(config, connections_[i].id);
   }
+  if (!config.mix.empty())
+    mix_ = std::make_unique<EndpointMixRecorder>(config.mix, config.host, config.seed, index, result_.endpoints);
   if (config.open_loop()) interval_ns_ = static_cast<int64_t>(1e9 * config.connections / config.rate_per_s);
   recv_buffer_.resize(65536);
 }
@@ -113,8 +115,16 @@ int64_t LoadWorker::advance_schedule(Connection& c) {
 // The send path: build, stamp and account (RequestTiming), send.
 void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
   const size_t queued = c.out.size();
-  c.protocol->append_request(c.seq++, c.out);
-  const Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
+  uint32_t endpoint = 0;
+  if (mix_) {
+    endpoint = mix_->append_request(c.out);  // http only: no per-request state in the protocol
+    ++c.seq;
+  } else {
+    c.protocol->append_request(c.seq++, c.out);
+  }
+  Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
+  sent.endpoint = endpoint;
+  if (mix_ && timing_->in_window(sent.intended_ns)) mix_->on_sent(endpoint);
   const int64_t actual = sent.actual_ns;
   c.in_flight.push_back(sent);
   ++in_flight_total_;
@@ -181,6 +191,7 @@ void LoadWorker::on_readable(Connection& c) {
           const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
           if (!answered_ok) ++result_.errors.bad_status;
           timing_->on_response(p, received, answered_ok, response_bytes);
+          if (mix_ && answered_ok && timing_->in_window(p.intended_ns)) record_endpoint(p, received);
         });
     if (!ok || unexpected) {
       if (result_.first_violation.empty())
@@ -197,6 +208,13 @@ void LoadWorker::on_readable(Connection& c) {
     }
     if (static_cast<size_t>(r) < recv_buffer_.size()) return;
   }
+}
+
+void LoadWorker::record_endpoint(const InFlightRequest& request, int64_t received_ns) {
+  const int64_t interval = config_.record_intervals ? (received_ns - clock_.measure_start_ns) /
+                                                          static_cast<int64_t>(config_.hlog_interval_s * 1e9)
+                                                    : -1;
+  mix_->on_response(request.endpoint, received_ns - request.intended_ns, received_ns - request.actual_ns, interval);
 }
 
 void LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {

@@ -54,6 +54,7 @@ struct RunClock {
 // One request in flight: its two send-side stamps.
 struct InFlightRequest {
   int64_t intended_ns, actual_ns;
+  uint32_t endpoint = 0;  // --mix: which endpoint it asked for
 };
 
 struct IntervalHistograms {
@@ -74,6 +75,7 @@ struct WorkerResult {
   int64_t connections_established = 0;
   ErrorCounts errors;
   std::vector<std::unique_ptr<IntervalHistograms>> intervals;  // --hlog only
+  std::vector<EndpointLatencies> endpoints;                    // --mix only: per endpoint, in mix order
   std::string first_violation;
   std::string first_connect_error;
 };
@@ -123,6 +125,7 @@ class LoadWorker {
   void housekeeping(int64_t now);
   int64_t advance_schedule(Connection& c);
   void update_interest(Connection& c);
+  void record_endpoint(const InFlightRequest& request, int64_t received_ns);  // --mix
 
   const LoadConfig& config_;
   int index_;
@@ -136,7 +139,8 @@ class LoadWorker {
   int64_t last_housekeeping_ns_ = 0;
   int64_t in_flight_total_ = 0;
   WorkerResult result_;
-  std::unique_ptr<RequestTiming> timing_;  // stamps and records into result_
+  std::unique_ptr<RequestTiming> timing_;     // stamps and records into result_
+  std::unique_ptr<EndpointMixRecorder> mix_;  // --mix only
   std::vector<char> recv_buffer_;
 };
 

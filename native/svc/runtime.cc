@@ -241,7 +241,8 @@ ServiceInstance::ServiceInstance(const Topology& topology, const std::string& se
   runtime_ = std::make_unique<ServiceRuntime>(topology, service, ports, options, timers);
   listen_.fd = listen_fd;
   if (topology.front && topology.front->service == service) {
-    route_ = std::make_unique<HttpRoute>(HttpRoute{topology.front->path, topology.front->endpoint});
+    route_ = std::make_unique<HttpRoute>(HttpRoute{topology.front->path, topology.front->endpoint, {}});
+    for (const FrontRoute& r : topology.front->routes) route_->more.emplace_back(r.path, r.endpoint);
     listen_.kind = WireKind::kHttp;
     listen_.route = route_.get();
   }

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/affinity.h"
+
 namespace tailscope::svc {
 namespace {
 
@@ -198,12 +200,23 @@ Topology parse_topology(const json& doc, const std::string& origin) {
     Service s;
     s.name = need_string(sj, "name", where);
     where = origin + ": service '" + s.name + "'";
-    check_keys(sj, {"name", "port", "model", "endpoints", "description"}, where);
+    check_keys(sj, {"name", "port", "model", "cpus", "endpoints", "description"}, where);
     if (sj.contains("port")) {
       if (!integer_in(sj["port"], 0, 65535)) bad(where, "'port' must be in 0 … 65535");
       s.port = sj["port"];
     }
     if (sj.contains("model")) s.model = need_string(sj, "model", where);
+    if (sj.contains("cpus")) {
+      // Only the syntax here: which CPUs exist is the machine's business (tailscope-svc --all checks it).
+      if (!sj["cpus"].is_string()) bad(where, "'cpus' must be a cpu list string such as \"0-1,3\"");
+      s.cpus = sj["cpus"].get<std::string>();
+      if (s.cpus.empty()) bad(where, "'cpus' is empty: it leaves the service with no CPU: refused");
+      try {
+        parse_cpu_list(s.cpus);
+      } catch (const std::invalid_argument& e) {
+        bad(where, std::string("'cpus': ") + e.what());
+      }
+    }
     if (!sj.contains("endpoints") || !sj["endpoints"].is_array() || sj["endpoints"].empty())
       bad(where, "needs a non-empty array 'endpoints'");
     for (const auto& ej : sj["endpoints"]) {
@@ -256,12 +269,29 @@ Topology parse_topology(const json& doc, const std::string& origin) {
   if (doc.contains("front")) {
     const json& f = doc["front"];
     const std::string where = origin + ": front";
-    check_keys(f, {"service", "path", "endpoint"}, where);
-    FrontSpec fs{need_string(f, "service", where), need_string(f, "path", where), need_string(f, "endpoint", where)};
+    check_keys(f, {"service", "path", "endpoint", "routes"}, where);
+    FrontSpec fs{
+        need_string(f, "service", where), need_string(f, "path", where), need_string(f, "endpoint", where), {}};
     if (!t.services.count(fs.service)) bad(where, "unknown service '" + fs.service + "'");
     if (!t.services.at(fs.service).endpoints.count(fs.endpoint))
       bad(where, "service '" + fs.service + "' has no endpoint '" + fs.endpoint + "'");
     if (fs.path.empty() || fs.path[0] != '/') bad(where, "path must start with '/'");
+    std::set<std::string> paths{fs.path};
+    if (f.contains("routes")) {
+      if (!f["routes"].is_array()) bad(where, "routes must be a list of {path, endpoint}");
+      for (size_t i = 0; i < f["routes"].size(); ++i) {
+        const json& r = f["routes"][i];
+        const std::string rw = where + ": routes[" + std::to_string(i) + "]";
+        if (!r.is_object()) bad(rw, "must be a mapping {path, endpoint}");
+        check_keys(r, {"path", "endpoint"}, rw);
+        FrontRoute route{need_string(r, "path", rw), need_string(r, "endpoint", rw)};
+        if (route.path.empty() || route.path[0] != '/') bad(rw, "path must start with '/'");
+        if (!paths.insert(route.path).second) bad(rw, "path '" + route.path + "' is served twice");
+        if (!t.services.at(fs.service).endpoints.count(route.endpoint))
+          bad(rw, "service '" + fs.service + "' has no endpoint '" + route.endpoint + "'");
+        fs.routes.push_back(std::move(route));
+      }
+    }
     t.front = fs;
   }
   return t;

@@ -68,13 +68,22 @@ struct Service {
   std::string name;
   int port = 0;       // 0: assigned at start (--all) or ephemeral
   std::string model;  // "" = the command line's --model
+  std::string cpus;   // "" = no placement; else a cpu list ("0-1,3"), checked against the machine at run time
   std::map<std::string, Endpoint> endpoints;
+};
+
+struct FrontRoute {
+  std::string path;      // HTTP path served
+  std::string endpoint;  // endpoint of the front service it runs
 };
 
 struct FrontSpec {
   std::string service;
   std::string path;      // HTTP path served, e.g. /wrk2-api/post/compose
   std::string endpoint;  // endpoint of `service` an HTTP request runs
+  // `routes`: further paths on the same front (a request mix, e.g. hotel
+  // reservation's /hotels, /recommendations, /user, /reservation).
+  std::vector<FrontRoute> routes;
 };
 
 struct Topology {

@@ -167,5 +167,18 @@ TEST(Topology, ParseTopologyTextReturnsTheDocumentAndNamesTheOrigin) {
   }
 }
 
+TEST(Topology, PerServiceCpusAreACheckedCpuList) {
+  json doc = two_services();
+  doc["services"][0]["cpus"] = "0-1,3";
+  EXPECT_EQ(parse_topology(doc).service("a").cpus, "0-1,3");
+  EXPECT_EQ(parse_topology(two_services()).service("b").cpus, "");  // no placement unless asked
+  doc["services"][0]["cpus"] = "";
+  EXPECT_NE(error_of(doc).find("no CPU: refused"), std::string::npos) << error_of(doc);
+  doc["services"][0]["cpus"] = "1-0";
+  EXPECT_NE(error_of(doc).find("service 'a': 'cpus': bad cpu list '1-0'"), std::string::npos) << error_of(doc);
+  doc["services"][0]["cpus"] = 1;
+  EXPECT_NE(error_of(doc).find("'cpus' must be a cpu list string"), std::string::npos) << error_of(doc);
+}
+
 }  // namespace
 }  // namespace tailscope::svc

@@ -124,7 +124,8 @@ bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
       http_close_after_ = std::min(http_close_after_, seq);
     }
     std::string_view path = r.target.substr(0, r.target.find('?'));
-    if (route_ == nullptr || path != route_->path || (r.method != "GET" && r.method != "POST")) {
+    const std::string* endpoint = route_ == nullptr ? nullptr : route_->endpoint_for(path);
+    if (endpoint == nullptr || (r.method != "GET" && r.method != "POST")) {
       respond(seq, RpcStatus::kUnknownMethod, "");
       continue;
     }
@@ -132,7 +133,7 @@ bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
     InboundRequest req;
     req.conn = shared_from_this();
     req.id = seq;
-    req.method = route_->endpoint;
+    req.method = *endpoint;
     req.payload = std::string(r.body);
     req.from_http = true;
     req.received_ns = monotonic_ns();

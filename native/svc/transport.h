@@ -13,6 +13,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/hdr_histogram.h"
 #include "net/frame.h"
@@ -68,6 +71,15 @@ enum class WireKind { kRpc, kHttp };
 struct HttpRoute {
   std::string path;      // e.g. /wrk2-api/post/compose (query string ignored)
   std::string endpoint;  // the endpoint it runs
+  // Further path → endpoint pairs (topology front.routes), looked up after `path`.
+  std::vector<std::pair<std::string, std::string>> more;
+  // The endpoint `request_path` runs, or nullptr (404).
+  const std::string* endpoint_for(std::string_view request_path) const {
+    if (request_path == path) return &endpoint;
+    for (const auto& [p, e] : more)
+      if (request_path == p) return &e;
+    return nullptr;
+  }
 };
 
 class ServerConnection;

@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
   std::string threads_text = "1", pipeline_text = "1", payload_text = "64", port_text, spin_text = "20",
               seed_text = "1", hlog_interval_text = "1", server_pid_text;
   std::string arrival_text = "fixed";
+  std::vector<std::string> mix_specs;
+  std::string mix_file;
   bool print_latency = false, allow_errors = false;
   int server_pid = 0;
   double spin_us = 20.0;
@@ -87,6 +89,10 @@ int main(int argc, char** argv) {
   app.add_option("--host", config.host, "Server address (loopback only)");
   app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
+  app.add_option("--mix", mix_specs,
+                 "http: a weighted endpoint mix, PATH=WEIGHT, repeatable (each request picks its path by weight; "
+                 "one histogram per endpoint)");
+  app.add_option("--mix-file", mix_file, "http: the mix from a file, one PATH=WEIGHT per line ('#' comments)");
   app.add_option("--cpus", cpus_text, "CPU list the load threads are pinned to (round robin)");
   app.add_option("--timeout", timeout_text, "A request unanswered this long is a timeout error, 1ms … 1h");
   app.add_option("--spin-us", spin_text, "Pacing: sleep until this close to a send, then busy-poll, 0 … 10000");
@@ -126,6 +132,16 @@ int main(int argc, char** argv) {
       make_client_protocol(config, 0);  // validates --rpc-method and the frame size before any connection
     } else if (!config.rpc_method.empty() || config.rpc_sampled) {
       throw std::invalid_argument("--rpc-method / --rpc-sampled apply only to --protocol rpc");
+    }
+    if (!mix_specs.empty() && !mix_file.empty()) throw std::invalid_argument("give --mix or --mix-file, not both");
+    if (!mix_file.empty()) mix_specs = EndpointMix::read_specs_file(mix_file);
+    if (!mix_specs.empty()) {
+      if (config.protocol != LoadProtocol::kHttp)
+        throw std::invalid_argument("--mix / --mix-file apply only to --protocol http");
+      if (config.http_path != "/")
+        throw std::invalid_argument("--mix names every request path; drop --path " + config.http_path +
+                                    " (or the target's path)");
+      config.mix = EndpointMix::parse(mix_file.empty() ? "--mix" : "--mix-file " + mix_file, mix_specs);
     }
     if (config.port <= 0)
       throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
@@ -178,21 +194,41 @@ int main(int argc, char** argv) {
       doc["config"]["rpc_method"] = config.rpc_method;
       doc["config"]["rpc_sampled"] = config.rpc_sampled;
     }
+    if (!config.mix.empty()) {
+      nlohmann::json mix = nlohmann::json::array();
+      for (const MixEndpoint& e : config.mix.endpoints()) mix.push_back({{"path", e.path}, {"weight", e.weight}});
+      doc["config"]["mix"] = mix;
+    }
     doc["measurements"] = nlohmann::json::array();
     doc["unavailable"] = nlohmann::json::array();
     const double start_epoch_s = static_cast<double>(realtime_ns()) / 1e9;
     MergedResult result = run_load(config, g_interrupted, server_pid);
     fill_document(doc, config, result);
+    if (!config.mix.empty())
+      doc["endpoints"] = endpoints_document(config.mix, result.totals.endpoints, result.measured_s, config.seed,
+                                            std::min(config.threads, config.connections));
 
     if (!hlog_path.empty()) {
       std::ostringstream text;
       HlogWriter hlog(text);
       hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 + 0.005,
-                        "tailscope-load interval histograms (ns), tags latency_intended / latency_actual");
+                        config.mix.empty()
+                            ? "tailscope-load interval histograms (ns), tags latency_intended / latency_actual"
+                            : "tailscope-load interval histograms (ns), tags latency_intended / "
+                              "latency_actual (all requests) and <tag>@PATH per --mix endpoint");
       for (size_t k = 0; k < result.intervals.size(); ++k) {
         const double t0 = static_cast<double>(k) * config.hlog_interval_s;
         hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].intended, "latency_intended");
         hlog.write_interval(t0, config.hlog_interval_s, result.intervals[k].actual, "latency_actual");
+        for (size_t e = 0; e < config.mix.size(); ++e) {
+          const auto& per = result.totals.endpoints[e].intervals;
+          if (k >= per.size() || !per[k]) continue;  // nothing of this endpoint completed in this interval
+          const MixEndpoint& endpoint = config.mix.endpoints()[e];
+          hlog.write_interval(t0, config.hlog_interval_s, per[k]->intended,
+                              endpoint_hlog_tag("latency_intended", endpoint));
+          hlog.write_interval(t0, config.hlog_interval_s, per[k]->actual,
+                              endpoint_hlog_tag("latency_actual", endpoint));
+        }
       }
       write_file_atomic(hlog_path, text.str());
       doc["artifacts"] = {{"hlog", hlog_path}};

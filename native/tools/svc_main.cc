@@ -22,16 +22,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "core/affinity.h"
 #include "core/clock.h"
 #include "core/proc_sampler.h"
 #include "core/result_writer.h"
 #include "net/socket.h"
+#include "prof/counters.h"
+#include "prof/placement.h"
 #include "svc/runtime.h"
 #include "svc/thread_limit.h"
 #include "svc/tracer.h"
@@ -51,6 +57,11 @@ struct Flags {
   int64_t restart_ms = 1000;
   RuntimeOptions runtime;
   double timeout_ms = 0;
+  // Placement and counters (docs/microservices.md, docs/prof.md).
+  std::vector<std::string> placements;  // --placement NAME=CPULIST, repeatable (--all)
+  std::string placement_mechanism = "affinity";
+  std::string counters = "process";
+  std::string cpus;  // --cpus LIST (single-service mode)
 };
 
 std::map<std::string, int> parse_ports(const std::string& text) {
@@ -120,6 +131,96 @@ void check_workers(const Flags& f) {
   check_workers_fit(static_cast<int64_t>(f.runtime.workers), std::max<int64_t>(pools, 1), kOwnThreadsPerProcess);
 }
 
+// ---- Per-service placement and counters (--all). Kept apart from the
+// supervisor's own logic: spawn() calls them at three points (in the child
+// before exec, in the parent after fork, and on each tick).
+
+// What the supervisor applies to and learns about one service.
+struct ServiceProfile {
+  std::vector<int> cpus;  // empty: no placement
+  prof::ThreadAffinityObserver observer;
+  std::vector<prof::CounterSet> counter_sets;  // one per incarnation (process mode) or one (cpu mode)
+  std::string counters_reason;                 // why counting could not start, "" if it did
+};
+
+struct Profiling {
+  prof::PlacementMechanism mechanism = prof::PlacementMechanism::kAffinity;
+  prof::CounterMode counter_mode = prof::CounterMode::kProcess;
+  std::vector<prof::EventSpec> events;
+  int pipeline_width = 4;
+  std::optional<prof::CgroupCpuset> cgroup;
+  std::map<std::string, ServiceProfile> services;
+};
+
+// Validates every placement and counter flag before any process starts: bad
+// input exits 1 with nothing started and nothing written.
+Profiling prepare_profiling(const Flags& f, const Topology& topology) {
+  Profiling p;
+  p.mechanism = prof::parse_placement_mechanism(f.placement_mechanism);
+  p.counter_mode = prof::parse_counter_mode(f.counters);
+  std::map<std::string, std::string> topology_cpus;
+  std::set<std::string> names;
+  for (const auto& [name, s] : topology.services) {
+    names.insert(name);
+    if (!s.cpus.empty()) topology_cpus[name] = s.cpus;
+  }
+  const auto placed = prof::resolve_placements(f.placements, topology_cpus, names, allowed_cpus());
+  for (const auto& name : names) p.services[name].cpus = placed.count(name) ? placed.at(name) : std::vector<int>{};
+  if (p.mechanism == prof::PlacementMechanism::kCgroup && !placed.empty()) {
+    p.cgroup.emplace(prof::CgroupCpuset::create("tailscope-svc-" + std::to_string(getpid())));
+    for (const auto& [name, cpus] : placed) p.cgroup->add_service(name, cpus);
+  }
+  if (p.counter_mode != prof::CounterMode::kOff) {
+    const prof::CpuIdentity cpu = prof::read_cpu_identity();
+    p.events = prof::event_table(cpu, prof::core_pmu_dir(), p.counter_mode == prof::CounterMode::kCpu);
+    p.pipeline_width = prof::default_pipeline_width(cpu);
+  }
+  return p;
+}
+
+// In the forked child, before exec, while it has one thread: the affinity set
+// here is inherited by every thread and process the service creates later.
+void apply_placement_in_child(const Profiling& p, const ServiceProfile& s) {
+  if (s.cpus.empty() || p.mechanism != prof::PlacementMechanism::kAffinity) return;
+  if (prof::set_process_affinity(s.cpus) != 0) _exit(125);
+}
+
+// In the parent, after fork and before the child may exec: cgroup membership
+// and the counter group (inherit + enable_on_exec), so no thread escapes.
+void attach_profiling(Profiling& p, const std::string& service, pid_t pid) {
+  ServiceProfile& s = p.services[service];
+  if (p.cgroup && !s.cpus.empty()) p.cgroup->attach(service, pid);
+  if (p.counter_mode == prof::CounterMode::kProcess) {
+    s.counter_sets.push_back(prof::CounterSet::for_process(pid, p.events, true));
+  } else if (p.counter_mode == prof::CounterMode::kCpu && s.counter_sets.empty()) {
+    if (s.cpus.empty())
+      s.counters_reason = "--counters cpu counts the CPUs a service is placed on; this service has no placement";
+    else
+      s.counter_sets.push_back(prof::CounterSet::for_cpus(s.cpus, p.events));
+  }
+}
+
+// The per-service `placement` and `counters` sections of the --all document.
+void add_profiling_sections(const Profiling& p, const std::string& service, json& out) {
+  const ServiceProfile& s = p.services.at(service);
+  out["placement"] = s.observer.to_json(s.cpus, prof::to_string(p.mechanism));
+  json counters;
+  if (p.counter_mode == prof::CounterMode::kOff) {
+    counters = prof::counters_unavailable_json(p.counter_mode, "--counters off");
+  } else if (s.counter_sets.empty()) {
+    counters = prof::counters_unavailable_json(p.counter_mode, s.counters_reason);
+  } else {
+    std::vector<std::vector<prof::EventReading>> parts;
+    for (const auto& set : s.counter_sets) parts.push_back(set.read());
+    counters = prof::counters_json(p.counter_mode, prof::sum_readings(parts), p.pipeline_width);
+    if (p.counter_mode == prof::CounterMode::kCpu)
+      counters["note"] = "per-CPU counts include everything that ran on " + format_cpu_list(s.cpus);
+  }
+  // The service's own request counters live in the same object; these keys are new.
+  if (!out.contains("counters") || !out["counters"].is_object()) out["counters"] = json::object();
+  for (const auto& [key, value] : counters.items()) out["counters"][key] = value;
+}
+
 int run_one(const Flags& f, int argc, char** argv) {
   const Topology topology = load_topology_file(f.topology);
   const Service& service = topology.service(f.service);
@@ -132,6 +233,18 @@ int run_one(const Flags& f, int argc, char** argv) {
     own_fd = true;
   }
   ports[f.service] = net::bound_port(fd);
+  if (!f.cpus.empty()) {
+    // Before any thread starts: every thread created from here on inherits it.
+    std::vector<int> cpus;
+    try {
+      cpus = parse_cpu_list(f.cpus);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--cpus: ") + e.what());
+    }
+    prof::check_cpus_allowed(cpus, allowed_cpus(), "--cpus " + f.cpus);
+    if (const int err = prof::set_process_affinity(cpus))
+      throw std::runtime_error("--cpus " + f.cpus + ": sched_setaffinity: " + std::strerror(err));
+  }
   Tracer::configure(f.trace_sample);
   const sigset_t set = stop_signals(false);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits the mask
@@ -185,7 +298,8 @@ struct Child {
   int restarts = 0;
 };
 
-pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const std::string& self) {
+pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const std::string& self,
+            Profiling& profiling) {
   std::vector<std::string> args = {self,
                                    "--topology",
                                    f.topology,
@@ -207,8 +321,11 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
   args.insert(args.end(), {"--queue", std::to_string(f.runtime.queue_capacity), "--connections",
                            std::to_string(f.runtime.channel_connections)});
   if (f.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(f.timeout_ms)});
+  prof::ChildStartGate gate;  // the child execs only once its counters and cgroup are in place
   const pid_t pid = fork();
   if (pid == 0) {
+    if (!gate.wait_in_child()) _exit(126);
+    apply_placement_in_child(profiling, profiling.services.at(c.service));
     sigset_t none;
     sigemptyset(&none);
     pthread_sigmask(SIG_SETMASK, &none, nullptr);
@@ -221,12 +338,23 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
     ::execv(self.c_str(), argv.data());
     _exit(127);
   }
+  if (pid > 0) {
+    try {
+      attach_profiling(profiling, c.service, pid);
+    } catch (...) {
+      ::kill(pid, SIGKILL);  // never an orphan: the gate is closed, the child would exit anyway
+      ::waitpid(pid, nullptr, 0);
+      throw;
+    }
+    gate.release();
+  }
   return pid;
 }
 
 int run_all(const Flags& flags, int argc, char** argv) {
   Flags f = flags;
   const Topology topology = load_topology_file(f.topology);
+  Profiling profiling = prepare_profiling(f, topology);
   char tmpl[] = "/tmp/tailscope-svc-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   f.parts_dir = tmpl;
@@ -249,7 +377,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) throw std::runtime_error("cannot find /proc/self/exe");
   self[len] = '\0';
-  for (auto& c : children) c.pid = spawn(f, c, ports_text, self);
+  for (auto& c : children) c.pid = spawn(f, c, ports_text, self, profiling);
   // Ready: every listener exists already, so callers can connect at once.
   json pids = json::object();
   for (const auto& c : children) pids[c.service] = c.pid;
@@ -260,6 +388,9 @@ int run_all(const Flags& flags, int argc, char** argv) {
   json restarts = json::array();
   for (;;) {
     const int sig = wait_for_stop(set, deadline, true);
+    // Every tick: which CPUs each thread may use (short-lived std::async threads included).
+    for (const auto& c : children)
+      if (c.pid > 0) profiling.services[c.service].observer.sample(c.pid);
     // Reap and restart children that died (a fault injected by a test, a crash).
     int status = 0;
     pid_t dead;
@@ -276,7 +407,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
     if (sig == SIGINT || sig == SIGTERM || (deadline && monotonic_ns() >= deadline)) break;
     for (auto& c : children)
       if (c.pid < 0 && f.restart_ms > 0 && monotonic_ns() - c.died_ns >= f.restart_ms * 1'000'000) {
-        c.pid = spawn(f, c, ports_text, self);
+        c.pid = spawn(f, c, ports_text, self, profiling);
         ++c.restarts;
       }
   }
@@ -307,7 +438,9 @@ int run_all(const Flags& flags, int argc, char** argv) {
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},
                    {"queue_capacity", f.runtime.queue_capacity},
-                   {"restart_ms", f.restart_ms}};
+                   {"restart_ms", f.restart_ms},
+                   {"placement_mechanism", prof::to_string(profiling.mechanism)},
+                   {"counters", prof::to_string(profiling.counter_mode)}};
   json services = json::object();
   json unavailable = json::array();
   double cpu_s = 0;
@@ -322,6 +455,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
     }
     json s = part["services"][c.service];
     s["restarts"] = c.restarts;
+    add_profiling_sections(profiling, c.service, s);
     cpu_s += s["cpu"].value("user_s", 0.0) + s["cpu"].value("sys_s", 0.0);
     threads += s["resources"].value("process", json::object()).value("threads_max", 0);
     services[c.service] = s;
@@ -376,6 +510,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--restart-ms", f.restart_ms, "--all: restart a dead service after this long (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{600000}));
+  app.add_option(
+      "--placement", f.placements,
+      "--all: pin a service, NAME=CPULIST (repeatable, e.g. frontend=0-1,3); wins over the topology's cpus:");
+  app.add_option(
+      "--placement-mechanism", f.placement_mechanism,
+      "--all: affinity (inherited from the forked child, default) or cgroup (a cgroup v2 cpuset per service)");
+  app.add_option(
+      "--counters", f.counters,
+      "--all: off | process (perf_event group per service, opened before exec, default) | cpu (per placed CPU)");
+  app.add_option("--cpus", f.cpus, "Single-service mode: pin every thread of the service to these CPUs");
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
   app.add_option("--check-topology", f.check_path,
                  "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
@@ -413,6 +557,11 @@ int main(int argc, char** argv) {
     make_model(f.model);  // validates the name before anything starts
     if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");
     if (workers->count() > 0) check_workers(f);
+    prof::parse_placement_mechanism(f.placement_mechanism);  // bad values fail before anything starts
+    prof::parse_counter_mode(f.counters);
+    if (!f.all && !f.placements.empty())
+      throw std::invalid_argument("--placement needs --all (one service: --cpus LIST)");
+    if (f.all && !f.cpus.empty()) throw std::invalid_argument("--cpus is for one service; with --all use --placement");
     return f.all ? run_all(f, argc, argv) : run_one(f, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "tailscope-svc: " << e.what() << std::endl;

@@ -8,6 +8,7 @@ rather than silently as zero.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
 import resource
@@ -155,6 +156,76 @@ def check_engines() -> Check:
         return Check("engines", WARN, "not built", str(e))
 
 
+PROBE_TIMEOUT_S = 60  # the probe opens a few events and spins ~10 ms; a hang is a bug
+
+
+def probe_counters() -> dict:
+    """`tailscope-stress --probe-counters`: which perf events open and count here.
+    Raises EngineError when the engine is not built or the probe fails."""
+    from .engines import EngineError, find_engine
+
+    stress = find_engine("tailscope-stress")
+    try:
+        r = subprocess.run([str(stress), "--probe-counters"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise EngineError(f"{stress} --probe-counters did not answer within {PROBE_TIMEOUT_S} s") from e
+    if r.returncode != 0:
+        raise EngineError(f"{stress} --probe-counters exited {r.returncode}: {r.stderr.strip()}")
+    return json.loads(r.stdout)["counters_probe"]
+
+
+def counter_checks(probe: dict) -> list[Check]:
+    """One row per event of the process mode (what `tailscope-svc --counters process`
+    opens), with per-CPU mode's verdict beside it; the reason (and errno) when not counted."""
+    rows = []
+    pmu = probe.get("pmu_sysfs")
+    rows.append(
+        Check(
+            "PMU",
+            OK if pmu else UNAVAILABLE,
+            pmu or probe.get("pmu_reason", "no core PMU in sysfs"),
+            f"{probe['cpu_identity']['vendor'] or 'unknown vendor'} family {probe['cpu_identity']['family']} "
+            f"model {probe['cpu_identity']['model']}; top-down pipeline width {probe['pipeline_width']}",
+        )
+    )
+    for name, e in probe["process"].items():
+        per_cpu = probe.get("cpu", {}).get(name, {})
+        cpu_word = "counts" if per_cpu.get("counted") else "does not count"
+        if e["counted"]:
+            rows.append(Check(f"counter {name}", OK, "opens and counts", f"{e['source']}; per-CPU mode {cpu_word}"))
+        else:
+            opened = "opens but never counts" if e["opened"] else "does not open"
+            rows.append(Check(f"counter {name}", UNAVAILABLE, f"{opened}: {e['reason']}", e["source"]))
+    return rows
+
+
+def smt_siblings(cpu_root: str = "/sys/devices/system/cpu") -> dict[int, str] | None:
+    """CPU -> its core's thread_siblings_list for each allowed CPU; None when sysfs has no topology."""
+    out = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        text = _read(f"{cpu_root}/cpu{cpu}/topology/thread_siblings_list")
+        if text is None:
+            return None
+        out[cpu] = text
+    return out
+
+
+def check_smt(cpu_root: str = "/sys/devices/system/cpu") -> Check:
+    siblings = smt_siblings(cpu_root)
+    if siblings is None:
+        return Check("SMT siblings", UNAVAILABLE, "no topology/thread_siblings_list in sysfs")
+    cores = sorted(set(siblings.values()))
+    shared = [c for c in cores if "," in c or "-" in c]
+    if not shared:
+        return Check(
+            "SMT siblings",
+            OK,
+            f"none: {len(cores)} cores, one thread each",
+            "a stress kernel beside a service shares its core by time-slicing, not as an SMT sibling",
+        )
+    return Check("SMT siblings", OK, "; ".join(shared), "CPUs listed together share one core's pipeline and L1/L2")
+
+
 def doctor_checks() -> list[Check]:
     f = facts()
     return [
@@ -166,4 +237,15 @@ def doctor_checks() -> list[Check]:
         check_nofile(),
         check_governor(),
         check_engines(),
+        check_smt(),
+        *_counter_rows(),
     ]
+
+
+def _counter_rows() -> list[Check]:
+    from .engines import EngineError
+
+    try:
+        return counter_checks(probe_counters())
+    except EngineError as e:
+        return [Check("counters", UNAVAILABLE, "tailscope-stress --probe-counters could not run", str(e))]

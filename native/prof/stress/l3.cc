@@ -1,0 +1,9 @@
+// l3: a random pointer chase sized to the l3 cache (pointer_chase.h); the
+// size comes from sysfs (default_working_set_bytes) or --working-set-bytes.
+#include "prof/stress/pointer_chase.h"
+
+namespace tailscope::prof::stress {
+
+std::unique_ptr<StressKernel> make_l3_kernel() { return std::make_unique<PointerChaseKernel>(); }
+
+}  // namespace tailscope::prof::stress
