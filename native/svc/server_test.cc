@@ -22,7 +22,7 @@ class HttpFront : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     listen_fd_ = net::make_listener("127.0.0.1", 0);
-    route_ = HttpRoute{"/compose", "compose"};
+    route_ = HttpRoute{"/compose", "compose", {}};
     ListenSpec spec{listen_fd_, WireKind::kHttp, &route_, kShortRequestTimeoutNs};
     if (GetParam() == "thread-per-connection") {
       tpc_ = std::make_unique<ThreadPerConnectionServer>(
