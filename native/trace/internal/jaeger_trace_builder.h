@@ -30,6 +30,10 @@ class JaegerTraceBuilder {
   void begin();
   // True once the object showed a trace key (traceID, spans, processes).
   bool has_content() const { return has_content_; }
+  // For readers that skip what the builder ignores (the simdjson path): the
+  // value of the last key is used, and the container just started is skipped.
+  bool wants_value() const { return skip_depth_ == 0 && field_ != Field::kNone; }
+  bool skipping() const { return skip_depth_ > 0; }
 
   void key(std::string_view key);
   void scalar(const JsonScalar& value);
