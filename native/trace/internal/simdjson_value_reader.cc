@@ -26,6 +26,30 @@ T value_or_give_up(simdjson::simdjson_result<T>&& result) {
   return out;
 }
 
+// The text of a string whose raw bytes (from just after its opening quote)
+// hold no escape: a view into the input, no copy. Stage 1 has checked the
+// whole value (strings closed, valid UTF-8, no raw control characters), so
+// the closing quote is there. Empty when an escape needs decoding.
+inline bool unescaped_in_place(const char* raw, std::string_view* out) {
+  const char* end = raw;
+  while (*end != '"' && *end != '\\') ++end;
+  if (*end != '"') return false;
+  *out = std::string_view(raw, static_cast<std::size_t>(end - raw));
+  return true;
+}
+
+inline std::string_view key_of(ondemand::field& field) {
+  std::string_view key;
+  if (unescaped_in_place(field.key().raw(), &key)) return key;
+  return value_or_give_up(field.unescaped_key());
+}
+
+inline std::string_view string_of(ondemand::value& v) {
+  std::string_view text;
+  if (unescaped_in_place(value_or_give_up(v.get_raw_json_string()).raw(), &text)) return text;
+  return value_or_give_up(v.get_string());
+}
+
 // Converts a scalar as RapidJSON's SAX reader reports it. Numbers simdjson
 // cannot hold exactly (beyond 64 bits, where RapidJSON falls back to double)
 // give up.
@@ -34,9 +58,14 @@ JsonScalar scalar_of(ondemand::value& v, ondemand::json_type type) {
   switch (type) {
     case ondemand::json_type::string:
       s.type = JsonScalar::Type::kString;
-      s.text = value_or_give_up(v.get_string());
+      s.text = string_of(v);
       break;
     case ondemand::json_type::number:
+      // Times are integers: try that first, then ask which kind of number.
+      if (v.get_int64().get(s.integer) == simdjson::SUCCESS) {
+        s.type = JsonScalar::Type::kInt;
+        break;
+      }
       switch (value_or_give_up(v.get_number_type())) {
         case ondemand::number_type::signed_integer:
           s.type = JsonScalar::Type::kInt;
@@ -77,7 +106,7 @@ template <typename Builder>
 void walk_object(ondemand::object object, Builder& b) {
   for (auto field_result : object) {
     ondemand::field field = value_or_give_up(std::move(field_result));
-    b.key(value_or_give_up(field.unescaped_key()));
+    b.key(key_of(field));
     if (!b.wants_value()) continue;  // On-Demand skips the value
     walk_value(field.value(), b);
   }
@@ -114,7 +143,7 @@ struct SimdjsonValueReader::Impl {
     top.begin();
     for (auto field_result : object) {
       ondemand::field field = value_or_give_up(std::move(field_result));
-      const std::string_view key = value_or_give_up(field.unescaped_key());
+      const std::string_view key = key_of(field);
       if (key == "data") {
         ondemand::value v = field.value();
         if (value_or_give_up(v.type()) != ondemand::json_type::array) continue;  // null, or an object: ignored
