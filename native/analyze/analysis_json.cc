@@ -1,13 +1,32 @@
 #include "analyze/analysis_json.h"
 
-#include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 namespace tailscope::analyze {
 
 namespace {
 
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+// RapidJSON output stream that hands its text to a sink in chunks.
+class ChunkedOutput {
+ public:
+  using Ch = char;
+  explicit ChunkedOutput(const JsonChunkSink& sink) : sink_(sink) { buffer_.reserve(kTraceJsonChunkBytes + 64); }
+  void Put(char c) {
+    buffer_.push_back(c);
+    if (buffer_.size() >= kTraceJsonChunkBytes) Flush();
+  }
+  void Flush() {
+    if (buffer_.empty()) return;
+    sink_(buffer_);
+    buffer_.clear();
+  }
+
+ private:
+  const JsonChunkSink& sink_;
+  std::string buffer_;
+};
+
+using JsonWriter = rapidjson::Writer<ChunkedOutput>;
 
 void json_string(JsonWriter& w, std::string_view text) {
   if (trace::is_valid_utf8(text)) {
@@ -61,8 +80,13 @@ std::string operation_key(const trace::NameTable& names, trace::NameId service, 
 
 void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& names,
                                 const std::vector<WhatIfScenario>& scenarios, std::string& out) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
+  write_trace_analysis_json(a, names, scenarios, [&out](std::string_view chunk) { out.append(chunk); });
+}
+
+void write_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& names,
+                               const std::vector<WhatIfScenario>& scenarios, const JsonChunkSink& sink) {
+  ChunkedOutput output(sink);
+  JsonWriter w(output);
   w.StartObject();
   w.Key("trace_id");
   json_string(w, a.trace->trace_id);
@@ -172,7 +196,7 @@ void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& 
   }
   w.EndObject();
   w.EndObject();
-  out.append(buffer.GetString(), buffer.GetSize());
+  output.Flush();
 }
 
 }  // namespace tailscope::analyze
