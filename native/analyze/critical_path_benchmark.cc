@@ -452,12 +452,13 @@ int main(int argc, char** argv) {
       analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
       analyze::CriticalPathAggregator aggregator(names, {});
       AtomicFileWriter artifacts(ndjson_path);
+      analyze::TraceAnalysisJsonWriter trace_json(names, {});
       std::string line;
       const auto r = trace::read_trace_file(o.file, names, {}, [&](trace::Trace& t) {
         const analyze::TraceAnalysis& analysis = analyzer.analyze(t);
         aggregator.add(analysis);
         line.clear();
-        analyze::append_trace_analysis_json(analysis, names, {}, line);
+        trace_json.append(analysis, line);
         line += '\n';
         artifacts.append(line);
         return true;

@@ -119,6 +119,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   }
   const TempFileRegistration registration(artifacts.get());
 
+  analyze::TraceAnalysisJsonWriter trace_json(names, scenarios);
   std::vector<std::string> doc_traces;
   std::size_t doc_bytes_used = 0;
   std::uint64_t omitted_over_doc_bytes = 0;
@@ -157,7 +158,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
       if (artifacts != nullptr || keep_in_doc) {
         line.clear();
         try {
-          analyze::write_trace_analysis_json(analysis, names, scenarios, [&](std::string_view chunk) {
+          trace_json.write(analysis, [&](std::string_view chunk) {
             if (artifacts != nullptr) artifacts->append(chunk);
             if (!keep_in_doc) return;
             if (doc_bytes_used + line.size() + chunk.size() > options.doc_bytes) {
