@@ -481,14 +481,11 @@ const std::vector<std::string>& parity_inputs() {
            "startTime": null, "duration": true, "processID": "p"}, 7, [1, {"spanID": "no"}]],
           "processes": {"p": {"serviceName": "first"}, "p": {"serviceName": "second"}}, "spans": [{"spanID": "c"}]})",
       R"({"traceID": "top", "data": [{"traceID": "in", "spans": []}, 3, [], {"spans": []}], "spans": [{"spanID": "t"}]})",
-      R"({"data": {"traceID": "x"}, "resourceSpans": null, "total": 0})"
-      "\n"
-      R"({"warnings": [1, 2]})",
+      std::string(R"({"data": {"traceID": "x"}, "resourceSpans": null, "total": 0})") + "\n" +
+          R"({"warnings": [1, 2]})",
       R"({"traceID": "ok", "spans": []} {"traceID": "big", "spans": [{"spanID": "a", "startTime": 99999999999999999999}]})",
       "{\"traceID\": \"u\", \"spans\": [{\"spanID\": \"a\", \"operationName\": \"bad\xff\"}]}",
-      R"({"traceID": "1", "spans": []})"
-      "\n"
-      R"({"traceID": "2", "spans": [}])",
+      std::string(R"({"traceID": "1", "spans": []})") + "\n" + R"({"traceID": "2", "spans": [}])",
       R"({"data": [{"traceID": "a", "spans": []}, {"traceID": "b",, "spans": []}]})",
       R"({"data": [{"traceID": "a", "spans": [{"spanID": "x", "startTime": 12)",
       R"([{"traceID": "arr", "spans": [{"spanID": "a"}]}] 42)",

@@ -20,7 +20,7 @@ namespace ondemand = simdjson::ondemand;
 struct GiveUp {};
 
 template <typename T>
-T value_or_give_up(simdjson::simdjson_result<T>&& result) {
+T value_or_give_up(simdjson::simdjson_result<T> result) {
   T out{};
   if (std::move(result).get(out) != simdjson::SUCCESS) throw GiveUp{};
   return out;
@@ -105,7 +105,7 @@ void walk_value(ondemand::value v, Builder& b);
 template <typename Builder>
 void walk_object(ondemand::object object, Builder& b) {
   for (auto field_result : object) {
-    ondemand::field field = value_or_give_up(std::move(field_result));
+    ondemand::field field = value_or_give_up(field_result);
     b.key(key_of(field));
     if (!b.wants_value()) continue;  // On-Demand skips the value
     walk_value(field.value(), b);
@@ -122,7 +122,7 @@ void walk_value(ondemand::value v, Builder& b) {
   } else if (type == ondemand::json_type::array) {
     b.start_array();
     if (!b.skipping()) {
-      for (auto element : value_or_give_up(v.get_array())) walk_value(value_or_give_up(std::move(element)), b);
+      for (auto element : value_or_give_up(v.get_array())) walk_value(value_or_give_up(element), b);
     }
     b.end_container();
   } else if (b.wants_value()) {
@@ -142,13 +142,13 @@ struct SimdjsonValueReader::Impl {
   FastReadStatus read_top(ondemand::object object) {
     top.begin();
     for (auto field_result : object) {
-      ondemand::field field = value_or_give_up(std::move(field_result));
+      ondemand::field field = value_or_give_up(field_result);
       const std::string_view key = key_of(field);
       if (key == "data") {
         ondemand::value v = field.value();
         if (value_or_give_up(v.type()) != ondemand::json_type::array) continue;  // null, or an object: ignored
         for (auto element : value_or_give_up(v.get_array())) {
-          ondemand::value trace_value = value_or_give_up(std::move(element));
+          ondemand::value trace_value = value_or_give_up(element);
           if (value_or_give_up(trace_value.type()) != ondemand::json_type::object) continue;
           item.begin();
           walk_object(value_or_give_up(trace_value.get_object()), item);
@@ -160,7 +160,7 @@ struct SimdjsonValueReader::Impl {
         ondemand::value v = field.value();
         if (value_or_give_up(v.type()) != ondemand::json_type::array) continue;
         otlp.begin();
-        for (auto element : value_or_give_up(v.get_array())) walk_value(value_or_give_up(std::move(element)), otlp);
+        for (auto element : value_or_give_up(v.get_array())) walk_value(value_or_give_up(element), otlp);
         if (!otlp.finish(count_and_forward)) return FastReadStatus::kStopped;
         continue;
       }
