@@ -384,9 +384,12 @@ class InputBuffer {
 };
 
 // A top-level value larger than this is read by the RapidJSON stream instead
-// of being buffered whole for simdjson (whose index of it would take ~4x its
-// size): memory stays bounded by the largest trace, not by the file.
-constexpr std::size_t kMaxBufferedValueBytes = std::size_t{64} << 20;
+// of being buffered whole for simdjson: memory stays bounded by the largest
+// trace, not by the file, and a big {"data": [...]} export streams. Measured
+// (tailscope-critpath-bench --format envelope): buffering a 55 MB envelope
+// whole (buffer growth, simdjson's index of ~4x its size, page faults) read
+// it slower than RapidJSON streaming; one trace per line is ~16 KB a value.
+constexpr std::size_t kMaxBufferedValueBytes = std::size_t{8} << 20;
 
 // Parses one JSON value after another (a document, or NDJSON lines) until
 // the end of input. Each top-level object is cut out whole (ValueScanner)

@@ -44,7 +44,7 @@ struct ReadStats {
   std::uint64_t spans_without_service = 0;  // unknown processID / no service.name
   std::uint64_t bad_timestamps = 0;         // non-numeric times, read as 0 (huge ones saturate instead)
   // Top-level JSON values read by simdjson, and by RapidJSON (not an object,
-  // larger than 64 MiB, or input simdjson rejected or could not read exactly).
+  // larger than 8 MiB, or input simdjson rejected or could not read exactly).
   std::uint64_t values_simdjson = 0;
   std::uint64_t values_rapidjson = 0;
   bool compressed = false;
