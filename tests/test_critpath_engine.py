@@ -163,6 +163,53 @@ def test_ndjson_one_trace_per_line(tmp_path: Path):
     assert doc["critical_paths"]["top"][0]["count"] == 5
 
 
+def chain_trace(trace_id: str, length: int) -> dict:
+    """One root and a chain of `length - 1` nested spans: every span is on the path."""
+    spans = [jaeger_span("s0", None, 0, 10 * length, "p1", "GET /", "server")]
+    for i in range(1, length):
+        spans.append(jaeger_span(f"s{i}", f"s{i - 1}", i, 10 * (length - i) - 1, "p1", "step"))
+    return jaeger_trace(trace_id, spans)
+
+
+def test_document_stays_summary_sized_for_a_huge_trace(tmp_path: Path):
+    # Regression: the document embedded every per-trace result up to
+    # --doc-traces, so one trace of 1 M spans made a ~500 MB document. With
+    # the default flags a result past --doc-bytes (1 MiB) is left to the
+    # artifacts, which get it whole, streamed.
+    path = tmp_path / "big.ndjson"
+    big = chain_trace("big", 20_000)
+    path.write_text(json.dumps(SIMPLE) + "\n" + json.dumps(big) + "\n" + json.dumps(SIMPLE) + "\n")
+    out = tmp_path / "result.json"
+    artifacts = tmp_path / "artifacts"
+    run("--out", out, "--artifacts", artifacts, path)
+    assert out.stat().st_size < 512 * 1024
+    doc = json.loads(out.read_text())
+    assert doc["config"]["doc_bytes"] == 1 << 20
+    assert [t["trace_id"] for t in doc["traces"]] == ["simple", "simple"]
+    assert doc["traces_in_document"] == 2 and doc["traces_omitted"] == 1
+    assert doc["traces_omitted_over_doc_bytes"] == 1
+    lines = (artifacts / "critical_paths.ndjson").read_text().splitlines()
+    assert [json.loads(ln)["trace_id"] for ln in lines] == ["simple", "big", "simple"]
+    streamed = json.loads(lines[1])
+    assert len(streamed["spans_on_path"]) == 20_000
+    assert streamed["end_to_end_ns"] == 10 * 20_000 * 1000
+
+
+def test_doc_bytes_budget_keeps_results_in_order(tmp_path: Path):
+    path = tmp_path / "t.ndjson"
+    path.write_text("\n".join(json.dumps(chain_trace(f"c{i}", 30)) for i in range(4)) + "\n")
+    whole = analyze("--doc-bytes", str(1 << 20), path)
+    one_size = len(json.dumps(whole["traces"][0], separators=(",", ":")))
+    doc = analyze("--doc-bytes", str(2 * one_size + one_size // 2), path)
+    assert [t["trace_id"] for t in doc["traces"]] == ["c0", "c1"]
+    assert doc["traces"] == whole["traces"][:2]
+    assert doc["traces_omitted_over_doc_bytes"] == 2
+    assert analyze("--doc-bytes", "0", path)["traces"] == []
+    for bad in ("-1", str((1 << 30) + 1), "lots"):
+        proc = run("--doc-bytes", bad, path, check=False)
+        assert proc.returncode == 2 and b"--doc-bytes" in proc.stderr
+
+
 def test_otlp_input(tmp_path: Path):
     def span(span_id, parent, name, start, end, kind):
         s = {

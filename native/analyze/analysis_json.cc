@@ -1,219 +1,304 @@
 #include "analyze/analysis_json.h"
 
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
+#include <charconv>
 
 namespace tailscope::analyze {
 
 namespace {
 
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void json_string(JsonWriter& w, std::string_view text) {
-  if (trace::is_valid_utf8(text)) {
-    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
-  } else {
-    const std::string repaired = trace::valid_utf8(text);
-    w.String(repaired.data(), static_cast<rapidjson::SizeType>(repaired.size()));
+// Appends `text` as a JSON string: quotes, backslashes and control
+// characters escaped as RapidJSON's writer does, invalid UTF-8 repaired to
+// U+FFFD (span ids come straight from the input).
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  if (!trace::is_valid_utf8(text)) {
+    append_json_string(out, trace::valid_utf8(text));
+    return;
   }
-}
-
-void json_span_ref(JsonWriter& w, const TraceAnalysis& a, const trace::NameTable& names, std::uint32_t span,
-                   std::string_view id_key = "span_id") {
-  const trace::Span& s = a.trace->spans[span];
-  w.Key(id_key.data(), static_cast<rapidjson::SizeType>(id_key.size()));
-  json_string(w, a.trace->span_id(s));
-  w.Key("service");
-  json_string(w, names.name(s.service));
-  w.Key("operation");
-  json_string(w, names.name(s.operation));
-}
-
-void json_operations(JsonWriter& w, const std::vector<OperationTime>& ops, const trace::NameTable& names) {
-  w.StartArray();
-  for (const OperationTime& op : ops) {
-    w.StartObject();
-    w.Key("service");
-    json_string(w, names.name(op.service));
-    w.Key("operation");
-    json_string(w, names.name(op.operation));
-    w.Key("exclusive_ns");
-    w.Int64(op.exclusive_ns);
-    w.EndObject();
+  out.push_back('"');
+  std::size_t run = 0;  // start of the bytes not yet copied
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(text.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\b':
+        out.append("\\b");
+        break;
+      case '\f':
+        out.append("\\f");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\r':
+        out.append("\\r");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
+      default: {
+        const char escape[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        out.append(escape, sizeof escape);
+        break;
+      }
+    }
   }
-  w.EndArray();
+  out.append(text.data() + run, text.size() - run);
+  out.push_back('"');
 }
 
-void json_int64_array(JsonWriter& w, const std::vector<std::int64_t>& values) {
-  w.StartArray();
-  for (std::int64_t v : values) w.Int64(v);
-  w.EndArray();
+void append_int(std::string& out, std::int64_t v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  out.append(digits, static_cast<std::size_t>(end - digits));
+}
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  out.append(digits, static_cast<std::size_t>(end - digits));
+}
+
+void append_int_array(std::string& out, const std::vector<std::int64_t>& values) {
+  out.push_back('[');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    append_int(out, values[i]);
+  }
+  out.push_back(']');
 }
 
 }  // namespace
+
+TraceAnalysisJsonWriter::TraceAnalysisJsonWriter(const trace::NameTable& names,
+                                                 const std::vector<WhatIfScenario>& scenarios)
+    : names_(names), scenarios_(scenarios) {}
+
+void TraceAnalysisJsonWriter::name(trace::NameId id) {
+  if (id >= escaped_names_.size()) escaped_names_.resize(names_.size());
+  std::string& escaped = escaped_names_[id];
+  if (escaped.empty()) append_json_string(escaped, names_.name(id));
+  out_.append(escaped);
+}
+
+void TraceAnalysisJsonWriter::maybe_flush(const JsonChunkSink* sink) {
+  if (sink != nullptr && out_.size() >= kTraceJsonChunkBytes) {
+    (*sink)(out_);
+    out_.clear();
+  }
+}
+
+void TraceAnalysisJsonWriter::span_ref(const TraceAnalysis& a, std::uint32_t span, std::string_view id_key) {
+  const trace::Span& s = a.trace->spans[span];
+  out_.push_back('"');
+  out_.append(id_key);
+  out_.append("\":");
+  append_json_string(out_, a.trace->span_id(s));
+  out_.append(",\"service\":");
+  name(s.service);
+  out_.append(",\"operation\":");
+  name(s.operation);
+}
+
+void TraceAnalysisJsonWriter::operations(const std::vector<OperationTime>& ops) {
+  out_.push_back('[');
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    out_.append(i > 0 ? ",{\"service\":" : "{\"service\":");
+    name(ops[i].service);
+    out_.append(",\"operation\":");
+    name(ops[i].operation);
+    out_.append(",\"exclusive_ns\":");
+    append_int(out_, ops[i].exclusive_ns);
+    out_.push_back('}');
+  }
+  out_.push_back(']');
+}
+
+void TraceAnalysisJsonWriter::write(const TraceAnalysis& analysis, const JsonChunkSink& sink) {
+  out_.clear();
+  write_object(analysis, &sink);
+  if (!out_.empty()) sink(out_);
+  out_.clear();
+}
+
+void TraceAnalysisJsonWriter::append(const TraceAnalysis& analysis, std::string& out) {
+  out_.swap(out);  // append in place: no copy of a large result
+  write_object(analysis, nullptr);
+  out_.swap(out);
+}
+
+void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChunkSink* sink) {
+  out_.append("{\"trace_id\":");
+  append_json_string(out_, a.trace->trace_id);
+  out_.append(a.analyzed ? ",\"analyzed\":true" : ",\"analyzed\":false");
+  out_.append(",\"span_count\":");
+  append_uint(out_, a.trace->spans.size());
+  if (a.analyzed) {
+    out_.append(",\"root\":{");
+    span_ref(a, a.root, "span_id");
+    out_.append("},\"start_ns\":");
+    append_int(out_, a.start_ns);
+    out_.append(",\"end_to_end_ns\":");
+    append_int(out_, a.end_to_end_ns);
+    out_.append(",\"path\":[");
+    for (std::size_t i = 0; i < a.path.spans.size(); ++i) {
+      const trace::Span& s = a.trace->spans[a.path.spans[i].span];
+      if (i > 0) out_.push_back(',');
+      // "service:operation" from the two escaped names, without their inner quotes.
+      name(s.service);
+      out_.back() = ':';
+      const std::size_t at = out_.size();
+      name(s.operation);
+      out_.erase(at, 1);
+      maybe_flush(sink);
+    }
+    out_.append("],\"sections\":[");
+    for (std::size_t i = 0; i < a.path.sections.size(); ++i) {
+      const CriticalPathSection& section = a.path.sections[i];
+      out_.append(i > 0 ? ",{" : "{");
+      span_ref(a, section.span, "span_id");
+      out_.append(",\"start_ns\":");
+      append_int(out_, section.start_ns);
+      out_.append(",\"end_ns\":");
+      append_int(out_, section.end_ns);
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.append("],\"spans_on_path\":[");
+    for (std::size_t i = 0; i < a.path.spans.size(); ++i) {
+      const SpanOnPath& p = a.path.spans[i];
+      out_.append(i > 0 ? ",{" : "{");
+      span_ref(a, p.span, "span_id");
+      out_.append(",\"exclusive_ns\":");
+      append_int(out_, p.exclusive_ns);
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.append("],\"operations\":");
+    operations(a.by_operation);
+    maybe_flush(sink);
+    out_.append(",\"services\":[");
+    for (std::size_t i = 0; i < a.by_service.size(); ++i) {
+      out_.append(i > 0 ? ",{\"service\":" : "{\"service\":");
+      name(a.by_service[i].service);
+      out_.append(",\"exclusive_ns\":");
+      append_int(out_, a.by_service[i].exclusive_ns);
+      out_.push_back('}');
+    }
+    out_.append("],\"delays\":{\"on_path_ns\":");
+    if (a.rpc_delays.empty()) {
+      out_.append("null");  // no RPC pair: unavailable, not "no delay"
+    } else {
+      append_int(out_, a.delay_on_path_ns);
+    }
+    out_.append(",\"rpc\":[");
+    for (std::size_t i = 0; i < a.rpc_delays.size(); ++i) {
+      const RpcDelay& d = a.rpc_delays[i];
+      out_.append(i > 0 ? ",{" : "{");
+      span_ref(a, d.client_span, "client_span_id");
+      const trace::Span& server = a.trace->spans[d.server_span];
+      out_.append(",\"server_span_id\":");
+      append_json_string(out_, a.trace->span_id(server));
+      out_.append(",\"server_service\":");
+      name(server.service);
+      out_.append(",\"server_operation\":");
+      name(server.operation);
+      out_.append(",\"scheduling_ns\":");
+      append_int(out_, d.scheduling_ns);
+      out_.append(",\"join_ns\":");
+      append_int(out_, d.join_ns);
+      out_.append(",\"rule\":");
+      append_json_string(out_, kPairRuleNames[static_cast<std::size_t>(d.rule)]);
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.append("],\"retried_server_children\":");
+    append_uint(out_, a.pairing.retried_server_children);
+    out_.append(",\"launch_stagger\":[");
+    for (std::size_t i = 0; i < a.launch_stagger.size(); ++i) {
+      const LaunchStagger& l = a.launch_stagger[i];
+      out_.append(i > 0 ? ",{\"parent_span_id\":" : "{\"parent_span_id\":");
+      append_json_string(out_, a.trace->span_id(a.trace->spans[l.parent_span]));
+      out_.push_back(',');
+      span_ref(a, l.client_span, "client_span_id");
+      out_.append(",\"stagger_ns\":");
+      append_int(out_, l.stagger_ns);
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.append("],\"probe_calls\":[");
+    for (std::size_t i = 0; i < a.probe_spans.size(); ++i) {
+      const trace::Span& span = a.trace->spans[a.probe_spans[i]];
+      out_.append(i > 0 ? ",{" : "{");
+      span_ref(a, a.probe_spans[i], "span_id");
+      out_.append(",\"scheduling_ns\":");
+      if (span.probe_scheduling_delay_ns >= 0) {
+        append_int(out_, span.probe_scheduling_delay_ns);
+      } else {
+        out_.append("null");
+      }
+      out_.append(",\"join_ns\":");
+      if (span.probe_join_delay_ns >= 0) {
+        append_int(out_, span.probe_join_delay_ns);
+      } else {
+        out_.append("null");
+      }
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.append("],\"probe_scheduling_ns\":");
+    append_int_array(out_, a.probe_scheduling_ns);
+    out_.append(",\"probe_join_ns\":");
+    append_int_array(out_, a.probe_join_ns);
+    out_.append("},\"what_if\":[");
+    for (std::size_t i = 0; i < a.what_if.size() && i < scenarios_.size(); ++i) {
+      out_.append(i > 0 ? ",{\"scenario\":" : "{\"scenario\":");
+      append_json_string(out_, scenarios_[i].name);
+      out_.append(",\"end_to_end_ns\":");
+      append_int(out_, a.what_if[i].end_to_end_ns);
+      out_.append(",\"operations\":");
+      operations(a.what_if[i].by_operation);
+      out_.push_back('}');
+      maybe_flush(sink);
+    }
+    out_.push_back(']');
+  }
+  out_.append(",\"warnings\":{");
+  bool first = true;
+  for (std::size_t i = 0; i < a.warnings.counts.size(); ++i) {
+    if (a.warnings.counts[i] == 0) continue;
+    if (!first) out_.push_back(',');
+    first = false;
+    append_json_string(out_, kWarningNames[i]);
+    out_.push_back(':');
+    append_uint(out_, a.warnings.counts[i]);
+  }
+  out_.append("}}");
+}
+
+void append_trace_analysis_json(const TraceAnalysis& analysis, const trace::NameTable& names,
+                                const std::vector<WhatIfScenario>& scenarios, std::string& out) {
+  TraceAnalysisJsonWriter(names, scenarios).append(analysis, out);
+}
+
+void write_trace_analysis_json(const TraceAnalysis& analysis, const trace::NameTable& names,
+                               const std::vector<WhatIfScenario>& scenarios, const JsonChunkSink& sink) {
+  TraceAnalysisJsonWriter(names, scenarios).write(analysis, sink);
+}
 
 std::string operation_key(const trace::NameTable& names, trace::NameId service, trace::NameId operation) {
   std::string key(names.name(service));
   key += ':';
   key += names.name(operation);
   return key;
-}
-
-void append_trace_analysis_json(const TraceAnalysis& a, const trace::NameTable& names,
-                                const std::vector<WhatIfScenario>& scenarios, std::string& out) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  w.Key("trace_id");
-  json_string(w, a.trace->trace_id);
-  w.Key("analyzed");
-  w.Bool(a.analyzed);
-  w.Key("span_count");
-  w.Uint64(a.trace->spans.size());
-  if (a.analyzed) {
-    w.Key("root");
-    w.StartObject();
-    json_span_ref(w, a, names, a.root);
-    w.EndObject();
-    w.Key("start_ns");
-    w.Int64(a.start_ns);
-    w.Key("end_to_end_ns");
-    w.Int64(a.end_to_end_ns);
-    w.Key("path");
-    w.StartArray();
-    for (const SpanOnPath& p : a.path.spans) {
-      const trace::Span& s = a.trace->spans[p.span];
-      json_string(w, operation_key(names, s.service, s.operation));
-    }
-    w.EndArray();
-    w.Key("sections");
-    w.StartArray();
-    for (const CriticalPathSection& section : a.path.sections) {
-      w.StartObject();
-      json_span_ref(w, a, names, section.span);
-      w.Key("start_ns");
-      w.Int64(section.start_ns);
-      w.Key("end_ns");
-      w.Int64(section.end_ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("spans_on_path");
-    w.StartArray();
-    for (const SpanOnPath& p : a.path.spans) {
-      w.StartObject();
-      json_span_ref(w, a, names, p.span);
-      w.Key("exclusive_ns");
-      w.Int64(p.exclusive_ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("operations");
-    json_operations(w, a.by_operation, names);
-    w.Key("services");
-    w.StartArray();
-    for (const ServiceTime& s : a.by_service) {
-      w.StartObject();
-      w.Key("service");
-      json_string(w, names.name(s.service));
-      w.Key("exclusive_ns");
-      w.Int64(s.exclusive_ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("delays");
-    w.StartObject();
-    w.Key("on_path_ns");
-    if (a.rpc_delays.empty()) {
-      w.Null();  // no RPC pair: unavailable, not "no delay"
-    } else {
-      w.Int64(a.delay_on_path_ns);
-    }
-    w.Key("rpc");
-    w.StartArray();
-    for (const RpcDelay& d : a.rpc_delays) {
-      w.StartObject();
-      json_span_ref(w, a, names, d.client_span, "client_span_id");
-      const trace::Span& server = a.trace->spans[d.server_span];
-      w.Key("server_span_id");
-      json_string(w, a.trace->span_id(server));
-      w.Key("server_service");
-      json_string(w, names.name(server.service));
-      w.Key("server_operation");
-      json_string(w, names.name(server.operation));
-      w.Key("scheduling_ns");
-      w.Int64(d.scheduling_ns);
-      w.Key("join_ns");
-      w.Int64(d.join_ns);
-      w.Key("rule");
-      json_string(w, kPairRuleNames[static_cast<std::size_t>(d.rule)]);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("retried_server_children");
-    w.Uint64(a.pairing.retried_server_children);
-    w.Key("launch_stagger");
-    w.StartArray();
-    for (const LaunchStagger& l : a.launch_stagger) {
-      w.StartObject();
-      w.Key("parent_span_id");
-      json_string(w, a.trace->span_id(a.trace->spans[l.parent_span]));
-      json_span_ref(w, a, names, l.client_span, "client_span_id");
-      w.Key("stagger_ns");
-      w.Int64(l.stagger_ns);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("probe_calls");
-    w.StartArray();
-    for (std::uint32_t s : a.probe_spans) {
-      const trace::Span& span = a.trace->spans[s];
-      w.StartObject();
-      json_span_ref(w, a, names, s);
-      w.Key("scheduling_ns");
-      if (span.probe_scheduling_delay_ns >= 0) {
-        w.Int64(span.probe_scheduling_delay_ns);
-      } else {
-        w.Null();
-      }
-      w.Key("join_ns");
-      if (span.probe_join_delay_ns >= 0) {
-        w.Int64(span.probe_join_delay_ns);
-      } else {
-        w.Null();
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("probe_scheduling_ns");
-    json_int64_array(w, a.probe_scheduling_ns);
-    w.Key("probe_join_ns");
-    json_int64_array(w, a.probe_join_ns);
-    w.EndObject();
-    w.Key("what_if");
-    w.StartArray();
-    for (std::size_t i = 0; i < a.what_if.size() && i < scenarios.size(); ++i) {
-      w.StartObject();
-      w.Key("scenario");
-      json_string(w, scenarios[i].name);
-      w.Key("end_to_end_ns");
-      w.Int64(a.what_if[i].end_to_end_ns);
-      w.Key("operations");
-      json_operations(w, a.what_if[i].by_operation, names);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  w.Key("warnings");
-  w.StartObject();
-  for (std::size_t i = 0; i < a.warnings.counts.size(); ++i) {
-    if (a.warnings.counts[i] == 0) continue;
-    w.Key(kWarningNames[i].data(), static_cast<rapidjson::SizeType>(kWarningNames[i].size()));
-    w.Uint64(a.warnings.counts[i]);
-  }
-  w.EndObject();
-  w.EndObject();
-  out.append(buffer.GetString(), buffer.GetSize());
 }
 
 }  // namespace tailscope::analyze

@@ -43,6 +43,10 @@ struct Options {
   std::uint64_t max_traces = 0;  // 0: all
   std::size_t top = 20;
   std::size_t doc_traces = 100;
+  // Bytes of per-trace results the document may hold: it stays summary-sized
+  // however large a trace is (one 1 M-span trace's result is ~500 MB; the
+  // artifacts NDJSON has every trace whole).
+  std::size_t doc_bytes = 1 << 20;
   std::size_t max_spans_per_trace = 1'000'000;
   double stagger_window_us = 1000;  // analyze/delays.h kDefaultStaggerWindowNs
   std::vector<std::string> timeline_traces;
@@ -134,7 +138,10 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
     }
   }
 
+  analyze::TraceAnalysisJsonWriter trace_json(names, scenarios);
   std::vector<std::string> doc_traces;
+  std::size_t doc_bytes_used = 0;
+  std::uint64_t omitted_over_doc_bytes = 0;
   std::unordered_set<std::uint64_t> seen_trace_ids;
   std::string line;
   std::uint64_t traces = 0;
@@ -164,18 +171,32 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
       ++input_traces;
       input_spans += t.spans.size();
       spans += t.spans.size();
-      if (artifacts != nullptr || doc_traces.size() < options.doc_traces) {
+      // The result goes to the artifacts file in chunks as it is written; the
+      // document keeps a copy while it fits in --doc-traces / --doc-bytes.
+      bool keep_in_doc = doc_traces.size() < options.doc_traces;
+      if (artifacts != nullptr || keep_in_doc) {
         line.clear();
-        analyze::append_trace_analysis_json(analysis, names, scenarios, line);
-        if (doc_traces.size() < options.doc_traces) doc_traces.push_back(line);
-        if (artifacts != nullptr) {
-          line += '\n';
-          try {
-            artifacts->append(line);
-          } catch (const std::exception& e) {
-            artifact_error = e.what();
-            return false;
-          }
+        try {
+          trace_json.write(analysis, [&](std::string_view chunk) {
+            if (artifacts != nullptr) artifacts->append(chunk);
+            if (!keep_in_doc) return;
+            if (doc_bytes_used + line.size() + chunk.size() > options.doc_bytes) {
+              keep_in_doc = false;
+              line.clear();
+              line.shrink_to_fit();
+              ++omitted_over_doc_bytes;
+              return;
+            }
+            line.append(chunk);
+          });
+          if (artifacts != nullptr) artifacts->append("\n");
+        } catch (const std::exception& e) {
+          artifact_error = e.what();
+          return false;
+        }
+        if (keep_in_doc) {
+          doc_bytes_used += line.size();
+          doc_traces.push_back(line);
         }
       }
       if (timelines != nullptr && timeline_ids.count(t.trace_id) != 0) {
@@ -253,6 +274,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
                    {"max_traces", options.max_traces},
                    {"top", options.top},
                    {"doc_traces", options.doc_traces},
+                   {"doc_bytes", options.doc_bytes},
                    {"max_spans_per_trace", options.max_spans_per_trace},
                    {"what_if", options.what_if_services},
                    {"what_if_no_delays", options.what_if_no_delays},
@@ -271,6 +293,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   doc["traces"] = std::move(trace_list);
   doc["traces_in_document"] = doc_traces.size();
   doc["traces_omitted"] = traces - doc_traces.size();
+  doc["traces_omitted_over_doc_bytes"] = omitted_over_doc_bytes;
   doc["artifacts"] = artifacts_path.empty() ? nlohmann::ordered_json(nullptr)
                                             : nlohmann::ordered_json{{"critical_paths_ndjson", artifacts_path}};
   if (timelines != nullptr) {
@@ -322,6 +345,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--doc-traces", options.doc_traces, "Per-trace results kept in the document")
       ->check(non_negative)
+      ->capture_default_str();
+  app.add_option("--doc-bytes", options.doc_bytes,
+                 "Bytes of per-trace results kept in the document (a result past it is left to the artifacts)")
+      ->check(non_negative & CLI::Range(std::size_t{0}, std::size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--max-spans-per-trace", options.max_spans_per_trace, "Drop spans past N in one trace")
       ->check(non_negative & CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()))

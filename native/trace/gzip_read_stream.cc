@@ -4,14 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace tailscope::trace {
 
-GzipReadStream::GzipReadStream(const std::string& path) : buffer_(new Ch[kBufferBytes + 1]) {
-  current_ = last_ = buffer_.get();
-  *current_ = '\0';
+GzipReadStream::GzipReadStream(const std::string& path) {
   int fd = path == "-" ? dup(STDIN_FILENO) : open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error_ = std::strerror(errno);
@@ -29,7 +29,7 @@ GzipReadStream::GzipReadStream(const std::string& path) : buffer_(new Ch[kBuffer
     return;
   }
   gzbuffer(file_, kBufferBytes);
-  refill();
+  // Reads the first bytes to tell gzip from plain input.
   compressed_ = gzdirect(file_) == 0;
 }
 
@@ -43,13 +43,12 @@ GzipReadStream::~GzipReadStream() {
   if (file_ != nullptr) gzclose(file_);
 }
 
-void GzipReadStream::refill() {
-  if (eof_) return;
-  consumed_ += read_count_;
-  const int n = gzread(file_, buffer_.get(), static_cast<unsigned>(kBufferBytes));
-  read_count_ = n > 0 ? static_cast<std::size_t>(n) : 0;
-  current_ = buffer_.get();
-  if (n < 0 || read_count_ < kBufferBytes) {
+std::size_t GzipReadStream::read(char* dst, std::size_t max) {
+  if (eof_ || max == 0) return 0;
+  const auto want = static_cast<unsigned>(std::min<std::size_t>(max, INT_MAX));
+  const int n = gzread(file_, dst, want);
+  const std::size_t got = n > 0 ? static_cast<std::size_t>(n) : 0;
+  if (n < 0 || got < want) {
     // A short read means end of input or an error; zlib reports a truncated
     // gzip member as Z_BUF_ERROR only here, after the data it could inflate.
     int code = Z_OK;
@@ -59,12 +58,9 @@ void GzipReadStream::refill() {
     } else if (n < 0) {
       error_ = "read error";
     }
-    buffer_[read_count_] = '\0';
-    last_ = buffer_.get() + read_count_;
     eof_ = true;
-    return;
   }
-  last_ = buffer_.get() + read_count_ - 1;
+  return got;
 }
 
 }  // namespace tailscope::trace

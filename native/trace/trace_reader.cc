@@ -8,13 +8,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "trace/gzip_read_stream.h"
 #include "trace/internal/jaeger_trace_builder.h"
 #include "trace/internal/json_scalar.h"
 #include "trace/internal/otlp_document_builder.h"
-#include "trace/internal/scratch_stream.h"
+#include "trace/internal/simdjson_value_reader.h"
+#include "trace/internal/value_scanner.h"
 
 namespace tailscope::trace {
 
@@ -28,6 +30,8 @@ void ReadStats::add(const ReadStats& o) {
   dropped_spans_without_id += o.dropped_spans_without_id;
   spans_without_service += o.spans_without_service;
   bad_timestamps += o.bad_timestamps;
+  values_simdjson += o.values_simdjson;
+  values_rapidjson += o.values_rapidjson;
   compressed = compressed || o.compressed;
 }
 
@@ -304,28 +308,150 @@ class TraceJsonHandler {
   std::string semantic_error_;
 };
 
+// The reader's input: a window over the (decompressed) bytes, refilled from
+// the file in chunks and grown only while one top-level value does not fit.
+// It is also RapidJSON's input stream for the slow path. The bytes past the
+// filled part are readable padding, as simdjson needs.
+class InputBuffer {
+ public:
+  using Ch = char;
+  static constexpr std::size_t kChunkBytes = 1 << 20;
+
+  InputBuffer(GzipReadStream* source, std::size_t padding) : source_(source), padding_(padding) {
+    reserve(kChunkBytes);
+  }
+  // In-memory input: the whole text, no source.
+  InputBuffer(std::string_view text, std::size_t padding) : padding_(padding) {
+    reserve(text.size());
+    std::memcpy(buffer_.get(), text.data(), text.size());
+    end_ = text.size();
+  }
+
+  const char* cursor() const { return buffer_.get() + pos_; }
+  std::size_t available() const { return end_ - pos_; }
+  void skip(std::size_t n) { pos_ += n; }
+  // Reads more input after what is buffered (moving it to the buffer's start,
+  // so cursor() changes). False at the end of input.
+  bool fill() {
+    if (source_ == nullptr || source_->at_end()) return false;
+    if (pos_ > 0) {
+      std::memmove(buffer_.get(), buffer_.get() + pos_, end_ - pos_);
+      consumed_ += pos_;
+      end_ -= pos_;
+      pos_ = 0;
+    }
+    if (capacity_ - end_ < kChunkBytes / 2) reserve(2 * capacity_);
+    const std::size_t n = source_->read(buffer_.get() + end_, capacity_ - end_);
+    end_ += n;
+    std::memset(buffer_.get() + end_, 0, padding_);  // '\0' ends RapidJSON's view
+    return n > 0;
+  }
+  // True at the real end of input (Peek() is also '\0' at a NUL byte).
+  bool at_end() { return pos_ == end_ && !fill(); }
+
+  // RapidJSON stream concept.
+  Ch Peek() {
+    if (pos_ == end_) fill();
+    return buffer_[pos_];
+  }
+  Ch Take() {
+    const Ch c = Peek();
+    if (pos_ < end_) ++pos_;
+    return c;
+  }
+  std::size_t Tell() const { return consumed_ + pos_; }
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  std::size_t PutEnd(Ch*) { return 0; }
+
+ private:
+  void reserve(std::size_t capacity) {
+    auto grown = std::make_unique<char[]>(capacity + padding_ + 1);
+    if (buffer_ != nullptr) std::memcpy(grown.get(), buffer_.get(), end_);
+    std::memset(grown.get() + end_, 0, capacity + padding_ + 1 - end_);
+    buffer_ = std::move(grown);
+    capacity_ = capacity;
+  }
+
+  GzipReadStream* source_ = nullptr;
+  std::size_t padding_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t capacity_ = 0;
+  std::size_t pos_ = 0;
+  std::size_t end_ = 0;
+  std::size_t consumed_ = 0;  // input bytes dropped from the buffer's front
+};
+
+// A top-level value larger than this is read by the RapidJSON stream instead
+// of being buffered whole for simdjson: memory stays bounded by the largest
+// trace, not by the file, and a big {"data": [...]} export streams. Measured
+// (tailscope-critpath-bench --format envelope): buffering a 55 MB envelope
+// whole (buffer growth, simdjson's index of ~4x its size, page faults) read
+// it slower than RapidJSON streaming; one trace per line is ~16 KB a value.
+constexpr std::size_t kMaxBufferedValueBytes = std::size_t{8} << 20;
+
 // Parses one JSON value after another (a document, or NDJSON lines) until
-// the end of input. `ended(stream)` tells a real end from a NUL byte inside
-// the input, which RapidJSON streams also report as '\0'.
-template <unsigned kFlags, typename Stream, typename Ended>
-ReadResult read_stream(Stream& stream, Ended ended, NameTable& names, const ReadOptions& options,
-                       const TraceCallback& on_trace) {
+// the end of input. Each top-level object is cut out whole (ValueScanner)
+// and read by simdjson; what simdjson does not take — anything but an
+// object, a value too big or too deep, input simdjson rejects — RapidJSON's
+// SAX reader reads from the same place, giving the same traces and the exact
+// error and offset.
+ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& options, const TraceCallback& on_trace) {
   ReadResult result;
-  TraceJsonHandler handler(names, options, result.stats, on_trace);
+  std::uint64_t skip = 0;  // traces the simdjson attempt already delivered
+  const TraceCallback skip_delivered = [&](Trace& t) {
+    if (skip > 0) {
+      --skip;
+      return true;
+    }
+    return on_trace(t);
+  };
+  TraceJsonHandler handler(names, options, result.stats, skip_delivered);
+  internal::SimdjsonValueReader fast(names, options);
   rapidjson::Reader reader;
   bool any_value = false;
   for (;;) {
-    rapidjson::SkipWhitespace(stream);
-    if (stream.Peek() == '\0') {
-      if (!ended(stream)) {
+    rapidjson::SkipWhitespace(in);
+    if (in.Peek() == '\0') {
+      if (!in.at_end()) {
         result.ok = false;
-        result.error_offset = stream.Tell();
+        result.error_offset = in.Tell();
         result.error = "invalid JSON at byte offset " + std::to_string(result.error_offset) + ": NUL byte";
       }
       break;
     }
     any_value = true;
-    reader.Parse<kFlags | rapidjson::kParseStopWhenDoneFlag>(stream, handler);
+    if (options.use_simdjson && in.Peek() == '{') {
+      internal::ValueScanner scanner(options.max_nesting_depth);
+      std::size_t scanned = 0;
+      auto status = internal::ValueScanner::Status::kNeedMore;
+      for (;;) {
+        status = scanner.scan(in.cursor(), scanned, in.available());
+        if (status != internal::ValueScanner::Status::kNeedMore) break;
+        scanned = in.available();
+        if (scanned >= kMaxBufferedValueBytes || !in.fill()) break;
+      }
+      if (status == internal::ValueScanner::Status::kComplete) {
+        std::uint64_t emitted = 0;
+        const internal::FastReadStatus fast_status =
+            fast.read(in.cursor(), scanner.end(), result.stats, on_trace, &emitted);
+        if (fast_status != internal::FastReadStatus::kGaveUp) ++result.stats.values_simdjson;
+        if (fast_status == internal::FastReadStatus::kStopped) {
+          in.skip(scanner.end());
+          result.stopped = true;
+          break;
+        }
+        if (fast_status == internal::FastReadStatus::kOk) {
+          in.skip(scanner.end());
+          continue;
+        }
+        skip = emitted;
+      }
+    }
+    ++result.stats.values_rapidjson;
+    reader.Parse<rapidjson::kParseStopWhenDoneFlag>(in, handler);
+    skip = 0;
     if (reader.HasParseError()) {
       if (handler.stopped()) {
         result.stopped = true;
@@ -344,17 +470,8 @@ ReadResult read_stream(Stream& stream, Ended ended, NameTable& names, const Read
     result.ok = false;
     result.error = "empty input: no JSON value";
   }
-  result.stats.bytes = stream.Tell();
+  result.stats.bytes = in.Tell();
   return result;
-}
-
-// In-memory text is parsed in situ, strings decoded into a scratch buffer
-// (see internal/scratch_stream.h). The text ends in '\0', where the stream stops.
-ReadResult read_memory(const char* text, std::size_t size, char* scratch, NameTable& names, const ReadOptions& options,
-                       const TraceCallback& on_trace) {
-  internal::ScratchStream stream(text, scratch);
-  return read_stream<rapidjson::kParseInsituFlag>(
-      stream, [size](internal::ScratchStream& s) { return s.Tell() >= size; }, names, options, on_trace);
 }
 
 }  // namespace
@@ -373,15 +490,15 @@ ReadResult read_trace_file(const std::string& path, NameTable& names, const Read
     result.error = "cannot read: " + stream.error();
     return result;
   }
-  ReadResult result = read_stream<rapidjson::kParseNoFlags>(
-      stream, [](const GzipReadStream& s) { return s.at_end(); }, names, options, on_trace);
+  InputBuffer in(&stream, internal::SimdjsonValueReader::padding_bytes());
+  ReadResult result = read_input(in, names, options, on_trace);
   result.stats.compressed = stream.compressed();
   if (!stream.ok() && !result.stopped) {
     // A decompression error ends the stream early; report it rather than the
     // JSON error it caused.
     result.ok = false;
-    result.error = stream.error() + " (after " + std::to_string(stream.Tell()) + " decompressed bytes)";
-    result.error_offset = stream.Tell();
+    result.error = stream.error() + " (after " + std::to_string(in.Tell()) + " decompressed bytes)";
+    result.error_offset = in.Tell();
   }
   if (!result.ok) {
     if (const auto sizes = stream.shrunk_since_open()) {
@@ -394,9 +511,8 @@ ReadResult read_trace_file(const std::string& path, NameTable& names, const Read
 
 ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
                            const TraceCallback& on_trace) {
-  const std::string text(json);  // the stream needs a terminating '\0'
-  std::string scratch(json.size() + 1, '\0');
-  return read_memory(text.c_str(), text.size(), scratch.data(), names, options, on_trace);
+  InputBuffer in(json, internal::SimdjsonValueReader::padding_bytes());
+  return read_input(in, names, options, on_trace);
 }
 
 }  // namespace tailscope::trace

@@ -25,6 +25,10 @@ struct ReadOptions {
   std::size_t max_spans_per_trace = 1'000'000;
   // Deeper JSON nesting is rejected: bounded cost on hostile input.
   int max_nesting_depth = 64;
+  // Read top-level objects with simdjson (false: everything with RapidJSON's
+  // SAX reader, the path simdjson falls back to; tests and the benchmark
+  // compare the two).
+  bool use_simdjson = true;
 };
 
 // Counters of what the reader saw; `dropped_*` and `repaired_*` feed the
@@ -39,6 +43,10 @@ struct ReadStats {
   std::uint64_t dropped_spans_without_id = 0;
   std::uint64_t spans_without_service = 0;  // unknown processID / no service.name
   std::uint64_t bad_timestamps = 0;         // non-numeric times, read as 0 (huge ones saturate instead)
+  // Top-level JSON values read by simdjson, and by RapidJSON (not an object,
+  // larger than 8 MiB, or input simdjson rejected or could not read exactly).
+  std::uint64_t values_simdjson = 0;
+  std::uint64_t values_rapidjson = 0;
   bool compressed = false;
 
   void add(const ReadStats& other);

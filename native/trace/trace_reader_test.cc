@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -428,6 +429,112 @@ TEST(TraceReaderTest, ReadsEveryConformanceFixture) {
     auto result = read_trace_file(entry.path(), names, {}, [&](Trace& t) { return traces += !t.spans.empty(), true; });
     ASSERT_TRUE(result.ok) << entry.path() << ": " << result.error;
     EXPECT_EQ(traces, 1) << entry.path();
+    ++files;
+  }
+  EXPECT_GT(files, 0);
+}
+
+// Every field of every trace and every counter, as text: the simdjson path
+// and the RapidJSON path it falls back to must build the same traces.
+struct Transcript {
+  ReadResult result;
+  std::string traces;
+};
+
+Transcript transcript(std::string_view json, bool use_simdjson, ReadOptions options = {}) {
+  NameTable names;
+  options.use_simdjson = use_simdjson;
+  Transcript out;
+  out.result = read_trace_text(json, names, options, [&](Trace& t) {
+    out.traces += "trace " + t.trace_id + "\n";
+    for (const Span& s : t.spans) {
+      out.traces += std::string(t.span_id(s)) + " parent=" + std::string(t.parent_span_id(s)) + "/" +
+                    std::to_string(static_cast<int>(s.parent_ref)) + " kind=" + std::string(span_kind_name(s.kind)) +
+                    " error=" + std::to_string(s.error) + " service=" + std::string(names.name(s.service)) +
+                    " op=" + std::string(names.name(s.operation)) + " start=" + std::to_string(s.start_ns) +
+                    " dur=" + std::to_string(s.duration_ns) + " probe=" + std::to_string(s.probe_scheduling_delay_ns) +
+                    "," + std::to_string(s.probe_join_delay_ns) + "\n";
+    }
+    return true;
+  });
+  const ReadStats& st = out.result.stats;
+  out.traces += "stats traces=" + std::to_string(st.traces) + " spans=" + std::to_string(st.spans) +
+                " jaeger=" + std::to_string(st.jaeger_traces) + " otlp=" + std::to_string(st.otlp_traces) +
+                " over=" + std::to_string(st.dropped_spans_over_limit) +
+                " noid=" + std::to_string(st.dropped_spans_without_id) +
+                " nosvc=" + std::to_string(st.spans_without_service) + " badtime=" + std::to_string(st.bad_timestamps) +
+                " bytes=" + std::to_string(st.bytes) + " ok=" + std::to_string(out.result.ok) +
+                " error=" + out.result.error + " offset=" + std::to_string(out.result.error_offset);
+  return out;
+}
+
+// Inputs simdjson reads itself (valid objects), and inputs it hands to
+// RapidJSON (errors, numbers beyond 64 bits, invalid UTF-8, non-objects).
+const std::vector<std::string>& parity_inputs() {
+  static const std::vector<std::string> inputs = {
+      std::string(kEnvelope),
+      std::string(kOtlp),
+      R"({"traceID": "e", "spans": [{"spanID": "a\"b\\c", "operationName": "caf\u00e9 {[", "startTime": 1.5,
+          "duration": "7", "tags": [{"value": "client", "key": "span.kind"}, {"key": "error", "value": "true"},
+          {"key": "tailscope.join_delay_ns", "value": {"nested": [1]}}], "process": {"serviceName": "x]"}},
+          {"spanID": "b", "parentSpanID": "a\"b\\c", "references": [{"refType": "FOLLOWS_FROM", "spanID": "zz"}],
+           "startTime": null, "duration": true, "processID": "p"}, 7, [1, {"spanID": "no"}]],
+          "processes": {"p": {"serviceName": "first"}, "p": {"serviceName": "second"}}, "spans": [{"spanID": "c"}]})",
+      R"({"traceID": "top", "data": [{"traceID": "in", "spans": []}, 3, [], {"spans": []}], "spans": [{"spanID": "t"}]})",
+      std::string(R"({"data": {"traceID": "x"}, "resourceSpans": null, "total": 0})") + "\n" +
+          R"({"warnings": [1, 2]})",
+      R"({"traceID": "ok", "spans": []} {"traceID": "big", "spans": [{"spanID": "a", "startTime": 99999999999999999999}]})",
+      "{\"traceID\": \"u\", \"spans\": [{\"spanID\": \"a\", \"operationName\": \"bad\xff\"}]}",
+      std::string(R"({"traceID": "1", "spans": []})") + "\n" + R"({"traceID": "2", "spans": [}])",
+      R"({"data": [{"traceID": "a", "spans": []}, {"traceID": "b",, "spans": []}]})",
+      R"({"data": [{"traceID": "a", "spans": [{"spanID": "x", "startTime": 12)",
+      R"([{"traceID": "arr", "spans": [{"spanID": "a"}]}] 42)",
+  };
+  return inputs;
+}
+
+TEST(TraceReaderTest, SimdjsonAndRapidJsonPathsBuildTheSameTraces) {
+  for (const std::string& input : parity_inputs()) {
+    const Transcript fast = transcript(input, true);
+    const Transcript slow = transcript(input, false);
+    EXPECT_EQ(fast.traces, slow.traces) << input;
+    EXPECT_EQ(slow.result.stats.values_simdjson, 0u);
+  }
+  ReadOptions two_spans;
+  two_spans.max_spans_per_trace = 2;
+  const std::string over = R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"}, {"spanID": "3"}]})";
+  EXPECT_EQ(transcript(over, true, two_spans).traces, transcript(over, false, two_spans).traces);
+}
+
+TEST(TraceReaderTest, ValidObjectsAreReadBySimdjsonAndTheRestByRapidJson) {
+  const Transcript envelope = transcript(kEnvelope, true);
+  EXPECT_EQ(envelope.result.stats.values_simdjson, 1u);
+  EXPECT_EQ(envelope.result.stats.values_rapidjson, 0u);
+  const Transcript otlp = transcript(kOtlp, true);
+  EXPECT_EQ(otlp.result.stats.values_simdjson, 1u);
+  EXPECT_EQ(otlp.result.stats.values_rapidjson, 0u);
+  // A number beyond 64 bits: simdjson gives up on that value only.
+  const Transcript big = transcript(parity_inputs()[5], true);
+  EXPECT_EQ(big.result.stats.values_simdjson, 1u);
+  EXPECT_EQ(big.result.stats.values_rapidjson, 1u);
+  // Traces simdjson delivered before it gave up are not delivered twice.
+  const Transcript broken = transcript(parity_inputs()[8], true);
+  EXPECT_FALSE(broken.result.ok);
+  EXPECT_EQ(broken.result.stats.traces, 1u);
+  EXPECT_EQ(std::count(broken.traces.begin(), broken.traces.end(), '\n'), 1);
+}
+
+TEST(TraceReaderTest, FixturesReadTheSameBothWays) {
+  const std::filesystem::path dir = testing::fixtures_dir();
+  TAILSCOPE_REQUIRE_FIXTURE(dir);
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const Transcript fast = transcript(text, true);
+    EXPECT_EQ(fast.traces, transcript(text, false).traces) << entry.path();
+    EXPECT_EQ(fast.result.stats.values_rapidjson, 0u) << entry.path();
     ++files;
   }
   EXPECT_GT(files, 0);

@@ -30,6 +30,14 @@ class JaegerTraceBuilder {
   void begin();
   // True once the object showed a trace key (traceID, spans, processes).
   bool has_content() const { return has_content_; }
+  // For readers that skip what the builder ignores (the simdjson path): the
+  // value of the last key is used, and the container just started is skipped.
+  // (The value of a tag whose key came first and is not one we use is not.)
+  bool wants_value() const {
+    return skip_depth_ == 0 && field_ != Field::kNone &&
+           !(field_ == Field::kTagValue && tag_has_key_ && tag_ == SpanTag::kOther);
+  }
+  bool skipping() const { return skip_depth_ > 0; }
 
   void key(std::string_view key);
   void scalar(const JsonScalar& value);

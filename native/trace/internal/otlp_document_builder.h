@@ -29,6 +29,10 @@ class OtlpDocumentBuilder {
   // Emits the buffered spans as one Trace per traceId (in traceId order, spans
   // in input order). Returns false when the callback asked to stop.
   bool finish(const TraceCallback& on_trace);
+  // For readers that skip what the builder ignores (the simdjson path): the
+  // value of the last key is used, and the container just started is skipped.
+  bool wants_value() const { return skip_depth_ == 0 && field_ != Field::kNone; }
+  bool skipping() const { return skip_depth_ > 0; }
 
  private:
   enum class Frame : std::uint8_t {

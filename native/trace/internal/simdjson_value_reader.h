@@ -1,0 +1,44 @@
+// The fast path of the trace readers: one whole top-level JSON value (a Jaeger
+// trace, a {"data": [...]} envelope or an OTLP {"resourceSpans": [...]}
+// document), parsed with simdjson's On-Demand API. It walks only the members
+// the builders use and feeds them to the same JaegerTraceBuilder and
+// OtlpDocumentBuilder as the RapidJSON path, so both paths build the same
+// traces. Anything simdjson rejects (or reads differently: numbers beyond
+// 64 bits, invalid UTF-8) makes it give up, and the caller re-reads the value
+// with RapidJSON, which reports the exact error and offset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "trace/trace.h"
+#include "trace/trace_reader.h"
+
+namespace tailscope::trace::internal {
+
+enum class FastReadStatus : std::uint8_t { kOk, kStopped, kGaveUp };
+
+class SimdjsonValueReader {
+ public:
+  SimdjsonValueReader(NameTable& names, const ReadOptions& options);
+  ~SimdjsonValueReader();
+  SimdjsonValueReader(const SimdjsonValueReader&) = delete;
+  SimdjsonValueReader& operator=(const SimdjsonValueReader&) = delete;
+
+  // Bytes that must be readable (any content) after a value's last byte.
+  static std::size_t padding_bytes();
+
+  // data[0, size) is one JSON object; data[size, size + padding_bytes()) is
+  // readable. Traces go to on_trace as they complete; `emitted` counts them
+  // (the RapidJSON re-read after kGaveUp skips that many). Counters go to
+  // `stats` only on kOk / kStopped.
+  FastReadStatus read(const char* data, std::size_t size, ReadStats& stats, const TraceCallback& on_trace,
+                      std::uint64_t* emitted);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tailscope::trace::internal
