@@ -44,7 +44,7 @@ namespace tailscope::echo {
 namespace {
 
 constexpr unsigned kSqEntries = 4096;
-constexpr unsigned kCqEntries = 16384;  // multishot ops post many CQEs per SQE
+constexpr unsigned kCqEntries = 16384;   // multishot ops post many CQEs per SQE
 constexpr unsigned kBufferCount = 1024;  // power of two (buffer ring)
 constexpr unsigned kBufferBytes = 4096;
 constexpr uint16_t kBufferGroup = 0;
@@ -169,7 +169,8 @@ std::string probe_multishot_recv(io_uring* ring, bool fixed_files) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return "socketpair: " + errno_text(errno);
   int target = sv[0];
   if (fixed_files) {
-    if (io_uring_register_files_update(ring, 0, &sv[0], 1) != 1) fixed_files = false;
+    if (io_uring_register_files_update(ring, 0, &sv[0], 1) != 1)
+      fixed_files = false;
     else
       target = 0;
   }
@@ -447,8 +448,7 @@ class UringServer {
       if (c->session.finished() && !c->send_in_flight) {
         begin_close(c);
       } else {
-        const bool may_read = c->session.wants_read() &&
-                              output_bytes(c) < ctx_.config.limits.max_pending_output_bytes;
+        const bool may_read = c->session.wants_read() && output_bytes(c) < ctx_.config.limits.max_pending_output_bytes;
         if (may_read && !c->recv_armed) arm_recv(c);
         if (!may_read && c->recv_armed && plan_.multishot_recv && !c->recv_cancelled) {
           cancel(c, kRecv);  // flow control: stop taking input until output drains
