@@ -157,10 +157,23 @@ class BufferRing {
   std::unique_ptr<char[]> storage_;
 };
 
-// Waits up to 1 s for one completion; false on timeout.
-bool wait_one(io_uring* ring, io_uring_cqe** cqe) {
-  __kernel_timespec ts{1, 0};
-  return io_uring_wait_cqe_timeout(ring, cqe, &ts) == 0;
+// The probes share one throwaway ring, and an earlier probe's multishot op
+// may still post completions (its end of stream, a second connection): each
+// probe tags its SQE and waits, up to 1 s, for a completion with its tag,
+// consuming (and ignoring) the others. The caller marks the one returned seen.
+constexpr uint64_t kProbeRecvTag = 1, kProbeAcceptTag = 2;
+bool wait_for(io_uring* ring, uint64_t tag, io_uring_cqe** out) {
+  for (int tries = 0; tries < 64; ++tries) {
+    __kernel_timespec ts{1, 0};
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_wait_cqe_timeout(ring, &cqe, &ts) != 0) return false;
+    if (io_uring_cqe_get_data64(cqe) == tag) {
+      *out = cqe;
+      return true;
+    }
+    io_uring_cqe_seen(ring, cqe);
+  }
+  return false;
 }
 
 // Does a multishot recv from the buffer ring deliver and stay armed?
@@ -178,11 +191,12 @@ std::string probe_multishot_recv(io_uring* ring, bool fixed_files) {
   io_uring_prep_recv_multishot(sqe, target, nullptr, 0, 0);
   sqe->flags |= IOSQE_BUFFER_SELECT | (fixed_files ? IOSQE_FIXED_FILE : 0);
   sqe->buf_group = kBufferGroup;
+  io_uring_sqe_set_data64(sqe, kProbeRecvTag);
   io_uring_submit(ring);
   std::string reason;
   [[maybe_unused]] ssize_t w = ::write(sv[1], "x", 1);
   io_uring_cqe* cqe = nullptr;
-  if (!wait_one(ring, &cqe))
+  if (!wait_for(ring, kProbeRecvTag, &cqe))
     reason = "no completion within 1 s";
   else if (cqe->res < 0)
     reason = "multishot recv failed: " + errno_text(cqe->res);
@@ -206,12 +220,13 @@ std::string probe_multishot_accept(io_uring* ring, bool direct) {
       io_uring_prep_multishot_accept_direct(sqe, listener, nullptr, nullptr, 0);
     else
       io_uring_prep_multishot_accept(sqe, listener, nullptr, nullptr, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, kProbeAcceptTag + (direct ? 0 : 1));
     io_uring_submit(ring);
     client = net::start_connect("127.0.0.1", port);
     io_uring_cqe* cqe = nullptr;
     if (client < 0)
       reason = "connect to the probe listener failed: " + errno_text(errno);
-    else if (!wait_one(ring, &cqe))
+    else if (!wait_for(ring, kProbeAcceptTag + (direct ? 0 : 1), &cqe))
       reason = "no completion within 1 s";
     else if (cqe->res < 0)
       reason = "multishot accept failed: " + errno_text(cqe->res);

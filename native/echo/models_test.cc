@@ -254,11 +254,14 @@ TEST(IoUring, FeaturesSayWhatIsUsedAndWhyNot) {
     ASSERT_TRUE(features.contains(key)) << key;
     const nlohmann::json& f = features[key];
     ASSERT_TRUE(f["used"].is_boolean()) << key;
-    if (!f["used"].get<bool>()) EXPECT_FALSE(f.value("reason", "").empty()) << key << " unused without a reason";
+    if (!f["used"].get<bool>()) {
+      EXPECT_FALSE(f.value("reason", "").empty()) << key << " unused without a reason";
+    }
   }
   EXPECT_FALSE(features["sqpoll"]["used"].get<bool>()) << "SQPOLL used although not requested";
-  if (!features["provided_buffer_ring"]["used"].get<bool>())
+  if (!features["provided_buffer_ring"]["used"].get<bool>()) {
     EXPECT_FALSE(features["multishot_recv"]["used"].get<bool>()) << "multishot recv needs the buffer ring";
+  }
   EXPECT_TRUE(model_features(*find_model("epoll"), config).empty());
 }
 
