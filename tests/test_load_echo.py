@@ -240,11 +240,21 @@ def test_echo_study_runs_and_renders(tmp_path):
         form="quick",
         artifacts_dir=tmp_path,
         progress=lambda *_: None,
-        options={"scale": 0.1, "echo_models": ["epoll", "poll"]},
+        options={"scale": 0.1, "echo_models": ["epoll", "poll", "io-uring"]},
     )
     docs = STUDY.run(ctx)
     points = {d.point for d in docs}
     assert {"baseline", "closed/epoll/8", "rate/poll/1000", "co/epoll/8"} <= points
+    loads = [d.document for d in docs if d.engine == "tailscope-load" and "echo_point" in d.document]
+    for doc in loads:
+        ep = doc["echo_point"]
+        # Busy-poll pacing by default, recorded in the engine's own config; threads as planned.
+        assert ep["load_pacing"] == "busy-poll" and doc["config"]["busy_poll"] is True
+        assert doc["config"]["threads"] == ep["load_threads"] == len(ep["load_cpus"]) >= 1
+        assert ep["server_cpu"] not in ep["load_cpus"]
+    uring = [d["echo_point"]["server_features"] for d in loads if d["echo_point"]["model"] == "io-uring"]
+    if uring:  # unavailable kernels are noted instead
+        assert all("multishot_recv" in f and "registered_files" in f for f in uring)
     with Store(tmp_path / "t.duckdb") as store:
         store.save_run(RunRecord("r1", datetime.now(), datetime.now(), "quick", ["echo"], {}, "test", docs))
         sec = STUDY.section(store, "r1")
@@ -253,6 +263,13 @@ def test_echo_study_runs_and_renders(tmp_path):
     assert any("Coordinated omission" in t for t in titles)
     assert any("Recommendation" in t for t in titles)
     assert all(getattr(b, "finding", "x") for b in sec.blocks)
+    ratios = next(b for b in sec.blocks if b.title.startswith("In-run ratios"))
+    assert {r[0] for r in ratios.rows} == {"8", "100", "1000"}
+    assert "Target best ÷ poll" in ratios.caption
+    rec = next(b for b in sec.blocks if b.title.startswith("Recommendation"))
+    assert [r[0].split(" (")[0] for r in rec.rows] == ["< 100", "100–2000", "> 2000"]
+    assert rec.rows[2][1].startswith("unavailable")  # the quick form has no point above 2000
+    assert any(n.startswith("Load threads per connection count") for n in sec.notes)
 
 
 def _rss_kib(pid: int) -> int:
