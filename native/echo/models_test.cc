@@ -119,6 +119,17 @@ std::string pattern(int connection, int round, size_t bytes) {
   return s;
 }
 
+// Sends "ping" on a fresh connection: true when it comes back. Otherwise the
+// server is stopped, so unavailable() tells a model this kernel cannot run
+// (io_uring disabled) from a broken one.
+bool echoes_probe(RunningServer& server) {
+  const int probe = connect_blocking(server.port());
+  const bool echoed = probe >= 0 && send_all(probe, "ping") && recv_exactly(probe, 4) == "ping";
+  if (probe >= 0) ::close(probe);
+  if (!echoed) server.stop();
+  return echoed;
+}
+
 class EchoModels : public ::testing::TestWithParam<std::string> {
  protected:
   const Model& model() const { return *find_model(GetParam()); }
@@ -135,13 +146,7 @@ TEST_P(EchoModels, EchoesExactBytesForConcurrentConnectionsAndASlowReader) {
     RunningServer server(model(), config());
 
     // Probe: a model this kernel cannot run (io_uring disabled) says so.
-    const int probe = connect_blocking(server.port());
-    ASSERT_GE(probe, 0) << std::strerror(errno);
-    ASSERT_TRUE(send_all(probe, "ping"));
-    const std::string pong = recv_exactly(probe, 4);
-    ::close(probe);
-    if (pong != "ping") {
-      server.stop();
+    if (!echoes_probe(server)) {
       if (server.unavailable()) GTEST_SKIP() << GetParam() << " unavailable here: " << *server.unavailable();
       FAIL() << GetParam() << " did not echo the probe";
     }
@@ -270,13 +275,7 @@ TEST(IoUring, FeaturesSayWhatIsUsedAndWhyNot) {
 // out of buffers and after cancelling it for flow control, and lose nothing.
 void echo_many_large_streams(const ServerConfig& config) {
   RunningServer server(*find_model("io-uring"), config);
-  const int probe = connect_blocking(server.port());
-  ASSERT_GE(probe, 0);
-  ASSERT_TRUE(send_all(probe, "ping"));
-  const std::string pong = recv_exactly(probe, 4);
-  ::close(probe);
-  if (pong != "ping") {
-    server.stop();
+  if (!echoes_probe(server)) {
     if (server.unavailable()) GTEST_SKIP() << "io-uring unavailable here: " << *server.unavailable();
     FAIL() << "io-uring did not echo the probe";
   }
