@@ -170,24 +170,23 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
 
     nlohmann::json doc = new_result_document("tailscope-load", argc, argv);
-    doc["config"] = {
-        {"host", config.host},
-        {"port", config.port},
-        {"threads", config.threads},
-        {"connections", config.connections},
-        {"duration_s", config.duration_s},
-        {"warmup_s", config.warmup_s},
-        {"rate_per_s", config.rate_per_s},
-        {"arrival", arrival_text},
-        {"pipeline", config.pipeline},
-        {"protocol", std::string(to_string(config.protocol))},
-        {"payload_bytes", config.payload_bytes},
-        {"cpus", format_cpu_list(config.cpus)},
-        {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
-        {"spin_us", spin_us},
-        {"busy_poll", config.busy_poll},
-        {"threads_per_cpu", config.cpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(threads_per_cpu)},
-        {"seed", config.seed}};
+    doc["config"] = {{"host", config.host},
+                     {"port", config.port},
+                     {"threads", config.threads},
+                     {"connections", config.connections},
+                     {"duration_s", config.duration_s},
+                     {"warmup_s", config.warmup_s},
+                     {"rate_per_s", config.rate_per_s},
+                     {"arrival", arrival_text},
+                     {"pipeline", config.pipeline},
+                     {"protocol", std::string(to_string(config.protocol))},
+                     {"payload_bytes", config.payload_bytes},
+                     {"cpus", format_cpu_list(config.cpus)},
+                     {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
+                     {"spin_us", spin_us},
+                     {"busy_poll", config.busy_poll},
+                     {"seed", config.seed}};
+    doc["config"]["threads_per_cpu"] = config.cpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(threads_per_cpu);
     if (config.protocol == LoadProtocol::kRpc) {
       doc["config"]["rpc_method"] = config.rpc_method;
       doc["config"]["rpc_sampled"] = config.rpc_sampled;
