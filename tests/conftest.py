@@ -1,8 +1,13 @@
-"""Shared pytest fixtures: where the engines are, and a throwaway results folder."""
+"""Shared pytest fixtures: where the engines are, a throwaway results folder, and
+the engine scaffolding the end-to-end tests share (an echo server, a load run)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,17 +46,62 @@ def engine_path(name: str) -> Path:
     return BUILD / "bin" / name
 
 
+def built_engine(name: str) -> Path:
+    """The engine's path; skips the test (saying how to build it) when it is not built."""
+    p = engine_path(name)
+    if not p.exists():
+        pytest.skip(f"{p} not built (run `make build` or set TAILSCOPE_BUILD_DIR)")
+    return p
+
+
+@contextmanager
+def echo_server(
+    model: str, protocol: str = "echo", extra: list[str] | None = None, threads: int = 2
+) -> Iterator[tuple[int, subprocess.Popen]]:
+    """Runs tailscope-echo on an ephemeral port; yields (port, proc). A model this kernel
+    lacks skips the test with the engine's reason. Checks a clean SIGTERM shutdown
+    (engines.serve kills it if it is not gone 10 s after SIGTERM: then the exit code is -9)."""
+    from tailscope.engines import EngineUnavailable, serve
+
+    built_engine("tailscope-echo")
+    args = ["--model", model, "--port", "0", "--threads", str(threads), "--protocol", protocol, *(extra or [])]
+    with ExitStack() as stack:
+        try:
+            srv = stack.enter_context(serve("tailscope-echo", args, stop_timeout_s=10.0))
+        except EngineUnavailable as e:
+            pytest.skip(f"model {model} unavailable here: {e.reason}")
+        yield srv.port, srv.proc
+        running_at_end = srv.proc.poll() is None
+    if running_at_end:
+        assert srv.proc.returncode == 0, f"{model} exited {srv.proc.returncode} on SIGTERM: {srv.stderr_text()}"
+
+
+def run_load(port: int, *args: str, out: Path | None = None, timeout: float = 60) -> tuple[int, dict | None, str]:
+    """One tailscope-load run against 127.0.0.1:port: (exit code, result document or None, stderr).
+    The document comes from --out when given, else from stdout; the timeout turns a hang into a failure."""
+    cmd = [str(built_engine("tailscope-load")), "--port", str(port), *args]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if out is not None:
+        doc = json.loads(out.read_text()) if out.exists() else None
+    else:
+        doc = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
+    return r.returncode, doc, r.stderr
+
+
+def start_load(port: int, *args: str, out: Path) -> subprocess.Popen:
+    """tailscope-load started in the background (for tests that kill or interrupt something
+    mid-run); its document goes to `out`. The caller bounds it with communicate(timeout=...)."""
+    cmd = [str(built_engine("tailscope-load")), "--port", str(port), *args, "--out", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.fixture
 def engine():
     """engine('tailscope-baseline') -> path; skips with a message if not built."""
 
-    def get(name: str) -> Path:
-        p = engine_path(name)
-        if not p.exists():
-            pytest.skip(f"{p} not built (run `make build`)")
-        return p
-
-    return get
+    return built_engine
 
 
 @pytest.fixture

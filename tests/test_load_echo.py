@@ -15,12 +15,11 @@ import socket
 import struct
 import subprocess
 import time
-from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from conftest import engine_path
-from tailscope.engines import EngineUnavailable, serve, validate_document
+from conftest import built_engine, echo_server, run_load, start_load
+from tailscope.engines import validate_document
 
 MODELS = [
     "epoll",
@@ -34,48 +33,6 @@ MODELS = [
     "asio-coro",
 ]
 UNAVAILABLE_EXIT = 4
-
-
-def _exe(name: str):
-    p = engine_path(name)
-    if not p.exists():
-        pytest.skip(f"{p} not built (run `make build`)")
-    return p
-
-
-@contextmanager
-def server(model: str, protocol: str = "echo", extra: list[str] | None = None):
-    """Runs tailscope-echo on an ephemeral port; yields (port, proc). Checks a clean SIGTERM shutdown
-    (engines.serve kills it if it is not gone 10 s after SIGTERM: then the exit code is -9)."""
-    _exe("tailscope-echo")
-    with ExitStack() as stack:
-        try:
-            srv = stack.enter_context(
-                serve(
-                    "tailscope-echo",
-                    ["--model", model, "--port", "0", "--threads", "2", "--protocol", protocol, *(extra or [])],
-                    stop_timeout_s=10.0,
-                )
-            )
-        except EngineUnavailable as e:
-            pytest.skip(f"model {model} unavailable here: {e.reason}")
-        yield srv.port, srv.proc
-        running_at_end = srv.proc.poll() is None
-    if running_at_end:
-        assert srv.proc.returncode == 0, f"{model} exited {srv.proc.returncode} on SIGTERM: {srv.stderr_text()}"
-
-
-def run_load(port: int, *args: str, out=None, timeout: float = 60) -> tuple[int, dict | None, str]:
-    cmd = [str(_exe("tailscope-load")), "--port", str(port), *args]
-    if out is not None:
-        cmd += ["--out", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    doc = (
-        json.loads(out.read_text())
-        if out is not None and out.exists()
-        else (json.loads(r.stdout) if r.stdout.strip().startswith("{") else None)
-    )
-    return r.returncode, doc, r.stderr
 
 
 def echo_roundtrip(port: int, payload: bytes, timeout: float = 5.0) -> bytes:
@@ -93,7 +50,7 @@ def echo_roundtrip(port: int, payload: bytes, timeout: float = 5.0) -> bytes:
 # ---- every model, two independent checkers ---------------------------------------
 @pytest.mark.parametrize("model", MODELS)
 def test_model_verified_by_load_generator_and_plain_client(model, tmp_path):
-    with server(model) as (port, _):
+    with echo_server(model) as (port, _):
         payload = bytes(range(256)) * 300  # 76.8 kB: spans many reads and the session's output bound
         assert echo_roundtrip(port, payload) == payload
         rc, doc, err = run_load(
@@ -124,7 +81,7 @@ def test_model_verified_by_load_generator_and_plain_client(model, tmp_path):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_model_http_mode_answers_keep_alive_and_rejects_garbage(model):
-    with server(model, "http") as (port, _):
+    with echo_server(model, "http") as (port, _):
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /bb HTTP/1.1\r\nHost: x\r\n\r\n")
             got = b""
@@ -145,7 +102,7 @@ def test_model_http_mode_answers_keep_alive_and_rejects_garbage(model):
 
 
 def test_open_loop_http_rate_and_status_check(tmp_path):
-    with server("epoll", "http") as (port, _):
+    with echo_server("epoll", "http") as (port, _):
         rc, doc, err = run_load(
             port,
             "--protocol",
@@ -176,7 +133,7 @@ def test_wrk_drives_the_http_mode():
     wrk = shutil.which("wrk")
     if not wrk:
         pytest.skip("wrk is not installed (apt-get install wrk)")
-    with server("epoll", "http") as (port, _):
+    with echo_server("epoll", "http") as (port, _):
         r = subprocess.run(
             [wrk, "-t1", "-c4", "-d1s", f"http://127.0.0.1:{port}/hello"], capture_output=True, text=True, timeout=30
         )
@@ -193,7 +150,7 @@ def test_hlog_is_read_by_the_hdrhistogram_package(tmp_path):
     except ImportError as e:
         pytest.fail(f"the PyPI hdrhistogram package is required for this test: {e}")
     hlog = tmp_path / "load.hlog"
-    with server("epoll") as (port, _):
+    with echo_server("epoll") as (port, _):
         rc, doc, err = run_load(
             port,
             "-c",
@@ -227,7 +184,7 @@ def test_hlog_is_read_by_the_hdrhistogram_package(tmp_path):
 
 
 def test_latency_flag_prints_a_wrk2_style_spectrum(tmp_path):
-    with server("epoll") as (port, _):
+    with echo_server("epoll") as (port, _):
         rc, _, err = run_load(
             port, "-c", "2", "-d", "0.3s", "--warmup", "0.05s", "-R", "500", "--latency", out=tmp_path / "r.json"
         )
@@ -239,27 +196,8 @@ def test_latency_flag_prints_a_wrk2_style_spectrum(tmp_path):
 # ---- faults ------------------------------------------------------------------------
 def test_server_killed_mid_run_gives_partial_document_and_nonzero_exit(tmp_path):
     out = tmp_path / "r.json"
-    with server("epoll") as (port, proc):
-        load = subprocess.Popen(
-            [
-                str(_exe("tailscope-load")),
-                "--port",
-                str(port),
-                "-c",
-                "8",
-                "-d",
-                "4s",
-                "--warmup",
-                "0.1s",
-                "-R",
-                "2000",
-                "--out",
-                str(out),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    with echo_server("epoll") as (port, proc):
+        load = start_load(port, "-c", "8", "-d", "4s", "--warmup", "0.1s", "-R", "2000", out=out)
         time.sleep(1.0)
         proc.kill()
         proc.wait()
@@ -275,27 +213,8 @@ def test_server_killed_mid_run_gives_partial_document_and_nonzero_exit(tmp_path)
 
 def test_interrupted_run_writes_partial_document(tmp_path):
     out = tmp_path / "r.json"
-    with server("epoll") as (port, _):
-        load = subprocess.Popen(
-            [
-                str(_exe("tailscope-load")),
-                "--port",
-                str(port),
-                "-c",
-                "4",
-                "-d",
-                "20s",
-                "--warmup",
-                "0.1s",
-                "-R",
-                "1000",
-                "--out",
-                str(out),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    with echo_server("epoll") as (port, _):
+        load = start_load(port, "-c", "4", "-d", "20s", "--warmup", "0.1s", "-R", "1000", out=out)
         time.sleep(0.8)
         load.send_signal(signal.SIGINT)
         _, err = load.communicate(timeout=30)
@@ -316,16 +235,26 @@ def test_echo_study_runs_and_renders(tmp_path):
     from tailscope.studies.echo import STUDY
 
     for name in ("tailscope-load", "tailscope-echo", "tailscope-baseline"):
-        _exe(name)
+        built_engine(name)
     ctx = RunContext(
         form="quick",
         artifacts_dir=tmp_path,
         progress=lambda *_: None,
-        options={"scale": 0.1, "echo_models": ["epoll", "poll"]},
+        options={"scale": 0.1, "echo_models": ["epoll", "poll", "io-uring"]},
     )
     docs = STUDY.run(ctx)
     points = {d.point for d in docs}
     assert {"baseline", "closed/epoll/8", "rate/poll/1000", "co/epoll/8"} <= points
+    loads = [d.document for d in docs if d.engine == "tailscope-load" and "echo_point" in d.document]
+    for doc in loads:
+        ep = doc["echo_point"]
+        # Busy-poll pacing by default, recorded in the engine's own config; threads as planned.
+        assert ep["load_pacing"] == "busy-poll" and doc["config"]["busy_poll"] is True
+        assert doc["config"]["threads"] == ep["load_threads"] == len(ep["load_cpus"]) >= 1
+        assert ep["server_cpu"] not in ep["load_cpus"]
+    uring = [d["echo_point"]["server_features"] for d in loads if d["echo_point"]["model"] == "io-uring"]
+    if uring:  # unavailable kernels are noted instead
+        assert all("multishot_recv" in f and "registered_files" in f for f in uring)
     with Store(tmp_path / "t.duckdb") as store:
         store.save_run(RunRecord("r1", datetime.now(), datetime.now(), "quick", ["echo"], {}, "test", docs))
         sec = STUDY.section(store, "r1")
@@ -334,6 +263,13 @@ def test_echo_study_runs_and_renders(tmp_path):
     assert any("Coordinated omission" in t for t in titles)
     assert any("Recommendation" in t for t in titles)
     assert all(getattr(b, "finding", "x") for b in sec.blocks)
+    ratios = next(b for b in sec.blocks if b.title.startswith("In-run ratios"))
+    assert {r[0] for r in ratios.rows} == {"8", "100", "1000"}
+    assert "Target best ÷ poll" in ratios.caption
+    rec = next(b for b in sec.blocks if b.title.startswith("Recommendation"))
+    assert [r[0].split(" (")[0] for r in rec.rows] == ["< 100", "100–2000", "> 2000"]
+    assert rec.rows[2][1].startswith("unavailable")  # the quick form has no point above 2000
+    assert any(n.startswith("Load threads per connection count") for n in sec.notes)
 
 
 def _rss_kib(pid: int) -> int:
@@ -343,7 +279,7 @@ def _rss_kib(pid: int) -> int:
 
 @pytest.mark.parametrize("model", MODELS)
 def test_bad_clients_do_not_hurt_a_good_one(model):
-    with server(model) as (port, proc):
+    with echo_server(model) as (port, proc):
         rss_before = _rss_kib(proc.pid)
         # Never reads: pushes until its own send buffer is full (the server must stop reading it).
         hog = socket.create_connection(("127.0.0.1", port))
@@ -397,7 +333,7 @@ def _cpu_seconds(pid: int) -> float:
 def test_blocked_half_closed_client_costs_no_cpu(model):
     """A client that fills the server's output bound, never reads, then half-closes: the server must
     neither spin on the pending hang-up nor stop serving others."""
-    with server(model) as (port, proc):
+    with echo_server(model) as (port, proc):
         hog = socket.create_connection(("127.0.0.1", port))
         hog.setblocking(False)
         deadline = time.monotonic() + 2.0
@@ -421,7 +357,7 @@ def test_blocked_half_closed_client_costs_no_cpu(model):
 
 
 def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
-    with server("epoll", extra=["--max-fds", "24"]) as (port, proc):
+    with echo_server("epoll", extra=["--max-fds", "24"]) as (port, proc):
         socks = []
         for _ in range(40):  # more than the server has descriptors for
             try:
@@ -454,14 +390,14 @@ def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
     ],
 )
 def test_load_bad_flags_are_clear_errors(args, message):
-    r = subprocess.run([str(_exe("tailscope-load")), *args], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([str(built_engine("tailscope-load")), *args], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert message in r.stderr + r.stdout
 
 
 def test_echo_unknown_model_is_a_clear_error():
     r = subprocess.run(
-        [str(_exe("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True, timeout=30
+        [str(built_engine("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True, timeout=30
     )
     assert r.returncode != 0 and "carrier-pigeon" in r.stderr
 
@@ -480,7 +416,7 @@ def test_bytes_count_the_same_requests_as_the_request_counts(tmp_path):
     """bytes_sent / bytes_received included the warm-up while requests_sent /
     requests_completed did not. Echo answers byte for byte, so with no errors
     both byte counts are exactly the payload times the requests in the window."""
-    with server("epoll") as (port, _):
+    with echo_server("epoll") as (port, _):
         rc, doc, err = run_load(
             port,
             "-c",

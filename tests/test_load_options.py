@@ -13,15 +13,13 @@ import subprocess
 
 import pytest
 
-from conftest import engine_path
+from conftest import built_engine, echo_server, run_load
 
 BAD_FLAGS_EXIT = 1  # docs/load-generator.md, "Exit codes"
 
 
 def _load(*args: str) -> subprocess.CompletedProcess:
-    exe = engine_path("tailscope-load")
-    if not exe.exists():
-        pytest.skip(f"{exe} not built (run `make build`)")
+    exe = built_engine("tailscope-load")
     # Port 9 (discard) is never contacted: every case fails validation first.
     port = [] if any(a == "--port" or a.startswith("tcp://") for a in args) else ["--port", "9"]
     return subprocess.run([str(exe), *port, *args], capture_output=True, text=True, timeout=30)
@@ -68,3 +66,19 @@ def test_bad_numbers_are_refused_with_the_option_and_value_and_exit_1(args, mess
 def test_help_still_exits_0():
     r = _load("--help")
     assert r.returncode == 0 and "--duration" in r.stdout
+
+
+def test_more_threads_than_cpus_is_noted_and_recorded(tmp_path):
+    """Threads are pinned round robin to --cpus: -t 3 on one CPU puts three threads on one core
+    (what the echo study used to do with -t N). Allowed, but said on stderr and recorded."""
+    with echo_server("epoll", threads=1) as (port, _):
+        rc, doc, err = run_load(
+            port, "-t", "3", "-c", "6", "--cpus", "0", "-d", "0.2s", "--warmup", "0s", out=tmp_path / "r.json"
+        )
+        assert rc == 0, err
+        assert "3 load threads on 1 CPU(s) (--cpus): 3 threads share a core" in err
+        assert doc is not None and doc["config"]["threads_per_cpu"] == 3
+        rc, doc, err = run_load(port, "-t", "2", "-c", "4", "-d", "0.2s", "--warmup", "0s", out=tmp_path / "u.json")
+        assert rc == 0, err
+        assert "share a core" not in err
+        assert doc is not None and doc["config"]["threads_per_cpu"] is None  # unpinned: nothing to share

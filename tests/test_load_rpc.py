@@ -16,20 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import engine_path
+from conftest import built_engine, echo_server, run_load
 from tailscope import topology
 from tailscope.engines import serve, validate_document
 
 ERRORS_EXIT = 3
 SERVICE = "unique-id-service"  # a leaf of the graph: it calls nobody, so it runs alone
 METHOD = "compose_unique_id"  # its endpoint (topologies/socialnet.yaml)
-
-
-def _exe(name: str) -> Path:
-    p = engine_path(name)
-    if not p.exists():
-        pytest.skip(f"{p} not built (run `make build` or set TAILSCOPE_BUILD_DIR)")
-    return p
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +34,7 @@ def topo_json(tmp_path_factory) -> Path:
 def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
     """Runs `tailscope-svc --service SERVICE` on an ephemeral port; yields (port, path of its result document).
     Its result document is written on SIGTERM, so a service that had to be killed fails the test."""
-    _exe("tailscope-svc")
+    built_engine("tailscope-svc")
     out = tmp / "svc-result.json"
     with serve(
         "tailscope-svc",
@@ -52,19 +45,8 @@ def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
     assert srv.proc.returncode != -signal.SIGKILL, "tailscope-svc did not stop within 30 s of SIGTERM"
 
 
-@contextmanager
-def http_echo_server():
-    _exe("tailscope-echo")
-    with serve("tailscope-echo", ["--model", "epoll", "--protocol", "http", "--port", "0"]) as srv:
-        yield srv.port
-
-
 def run_rpc_load(port: int, *args: str, method: str = METHOD, timeout_s: float = 60) -> tuple[int, dict | None, str]:
-    """The subprocess timeout turns a hang into a failure."""
-    cmd = [str(_exe("tailscope-load")), "--protocol", "rpc", "--rpc-method", method, "--port", str(port), *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    doc = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
-    return r.returncode, doc, r.stderr
+    return run_load(port, "--protocol", "rpc", "--rpc-method", method, *args, timeout=timeout_s)
 
 
 def test_open_loop_against_one_service_succeeds_without_errors(topo_json, tmp_path):
@@ -108,7 +90,7 @@ def test_unknown_method_is_counted_as_bad_status(topo_json, tmp_path):
 
 
 def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path):
-    with http_echo_server() as port:
+    with echo_server("epoll", "http", threads=1) as (port, _):
         rc, doc, err = run_rpc_load(port, "-R", "200", "-d", "2s", "-c", "4", "--timeout", "1s", "--warmup", "200ms")
     assert rc == ERRORS_EXIT, err
     assert doc is not None, err
@@ -130,7 +112,7 @@ def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path
 )
 def test_bad_rpc_flags_are_refused_before_connecting(args, message):
     r = subprocess.run(
-        [str(_exe("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
+        [str(built_engine("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -142,7 +124,7 @@ def test_bad_rpc_flags_are_refused_before_connecting(args, message):
 
 def test_rpc_flags_are_refused_with_another_protocol():
     r = subprocess.run(
-        [str(_exe("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
+        [str(built_engine("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -181,7 +163,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     out = tmp_path / "svc.json"
     svc = subprocess.Popen(
         [
-            str(_exe("tailscope-svc")),
+            str(built_engine("tailscope-svc")),
             "--topology",
             str(topo),
             "--service",
@@ -206,7 +188,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
         port = json.loads(line)["listening"]
         load = subprocess.Popen(
             [
-                str(_exe("tailscope-load")),
+                str(built_engine("tailscope-load")),
                 "--protocol",
                 "rpc",
                 "--rpc-method",
@@ -253,7 +235,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
 )
 def test_svc_bad_numbers_are_clear_errors(args, message, topo_json):
     r = subprocess.run(
-        [str(_exe("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
+        [str(built_engine("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
         capture_output=True,
         text=True,
         timeout=30,

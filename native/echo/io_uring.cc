@@ -1,19 +1,40 @@
-// Model `io-uring`: one thread, completion-based I/O through liburing.
-// Accept is multishot where the kernel supports it (5.19+; else one accept
-// per completion); each connection has at most one recv or send in flight
-// (the same half-duplex chain as the Asio models), into a per-connection
-// buffer. Multishot recv with provided-buffer rings is not used: it would
-// trade the bounded per-connection buffer for a shared pool.
+// Model `io-uring`: one thread, completion-based I/O through liburing, with
+// the interface users compare against epoll:
+//   - multishot accept straight into the ring's registered file table
+//     (direct descriptors: no fd table lookups per operation);
+//   - one multishot recv per connection drawing from a provided buffer ring
+//     (one SQE serves every read of the connection's life);
+//   - sends from a per-connection buffer that the session cannot move while
+//     the send is in flight;
+//   - batched submission: every SQE prepared while handling one batch of
+//     completions goes to the kernel in the single io_uring_enter that also
+//     waits for the next batch (io_uring_submit_and_wait);
+//   - optional SQPOLL (--sqpoll): a kernel thread polls the submission queue.
+// Every feature is probed at start on a throwaway ring (uring_plan()); what
+// the kernel lacks falls back (one-shot accept, one-shot recv into a
+// per-connection buffer, plain descriptors, no SQPOLL) and the reason is
+// printed in the ready line's "features" (model_features()), so each result
+// says what was measured.
+//
+// Memory stays bounded like every other model: while the session's output
+// (plus the send in flight) is at its bound, the multishot recv is cancelled
+// and re-armed once output drains, so a client that never reads costs at most
+// the bound plus the buffers already delivered.
 #include <liburing.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "echo/server.h"
 #include "net/accept.h"
@@ -22,147 +43,556 @@
 namespace tailscope::echo {
 namespace {
 
+constexpr unsigned kSqEntries = 4096;
+constexpr unsigned kCqEntries = 16384;   // multishot ops post many CQEs per SQE
+constexpr unsigned kBufferCount = 1024;  // power of two (buffer ring)
+constexpr unsigned kBufferBytes = 4096;
+constexpr uint16_t kBufferGroup = 0;
+constexpr unsigned kMaxRegisteredFiles = 65536;
+constexpr size_t kFallbackBufferBytes = 16384;
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+// What this kernel gives us; decided once by probing, used by the server.
+struct UringPlan {
+  unsigned setup_flags = 0;
+  std::string setup_text = "default";
+  bool sqpoll = false;
+  std::string sqpoll_reason;
+  bool registered_files = false;
+  unsigned file_slots = 0;
+  std::string registered_files_reason;
+  bool buffer_ring = false;
+  std::string buffer_ring_reason;
+  bool multishot_recv = false;
+  std::string multishot_recv_reason;
+  bool multishot_accept = false;
+  std::string multishot_accept_reason;
+};
+
+unsigned file_slots_allowed() {
+  // The table counts against RLIMIT_NOFILE, so --max-fds bounds this model too.
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxRegisteredFiles;
+  return static_cast<unsigned>(std::min<rlim_t>(rl.rlim_cur, kMaxRegisteredFiles));
+}
+
+// io_uring_queue_init_params with `flags`; returns 0 or -errno.
+int init_ring(io_uring* ring, unsigned flags, int sq_cpu) {
+  io_uring_params p{};
+  p.flags = flags | IORING_SETUP_CQSIZE;
+  p.cq_entries = kCqEntries;
+  if (flags & IORING_SETUP_SQPOLL) {
+    p.sq_thread_idle = 50;  // ms of idleness before the kernel thread sleeps
+    if (sq_cpu >= 0) {
+      p.flags |= IORING_SETUP_SQ_AFF;
+      p.sq_thread_cpu = static_cast<unsigned>(sq_cpu);
+    }
+  }
+  return io_uring_queue_init_params(kSqEntries, ring, &p);
+}
+
+// The SQPOLL thread shares the worker's core unless a second CPU is given:
+// on one server core it competes with the loop it serves (the study runs
+// without it; --sqpoll is for machines with a core to spare).
+int sq_cpu_of(const ServerConfig& config) {
+  if (config.cpus.empty()) return -1;
+  return config.cpus[config.cpus.size() > 1 ? 1 : 0];
+}
+
+// A provided-buffer ring: kBufferCount buffers of kBufferBytes, registered as
+// group kBufferGroup.
+class BufferRing {
+ public:
+  ~BufferRing() { release(); }
+  // The ring is about to be torn down (which unregisters the buffers): only
+  // the memory is ours to free then.
+  void detach() { ring_ = nullptr; }
+  // 0 or -errno.
+  int setup(io_uring* ring) {
+    ring_bytes_ = kBufferCount * sizeof(io_uring_buf);
+    void* mem = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (mem == MAP_FAILED) return -errno;
+    br_ = static_cast<io_uring_buf_ring*>(mem);
+    io_uring_buf_ring_init(br_);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<uint64_t>(br_);
+    reg.ring_entries = kBufferCount;
+    reg.bgid = kBufferGroup;
+    const int r = io_uring_register_buf_ring(ring, &reg, 0);
+    if (r < 0) {
+      release();
+      return r;
+    }
+    ring_ = ring;
+    // Not zeroed: pages are touched only when the kernel fills them.
+    storage_.reset(new char[static_cast<size_t>(kBufferCount) * kBufferBytes]);
+    for (unsigned bid = 0; bid < kBufferCount; ++bid) give_back(static_cast<uint16_t>(bid));
+    publish();
+    return 0;
+  }
+  const char* data(uint16_t bid) const { return storage_.get() + static_cast<size_t>(bid) * kBufferBytes; }
+  // Returns a buffer to the kernel; visible after publish() (once per batch).
+  void give_back(uint16_t bid) {
+    io_uring_buf_ring_add(br_, storage_.get() + static_cast<size_t>(bid) * kBufferBytes, kBufferBytes, bid,
+                          io_uring_buf_ring_mask(kBufferCount), added_++);
+  }
+  void publish() {
+    if (added_ == 0) return;
+    io_uring_buf_ring_advance(br_, added_);
+    added_ = 0;
+  }
+
+ private:
+  void release() {
+    if (ring_ != nullptr) io_uring_unregister_buf_ring(ring_, kBufferGroup);
+    if (br_ != nullptr) ::munmap(br_, ring_bytes_);
+    br_ = nullptr;
+    ring_ = nullptr;
+  }
+  io_uring* ring_ = nullptr;
+  io_uring_buf_ring* br_ = nullptr;
+  size_t ring_bytes_ = 0;
+  int added_ = 0;
+  std::unique_ptr<char[]> storage_;
+};
+
+// The probes share one throwaway ring, and an earlier probe's multishot op
+// may still post completions (its end of stream, a second connection): each
+// probe tags its SQE and waits, up to 1 s, for a completion with its tag,
+// consuming (and ignoring) the others. The caller marks the one returned seen.
+constexpr uint64_t kProbeRecvTag = 1, kProbeAcceptTag = 2;
+bool wait_for(io_uring* ring, uint64_t tag, io_uring_cqe** out) {
+  for (int tries = 0; tries < 64; ++tries) {
+    __kernel_timespec ts{1, 0};
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_wait_cqe_timeout(ring, &cqe, &ts) != 0) return false;
+    if (io_uring_cqe_get_data64(cqe) == tag) {
+      *out = cqe;
+      return true;
+    }
+    io_uring_cqe_seen(ring, cqe);
+  }
+  return false;
+}
+
+// Does a multishot recv from the buffer ring deliver and stay armed?
+std::string probe_multishot_recv(io_uring* ring, bool fixed_files) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return "socketpair: " + errno_text(errno);
+  int target = sv[0];
+  if (fixed_files) {
+    if (io_uring_register_files_update(ring, 0, &sv[0], 1) != 1)
+      fixed_files = false;
+    else
+      target = 0;
+  }
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  io_uring_prep_recv_multishot(sqe, target, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT | (fixed_files ? IOSQE_FIXED_FILE : 0);
+  sqe->buf_group = kBufferGroup;
+  io_uring_sqe_set_data64(sqe, kProbeRecvTag);
+  io_uring_submit(ring);
+  std::string reason;
+  [[maybe_unused]] ssize_t w = ::write(sv[1], "x", 1);
+  io_uring_cqe* cqe = nullptr;
+  if (!wait_for(ring, kProbeRecvTag, &cqe))
+    reason = "no completion within 1 s";
+  else if (cqe->res < 0)
+    reason = "multishot recv failed: " + errno_text(cqe->res);
+  else if (!(cqe->flags & IORING_CQE_F_MORE))
+    reason = "recv completed without IORING_CQE_F_MORE (not multishot)";
+  if (cqe != nullptr) io_uring_cqe_seen(ring, cqe);
+  ::close(sv[1]);  // EOF ends the multishot recv
+  ::close(sv[0]);
+  return reason;
+}
+
+// Does a multishot accept (into the file table when it is registered) stay armed?
+std::string probe_multishot_accept(io_uring* ring, bool direct) {
+  int listener = -1, client = -1;
+  std::string reason;
+  try {
+    listener = net::make_listener("127.0.0.1", 0, false, 4);
+    const int port = net::bound_port(listener);
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (direct)
+      io_uring_prep_multishot_accept_direct(sqe, listener, nullptr, nullptr, 0);
+    else
+      io_uring_prep_multishot_accept(sqe, listener, nullptr, nullptr, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, kProbeAcceptTag + (direct ? 0 : 1));
+    io_uring_submit(ring);
+    client = net::start_connect("127.0.0.1", port);
+    io_uring_cqe* cqe = nullptr;
+    if (client < 0)
+      reason = "connect to the probe listener failed: " + errno_text(errno);
+    else if (!wait_for(ring, kProbeAcceptTag + (direct ? 0 : 1), &cqe))
+      reason = "no completion within 1 s";
+    else if (cqe->res < 0)
+      reason = "multishot accept failed: " + errno_text(cqe->res);
+    else if (!(cqe->flags & IORING_CQE_F_MORE))
+      reason = "accept completed without IORING_CQE_F_MORE (not multishot)";
+    if (cqe != nullptr) {
+      if (cqe->res >= 0 && !direct) ::close(cqe->res);
+      io_uring_cqe_seen(ring, cqe);
+    }
+  } catch (const std::exception& e) {
+    reason = std::string("probe listener: ") + e.what();
+  }
+  if (client >= 0) ::close(client);
+  if (listener >= 0) ::close(listener);
+  return reason;
+}
+
+// Probes, on a throwaway ring, what the server will use. Throws
+// ModelUnavailable when io_uring itself cannot be set up.
+UringPlan uring_plan(const ServerConfig& config) {
+  UringPlan plan;
+  io_uring ring{};
+  int r = -EINVAL;
+  struct Candidate {
+    unsigned flags;
+    const char* text;
+  };
+  // Newest first: SINGLE_ISSUER + DEFER_TASKRUN (6.1) run completions only
+  // when the loop asks for them (no interrupting task work); COOP_TASKRUN
+  // (5.19) at least avoids IPIs.
+  const Candidate candidates[] = {
+      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single_issuer+defer_taskrun"},
+      {IORING_SETUP_COOP_TASKRUN, "coop_taskrun"},
+      {0, "default"},
+  };
+  if (config.io_uring_sqpoll) {
+    r = init_ring(&ring, IORING_SETUP_SQPOLL, sq_cpu_of(config));
+    if (r == 0) {
+      plan.sqpoll = true;
+      plan.setup_flags = IORING_SETUP_SQPOLL;
+      plan.setup_text = "sqpoll";
+    } else {
+      plan.sqpoll_reason = "requested, but IORING_SETUP_SQPOLL failed: " + errno_text(r);
+    }
+  } else {
+    plan.sqpoll_reason = "not requested (--sqpoll)";
+  }
+  std::string first_error;
+  for (const Candidate& c : candidates) {
+    if (plan.sqpoll) break;
+    r = init_ring(&ring, c.flags, -1);
+    if (r == 0) {
+      plan.setup_flags = c.flags;
+      plan.setup_text = c.text;
+      break;
+    }
+    if (first_error.empty()) first_error = errno_text(r);
+  }
+  if (r != 0) throw ModelUnavailable("io_uring_setup failed: " + errno_text(r));
+
+  plan.file_slots = file_slots_allowed();
+  r = io_uring_register_files_sparse(&ring, plan.file_slots);
+  plan.registered_files = r == 0;
+  if (r != 0) plan.registered_files_reason = "IORING_REGISTER_FILES (sparse) failed: " + errno_text(r);
+
+  {
+    BufferRing buffers;
+    r = buffers.setup(&ring);
+    plan.buffer_ring = r == 0;
+    if (r != 0) plan.buffer_ring_reason = "IORING_REGISTER_PBUF_RING failed: " + errno_text(r);
+    if (plan.buffer_ring) {
+      plan.multishot_recv_reason = probe_multishot_recv(&ring, plan.registered_files);
+      plan.multishot_recv = plan.multishot_recv_reason.empty();
+    } else {
+      plan.multishot_recv_reason = "needs the provided buffer ring";
+    }
+  }
+  plan.multishot_accept_reason = probe_multishot_accept(&ring, plan.registered_files);
+  plan.multishot_accept = plan.multishot_accept_reason.empty();
+  if (!plan.multishot_accept && plan.registered_files) {
+    // Direct accept may be what is missing: plain descriptors, then.
+    const std::string direct_reason = plan.multishot_accept_reason;
+    plan.multishot_accept_reason = probe_multishot_accept(&ring, false);
+    plan.multishot_accept = plan.multishot_accept_reason.empty();
+    if (plan.multishot_accept) {
+      plan.registered_files = false;
+      plan.registered_files_reason = "multishot accept into the file table failed: " + direct_reason;
+    }
+  }
+  io_uring_queue_exit(&ring);
+  return plan;
+}
+
+nlohmann::json feature(bool used, const std::string& reason) {
+  nlohmann::json f = {{"used", used}};
+  if (!used) f["reason"] = reason;
+  return f;
+}
+
 struct Connection {
-  Connection(int fd_in, net::StreamSession session_in) : fd(fd_in), session(std::move(session_in)) {}
-  int fd;
+  Connection(int file_in, net::StreamSession session_in) : file(file_in), session(std::move(session_in)) {}
+  int file;  // registered-file index, or a descriptor without registered files
   net::StreamSession session;
-  std::array<char, 16384> buffer;  // not zeroed: untouched pages cost no RSS (like the Asio models)
+  std::string sending;  // the bytes of the send in flight (stable while the kernel reads them)
+  size_t sending_head = 0;
+  bool recv_armed = false, recv_cancelled = false, send_in_flight = false, closing = false;
+  std::vector<char> buffer;  // one-shot recv only (no buffer ring)
 };
 
 // user_data: a Connection* with the operation in the low bits, or a tag.
-enum : uint64_t { kRecv = 1, kSend = 2, kTagMask = 3 };
-constexpr uint64_t kAcceptTag = 4, kStopTag = 8, kBackoffTag = 12;
+// Connections come from new (16-byte aligned, far above the tags).
+enum : uint64_t { kRecv = 1, kSend = 2, kOpMask = 7 };
+constexpr uint64_t kAcceptTag = 16, kStopTag = 32, kBackoffTag = 48, kIgnoreTag = 64;
 
 class UringServer {
  public:
-  UringServer(ServerContext& ctx) : ctx_(ctx), stall_(ctx.config) {
-    int r = io_uring_queue_init(1024, &ring_, 0);
-    if (r < 0) throw ModelUnavailable(std::string("io_uring_setup failed: ") + std::strerror(-r));
+  UringServer(ServerContext& ctx, UringPlan plan) : ctx_(ctx), plan_(std::move(plan)), stall_(ctx.config) {
+    const int r = init_ring(&ring_, plan_.setup_flags, sq_cpu_of(ctx.config));
+    if (r < 0) throw ModelUnavailable("io_uring_setup failed: " + errno_text(r));
+    if (plan_.registered_files && io_uring_register_files_sparse(&ring_, plan_.file_slots) != 0)
+      plan_.registered_files = false;
+    if (plan_.buffer_ring && buffers_.setup(&ring_) != 0) {
+      plan_.buffer_ring = false;
+      plan_.multishot_recv = false;
+    }
   }
   ~UringServer() {
-    io_uring_queue_exit(&ring_);
+    buffers_.detach();
+    io_uring_queue_exit(&ring_);  // cancels what is in flight; closes registered files
     for (Connection* c : connections_) {
-      ::close(c->fd);
+      if (!plan_.registered_files) ::close(c->file);
       delete c;
     }
   }
 
   void run() {
     const int listen_fd = ctx_.listen_fds.at(0);
+    // Direct descriptors take no setsockopt: accepted sockets inherit
+    // TCP_NODELAY from the listener on Linux.
+    net::set_nodelay(listen_fd);
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_poll_add(sqe, ctx_.stop.fd(), POLLIN);
     io_uring_sqe_set_data64(sqe, kStopTag);
     arm_accept(listen_fd);
     while (!ctx_.stop.requested()) {
-      io_uring_submit_and_wait(&ring_, 1);
+      io_uring_submit_and_wait(&ring_, 1);  // the one io_uring_enter of this iteration
       io_uring_cqe* cqe;
       unsigned head, seen = 0;
-      bool stalled = false;
       io_uring_for_each_cqe(&ring_, head, cqe) {
-        ++seen;
-        if (!stalled) {
-          stall_.maybe_stall();
-          stalled = true;
-        }
+        if (seen++ == 0) stall_.maybe_stall();
         handle(cqe, listen_fd);
       }
       io_uring_cq_advance(&ring_, seen);
+      if (plan_.buffer_ring) buffers_.publish();
     }
   }
 
  private:
   io_uring_sqe* get_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    while (sqe == nullptr) {  // submission queue full: flush it
+    while (sqe == nullptr) {  // submission queue full: flush it (rare: 4096 entries)
       io_uring_submit(&ring_);
       sqe = io_uring_get_sqe(&ring_);
     }
     return sqe;
   }
+  void use_file(io_uring_sqe* sqe) const {
+    if (plan_.registered_files) sqe->flags |= IOSQE_FIXED_FILE;
+  }
 
   void arm_accept(int listen_fd) {
     io_uring_sqe* sqe = get_sqe();
-    if (multishot_accept_)
+    if (plan_.registered_files) {
+      if (plan_.multishot_accept)
+        io_uring_prep_multishot_accept_direct(sqe, listen_fd, nullptr, nullptr, 0);
+      else
+        io_uring_prep_accept_direct(sqe, listen_fd, nullptr, nullptr, 0, IORING_FILE_INDEX_ALLOC);
+    } else if (plan_.multishot_accept) {
       io_uring_prep_multishot_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    else
+    } else {
       io_uring_prep_accept(sqe, listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    }
     io_uring_sqe_set_data64(sqe, kAcceptTag);
   }
 
-  void arm_io(Connection* c) {
-    if (c->session.wants_write()) {
-      std::string_view out = c->session.pending_output();
-      io_uring_sqe* sqe = get_sqe();
-      io_uring_prep_send(sqe, c->fd, out.data(), out.size(), MSG_NOSIGNAL);
-      io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(c) | kSend);
-    } else if (!c->session.finished() && c->session.wants_read()) {
-      const size_t budget = std::min(c->session.read_budget(), c->buffer.size());
-      io_uring_sqe* sqe = get_sqe();
-      io_uring_prep_recv(sqe, c->fd, c->buffer.data(), budget, 0);
-      io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(c) | kRecv);
+  void arm_recv(Connection* c) {
+    io_uring_sqe* sqe = get_sqe();
+    if (plan_.buffer_ring) {
+      if (plan_.multishot_recv)
+        io_uring_prep_recv_multishot(sqe, c->file, nullptr, 0, 0);
+      else
+        io_uring_prep_recv(sqe, c->file, nullptr, kBufferBytes, 0);
+      sqe->flags |= IOSQE_BUFFER_SELECT;
+      sqe->buf_group = kBufferGroup;
     } else {
-      close_connection(c);
+      if (c->buffer.empty()) c->buffer.resize(kFallbackBufferBytes);
+      io_uring_prep_recv(sqe, c->file, c->buffer.data(), std::min(c->session.read_budget(), c->buffer.size()), 0);
     }
+    use_file(sqe);
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(c) | kRecv);
+    c->recv_armed = true;
   }
 
-  void close_connection(Connection* c) {
-    ::close(c->fd);
+  void submit_send(Connection* c) {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_send(sqe, c->file, c->sending.data() + c->sending_head, c->sending.size() - c->sending_head,
+                       MSG_NOSIGNAL);
+    use_file(sqe);
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(c) | kSend);
+    c->send_in_flight = true;
+  }
+
+  void cancel(Connection* c, uint64_t op) {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel64(sqe, reinterpret_cast<uint64_t>(c) | op, 0);
+    io_uring_sqe_set_data64(sqe, kIgnoreTag);
+  }
+
+  // Output pending in the session plus the send in flight: what the bound covers.
+  size_t output_bytes(const Connection* c) const {
+    return c->session.pending_output().size() + (c->sending.size() - c->sending_head);
+  }
+
+  // After every completion of a connection: send what is pending, keep
+  // reading while output is under its bound, close when the session is over.
+  void drive(Connection* c) {
+    if (!c->closing) {
+      if (!c->send_in_flight && c->session.wants_write()) {
+        c->sending.assign(c->session.pending_output());
+        c->sending_head = 0;
+        c->session.on_sent(c->sending.size());  // the session's buffer may move now; ours may not
+        submit_send(c);
+      }
+      if (c->session.finished() && !c->send_in_flight) {
+        begin_close(c);
+      } else {
+        const bool may_read = c->session.wants_read() && output_bytes(c) < ctx_.config.limits.max_pending_output_bytes;
+        if (may_read && !c->recv_armed) arm_recv(c);
+        if (!may_read && c->recv_armed && plan_.multishot_recv && !c->recv_cancelled) {
+          cancel(c, kRecv);  // flow control: stop taking input until output drains
+          c->recv_cancelled = true;
+        }
+      }
+    }
+    if (c->closing && !c->recv_armed && !c->send_in_flight) finish_close(c);
+  }
+
+  void begin_close(Connection* c) {
+    c->closing = true;
+    if (c->recv_armed && !c->recv_cancelled) {
+      cancel(c, kRecv);
+      c->recv_cancelled = true;
+    }
+    if (c->send_in_flight) cancel(c, kSend);
+  }
+
+  void finish_close(Connection* c) {
+    if (plan_.registered_files) {
+      io_uring_sqe* sqe = get_sqe();
+      io_uring_prep_close_direct(sqe, static_cast<unsigned>(c->file));
+      io_uring_sqe_set_data64(sqe, kIgnoreTag);
+    } else {
+      ::close(c->file);
+    }
     connections_.erase(c);
     delete c;
   }
 
+  void on_accept(io_uring_cqe* cqe, int listen_fd) {
+    const bool more = cqe->flags & IORING_CQE_F_MORE;
+    const int res = cqe->res;
+    if (res >= 0) {
+      if (!plan_.registered_files) net::set_nodelay(res);
+      auto* c = new Connection(res, net::StreamSession(ctx_.config.protocol, ctx_.config.limits));
+      connections_.insert(c);
+      drive(c);
+      if (!more) arm_accept(listen_fd);
+    } else if (!more) {
+      // EMFILE/ENFILE (file table full) and friends: pause net/'s back-off
+      // (a timeout op), then accept again.
+      io_uring_sqe* sqe = get_sqe();
+      io_uring_prep_timeout(sqe, &backoff_, 0, 0);
+      io_uring_sqe_set_data64(sqe, kBackoffTag);
+    }
+  }
+
+  void on_recv(Connection* c, io_uring_cqe* cqe) {
+    const int res = cqe->res;
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+      c->recv_armed = false;
+      c->recv_cancelled = false;
+    }
+    if (res > 0) {
+      const char* data = c->buffer.data();
+      if (cqe->flags & IORING_CQE_F_BUFFER) {
+        const auto bid = static_cast<uint16_t>(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+        data = buffers_.data(bid);
+        if (!c->closing) c->session.on_received(data, static_cast<size_t>(res));
+        buffers_.give_back(bid);
+      } else if (!c->closing) {
+        c->session.on_received(data, static_cast<size_t>(res));
+      }
+    } else if (res == 0) {
+      c->session.on_peer_closed();
+    } else if (res != -ENOBUFS && res != -ECANCELED) {
+      // ENOBUFS: every buffer was in use; re-armed below once they return.
+      if (!c->closing) begin_close(c);
+    }
+    drive(c);
+  }
+
+  void on_send(Connection* c, int res) {
+    c->send_in_flight = false;
+    if (res <= 0) {
+      if (!c->closing) begin_close(c);
+    } else {
+      c->sending_head += static_cast<size_t>(res);
+      if (c->sending_head < c->sending.size() && !c->closing) {
+        submit_send(c);  // a short send: the rest of the same bytes
+        return;
+      }
+      c->sending.clear();
+      c->sending_head = 0;
+    }
+    drive(c);
+  }
+
   void handle(io_uring_cqe* cqe, int listen_fd) {
     const uint64_t data = io_uring_cqe_get_data64(cqe);
-    const int res = cqe->res;
-    if (data == kStopTag) return;  // the loop condition sees the request
+    if (data == kStopTag || data == kIgnoreTag) return;  // the loop condition sees the stop request
     if (data == kBackoffTag) return arm_accept(listen_fd);
-    if (data == kAcceptTag) {
-      const bool more = cqe->flags & IORING_CQE_F_MORE;
-      if (res >= 0) {
-        net::set_nodelay(res);
-        auto* c = new Connection(res, net::StreamSession(ctx_.config.protocol, ctx_.config.limits));
-        connections_.insert(c);
-        arm_io(c);
-        if (!more) arm_accept(listen_fd);
-      } else if (res == -EINVAL && multishot_accept_) {
-        multishot_accept_ = false;  // kernel without multishot accept
-        arm_accept(listen_fd);
-      } else if (!more) {
-        // EMFILE and friends: pause net/'s back-off (a timeout op), then accept again.
-        io_uring_sqe* sqe = get_sqe();
-        io_uring_prep_timeout(sqe, &backoff_, 0, 0);
-        io_uring_sqe_set_data64(sqe, kBackoffTag);
-      }
-      return;
-    }
-    auto* c = reinterpret_cast<Connection*>(data & ~kTagMask);
-    if ((data & kTagMask) == kRecv) {
-      if (res == 0)
-        c->session.on_peer_closed();
-      else if (res < 0)
-        return close_connection(c);
-      else
-        c->session.on_received(c->buffer.data(), static_cast<size_t>(res));
-    } else {
-      if (res <= 0) return close_connection(c);
-      c->session.on_sent(static_cast<size_t>(res));
-    }
-    arm_io(c);
+    if (data == kAcceptTag) return on_accept(cqe, listen_fd);
+    auto* c = reinterpret_cast<Connection*>(data & ~kOpMask);
+    if ((data & kOpMask) == kRecv)
+      on_recv(c, cqe);
+    else
+      on_send(c, cqe->res);
   }
 
   ServerContext& ctx_;
+  UringPlan plan_;
   StallSchedule stall_;
   io_uring ring_{};
-  bool multishot_accept_ = true;
+  BufferRing buffers_;
   __kernel_timespec backoff_{0, net::kAcceptBackoffMs * 1'000'000};
   std::unordered_set<Connection*> connections_;
 };
 
 }  // namespace
 
+nlohmann::json io_uring_features(const ServerConfig& config) {
+  const UringPlan plan = uring_plan(config);
+  return {{"ring_setup", plan.setup_text},
+          {"submission", "batched: one io_uring_enter per loop iteration (submit and wait)"},
+          {"sqpoll", feature(plan.sqpoll, plan.sqpoll_reason)},
+          {"registered_files", feature(plan.registered_files, plan.registered_files_reason)},
+          {"provided_buffer_ring", feature(plan.buffer_ring, plan.buffer_ring_reason)},
+          {"buffer_ring_buffers", plan.buffer_ring ? nlohmann::json(kBufferCount) : nlohmann::json(nullptr)},
+          {"buffer_bytes", plan.buffer_ring ? nlohmann::json(kBufferBytes) : nlohmann::json(nullptr)},
+          {"multishot_recv", feature(plan.multishot_recv, plan.multishot_recv_reason)},
+          {"multishot_accept", feature(plan.multishot_accept, plan.multishot_accept_reason)}};
+}
+
 void run_io_uring(ServerContext& ctx) {
   pin_worker(ctx.config, 0);
-  UringServer server(ctx);
+  UringServer server(ctx, uring_plan(ctx.config));
   server.run();
 }
 

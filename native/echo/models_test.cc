@@ -119,6 +119,17 @@ std::string pattern(int connection, int round, size_t bytes) {
   return s;
 }
 
+// Sends "ping" on a fresh connection: true when it comes back. Otherwise the
+// server is stopped, so unavailable() tells a model this kernel cannot run
+// (io_uring disabled) from a broken one.
+bool echoes_probe(RunningServer& server) {
+  const int probe = connect_blocking(server.port());
+  const bool echoed = probe >= 0 && send_all(probe, "ping") && recv_exactly(probe, 4) == "ping";
+  if (probe >= 0) ::close(probe);
+  if (!echoed) server.stop();
+  return echoed;
+}
+
 class EchoModels : public ::testing::TestWithParam<std::string> {
  protected:
   const Model& model() const { return *find_model(GetParam()); }
@@ -135,13 +146,7 @@ TEST_P(EchoModels, EchoesExactBytesForConcurrentConnectionsAndASlowReader) {
     RunningServer server(model(), config());
 
     // Probe: a model this kernel cannot run (io_uring disabled) says so.
-    const int probe = connect_blocking(server.port());
-    ASSERT_GE(probe, 0) << std::strerror(errno);
-    ASSERT_TRUE(send_all(probe, "ping"));
-    const std::string pong = recv_exactly(probe, 4);
-    ::close(probe);
-    if (pong != "ping") {
-      server.stop();
+    if (!echoes_probe(server)) {
       if (server.unavailable()) GTEST_SKIP() << GetParam() << " unavailable here: " << *server.unavailable();
       FAIL() << GetParam() << " did not echo the probe";
     }
@@ -238,6 +243,72 @@ TEST(EpollReuseport, LoopsFailingTogetherReportOneError) {
   }
   EXPECT_THROW(run_epoll_reuseport(ctx), std::runtime_error);
   for (int fd : ctx.listen_fds) ::close(fd);
+}
+
+// The io-uring model says, per kernel feature, whether it is used and why
+// not: the study stores this beside every point.
+TEST(IoUring, FeaturesSayWhatIsUsedAndWhyNot) {
+  ServerConfig config;
+  nlohmann::json features;
+  try {
+    features = io_uring_features(config);
+  } catch (const ModelUnavailable& e) {
+    GTEST_SKIP() << "io_uring unavailable here: " << e.what();
+  }
+  for (const char* key : {"sqpoll", "registered_files", "provided_buffer_ring", "multishot_recv", "multishot_accept"}) {
+    ASSERT_TRUE(features.contains(key)) << key;
+    const nlohmann::json& f = features[key];
+    ASSERT_TRUE(f["used"].is_boolean()) << key;
+    if (!f["used"].get<bool>()) {
+      EXPECT_FALSE(f.value("reason", "").empty()) << key << " unused without a reason";
+    }
+  }
+  EXPECT_FALSE(features["sqpoll"]["used"].get<bool>()) << "SQPOLL used although not requested";
+  if (!features["provided_buffer_ring"]["used"].get<bool>()) {
+    EXPECT_FALSE(features["multishot_recv"]["used"].get<bool>()) << "multishot recv needs the buffer ring";
+  }
+  EXPECT_TRUE(model_features(*find_model("epoll"), config).empty());
+}
+
+// Far more bytes in flight than the provided buffer ring holds (1024 × 4 KiB)
+// and than each session may keep: the model must re-arm recv after running
+// out of buffers and after cancelling it for flow control, and lose nothing.
+void echo_many_large_streams(const ServerConfig& config) {
+  RunningServer server(*find_model("io-uring"), config);
+  if (!echoes_probe(server)) {
+    if (server.unavailable()) GTEST_SKIP() << "io-uring unavailable here: " << *server.unavailable();
+    FAIL() << "io-uring did not echo the probe";
+  }
+  constexpr int kConnections = 24;
+  constexpr size_t kBytes = 512 * 1024;
+  std::vector<std::string> verdict(kConnections);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kConnections; ++c) {
+    clients.emplace_back([&, c] {
+      const int fd = connect_blocking(server.port());
+      if (fd < 0) {
+        verdict[c] = "connect failed";
+        return;
+      }
+      const std::string sent = pattern(c, 7, kBytes);
+      std::thread sender([&] { send_all(fd, sent); });
+      const std::string got = recv_exactly(fd, kBytes);
+      sender.join();
+      if (got != sent) verdict[c] = "echo differs (" + std::to_string(got.size()) + " bytes back)";
+      ::close(fd);
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < kConnections; ++c) EXPECT_EQ(verdict[c], "") << "connection " << c;
+  server.stop();
+}
+
+TEST(IoUring, EchoesMoreThanItsBufferRingHolds) { echo_many_large_streams(ServerConfig{}); }
+
+TEST(IoUring, EchoesWithSqpollOrFallsBack) {
+  ServerConfig config;
+  config.io_uring_sqpoll = true;
+  echo_many_large_streams(config);
 }
 
 }  // namespace

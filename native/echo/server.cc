@@ -62,7 +62,9 @@ const std::vector<Model>& all_models() {
        run_poll_pool},
       {"asio", "Boost.Asio, callbacks, one io_context run by one thread", false, run_asio},
       {"asio-mt", "Boost.Asio, callbacks, one io_context run by --threads threads", false, run_asio_mt},
-      {"io-uring", "liburing, one thread, multishot accept where supported, one recv or send in flight per connection",
+      {"io-uring",
+       "liburing, one thread: multishot accept into registered files, multishot recv from a provided buffer ring, "
+       "one io_uring_enter per loop iteration, optional SQPOLL; falls back per feature with the reason",
        false, run_io_uring},
       {"epoll-reuseport", "one epoll loop per thread, each with its own SO_REUSEPORT listener", true,
        run_epoll_reuseport},
@@ -70,6 +72,11 @@ const std::vector<Model>& all_models() {
        run_asio_coro},
   };
   return models;
+}
+
+nlohmann::json model_features(const Model& model, const ServerConfig& config) {
+  if (model.run == run_io_uring) return io_uring_features(config);
+  return nlohmann::json::object();
 }
 
 const Model* find_model(std::string_view name) {

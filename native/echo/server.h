@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@ struct ServerConfig {
   net::SessionLimits limits;
   int64_t stall_every_ms = 0;  // test mode: the server stalls stall_ms every stall_every_ms
   int64_t stall_ms = 0;
+  bool io_uring_sqpoll = false;  // io-uring: ask for a kernel submission-polling thread
 };
 
 // Set from the SIGINT/SIGTERM handler; fd() is an eventfd that becomes
@@ -59,6 +61,12 @@ struct Model {
   bool listener_per_thread;     // main creates config.threads SO_REUSEPORT listeners
   void (*run)(ServerContext&);  // returns once stop is requested and connections are closed
 };
+
+// What a model probed at start and will use (the io-uring model's kernel
+// features, each with the reason when it falls back); {} for models with
+// nothing to probe. Printed in tailscope-echo's ready line as "features".
+nlohmann::json model_features(const Model& model, const ServerConfig& config);
+nlohmann::json io_uring_features(const ServerConfig& config);
 
 // Every model compiled in, in the study's order.
 const std::vector<Model>& all_models();

@@ -42,12 +42,16 @@ struct ErrorCounts {
   int64_t total() const { return connect + read + write + timeout + echo_mismatch + bad_status + bad_frame; }
 };
 
-// State every worker shares with the coordinating thread.
+// State every worker shares with the coordinating thread. Workers read the
+// first line on every loop turn and never write it after the start; the
+// counters they write (on connect, drop) live on their own cache line, so a
+// reconnect storm on one thread does not invalidate the line every other
+// thread polls (-t N scales only if the hot path shares nothing written).
 struct RunClock {
   std::atomic<int64_t> start_ns{0};                  // 0 until every worker has connected
   int64_t measure_start_ns = 0, measure_end_ns = 0;  // valid once start_ns != 0
   std::atomic<bool> stop{false};                     // signal or abort: stop sending, drain briefly
-  std::atomic<int> workers_connected{0};
+  alignas(64) std::atomic<int> workers_connected{0};
   std::atomic<int> live_connections{0};
 };
 

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "core/affinity.h"
 #include "echo/server.h"
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1024, 1 << 26));
   app.add_option("--max-fds", max_fds, "Test hook: lower RLIMIT_NOFILE to this (fd exhaustion)")
       ->check(CLI::Range(8, 1 << 24));
+  app.add_flag("--sqpoll", config.io_uring_sqpoll,
+               "io-uring: a kernel thread polls the submission queue (on the second --cpus entry, if any); "
+               "falls back with the reason when the kernel refuses");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -77,8 +81,13 @@ int main(int argc, char** argv) {
     const int port = net::bound_port(ctx.listen_fds[0]);
     for (int i = 1; i < listeners; ++i) ctx.listen_fds.push_back(net::make_listener(config.host, port, true));
     for (int fd : ctx.listen_fds) net::set_nonblocking(fd);
-    std::cout << "{\"listening\": " << port << ", \"model\": \"" << model->name << "\", \"pid\": " << getpid() << "}"
-              << std::endl;
+    // The ready line says what the model probed and will use, so a result
+    // records which kernel features were measured (docs/echo-study.md).
+    const nlohmann::json ready = {{"listening", port},
+                                  {"model", model->name},
+                                  {"pid", getpid()},
+                                  {"features", echo::model_features(*model, config)}};
+    std::cout << ready.dump() << std::endl;
     model->run(ctx);
     for (int fd : ctx.listen_fds) ::close(fd);
     g_stop = nullptr;

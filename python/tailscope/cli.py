@@ -29,6 +29,14 @@ objective_option = click.option(
     help="p99 objective of the thread-count study's recommendation (default 50 ms).",
 )
 
+load_pacing_option = click.option(
+    "--load-pacing",
+    type=click.Choice(["busy-poll", "sleep"]),
+    default=None,
+    help="How tailscope-load paces on its own core in the echo study: busy-poll (default; no wake-up "
+    "latency in the send lag) or sleep (until --spin-us before each send). Recorded in every document.",
+)
+
 results_option = click.option(
     "--results",
     "results_dir",
@@ -133,6 +141,7 @@ def _run(study_names: list[str], full: bool, results_dir: Path | None, options: 
     help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
 )
 @objective_option
+@load_pacing_option
 @results_option
 def run(
     full: bool,
@@ -140,14 +149,19 @@ def run(
     cpus: str | None,
     scale: float | None,
     objective_ms: float | None,
+    load_pacing: str | None,
     results_dir: Path | None,
 ) -> None:
     """The main job: run every available study, store the results, write the report."""
-    _run(list(study_names), full, results_dir, _options(cpus, scale, objective_ms))
+    _run(list(study_names), full, results_dir, _options(cpus, scale, objective_ms, load_pacing))
 
 
-def _options(cpus: str | None, scale: float | None, objective_ms: float | None = None) -> dict:
+def _options(
+    cpus: str | None, scale: float | None, objective_ms: float | None = None, load_pacing: str | None = None
+) -> dict:
     opts: dict = {}
+    if load_pacing:
+        opts["load_pacing"] = load_pacing
     if objective_ms:
         opts["objective_ms"] = objective_ms
     if cpus:
@@ -167,11 +181,17 @@ def _make_bench_command(name: str, title: str):
     @click.option("--cpus", default=None, callback=_check_cpus, help="CLIENT,SERVER cpus for pinned measurements.")
     @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
     @objective_option
+    @load_pacing_option
     @results_option
     def cmd(
-        full: bool, cpus: str | None, scale: float | None, objective_ms: float | None, results_dir: Path | None
+        full: bool,
+        cpus: str | None,
+        scale: float | None,
+        objective_ms: float | None,
+        load_pacing: str | None,
+        results_dir: Path | None,
     ) -> None:
-        _run([name], full, results_dir, _options(cpus, scale, objective_ms))
+        _run([name], full, results_dir, _options(cpus, scale, objective_ms, load_pacing))
 
     cmd.__doc__ = title
     return click.command(name=name)(cmd)

@@ -54,6 +54,27 @@ def cpu_pair(options: dict) -> tuple[int, int]:
     return cpus[0], cpus[-1]
 
 
+# How the load generator paces when it has a core of its own (docs/load-generator.md,
+# "Pacing"): "busy-poll" never sleeps, so no wake-up latency (tens of µs on a shared VM)
+# lands in the send lag the self-check compares with the server's latency; "sleep" sleeps
+# until --spin-us before each send (the engine's default). Recorded in every document
+# (config.busy_poll, config.spin_us); chosen with the `load_pacing` option.
+LOAD_PACINGS = ("busy-poll", "sleep")
+
+
+def load_pacing(options: dict) -> str:
+    """The pacing a study asked for (`load_pacing` option), busy-poll unless told otherwise."""
+    pacing = str(options.get("load_pacing") or "busy-poll")
+    if pacing not in LOAD_PACINGS:
+        raise ValueError(f"load_pacing: '{pacing}' is not one of {', '.join(LOAD_PACINGS)}")
+    return pacing
+
+
+def load_pacing_args(pacing: str) -> list[str]:
+    """tailscope-load flags for `pacing` (only for a generator pinned to cores the server does not use)."""
+    return ["--busy-poll"] if pacing == "busy-poll" else []
+
+
 def pinning_text(server: str, server_cpu: object, client: str, client_cpu: object) -> str:
     """The caption prefix every pinned figure carries (measurement rules: say where things ran)."""
     return f"{server} pinned to CPU {server_cpu}, {client} to CPU {client_cpu}"

@@ -1,0 +1,87 @@
+"""The echo study's own logic on synthetic points (no engines): the load plan
+(threads per client CPU, pacing flags), the run-time estimate, the in-run
+ratio table with its stated target, and the thesis's recommendation ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailscope.studies import _common
+from tailscope.studies import echo as E
+
+
+def _point(model: str, c: int, tput: float, p99: float, cpu: float = 99.0, mode: str = "closed") -> dict:
+    return {
+        "model": model,
+        "c": c,
+        "mode": mode,
+        "rate": 0,
+        "throughput": tput,
+        "lat": {"mean": p99 / 2, "percentiles": {"50": p99 / 3, "90": p99 / 2, "99": p99, "99.9": p99 * 2}},
+        "cpu": cpu,
+        "server_limited": cpu >= 90,
+        "load_threads": 1,
+        "load_cpus": [0],
+        "load_pacing": "busy-poll",
+        "features": {},
+    }
+
+
+def test_load_threads_one_per_250_connections_at_most_one_per_client_cpu():
+    plan = E.LoadPlan(cpus=[0, 1, 2], pacing="busy-poll")
+    assert [plan.threads(c) for c in (8, 250, 251, 1000, 10000)] == [1, 1, 2, 3, 3]
+    assert E.LoadPlan(cpus=[0], pacing="sleep").threads(10000) == 1
+
+
+def test_explicit_cpus_pin_the_generator_to_the_client_cpu_only():
+    plan = E.load_plan({"cpus": "0,1"}, 0, 1)
+    assert plan.cpus == [0] and plan.pacing == "busy-poll"
+
+
+def test_pacing_flags_and_bad_pacing():
+    assert _common.load_pacing_args(_common.load_pacing({})) == ["--busy-poll"]
+    assert _common.load_pacing_args(_common.load_pacing({"load_pacing": "sleep"})) == []
+    with pytest.raises(ValueError, match="load_pacing"):
+        _common.load_pacing({"load_pacing": "yolo"})
+    args = E._load_args(1, 2, 1000, 0, E.LoadPlan([3, 4], "sleep"), E.Timing(1.0, 0.3))
+    assert "--busy-poll" not in args
+    assert args[args.index("-t") + 1] == "2" and args[args.index("--cpus") + 1] == "3,4"
+
+
+def test_estimate_counts_every_point_of_the_sweep():
+    t = E.Timing(duration_s=5.0, warmup_s=1.0)
+    est = E.estimated_duration_s(E.FULL_CONNECTIONS, E.MODELS, t)
+    assert est == pytest.approx(10 * 9 * 2 * (6.0 + E.POINT_OVERHEAD_S))
+
+
+def test_ratio_table_states_the_target_from_the_points():
+    closed = [
+        _point("poll", 100, 100_000, 200_000),
+        _point("io-uring", 100, 140_000, 150_000),
+        _point("epoll", 100, 110_000, 180_000),
+        _point("poll", 1000, 90_000, 2_000_000),
+        _point("io-uring", 1000, 120_000, 2_500_000),
+        _point("epoll", 1000, 100_000, 1_900_000, cpu=50.0),
+    ]
+    table = E._ratio_table(closed)
+    assert table is not None
+    row = next(r for r in table.rows if r[0] == "100" and r[1] == "io-uring")
+    assert row[3] == "1.4×" and row[6] == "yes"
+    assert row[5].startswith("1.27×")  # io-uring ÷ epoll throughput
+    # 100: 1.4× with a lower p99 → met; 1000: 1.33× but p99 higher → not met.
+    assert "100 connections: io-uring 1.4× of poll, p99 no higher — met" in table.caption
+    assert "1000 connections: io-uring 1.33× of poll, p99 higher — not met" in table.caption
+
+
+def test_target_without_a_poll_point_is_unavailable_not_zero():
+    table = E._ratio_table([_point("poll", 8, 1000, 10), _point("epoll", 100, 2000, 10)])
+    assert table is not None
+    assert "100 connections: unavailable (no poll point at 100)" in table.caption
+
+
+def test_recommendation_uses_the_thesis_ranges():
+    closed = [_point("poll", c, 1000 * c, 100) for c in (8, 100, 5000)]
+    closed += [_point("epoll", c, 900 * c, 90, cpu=40) for c in (8, 100, 5000)]
+    table = E._recommendation_table(closed, [])
+    assert [r[0] for r in table.rows] == ["< 100 (8) †", "100–2000 (100) †", "> 2000 (5000) †"]
+    assert all(r[1] == "poll" for r in table.rows)
