@@ -353,13 +353,17 @@ def _ping_doc(cpu_per_call_ns: float | None, reason: str = "") -> dict:
 _THREAD_CREATE = {"measurements": [{"name": "thread_create", "latency": {"percentiles": {"50": 20e3}}}]}
 
 
-def test_decomposition_from_the_runs_own_counters_and_pings():
-    loads = [
+def _two_models_at_two_x() -> list[dict]:
+    return [
         _load_doc("std-async", "closed", 0, 1000, 80),
         _load_doc("std-async", "rate", 500, 500, 10),
         _load_doc("coroutine", "closed", 0, 1500, 60),
         _load_doc("coroutine", "rate", 1000, 1000, 12),
     ]
+
+
+def test_decomposition_from_the_runs_own_counters_and_pings():
+    loads = _two_models_at_two_x()
     graphs = {
         # 1000 requests, 11 000 RPCs, 4 s of CPU: 4 ms per request; 3000 async threads.
         "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
@@ -396,12 +400,7 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
 
 
 def test_decomposition_says_unavailable_with_a_reason_never_zero():
-    loads = [
-        _load_doc("std-async", "closed", 0, 1000, 80),
-        _load_doc("std-async", "rate", 500, 500, 10),
-        _load_doc("coroutine", "closed", 0, 1500, 60),
-        _load_doc("coroutine", "rate", 1000, 1000, 12),
-    ]
+    loads = _two_models_at_two_x()
     graphs = {
         "std-async/graph": _graph_doc(4.0, 1000, [11000], 3000, None, 400),
         "std-async/ping": _ping_doc(None, "/proc/42/stat could not be read"),

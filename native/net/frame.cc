@@ -16,6 +16,16 @@ uint64_t get_be(const unsigned char* p, int bytes) {
   return v;
 }
 
+// The owning form of a parsed view (Frame's strings keep their capacity when reused).
+void copy_frame(const FrameView& v, Frame& out) {
+  out.kind = v.kind;
+  out.request_id = v.request_id;
+  out.status = v.status;
+  out.trace = v.trace;
+  out.method.assign(v.method);
+  out.payload.assign(v.payload);
+}
+
 }  // namespace
 
 std::string_view status_name(RpcStatus s) {
@@ -72,12 +82,7 @@ FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, 
   FrameView v;
   const FrameParser::Result r = parse_frame_view(bytes, max_frame_bytes, v, consumed, error);
   if (r != FrameParser::Result::kFrame) return r;
-  out.kind = v.kind;
-  out.request_id = v.request_id;
-  out.status = v.status;
-  out.trace = v.trace;
-  out.method.assign(v.method);
-  out.payload.assign(v.payload);
+  copy_frame(v, out);
   return r;
 }
 
@@ -142,12 +147,7 @@ FrameParser::Result FrameParser::next(Frame& out) {
   FrameView v;
   const Result r = next(v);
   if (r != Result::kFrame) return r;
-  out.kind = v.kind;
-  out.request_id = v.request_id;
-  out.status = v.status;
-  out.trace = v.trace;
-  out.method.assign(v.method);
-  out.payload.assign(v.payload);
+  copy_frame(v, out);
   return r;
 }
 

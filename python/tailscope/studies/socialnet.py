@@ -557,7 +557,7 @@ def _why_not(per: dict, best: str, ratio: float) -> list[str]:
     if ra is not None and rb is not None:
         notes.append(
             f"Left after the transport and thread creation: std-async {fmt_ns(ra)}, {best} {fmt_ns(rb)} per request "
-            "(handler stages, tracing, each model's own hand-offs)."
+            "that these measurements do not attribute."
         )
     ceil_a, ceil_b = per[BASELINE_MODEL].get("ceiling"), per[best].get("ceiling")
     busy = [
@@ -566,7 +566,7 @@ def _why_not(per: dict, best: str, ratio: float) -> list[str]:
         if c
     ]
     if busy:
-        notes.append("CPU-bound here: " + "; ".join(busy) + ".")
+        notes.append("Ceiling × CPU per request: " + "; ".join(busy) + ".")
     notes.append(
         f"Scaling with cores: CPU per request does not change with the number of cores, so where both models "
         f"are CPU-bound each ceiling grows in proportion to cores and best ÷ std-async tends to the CPU ratio, "
