@@ -63,6 +63,7 @@ void ServiceRuntime::close_clients() {
   for (auto& [_, c] : channels_) c->close();
   for (auto& [_, p] : pools_) p->close();
   if (channel_loop_) channel_loop_->stop();
+  clients_closed_ = true;
 }
 
 nlohmann::json ServiceRuntime::channel_stats() {
@@ -92,6 +93,9 @@ MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
   if (!c) {
     if (!channel_loop_) channel_loop_ = std::make_unique<ChannelLoop>();
     c = std::make_unique<MultiplexedChannel>(port_of(service), options_.channel_connections, timers_, *channel_loop_);
+    // A handler still running after shutdown began gets a closed channel: its
+    // calls fail at once instead of waiting on a loop that no longer runs.
+    if (clients_closed_) c->close();
   }
   return *c;
 }

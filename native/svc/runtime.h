@@ -119,6 +119,7 @@ class ServiceRuntime {
   std::unique_ptr<ChannelLoop> channel_loop_;  // declared first: it outlives the channels it serves
   std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels_;
   std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
+  bool clients_closed_ = false;  // guarded by clients_mu_
   std::string store_span_kind_;
   std::atomic<bool> stopping_{false};
 };
