@@ -2,10 +2,14 @@
 // echoed by a blocking server thread, read back in full. TCP_NODELAY on both
 // ends. This is the floor under every echo server and under the load
 // generator's own latency: nothing over loopback TCP can answer faster.
+// Both ends live in this process, so its user + sys CPU over the measured
+// round trips (getrusage) ÷ round trips is the CPU a round trip costs: the
+// floor the RPC transport benchmark compares its CPU per call with.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +27,13 @@ namespace tailscope::baseline {
 namespace {
 
 constexpr size_t kMessageBytes = 64;
+
+int64_t process_cpu_ns() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ns = [](const timeval& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000; };
+  return ns(ru.ru_utime) + ns(ru.ru_stime);
+}
 
 [[noreturn]] void sys_fail(const char* what) {
   throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
@@ -89,7 +100,9 @@ ReferenceResult run(const ReferenceConfig& config) {
   char msg[kMessageBytes];
   std::memset(msg, 'x', sizeof msg);
   SameCpuCounter same_cpu;
+  int64_t cpu_at_start_ns = process_cpu_ns();
   for (int64_t i = 0; i < config.warmup_iterations + config.iterations && ok; ++i) {
+    if (i == config.warmup_iterations) cpu_at_start_ns = process_cpu_ns();
     const int64_t start_ns = monotonic_ns();
     ok = io_all(fd, msg, kMessageBytes, true) && io_all(fd, msg, kMessageBytes, false);
     const int64_t end_ns = monotonic_ns();
@@ -98,12 +111,16 @@ ReferenceResult run(const ReferenceConfig& config) {
       same_cpu.add(sched_getcpu(), server_cpu.load(std::memory_order_relaxed));
     }
   }
+  const int64_t cpu_ns = process_cpu_ns() - cpu_at_start_ns;
   ::close(fd);
   server.join();
   ::close(listener);
   if (!ok) throw std::runtime_error("loopback ping-pong connection failed mid-run");
   result.observed = same_cpu.to_json();
   result.observed["message_bytes"] = kMessageBytes;
+  // getrusage counts in ticks of the scheduler: only meaningful over many round trips.
+  result.observed["cpu_per_round_trip_ns"] = static_cast<double>(cpu_ns) / static_cast<double>(config.iterations);
+  result.observed["cpu_s"] = static_cast<double>(cpu_ns) / 1e9;
   return result;
 }
 

@@ -1,24 +1,29 @@
 #include "net/frame.h"
 
+#include <cstring>
 #include <stdexcept>
 
 namespace tailscope::net {
 namespace {
 
-void put_u16(std::string& out, uint16_t v) {
-  out.push_back(static_cast<char>(v >> 8));
-  out.push_back(static_cast<char>(v));
-}
-void put_u32(std::string& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>(v >> s));
-}
-void put_u64(std::string& out, uint64_t v) {
-  for (int s = 56; s >= 0; s -= 8) out.push_back(static_cast<char>(v >> s));
+// Big-endian stores into a buffer already sized for the frame.
+void put_be(char* p, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v);
 }
 uint64_t get_be(const unsigned char* p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
   return v;
+}
+
+// The owning form of a parsed view (Frame's strings keep their capacity when reused).
+void copy_frame(const FrameView& v, Frame& out) {
+  out.kind = v.kind;
+  out.request_id = v.request_id;
+  out.status = v.status;
+  out.trace = v.trace;
+  out.method.assign(v.method);
+  out.payload.assign(v.payload);
 }
 
 }  // namespace
@@ -44,30 +49,45 @@ std::string_view status_name(RpcStatus s) {
 }
 
 void append_frame(const Frame& f, std::string& out, size_t max_frame_bytes) {
+  append_frame(FrameView{f.kind, f.request_id, f.status, f.trace, f.method, f.payload}, out, max_frame_bytes);
+}
+
+void append_frame(const FrameView& f, std::string& out, size_t max_frame_bytes) {
   if (f.method.size() > 255) throw std::invalid_argument("rpc frame: method name longer than 255 bytes");
   const size_t total = kFrameHeaderBytes + f.method.size() + f.payload.size();
   if (total > max_frame_bytes)
     throw std::invalid_argument("rpc frame: " + std::to_string(total) + " bytes exceeds the maximum frame size " +
                                 std::to_string(max_frame_bytes));
-  out.reserve(out.size() + total);
-  put_u32(out, static_cast<uint32_t>(total - 4));
-  put_u16(out, kFrameMagic);
-  out.push_back(static_cast<char>(kFrameVersion));
-  out.push_back(static_cast<char>(f.kind));
-  put_u64(out, f.request_id);
-  put_u16(out, static_cast<uint16_t>(f.status));
-  out.push_back(static_cast<char>(f.trace.sampled ? kFlagSampled : 0));
-  out.push_back(static_cast<char>(f.method.size()));
-  put_u64(out, f.trace.trace_id_high);
-  put_u64(out, f.trace.trace_id_low);
-  put_u64(out, f.trace.parent_span_id);
-  put_u32(out, static_cast<uint32_t>(f.payload.size()));
-  out += f.method;
-  out += f.payload;
+  const size_t at = out.size();
+  out.resize(at + total);  // within capacity once a reused buffer has grown: no allocation
+  char* p = out.data() + at;
+  put_be(p, total - 4, 4);
+  put_be(p + 4, kFrameMagic, 2);
+  p[6] = static_cast<char>(kFrameVersion);
+  p[7] = static_cast<char>(f.kind);
+  put_be(p + 8, f.request_id, 8);
+  put_be(p + 16, static_cast<uint16_t>(f.status), 2);
+  p[18] = static_cast<char>(f.trace.sampled ? kFlagSampled : 0);
+  p[19] = static_cast<char>(f.method.size());
+  put_be(p + 20, f.trace.trace_id_high, 8);
+  put_be(p + 28, f.trace.trace_id_low, 8);
+  put_be(p + 36, f.trace.parent_span_id, 8);
+  put_be(p + 44, f.payload.size(), 4);
+  if (!f.method.empty()) std::memcpy(p + kFrameHeaderBytes, f.method.data(), f.method.size());
+  if (!f.payload.empty()) std::memcpy(p + kFrameHeaderBytes + f.method.size(), f.payload.data(), f.payload.size());
 }
 
 FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, Frame& out, size_t* consumed,
                                 std::string* error) {
+  FrameView v;
+  const FrameParser::Result r = parse_frame_view(bytes, max_frame_bytes, v, consumed, error);
+  if (r != FrameParser::Result::kFrame) return r;
+  copy_frame(v, out);
+  return r;
+}
+
+FrameParser::Result parse_frame_view(std::string_view bytes, size_t max_frame_bytes, FrameView& out, size_t* consumed,
+                                     std::string* error) {
   using R = FrameParser::Result;
   auto fail = [&](const std::string& why) {
     if (error) *error = why;
@@ -110,8 +130,8 @@ FrameParser::Result parse_frame(std::string_view bytes, size_t max_frame_bytes, 
   out.trace.trace_id_high = get_be(p + 20, 8);
   out.trace.trace_id_low = get_be(p + 28, 8);
   out.trace.parent_span_id = get_be(p + 36, 8);
-  out.method.assign(bytes.data() + kFrameHeaderBytes, method_len);
-  out.payload.assign(bytes.data() + kFrameHeaderBytes + method_len, payload_len);
+  out.method = bytes.substr(kFrameHeaderBytes, method_len);
+  out.payload = bytes.substr(kFrameHeaderBytes + method_len, payload_len);
   *consumed = length + 4;
   return R::kFrame;
 }
@@ -124,10 +144,22 @@ FrameParser::Result FrameParser::fail(std::string why) {
 }
 
 FrameParser::Result FrameParser::next(Frame& out) {
+  FrameView v;
+  const Result r = next(v);
+  if (r != Result::kFrame) return r;
+  copy_frame(v, out);
+  return r;
+}
+
+FrameParser::Result FrameParser::next(FrameView& out) {
   if (!error_.empty()) return Result::kError;
+  if (head_ > 0 && head_ == buffer_.size()) {  // everything taken: start over, keeping the capacity
+    buffer_.clear();
+    head_ = 0;
+  }
   size_t consumed = 0;
   std::string why;
-  const Result r = parse_frame(std::string_view(buffer_).substr(head_), max_frame_bytes_, out, &consumed, &why);
+  const Result r = parse_frame_view(std::string_view(buffer_).substr(head_), max_frame_bytes_, out, &consumed, &why);
   if (r == Result::kError) return fail(std::move(why));
   if (r == Result::kNeedMore) {
     if (head_ > 0) {  // compact so the buffer holds at most one partial frame
@@ -136,11 +168,8 @@ FrameParser::Result FrameParser::next(Frame& out) {
     }
     return r;
   }
+  // The view points into buffer_: it is cleared on the next call, not now.
   head_ += consumed;
-  if (head_ == buffer_.size()) {
-    buffer_.clear();
-    head_ = 0;
-  }
   return r;
 }
 

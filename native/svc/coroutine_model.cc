@@ -34,7 +34,7 @@ struct CallAwaiter {
   void await_suspend(std::coroutine_handle<> h) {
     call.probe().stamp_fn_start();
     rt.channel(call.spec->service)
-        .call(call.spec->endpoint, std::move(call.payload), call.child, rt.call_timeout_ns(),
+        .call(call.spec->endpoint, call.payload, call.child, rt.call_timeout_ns(),
               [c = &call, loop = loop, h](CallResult&& r) {
                 c->result = r.status;
                 c->probe().stamp_fn_end();
@@ -66,10 +66,8 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
     if (rs.status != RpcStatus::kOk) co_return 0;
     switch (stage.kind) {
       case Stage::Kind::kCpu:
-        burn_cpu_ns(stage.cpu.sample_ns(), rt.stopping());
-        break;
       case Stage::Kind::kWork:
-        run_work(stage.work);
+        rt.run_compute(stage);
         break;
       case Stage::Kind::kStore:
         for (int i = 0; i < stage.store.count; ++i) {

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "svc/internal/blocking_handler.h"
+#include "svc/internal/pool_model.h"
 
 namespace tailscope::svc {
 namespace {
@@ -38,7 +39,7 @@ struct PoolBlockingLauncher {
     h.deadline_ns = monotonic_ns() + rt.call_timeout_ns() + 50'000'000;
     c.probe().stamp_fn_start();
     rt.channel(c.spec->service)
-        .call(c.spec->endpoint, std::move(c.payload), c.child, rt.call_timeout_ns(), [state = h.state](CallResult&& r) {
+        .call(c.spec->endpoint, c.payload, c.child, rt.call_timeout_ns(), [state = h.state](CallResult&& r) {
           state->fn_end_ns = monotonic_ns();
           state->promise.set_value(r.status);
         });
@@ -75,47 +76,20 @@ struct PoolBlockingLauncher {
   }
 };
 
-class PoolBlockingModel final : public ConcurrencyModel {
+class PoolBlockingModel final : public internal::PoolModel {
  public:
-  std::string_view name() const override { return "pool-blocking"; }
-  void start(ServiceRuntime& rt, ListenSpec listen) override {
-    const auto& o = rt.options();
-    pool_ = std::make_unique<BoundedPool>(o.workers ? o.workers : kDefaultWorkers, o.queue_capacity);
-    server_ = std::make_unique<EventLoopServer>(
-        listen, o.loops ? o.loops : 1, rt.counters(), [this, &rt](size_t, InboundRequest&& request) {
-          auto shared = std::make_shared<InboundRequest>(std::move(request));
-          const bool queued = pool_->try_submit([&rt, shared] {
-            rt.counters().queue_wait.record(monotonic_ns() - shared->received_ns);
-            handle(rt, std::move(*shared));
-          });
-          if (!queued) rt.reject(std::move(*shared));
-        });
-    server_->start();
-  }
-  static void handle(ServiceRuntime& rt, InboundRequest&& request) {
+  PoolBlockingModel()
+      : PoolModel("pool-blocking", kDefaultWorkers, "epoll dispatcher + fixed pool",
+                  "multiplexed channel, future per call") {}
+
+ protected:
+  void handle(ServiceRuntime& rt, InboundRequest&& request) override {
     auto rs = rt.begin(std::move(request));
     if (!rs) return;
     PoolBlockingLauncher launcher{rt};
     internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
     rt.finish(*rs);
   }
-  void stop() override {
-    if (server_) server_->stop();
-    if (pool_) pool_->stop();
-  }
-  nlohmann::json describe() const override {
-    return {{"server", "epoll dispatcher + fixed pool"},
-            {"workers", pool_ ? pool_->workers() : 0},
-            {"thread_create_failures", pool_ ? pool_->threads_failed() : 0},
-            {"io_dispatchers", server_ ? server_->loops() : 0},
-            {"queue_capacity", pool_ ? pool_->queue_capacity() : 0},
-            {"max_queue_depth", pool_ ? pool_->max_queue_depth() : 0},
-            {"client", "multiplexed channel, future per call"}};
-  }
-
- private:
-  std::unique_ptr<BoundedPool> pool_;
-  std::unique_ptr<EventLoopServer> server_;
 };
 
 }  // namespace

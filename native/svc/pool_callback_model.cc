@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "core/clock.h"
-#include "svc/runtime.h"
+#include "svc/internal/pool_model.h"
 
 namespace tailscope::svc {
 namespace {
@@ -31,11 +31,8 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
       const Stage& s = (*c.stages)[c.index];
       switch (s.kind) {
         case Stage::Kind::kCpu:
-          burn_cpu_ns(s.cpu.sample_ns(), rt_.stopping());
-          ++c.index;
-          break;
         case Stage::Kind::kWork:
-          run_work(s.work);
+          rt_.run_compute(s);
           ++c.index;
           break;
         case Stage::Kind::kStore:
@@ -131,7 +128,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   void issue(CallScope& call) {
     call.probe().stamp_fn_start();
     rt_.channel(call.spec->service)
-        .call(call.spec->endpoint, std::move(call.payload), call.child, rt_.call_timeout_ns(),
+        .call(call.spec->endpoint, call.payload, call.child, rt_.call_timeout_ns(),
               [self = shared_from_this(), c = &call](CallResult&& r) {
                 c->result = r.status;
                 c->probe().stamp_fn_end();
@@ -149,41 +146,17 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   SpanRecord store_span_;
 };
 
-class PoolCallbackModel final : public ConcurrencyModel {
+class PoolCallbackModel final : public internal::PoolModel {
  public:
-  std::string_view name() const override { return "pool-callback"; }
-  void start(ServiceRuntime& rt, ListenSpec listen) override {
-    const auto& o = rt.options();
-    pool_ = std::make_unique<BoundedPool>(o.workers ? o.workers : kDefaultWorkers, o.queue_capacity);
-    server_ = std::make_unique<EventLoopServer>(
-        listen, o.loops ? o.loops : 1, rt.counters(), [this, &rt](size_t, InboundRequest&& request) {
-          auto shared = std::make_shared<InboundRequest>(std::move(request));
-          const bool queued = pool_->try_submit([this, &rt, shared] {
-            rt.counters().queue_wait.record(monotonic_ns() - shared->received_ns);
-            auto rs = rt.begin(std::move(*shared));
-            if (rs) std::make_shared<RequestFlow>(rt, *pool_, std::move(*rs))->run();
-          });
-          if (!queued) rt.reject(std::move(*shared));
-        });
-    server_->start();
-  }
-  void stop() override {
-    if (server_) server_->stop();
-    if (pool_) pool_->stop();
-  }
-  nlohmann::json describe() const override {
-    return {{"server", "epoll dispatcher + processing pool"},
-            {"workers", pool_ ? pool_->workers() : 0},
-            {"thread_create_failures", pool_ ? pool_->threads_failed() : 0},
-            {"io_dispatchers", server_ ? server_->loops() : 0},
-            {"queue_capacity", pool_ ? pool_->queue_capacity() : 0},
-            {"max_queue_depth", pool_ ? pool_->max_queue_depth() : 0},
-            {"client", "multiplexed channel, callbacks carrying the request context"}};
-  }
+  PoolCallbackModel()
+      : PoolModel("pool-callback", kDefaultWorkers, "epoll dispatcher + processing pool",
+                  "multiplexed channel, callbacks carrying the request context") {}
 
- private:
-  std::unique_ptr<BoundedPool> pool_;
-  std::unique_ptr<EventLoopServer> server_;
+ protected:
+  void handle(ServiceRuntime& rt, InboundRequest&& request) override {
+    auto rs = rt.begin(std::move(request));
+    if (rs) std::make_shared<RequestFlow>(rt, pool(), std::move(*rs))->run();
+  }
 };
 
 }  // namespace

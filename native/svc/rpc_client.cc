@@ -9,13 +9,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <stdexcept>
 
 #include "core/clock.h"
 
 namespace tailscope::svc {
 namespace {
 
-bool send_all(int fd, const std::string& bytes) {
+bool send_all(int fd, std::string_view bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
     const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
@@ -26,18 +27,12 @@ bool send_all(int fd, const std::string& bytes) {
   return true;
 }
 
-std::string request_bytes(uint64_t id, const std::string& method, std::string payload, const TraceContext& trace,
-                          size_t max_frame_bytes) {
-  Frame f;
-  f.kind = FrameKind::kRequest;
-  f.request_id = id;
-  f.trace = trace;
-  f.method = method;
-  f.payload = std::move(payload);
-  std::string out;
-  append_frame(f, out, max_frame_bytes);
-  return out;
+net::FrameView request_view(uint64_t id, std::string_view method, std::string_view payload, const TraceContext& trace) {
+  return net::FrameView{FrameKind::kRequest, id, RpcStatus::kOk, trace, method, payload};
 }
+
+// A read takes at most this much: a burst of responses costs one recv().
+constexpr size_t kReadBytes = 64 * 1024;
 
 }  // namespace
 
@@ -67,114 +62,267 @@ int connect_loopback(int port, int timeout_ms) {
   return fd;
 }
 
-// ---------------------------------------------------------------- multiplexed
+// ---------------------------------------------------------------- pending calls
 
-MultiplexedChannel::MultiplexedChannel(int port, size_t connections, TimerService& timers, size_t max_frame_bytes)
-    : port_(port), timers_(timers), max_frame_bytes_(max_frame_bytes) {
-  for (size_t i = 0; i < std::max<size_t>(1, connections); ++i) connections_.push_back(std::make_unique<Connection>());
+namespace internal {
+
+uint64_t PendingCalls::add(CallCallback done) {
+  uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& s = slots_[index];
+  s.used = true;
+  s.done = std::move(done);
+  ++in_use_;
+  return (static_cast<uint64_t>(s.generation) << 32) | index;
+}
+
+CallCallback PendingCalls::take(uint64_t id) {
+  const auto index = static_cast<uint32_t>(id);
+  if (index >= slots_.size()) return {};
+  Slot& s = slots_[index];
+  if (!s.used || s.generation != static_cast<uint32_t>(id >> 32)) return {};
+  CallCallback done = std::move(s.done);
+  s.done = nullptr;
+  s.used = false;
+  ++s.generation;
+  free_.push_back(index);
+  --in_use_;
+  return done;
+}
+
+std::vector<CallCallback> PendingCalls::take_all() {
+  std::vector<CallCallback> out;
+  for (uint32_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].used) out.push_back(take((static_cast<uint64_t>(slots_[i].generation) << 32) | i));
+  return out;
+}
+
+}  // namespace internal
+
+using internal::ChannelConnection;
+
+// ---------------------------------------------------------------- channel loop
+
+ChannelLoop::ChannelLoop(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes), read_buf_(kReadBytes, '\0') {
+  thread_ = std::thread([this] { run(); });
+}
+
+ChannelLoop::~ChannelLoop() { stop(); }
+
+void ChannelLoop::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  events_.wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ChannelLoop::queue(ChannelConnection* c) {
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    queued_.push_back(c);
+    // Only a sleeping loop needs the eventfd: an awake one takes the list
+    // before it waits again. Under load most calls cost no wake-up at all.
+    wake = sleeping_;
+    sleeping_ = false;
+  }
+  if (wake) events_.wake();
+}
+
+void ChannelLoop::run() {
+  std::vector<ChannelConnection*> batch;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) break;
+      batch.swap(queued_);
+    }
+    // Everything queued since the last iteration: one send per connection.
+    for (ChannelConnection* c : batch) flush(*c);
+    batch.clear();
+    iterations_.fetch_add(1, std::memory_order_relaxed);
+    bool idle;
+    {
+      // Sleep only when nothing was queued meanwhile; from here on a queue()
+      // sees sleeping_ and wakes the wait.
+      std::lock_guard lock(mu_);
+      idle = queued_.empty() && !stop_;
+      sleeping_ = idle;
+    }
+    const auto ready = events_.wait(idle ? -1 : 0);
+    {
+      std::lock_guard lock(mu_);
+      sleeping_ = false;
+    }
+    for (const net::ReadyEvent& e : ready) {
+      auto* c = reinterpret_cast<ChannelConnection*>(e.token);
+      if (c->loop_fd < 0) continue;  // failed earlier in this batch
+      if (e.ready & (net::kReadable | net::kHangup)) read_ready(*c);
+      if (c->loop_fd >= 0 && (e.ready & net::kWritable)) send_some(*c);
+    }
+  }
+  for (ChannelConnection* c : known_)
+    if (c->loop_fd >= 0) fail(*c);
+  // Connections opened by a call the loop never saw: close them here.
+  std::lock_guard lock(mu_);
+  for (ChannelConnection* c : queued_) {
+    std::lock_guard conn_lock(c->mu);
+    if (c->fd >= 0 && c->fd != c->loop_fd) ::close(c->fd);
+    c->fd = -1;
+  }
+  queued_.clear();
+}
+
+void ChannelLoop::flush(ChannelConnection& c) {
+  if (!c.loop_known) {
+    c.loop_known = true;
+    known_.push_back(&c);
+  }
+  {
+    std::lock_guard lock(c.mu);
+    c.flush_queued = false;
+    if (c.fd < 0) return;  // failed (or closed) after it was queued
+    if (c.fd != c.loop_fd) {
+      events_.add(c.fd, reinterpret_cast<uint64_t>(&c), net::kReadable);
+      c.loop_fd = c.fd;
+      c.loop_want_write = false;
+    }
+    if (c.loop_sent == c.loop_sending.size()) {
+      c.loop_sending.clear();
+      c.loop_sent = 0;
+      c.loop_sending.swap(c.out);  // both keep their capacity: no allocation once grown
+    } else {
+      c.loop_sending += c.out;
+      c.out.clear();
+    }
+  }
+  send_some(c);
+}
+
+void ChannelLoop::send_some(ChannelConnection& c) {
+  while (c.loop_sent < c.loop_sending.size()) {
+    const ssize_t n = ::send(c.loop_fd, c.loop_sending.data() + c.loop_sent, c.loop_sending.size() - c.loop_sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    sends_.fetch_add(1, std::memory_order_relaxed);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) return fail(c);
+    c.loop_sent += static_cast<size_t>(n);
+  }
+  // Write interest only while output is blocked: an idle connection costs no wake-ups.
+  const bool want_write = c.loop_sent < c.loop_sending.size();
+  if (want_write != c.loop_want_write) {
+    events_.modify(c.loop_fd, reinterpret_cast<uint64_t>(&c), net::kReadable | (want_write ? net::kWritable : 0));
+    c.loop_want_write = want_write;
+  }
+}
+
+void ChannelLoop::read_ready(ChannelConnection& c) {
+  const ssize_t got = ::recv(c.loop_fd, read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
+  if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (got <= 0) return fail(c);  // the peer closed or reset: every call in flight fails
+  c.loop_parser.feed(read_buf_.data(), static_cast<size_t>(got));
+  net::FrameView frame;
+  net::FrameParser::Result r;
+  while ((r = c.loop_parser.next(frame)) == net::FrameParser::Result::kFrame) {
+    if (frame.kind != FrameKind::kResponse) return fail(c);
+    CallCallback done;
+    {
+      std::lock_guard lock(c.mu);
+      done = c.pending.take(frame.request_id);
+    }
+    if (done)
+      done(CallResult{frame.status, std::string(frame.payload)});
+    else
+      late_responses_.fetch_add(1, std::memory_order_relaxed);  // its timeout already fired
+  }
+  if (r == net::FrameParser::Result::kError) fail(c);
+}
+
+void ChannelLoop::fail(ChannelConnection& c) {
+  std::vector<CallCallback> failed;
+  {
+    std::lock_guard lock(c.mu);
+    failed = c.pending.take_all();
+    c.out.clear();
+    c.fd = -1;  // the next call opens a new connection
+  }
+  events_.remove(c.loop_fd);
+  ::close(c.loop_fd);
+  c.loop_fd = -1;
+  c.loop_sending.clear();
+  c.loop_sent = 0;
+  c.loop_want_write = false;
+  c.loop_parser = net::FrameParser(max_frame_bytes_);
+  for (auto& done : failed) done(CallResult{RpcStatus::kUnavailable, {}});
+}
+
+// ---------------------------------------------------------------- multiplexed channel
+
+MultiplexedChannel::MultiplexedChannel(int port, size_t connections, TimerService& timers, ChannelLoop& loop)
+    : port_(port), timers_(timers), loop_(loop) {
+  for (size_t i = 0; i < std::max<size_t>(1, connections); ++i)
+    connections_.push_back(std::make_unique<ChannelConnection>(port, loop.max_frame_bytes()));
 }
 
 MultiplexedChannel::~MultiplexedChannel() { close(); }
 
 void MultiplexedChannel::close() {
-  closed_ = true;
   for (auto& c : connections_) {
-    std::lock_guard lock(c->mu);
-    if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
-    if (c->reader.joinable()) c->reader.join();
-    if (c->fd >= 0) ::close(c->fd);
-    c->fd = -1;
-    fail_all(*c, RpcStatus::kUnavailable);
-  }
-}
-
-bool MultiplexedChannel::ensure_connected(Connection& c) {
-  if (c.alive.load(std::memory_order_acquire)) return true;
-  std::lock_guard lock(c.mu);
-  if (c.alive.load(std::memory_order_acquire)) return true;
-  if (closed_) return false;
-  if (c.reader.joinable()) c.reader.join();  // the old reader has failed its calls and is exiting
-  std::lock_guard write_lock(c.write_mu);    // no writer may hold the old fd while it is closed and reused
-  if (c.fd >= 0) ::close(c.fd);
-  c.fd = connect_loopback(port_, 200);
-  if (c.fd < 0) return false;
-  c.alive.store(true, std::memory_order_release);
-  c.reader = std::thread([this, conn = &c, fd = c.fd] { read_loop(conn, fd); });
-  return true;
-}
-
-void MultiplexedChannel::fail_all(Connection& c, RpcStatus status) {
-  std::unordered_map<uint64_t, CallCallback> failed;
-  {
-    std::lock_guard lock(c.pending_mu);
-    failed.swap(c.pending);
-  }
-  for (auto& [_, cb] : failed) cb(CallResult{status, {}});
-}
-
-void MultiplexedChannel::read_loop(Connection* c, int fd) {
-  FrameParser parser(max_frame_bytes_);
-  std::string buf(64 * 1024, '\0');
-  Frame frame;
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    parser.feed(buf.data(), static_cast<size_t>(n));
-    FrameParser::Result r;
-    while ((r = parser.next(frame)) == FrameParser::Result::kFrame) {
-      if (frame.kind != FrameKind::kResponse) {
-        r = FrameParser::Result::kError;
-        break;
-      }
-      CallCallback cb;
-      {
-        std::lock_guard lock(c->pending_mu);
-        auto it = c->pending.find(frame.request_id);
-        if (it != c->pending.end()) {
-          cb = std::move(it->second);
-          c->pending.erase(it);
-        }
-      }
-      if (cb)
-        cb(CallResult{frame.status, std::move(frame.payload)});
-      else
-        late_responses_.fetch_add(1, std::memory_order_relaxed);  // its timeout already fired
+    std::vector<CallCallback> failed;
+    {
+      std::lock_guard lock(c->mu);
+      c->closed = true;
+      failed = c->pending.take_all();
+      // The loop still owns the descriptor: shutdown (not close) makes it see EOF and close it.
+      if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
     }
-    if (r == FrameParser::Result::kError) break;
+    for (auto& done : failed) done(CallResult{RpcStatus::kUnavailable, {}});
   }
-  ::shutdown(fd, SHUT_RDWR);
-  c->alive.store(false, std::memory_order_release);
-  fail_all(*c, RpcStatus::kUnavailable);
 }
 
-void MultiplexedChannel::call(const std::string& method, std::string payload, const TraceContext& trace,
+void MultiplexedChannel::call(std::string_view method, std::string_view payload, const TraceContext& trace,
                               int64_t timeout_ns, CallCallback done) {
-  Connection& c = *connections_[round_robin_.fetch_add(1, std::memory_order_relaxed) % connections_.size()];
-  if (closed_ || !ensure_connected(c)) {
-    done(CallResult{RpcStatus::kUnavailable, {}});
-    return;
-  }
-  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  std::string bytes = request_bytes(id, method, std::move(payload), trace, max_frame_bytes_);
+  ChannelConnection& c = *connections_[round_robin_.fetch_add(1, std::memory_order_relaxed) % connections_.size()];
+  uint64_t id;
+  bool queue;
   {
-    std::lock_guard lock(c.pending_mu);
-    c.pending.emplace(id, std::move(done));
+    std::unique_lock lock(c.mu);
+    if (c.fd < 0 && !c.closed) c.fd = connect_loopback(port_, 200);  // (re)open; callers of c wait meanwhile
+    if (c.closed || c.fd < 0) {
+      lock.unlock();
+      done(CallResult{RpcStatus::kUnavailable, {}});
+      return;
+    }
+    id = c.pending.add(std::move(done));
+    try {
+      net::append_frame(request_view(id, method, payload, trace), c.out, loop_.max_frame_bytes());
+    } catch (const std::invalid_argument&) {  // the request cannot be framed: it fails alone
+      CallCallback cb = c.pending.take(id);
+      lock.unlock();
+      cb(CallResult{RpcStatus::kInternal, {}});
+      return;
+    }
+    queue = !c.flush_queued;
+    c.flush_queued = true;
   }
+  if (queue) loop_.queue(&c);
   timers_.schedule(monotonic_ns() + timeout_ns, [conn = &c, id] {
     CallCallback cb;
     {
-      std::lock_guard lock(conn->pending_mu);
-      auto it = conn->pending.find(id);
-      if (it == conn->pending.end()) return;
-      cb = std::move(it->second);
-      conn->pending.erase(it);
+      std::lock_guard lock(conn->mu);
+      cb = conn->pending.take(id);
     }
-    cb(CallResult{RpcStatus::kTimeout, {}});
+    if (cb) cb(CallResult{RpcStatus::kTimeout, {}});
   });
-  std::lock_guard lock(c.write_mu);
-  // On failure the reader fails every pending call, this one included.
-  if (c.fd >= 0 && !send_all(c.fd, bytes)) ::shutdown(c.fd, SHUT_RDWR);
 }
 
 // ---------------------------------------------------------------- blocking pool
@@ -235,20 +383,28 @@ void BlockingClientPool::give_back(int fd, bool reusable) {
   idle_cv_.notify_one();
 }
 
-CallResult BlockingClientPool::call(const std::string& method, std::string payload, const TraceContext& trace,
+CallResult BlockingClientPool::call(std::string_view method, std::string_view payload, const TraceContext& trace,
                                     int64_t timeout_ns) {
   const int64_t deadline = monotonic_ns() + timeout_ns;
   const int fd = borrow(deadline);
   if (fd == -2) return {RpcStatus::kTimeout, {}};
   if (fd < 0) return {RpcStatus::kUnavailable, {}};
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  if (!send_all(fd, request_bytes(id, method, std::move(payload), trace, max_frame_bytes_))) {
+  thread_local std::string request;  // reused by every call of this thread
+  request.clear();
+  try {
+    net::append_frame(request_view(id, method, payload, trace), request, max_frame_bytes_);
+  } catch (const std::invalid_argument&) {
+    give_back(fd, true);
+    return {RpcStatus::kInternal, {}};
+  }
+  if (!send_all(fd, request)) {
     give_back(fd, false);
     return {RpcStatus::kUnavailable, {}};
   }
   FrameParser parser(max_frame_bytes_);
   char buf[16 * 1024];
-  Frame frame;
+  net::FrameView frame;
   for (;;) {
     const int64_t left_ms = (deadline - monotonic_ns() + 999'999) / 1'000'000;
     if (left_ms <= 0) {
@@ -273,8 +429,9 @@ CallResult BlockingClientPool::call(const std::string& method, std::string paylo
       give_back(fd, false);
       return {RpcStatus::kUnavailable, {}};
     }
+    CallResult result{frame.status, std::string(frame.payload)};
     give_back(fd, true);
-    return {frame.status, std::move(frame.payload)};
+    return result;
   }
 }
 

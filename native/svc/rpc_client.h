@@ -1,16 +1,25 @@
 // RPC clients. Two shapes, because the models need both:
 //
 //  * MultiplexedChannel — a few long-lived connections to one service, many
-//    calls in flight on each, responses matched by request id on a reader
-//    thread per connection and delivered to a callback. Per-call timeouts
-//    through the TimerService. Used by pool-blocking (which then blocks on a
-//    future), pool-callback and coroutine.
+//    calls in flight on each, responses matched by request id. The sockets
+//    belong to one ChannelLoop per service process (net/event_loop.h), not to
+//    a thread per connection: a call encodes its frame into its connection's
+//    output buffer and, if the loop has nothing queued for that connection
+//    yet, queues it (waking the loop only when it sleeps); the loop sends what
+//    a connection gathered in one send() per iteration, reads responses,
+//    decodes them in place and runs each call's callback on the loop thread,
+//    so a completion reaches the model's executor with one wake-up (the
+//    model's post). Request ids index a slot table, so nothing on the hot
+//    path allocates once buffers have grown. Per-call timeouts through the
+//    TimerService. Used by pool-blocking (which then blocks on a future),
+//    pool-callback and coroutine.
 //  * BlockingClientPool — DeathStarBench's ClientPool: a call borrows an idle
 //    connection (opening one if none is idle, up to max_connections), sends,
 //    and reads its response on the calling thread; one call per connection at
 //    a time. Used by std-async and std-thread, which serve each connection with
 //    one thread, so the callee's concurrency is the number of connections —
-//    exactly DeathStarBench's Thrift setup.
+//    exactly DeathStarBench's Thrift setup. It stays blocking: that is the
+//    model being studied.
 //
 // Either way a call ends exactly once: with the response, kTimeout when the
 // deadline passes, or kUnavailable when the connection fails or cannot be
@@ -25,23 +34,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
-#include "net/frame.h"
+#include "net/event_loop.h"
 #include "svc/timer_service.h"
+#include "svc/transport.h"
 
 namespace tailscope::svc {
-
-// The client speaks the RPC frame of net/frame.h.
-using net::append_frame;
-using net::Frame;
-using net::FrameKind;
-using net::FrameParser;
-using net::kDefaultMaxFrameBytes;
-using net::RpcStatus;
-using net::TraceContext;
 
 struct CallResult {
   RpcStatus status = RpcStatus::kOk;
@@ -52,43 +53,113 @@ using CallCallback = std::function<void(CallResult&&)>;
 // Opens a blocking TCP connection to 127.0.0.1:port within timeout_ms; -1 on failure.
 int connect_loopback(int port, int timeout_ms);
 
+namespace internal {
+
+// Calls in flight on one connection. A request id is the slot index (low 32
+// bits) and the slot's generation (high 32 bits): a late response or a
+// timeout for a slot already reused finds another generation and does nothing.
+class PendingCalls {
+ public:
+  uint64_t add(CallCallback done);
+  // The callback of `id`, removed; empty when the call already ended.
+  CallCallback take(uint64_t id);
+  // Every pending callback, removed.
+  std::vector<CallCallback> take_all();
+  size_t size() const { return in_use_; }
+
+ private:
+  struct Slot {
+    uint32_t generation = 0;
+    bool used = false;
+    CallCallback done;
+  };
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  size_t in_use_ = 0;
+};
+
+// One multiplexed connection. Callers touch the fields under `mu`; the loop
+// owns the `loop_*` fields.
+struct ChannelConnection {
+  explicit ChannelConnection(int p, size_t max_frame_bytes) : port(p), loop_parser(max_frame_bytes) {}
+  const int port;
+  std::mutex mu;
+  int fd = -1;                // open socket; the loop closes it (after setting -1 here)
+  std::string out;            // encoded requests the loop has not taken yet
+  bool flush_queued = false;  // on the loop's list of connections to service
+  bool closed = false;        // the channel closed: no more calls
+  PendingCalls pending;
+  // Loop side only.
+  int loop_fd = -1;  // the descriptor registered in the loop's poller
+  std::string loop_sending;
+  size_t loop_sent = 0;
+  bool loop_want_write = false;
+  bool loop_known = false;
+  net::FrameParser loop_parser;
+};
+
+}  // namespace internal
+
+// The event loop that owns every multiplexed client connection of a process
+// (one thread). Started on construction, stopped by stop() or the destructor.
+class ChannelLoop {
+ public:
+  explicit ChannelLoop(size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  ~ChannelLoop();
+  ChannelLoop(const ChannelLoop&) = delete;
+  ChannelLoop& operator=(const ChannelLoop&) = delete;
+  // Joins the thread and closes every connection it owns; calls still in
+  // flight are the channels' to fail (MultiplexedChannel::close).
+  void stop();
+  // Any thread: the loop services `c` (registers a new socket, sends what
+  // was queued) in its next iteration.
+  void queue(internal::ChannelConnection* c);
+  int64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
+  int64_t iterations() const { return iterations_.load(std::memory_order_relaxed); }
+  int64_t sends() const { return sends_.load(std::memory_order_relaxed); }
+  size_t max_frame_bytes() const { return max_frame_bytes_; }
+
+ private:
+  void run();
+  void read_ready(internal::ChannelConnection& c);
+  void flush(internal::ChannelConnection& c);
+  void send_some(internal::ChannelConnection& c);
+  void fail(internal::ChannelConnection& c);
+
+  size_t max_frame_bytes_;
+  net::EventLoop events_;
+  std::mutex mu_;  // guards queued_, sleeping_, stop_
+  std::vector<internal::ChannelConnection*> queued_;
+  bool sleeping_ = false;
+  bool stop_ = false;
+  std::vector<internal::ChannelConnection*> known_;  // loop thread only
+  std::string read_buf_;                             // loop thread only
+  std::atomic<int64_t> late_responses_{0};
+  std::atomic<int64_t> iterations_{0};
+  std::atomic<int64_t> sends_{0};
+  std::thread thread_;
+};
+
 class MultiplexedChannel {
  public:
-  MultiplexedChannel(int port, size_t connections, TimerService& timers,
-                     size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  MultiplexedChannel(int port, size_t connections, TimerService& timers, ChannelLoop& loop);
   ~MultiplexedChannel();
   MultiplexedChannel(const MultiplexedChannel&) = delete;
   MultiplexedChannel& operator=(const MultiplexedChannel&) = delete;
 
-  // Sends the request; `done` runs once, on a reader thread, the timer
-  // thread, or (connection cannot be opened) the calling thread.
-  void call(const std::string& method, std::string payload, const TraceContext& trace, int64_t timeout_ns,
+  // Queues the request; `done` runs once, on the channel loop, the timer
+  // thread, or (connection cannot be opened, frame too large) the calling thread.
+  void call(std::string_view method, std::string_view payload, const TraceContext& trace, int64_t timeout_ns,
             CallCallback done);
+  // Fails every call in flight with kUnavailable and refuses new ones.
   void close();
-  int64_t late_responses() const { return late_responses_.load(); }
 
  private:
-  struct Connection {
-    std::mutex mu;  // guards fd, reader and (re)connection
-    int fd = -1;
-    std::thread reader;
-    std::mutex write_mu;
-    std::mutex pending_mu;
-    std::unordered_map<uint64_t, CallCallback> pending;
-    std::atomic<bool> alive{false};
-  };
-  bool ensure_connected(Connection& c);
-  void read_loop(Connection* c, int fd);
-  void fail_all(Connection& c, RpcStatus status);
-
   int port_;
   TimerService& timers_;
-  size_t max_frame_bytes_;
-  std::vector<std::unique_ptr<Connection>> connections_;
-  std::atomic<uint64_t> next_id_{1};
+  ChannelLoop& loop_;
+  std::vector<std::unique_ptr<internal::ChannelConnection>> connections_;
   std::atomic<uint64_t> round_robin_{0};
-  std::atomic<bool> closed_{false};
-  std::atomic<int64_t> late_responses_{0};
 };
 
 class BlockingClientPool {
@@ -98,7 +169,7 @@ class BlockingClientPool {
   BlockingClientPool(const BlockingClientPool&) = delete;
   BlockingClientPool& operator=(const BlockingClientPool&) = delete;
 
-  CallResult call(const std::string& method, std::string payload, const TraceContext& trace, int64_t timeout_ns);
+  CallResult call(std::string_view method, std::string_view payload, const TraceContext& trace, int64_t timeout_ns);
   void close();
   size_t open_connections() const;
 

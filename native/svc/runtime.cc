@@ -62,6 +62,21 @@ void ServiceRuntime::close_clients() {
   std::lock_guard lock(clients_mu_);
   for (auto& [_, c] : channels_) c->close();
   for (auto& [_, p] : pools_) p->close();
+  if (channel_loop_) channel_loop_->stop();
+  clients_closed_ = true;
+}
+
+nlohmann::json ServiceRuntime::channel_stats() {
+  std::lock_guard lock(clients_mu_);
+  const ChannelLoop* l = channel_loop_.get();
+  return {{"loop_iterations", l ? l->iterations() : 0},
+          {"sends", l ? l->sends() : 0},
+          {"late_responses", l ? l->late_responses() : 0}};
+}
+
+void ServiceRuntime::run_compute(const Stage& stage) {
+  if (stage.kind == Stage::Kind::kCpu) burn_cpu_ns(stage.cpu.sample_ns(), stopping_);
+  if (stage.kind == Stage::Kind::kWork) run_work(stage.work);
 }
 
 int ServiceRuntime::port_of(const std::string& service) const {
@@ -75,7 +90,13 @@ int ServiceRuntime::port_of(const std::string& service) const {
 MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
   std::lock_guard lock(clients_mu_);
   auto& c = channels_[service];
-  if (!c) c = std::make_unique<MultiplexedChannel>(port_of(service), options_.channel_connections, timers_);
+  if (!c) {
+    if (!channel_loop_) channel_loop_ = std::make_unique<ChannelLoop>();
+    c = std::make_unique<MultiplexedChannel>(port_of(service), options_.channel_connections, timers_, *channel_loop_);
+    // A handler still running after shutdown began gets a closed channel: its
+    // calls fail at once instead of waiting on a loop that no longer runs.
+    if (clients_closed_) c->close();
+  }
   return *c;
 }
 
@@ -207,8 +228,7 @@ bool ServiceRuntime::store_missed(const StoreOp& op) {
 }
 
 RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
-  CallResult r =
-      client_pool(call.spec->service).call(call.spec->endpoint, std::move(call.payload), call.child, call_timeout_ns_);
+  CallResult r = client_pool(call.spec->service).call(call.spec->endpoint, call.payload, call.child, call_timeout_ns_);
   call.result = r.status;
   return r.status;
 }
@@ -268,6 +288,7 @@ nlohmann::json ServiceInstance::result() const {
           {"model", model_->name()},
           {"wire", listen_.kind == WireKind::kHttp ? "http" : "rpc"},
           {"counters", runtime_->counters().to_json()},
+          {"channel", runtime_->channel_stats()},
           {"model_details", model_->describe()}};
 }
 

@@ -86,12 +86,19 @@ class ServiceRuntime {
   bool store_missed(const StoreOp& op);
 
   // Downstream clients (created on first use, live as long as the runtime).
+  // Every multiplexed channel of the service shares one ChannelLoop.
   MultiplexedChannel& channel(const std::string& service);
   BlockingClientPool& client_pool(const std::string& service);
   // The blocking call std-async and std-thread make (DeathStarBench's ClientPool).
   RpcStatus call_via_client_pool(CallScope& call);
 
+  // Fails the calls in flight (kUnavailable), refuses new ones and stops the channel loop.
   void close_clients();
+  // The channel loop's counters (iterations, sends, late responses); zeros before the first channel.
+  nlohmann::json channel_stats();
+
+  // The stages that compute on the calling thread (cpu, work), the same in every model.
+  void run_compute(const Stage& stage);
 
   // Set once when the service starts shutting down: simulated stages (cpu
   // burns, blocking store waits) end early, so stopping never waits out a
@@ -109,8 +116,10 @@ class ServiceRuntime {
   int64_t call_timeout_ns_;
   ServiceCounters counters_;
   std::mutex clients_mu_;
+  std::unique_ptr<ChannelLoop> channel_loop_;  // declared first: it outlives the channels it serves
   std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels_;
   std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
+  bool clients_closed_ = false;  // guarded by clients_mu_
   std::string store_span_kind_;
   std::atomic<bool> stopping_{false};
 };

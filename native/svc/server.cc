@@ -140,11 +140,16 @@ void EventLoopServer::start() {
 
 void EventLoopServer::post(size_t index, std::function<void()> fn) {
   Loop& l = *loops_[index % loops_.size()];
+  bool wake;
   {
     std::lock_guard lock(l.mu);
+    // A non-empty list has been (or is being) announced by the post that
+    // filled it first, and the loop takes the whole list at once: one
+    // eventfd write per batch of completions, not per completion.
+    wake = l.posted.empty();
     l.posted.push_back(std::move(fn));
   }
-  l.events.wake();
+  if (wake) l.events.wake();
 }
 
 void EventLoopServer::drop_conn(Loop& loop, int fd, bool close_now) {

@@ -32,6 +32,7 @@ struct StdAsyncLauncher {
     Handle h{std::move(call), {}};
     try {
       h.result = std::async(deferred ? std::launch::deferred : std::launch::async, body);
+      if (!deferred) rt.counters().async_threads.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::system_error&) {  // no thread could be created: the call fails, the handler goes on
       h.call->result = RpcStatus::kRejected;
     }

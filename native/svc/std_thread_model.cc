@@ -28,6 +28,7 @@ struct StdThreadLauncher {
     if (h.call->spec->launch == CallSpec::Launch::kAsync) {
       try {
         h.thread = std::thread([this, c = h.call.get()] { body(*c); });
+        rt.counters().async_threads.fetch_add(1, std::memory_order_relaxed);
       } catch (const std::system_error&) {
         h.call->result = RpcStatus::kRejected;
       }

@@ -27,7 +27,9 @@ nlohmann::json ServiceCounters::to_json() const {
                         {"calls", calls.load()},
                         {"malformed_frames", malformed_frames.load()},
                         {"connections_accepted", connections_accepted.load()},
-                        {"http_requests", http_requests.load()}};
+                        {"http_requests", http_requests.load()},
+                        {"pings", pings.load()},
+                        {"async_threads", async_threads.load()}};
   if (nlohmann::json wait = queue_wait.to_json(); !wait.is_null()) out["queue_wait"] = std::move(wait);
   return out;
 }
@@ -86,17 +88,22 @@ void ServerConnection::close() {
 }
 
 bool ServerConnection::parse_rpc(std::vector<InboundRequest>& out) {
-  Frame f;
+  net::FrameView f;
   for (;;) {
     const auto r = frames_.next(f);
     if (r == FrameParser::Result::kNeedMore) return true;
     if (r == FrameParser::Result::kError || f.kind != FrameKind::kRequest) return false;
+    if (f.method == kPingMethod) {  // answered here, by whichever thread reads: the transport alone
+      counters_.pings.fetch_add(1, std::memory_order_relaxed);
+      respond(f.request_id, RpcStatus::kOk, {});
+      continue;
+    }
     InboundRequest req;
     req.conn = shared_from_this();
     req.id = f.request_id;
-    req.method = std::move(f.method);
+    req.method.assign(f.method);
     req.trace = f.trace;
-    req.payload = std::move(f.payload);
+    req.payload.assign(f.payload);
     req.received_ns = monotonic_ns();
     out.push_back(std::move(req));
   }
@@ -168,7 +175,7 @@ void ServerConnection::answer_http_error(int status) {
   hold_and_flush_locked(seq, std::move(text));
 }
 
-void ServerConnection::send_locked(const std::string& bytes) {
+void ServerConnection::send_locked(std::string_view bytes) {
   size_t off = 0;
   const int64_t give_up = monotonic_ns() + 2'000'000'000;
   while (off < bytes.size() && !closed()) {
@@ -192,17 +199,16 @@ void ServerConnection::send_locked(const std::string& bytes) {
 void ServerConnection::respond(uint64_t id, RpcStatus status, std::string_view payload) {
   if (closed()) return;
   if (kind_ == WireKind::kRpc) {
-    Frame f;
-    f.kind = FrameKind::kResponse;
-    f.request_id = id;
-    f.status = status;
-    f.payload.assign(payload);
-    std::string bytes;
+    // Encoded into a buffer each thread reuses: no allocation per response.
+    thread_local std::string bytes;
+    bytes.clear();
+    net::FrameView f{FrameKind::kResponse, id, status, {}, {}, payload};
     try {
       append_frame(f, bytes);
     } catch (const std::invalid_argument&) {
-      f.payload.clear();
+      f.payload = {};
       f.status = RpcStatus::kInternal;
+      bytes.clear();
       append_frame(f, bytes);
     }
     std::lock_guard lock(write_mu_);

@@ -49,6 +49,11 @@ class QueueWaitHistogram {
   mutable std::mutex mu_;
   HdrHistogram histogram_ = HdrHistogram::for_latency_ns();
 };
+// Every service answers this method at once, on the thread that read it, with
+// kOk and an empty payload: no endpoint, no stages, no model. What a call of
+// it costs is the transport alone (docs/protocol.md; the transport benchmark
+// and the socialnet study's in-run baseline use it).
+inline constexpr std::string_view kPingMethod = "__ping";
 
 // Per-service counters, all monotonic, read at shutdown for the result document.
 struct ServiceCounters {
@@ -62,7 +67,9 @@ struct ServiceCounters {
   std::atomic<int64_t> malformed_frames{0};     // connections closed for a malformed frame or HTTP request
   std::atomic<int64_t> connections_accepted{0};
   std::atomic<int64_t> http_requests{0};
-  QueueWaitHistogram queue_wait;  // pool models only
+  QueueWaitHistogram queue_wait;          // pool models only
+  std::atomic<int64_t> pings{0};          // kPingMethod requests answered (not in `requests`)
+  std::atomic<int64_t> async_threads{0};  // threads started for async calls (std-async, std-thread)
   nlohmann::json to_json() const;
 };
 
@@ -135,7 +142,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void answer_http_error(int status);
   // Holds the response for request `seq` and sends every response now due, in order.
   void hold_and_flush_locked(uint64_t seq, std::string text);
-  void send_locked(const std::string& bytes);
+  void send_locked(std::string_view bytes);
 
   int fd_;
   WireKind kind_;

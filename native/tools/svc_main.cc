@@ -38,6 +38,7 @@
 #include "net/socket.h"
 #include "prof/counters.h"
 #include "prof/placement.h"
+#include "svc/ping_client.h"
 #include "svc/runtime.h"
 #include "svc/thread_limit.h"
 #include "svc/tracer.h"
@@ -62,6 +63,7 @@ struct Flags {
   std::string placement_mechanism = "affinity";
   std::string counters = "process";
   std::string cpus;  // --cpus LIST (single-service mode)
+  PingOptions ping;
 };
 
 std::map<std::string, int> parse_ports(const std::string& text) {
@@ -111,7 +113,11 @@ json cpu_usage() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return {{"user_s", s(ru.ru_utime)}, {"sys_s", s(ru.ru_stime)}, {"max_rss_bytes", ru.ru_maxrss * 1024}};
+  return {{"user_s", s(ru.ru_utime)},
+          {"sys_s", s(ru.ru_stime)},
+          {"max_rss_bytes", ru.ru_maxrss * 1024},
+          {"voluntary_ctx_switches", ru.ru_nvcsw},
+          {"involuntary_ctx_switches", ru.ru_nivcsw}};
 }
 
 // Threads a service process starts besides its pool: IO dispatchers, the
@@ -444,7 +450,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   json services = json::object();
   json unavailable = json::array();
   double cpu_s = 0;
-  int64_t threads = 0;
+  int64_t threads = 0, ctx_switches = 0;
   for (const auto& c : children) {
     std::ifstream in(f.parts_dir + "/" + c.service + ".result.json");
     json part = json::parse(in, nullptr, false);
@@ -457,13 +463,19 @@ int run_all(const Flags& flags, int argc, char** argv) {
     s["restarts"] = c.restarts;
     add_profiling_sections(profiling, c.service, s);
     cpu_s += s["cpu"].value("user_s", 0.0) + s["cpu"].value("sys_s", 0.0);
+    ctx_switches +=
+        s["cpu"].value("voluntary_ctx_switches", int64_t{0}) + s["cpu"].value("involuntary_ctx_switches", int64_t{0});
     threads += s["resources"].value("process", json::object()).value("threads_max", 0);
     services[c.service] = s;
     std::remove((f.parts_dir + "/" + c.service + ".result.json").c_str());
   }
   ::rmdir(f.parts_dir.c_str());
   doc["services"] = services;
-  doc["totals"] = {{"cpu_s", cpu_s}, {"threads_max_sum", threads}, {"ran_s", ran_s}, {"restarts", restarts}};
+  doc["totals"] = {{"cpu_s", cpu_s},
+                   {"threads_max_sum", threads},
+                   {"ctx_switches", ctx_switches},
+                   {"ran_s", ran_s},
+                   {"restarts", restarts}};
   if (topology.front && services.contains(topology.front->service))
     doc["totals"]["front"] = services[topology.front->service]["counters"];
   doc["measurements"] = json::array();
@@ -525,8 +537,30 @@ int main(int argc, char** argv) {
                  "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
                  "error on stderr and exit 1. python -m tailscope.topology validates through this");
   app.add_option("--origin", f.check_origin, "--check-topology: the name errors give the input (default: FILE)");
+  app.add_option("--ping", f.ping.port, "Ping client: __ping calls to the service on 127.0.0.1:PORT, then exit")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--ping-calls", f.ping.calls, "--ping: measured calls")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--ping-warmup", f.ping.warmup_calls, "--ping: calls before measuring")
+      ->check(CLI::Range(0, 100'000'000));
+  app.add_option("--ping-concurrency", f.ping.concurrency, "--ping: calls in flight at once")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--ping-pid", f.ping.server_pid, "--ping: the service's pid, to measure its CPU too")
+      ->check(CLI::Range(1, 1 << 22));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (f.ping.port > 0) {  // the transport alone (svc/ping_client.h)
+      f.ping.connections = f.runtime.channel_connections;
+      if (f.timeout_ms > 0) f.ping.timeout_ns = static_cast<int64_t>(f.timeout_ms * 1e6);
+      json doc = new_result_document("tailscope-svc", argc, argv);
+      doc["config"] = {{"mode", "ping"}, {"port", f.ping.port}, {"server_pid", f.ping.server_pid}};
+      json ping = run_pings(f.ping);
+      doc["unavailable"] = ping["unavailable"];
+      ping.erase("unavailable");
+      doc["ping"] = ping;
+      doc["measurements"] = json::array();
+      write_result(doc, f.out);
+      return 0;
+    }
     if (!f.check_path.empty()) {
       std::string text;
       if (f.check_path == "-") {

@@ -25,10 +25,8 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
     if (rs.status != RpcStatus::kOk) return;  // a failed stage ends the handler, as an exception would
     switch (stage.kind) {
       case Stage::Kind::kCpu:
-        burn_cpu_ns(stage.cpu.sample_ns(), rt.stopping());
-        break;
       case Stage::Kind::kWork:
-        run_work(stage.work);
+        rt.run_compute(stage);
         break;
       case Stage::Kind::kStore: {
         for (int i = 0; i < stage.store.count; ++i) {

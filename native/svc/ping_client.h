@@ -1,0 +1,37 @@
+// A closed-loop run of kPingMethod calls over the lean multiplexed channel
+// (the same ChannelLoop + MultiplexedChannel a service uses downstream)
+// against one service: what a call costs in the transport alone, in CPU and
+// round-trip time. `tailscope-svc --ping PORT` runs it; `make bench`
+// (scripts/bench-transport) and the socialnet study's in-run baseline read it.
+//
+// CPU is user + sys of both ends over the measured calls only (warm-up
+// excluded): this process from getrusage, the server from /proc/PID/stat
+// (when its pid is given; otherwise that end is unavailable, with the reason).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+namespace tailscope::svc {
+
+struct PingOptions {
+  int port = 0;
+  int64_t calls = 20000;        // measured
+  int64_t warmup_calls = 2000;  // run first, never measured
+  int64_t concurrency = 1;      // calls in flight at once (closed loop)
+  size_t connections = 1;       // multiplexed connections to the service
+  int64_t timeout_ns = 1'000'000'000;
+  pid_t server_pid = 0;  // 0: the server's CPU is not measured
+};
+
+// Throws std::invalid_argument for an option out of range (naming it) and
+// std::runtime_error when the service cannot be reached.
+// Returns {"calls", "ok", "failed", "timeouts", "concurrency", "connections",
+// "wall_s", "rtt" (latency_summary), "client_cpu_s", "server_cpu_s" | null,
+// "cpu_per_call_ns" | null, "client_cpu_per_call_ns", "unavailable": [..],
+// "channel": {loop iterations, sends}}.
+nlohmann::json run_pings(const PingOptions& options);
+
+}  // namespace tailscope::svc

@@ -1,0 +1,270 @@
+// The lean multiplexed channel: every call ends exactly once (ok, timeout,
+// unavailable) with many in flight, calls queued in one loop iteration leave
+// in one send(), a connection the peer closed is reopened by the next call,
+// a late response is counted and dropped, and every service answers the ping
+// method at once without running its handler.
+#include "svc/rpc_client.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/socket.h"
+#include "svc/server.h"
+
+namespace tailscope::svc {
+namespace {
+
+constexpr int64_t kLongTimeoutNs = 30'000'000'000;  // never reached: the runner's timeout catches hangs
+
+// Collects call results by key; wait_for(n) blocks until n calls have ended.
+class Results {
+ public:
+  CallCallback callback(int key) {
+    return [this, key](CallResult&& r) {
+      std::lock_guard lock(mu_);
+      ended_[key].push_back(std::move(r));
+      ++total_;
+      cv_.notify_all();
+    };
+  }
+  void wait_for(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return total_ >= n; });
+  }
+  std::map<int, std::vector<CallResult>> ended() {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, std::vector<CallResult>> ended_;
+  int total_ = 0;
+};
+
+// An RPC server on an ephemeral loopback port. `answer` decides per request:
+// true answers it now (payload echoed), false holds it in held().
+class TestServer {
+ public:
+  explicit TestServer(bool answer = true) : listen_fd_(net::make_listener("127.0.0.1", 0)) { start(answer); }
+  ~TestServer() {
+    stop();
+    ::close(listen_fd_);
+  }
+  void start(bool answer) {
+    server_ = std::make_unique<EventLoopServer>(ListenSpec{listen_fd_}, 1, counters_,
+                                                [this, answer](size_t, InboundRequest&& r) {
+                                                  dispatched_.fetch_add(1);
+                                                  if (answer) {
+                                                    r.conn->respond(r.id, RpcStatus::kOk, r.payload);
+                                                    return;
+                                                  }
+                                                  std::lock_guard lock(mu_);
+                                                  held_.push_back(std::move(r));
+                                                });
+    server_->start();
+  }
+  // Stops serving: its connections are shut down (the clients see EOF).
+  void stop() {
+    if (server_) server_->stop();
+    server_.reset();
+  }
+  size_t held_count() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  void answer_held() {
+    std::lock_guard lock(mu_);
+    for (auto& r : held_) r.conn->respond(r.id, RpcStatus::kOk, r.payload);
+    held_.clear();
+  }
+  void drop_held() {
+    std::lock_guard lock(mu_);
+    held_.clear();
+  }
+  int port() const { return net::bound_port(listen_fd_); }
+  int dispatched() const { return dispatched_.load(); }
+  ServiceCounters& counters() { return counters_; }
+
+ private:
+  int listen_fd_;
+  ServiceCounters counters_;
+  std::unique_ptr<EventLoopServer> server_;
+  std::atomic<int> dispatched_{0};
+  std::mutex mu_;
+  std::vector<InboundRequest> held_;
+};
+
+struct Client {
+  explicit Client(int port, size_t connections = 1) : channel(port, connections, timers, loop) {}
+  ~Client() {
+    channel.close();
+    loop.stop();
+    timers.stop();
+  }
+  TimerService timers;
+  ChannelLoop loop;
+  MultiplexedChannel channel;
+};
+
+TEST(MultiplexedChannel, ManyCallsInFlightFromManyThreadsEachEndOnceWithTheirOwnResponse) {
+  TestServer server;
+  Client client(server.port(), 2);
+  Results results;
+  constexpr int kThreads = 4, kCallsPerThread = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        const int key = t * kCallsPerThread + i;
+        client.channel.call("echo", "payload-" + std::to_string(key), TraceContext{}, kLongTimeoutNs,
+                            results.callback(key));
+      }
+    });
+  for (auto& t : threads) t.join();
+  results.wait_for(kThreads * kCallsPerThread);
+  const auto ended = results.ended();
+  ASSERT_EQ(ended.size(), static_cast<size_t>(kThreads * kCallsPerThread));
+  for (const auto& [key, rs] : ended) {
+    ASSERT_EQ(rs.size(), 1u) << key;
+    EXPECT_EQ(rs[0].status, RpcStatus::kOk) << key;
+    EXPECT_EQ(rs[0].payload, "payload-" + std::to_string(key));
+  }
+  EXPECT_EQ(server.dispatched(), kThreads * kCallsPerThread);
+  EXPECT_EQ(client.loop.late_responses(), 0);
+}
+
+TEST(MultiplexedChannel, CallsQueuedInOneLoopIterationLeaveInOneSend) {
+  TestServer server;
+  Client client(server.port(), 1);
+  Results results;
+  constexpr int kBatch = 10;
+  std::atomic<int64_t> sends_at_first_response{-1};
+  // The first call's callback runs on the channel loop and issues a batch:
+  // all of it is queued before the loop's next iteration, which sends it at once.
+  client.channel.call("echo", "first", TraceContext{}, kLongTimeoutNs, [&](CallResult&& r) {
+    EXPECT_EQ(r.status, RpcStatus::kOk);
+    sends_at_first_response = client.loop.sends();
+    for (int i = 0; i < kBatch; ++i)
+      client.channel.call("echo", std::to_string(i), TraceContext{}, kLongTimeoutNs, results.callback(i));
+  });
+  results.wait_for(kBatch);
+  for (const auto& [key, rs] : results.ended()) {
+    ASSERT_EQ(rs.size(), 1u);
+    EXPECT_EQ(rs[0].payload, std::to_string(key));
+  }
+  EXPECT_EQ(sends_at_first_response.load(), 1);
+  EXPECT_EQ(client.loop.sends(), 2);  // the first call, then the whole batch in one send()
+}
+
+TEST(MultiplexedChannel, TimeoutEndsTheCallOnceAndALateResponseIsCountedAndDropped) {
+  TestServer server(/*answer=*/false);
+  Client client(server.port());
+  Results results;
+  client.channel.call("echo", "slow", TraceContext{}, 50'000'000, results.callback(0));
+  results.wait_for(1);
+  ASSERT_EQ(results.ended().at(0).size(), 1u);
+  EXPECT_EQ(results.ended().at(0)[0].status, RpcStatus::kTimeout);
+  while (server.held_count() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server.answer_held();  // the response arrives after the timeout
+  while (client.loop.late_responses() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(client.loop.late_responses(), 1);
+  EXPECT_EQ(results.ended().at(0).size(), 1u);  // the late response ended nothing twice
+}
+
+TEST(MultiplexedChannel, PeerClosingFailsCallsInFlightAndTheNextCallReconnects) {
+  TestServer server(/*answer=*/false);
+  Client client(server.port());
+  Results results;
+  client.channel.call("echo", "held", TraceContext{}, kLongTimeoutNs, results.callback(0));
+  while (server.held_count() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server.drop_held();
+  server.stop();  // closes the connection under the call
+  results.wait_for(1);
+  EXPECT_EQ(results.ended().at(0)[0].status, RpcStatus::kUnavailable);
+  server.start(/*answer=*/true);  // same listener: the peer is back
+  client.channel.call("echo", "again", TraceContext{}, kLongTimeoutNs, results.callback(1));
+  results.wait_for(2);
+  EXPECT_EQ(results.ended().at(0).size(), 1u);
+  ASSERT_EQ(results.ended().at(1).size(), 1u);
+  EXPECT_EQ(results.ended().at(1)[0].status, RpcStatus::kOk);
+  EXPECT_EQ(results.ended().at(1)[0].payload, "again");
+  EXPECT_EQ(server.counters().connections_accepted.load(), 2);
+}
+
+TEST(MultiplexedChannel, UnreachableOrClosedChannelFailsAtOnce) {
+  const int fd = net::make_listener("127.0.0.1", 0);
+  const int port = net::bound_port(fd);
+  ::close(fd);  // nothing listens there now
+  Client client(port);
+  Results results;
+  client.channel.call("echo", "x", TraceContext{}, kLongTimeoutNs, results.callback(0));
+  TestServer server;
+  Client closed(server.port());
+  closed.channel.close();
+  closed.channel.call("echo", "x", TraceContext{}, kLongTimeoutNs, results.callback(1));
+  results.wait_for(2);
+  EXPECT_EQ(results.ended().at(0)[0].status, RpcStatus::kUnavailable);
+  EXPECT_EQ(results.ended().at(1)[0].status, RpcStatus::kUnavailable);
+}
+
+TEST(PingEndpoint, AnsweredByEveryServerShapeWithoutRunningTheHandler) {
+  ServiceCounters counters;
+  std::atomic<int> handled{0};
+  const int listen_fd = net::make_listener("127.0.0.1", 0);
+  for (const bool thread_per_connection : {false, true}) {
+    std::unique_ptr<EventLoopServer> loops;
+    std::unique_ptr<ThreadPerConnectionServer> threads;
+    if (thread_per_connection) {
+      threads = std::make_unique<ThreadPerConnectionServer>(ListenSpec{listen_fd}, counters,
+                                                            [&](InboundRequest&&) { handled.fetch_add(1); });
+      threads->start();
+    } else {
+      loops = std::make_unique<EventLoopServer>(ListenSpec{listen_fd}, 1, counters,
+                                                [&](size_t, InboundRequest&&) { handled.fetch_add(1); });
+      loops->start();
+    }
+    {
+      Client client(net::bound_port(listen_fd));
+      Results results;
+      for (int i = 0; i < 3; ++i)
+        client.channel.call(kPingMethod, {}, TraceContext{}, kLongTimeoutNs, results.callback(i));
+      results.wait_for(3);
+      for (const auto& [_, rs] : results.ended()) {
+        ASSERT_EQ(rs.size(), 1u);
+        EXPECT_EQ(rs[0].status, RpcStatus::kOk);
+        EXPECT_TRUE(rs[0].payload.empty());
+      }
+    }
+    if (threads) threads->stop();
+    if (loops) loops->stop();
+  }
+  ::close(listen_fd);
+  EXPECT_EQ(counters.pings.load(), 6);
+  EXPECT_EQ(counters.requests.load(), 0);
+  EXPECT_EQ(handled.load(), 0);
+}
+
+TEST(PendingCalls, ReusedSlotsGetANewIdAndAStaleIdFindsNothing) {
+  internal::PendingCalls pending;
+  int ran = 0;
+  const uint64_t first = pending.add([&](CallResult&&) { ++ran; });
+  ASSERT_TRUE(pending.take(first));
+  const uint64_t second = pending.add([&](CallResult&&) { ++ran; });
+  EXPECT_NE(first, second);            // same slot, next generation
+  EXPECT_FALSE(pending.take(first));   // a late answer to the first call
+  EXPECT_TRUE(pending.take(second));   // ends the second once
+  EXPECT_FALSE(pending.take(second));  // and only once
+  EXPECT_EQ(pending.size(), 0u);
+}
+
+}  // namespace
+}  // namespace tailscope::svc
