@@ -9,6 +9,7 @@
 #include <bit>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "core/clock.h"

@@ -193,14 +193,33 @@ for _study in all_studies():
 
 def jaeger_options(f):
     """`analyze --jaeger …`: the options of jaeger_query (docs/deploy.md)."""
-    f = click.option("--limit", "jaeger_limit", type=click.IntRange(1, 1_000_000), default=None,
-                     help="--jaeger: at most N traces, newest first (default 1000).")(f)
-    f = click.option("--lookback", "jaeger_lookback", default=None, metavar="DURATION",
-                     help="--jaeger: how far back to search, e.g. 15m, 1h, 2d (default 1h).")(f)
-    f = click.option("--operation", "jaeger_operation", default=None, help="--jaeger: only traces with this operation.")(f)
-    f = click.option("--service", "jaeger_service", default=None, help="--jaeger: traces that pass through this service.")(f)
-    f = click.option("--jaeger", "jaeger_url", default=None, metavar="URL",
-                     help="Read traces from Jaeger's query API, e.g. http://127.0.0.1:16686.")(f)
+    f = click.option(
+        "--limit",
+        "jaeger_limit",
+        type=click.IntRange(1, 1_000_000),
+        default=None,
+        help="--jaeger: at most N traces, newest first (default 1000).",
+    )(f)
+    f = click.option(
+        "--lookback",
+        "jaeger_lookback",
+        default=None,
+        metavar="DURATION",
+        help="--jaeger: how far back to search, e.g. 15m, 1h, 2d (default 1h).",
+    )(f)
+    f = click.option(
+        "--operation", "jaeger_operation", default=None, help="--jaeger: only traces with this operation."
+    )(f)
+    f = click.option(
+        "--service", "jaeger_service", default=None, help="--jaeger: traces that pass through this service."
+    )(f)
+    f = click.option(
+        "--jaeger",
+        "jaeger_url",
+        default=None,
+        metavar="URL",
+        help="Read traces from Jaeger's query API, e.g. http://127.0.0.1:16686.",
+    )(f)
     return f
 
 
@@ -208,7 +227,9 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
     from . import jaeger_query as jq
 
     if o["jaeger_url"] is None:
-        given = [k for k in ("jaeger_service", "jaeger_operation", "jaeger_lookback", "jaeger_limit") if o[k] is not None]
+        given = [
+            k for k in ("jaeger_service", "jaeger_operation", "jaeger_lookback", "jaeger_limit") if o[k] is not None
+        ]
         if given:
             raise click.UsageError(f"--{given[0].removeprefix('jaeger_')} is an option of --jaeger URL")
         return None
@@ -270,7 +291,9 @@ def analyze(
         "what_if_no_delays": what_if_no_delays,
         "max_traces": max_traces,
     }
-    _run(["analyze"], False, results_dir, options, form="analyze", studies_given=[jaeger_study] if jaeger_study else None)
+    _run(
+        ["analyze"], False, results_dir, options, form="analyze", studies_given=[jaeger_study] if jaeger_study else None
+    )
 
 
 @main.command()
@@ -492,20 +515,46 @@ def deploy() -> None:
 
 @deploy.command("k8s")
 @click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
-@click.option("--deployment", "deployment_path", type=click.Path(path_type=Path), default=None,
-              help="Host groups, CPUs and memory per service (docs/lab-hosts.md).")
+@click.option(
+    "--deployment",
+    "deployment_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Host groups, CPUs and memory per service (docs/lab-hosts.md).",
+)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="New folder for the manifests.")
 @click.option("--namespace", default="tailscope", show_default=True)
-@click.option("--image", default="tailscope:dev", show_default=True, help="Image built from the repository's Dockerfile.")
-@click.option("--model", default="coroutine", show_default=True,
-              type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]))
-@click.option("--otlp-endpoint", default="http://127.0.0.1:4318", show_default=True,
-              help="Where services send spans (a collector agent in the pod's network namespace).")
+@click.option(
+    "--image", default="tailscope:dev", show_default=True, help="Image built from the repository's Dockerfile."
+)
+@click.option(
+    "--model",
+    default="coroutine",
+    show_default=True,
+    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
+)
+@click.option(
+    "--otlp-endpoint",
+    default="http://127.0.0.1:4318",
+    show_default=True,
+    help="Where services send spans (a collector agent in the pod's network namespace).",
+)
 @click.option("--trace-sample", type=click.FloatRange(0.0, 1.0), default=0.01, show_default=True)
-@click.option("--rate", "rate_per_s", type=click.IntRange(1, 10_000_000), default=100, show_default=True,
-              help="The load Job's request rate per second.")
-@click.option("--duration-s", type=click.IntRange(1, 86400), default=60, show_default=True,
-              help="The load Job's measured duration.")
+@click.option(
+    "--rate",
+    "rate_per_s",
+    type=click.IntRange(1, 10_000_000),
+    default=100,
+    show_default=True,
+    help="The load Job's request rate per second.",
+)
+@click.option(
+    "--duration-s",
+    type=click.IntRange(1, 86400),
+    default=60,
+    show_default=True,
+    help="The load Job's measured duration.",
+)
 def deploy_k8s(
     topology_path: Path,
     deployment_path: Path | None,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -109,7 +108,7 @@ def _get(url: str) -> dict:
         except (ValueError, AttributeError):
             pass
         raise JaegerQueryError(f"Jaeger answered {url} with HTTP {e.code} {e.reason}: {detail[:300]}") from e
-    except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
+    except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise JaegerQueryError(f"cannot reach Jaeger at {url}: {reason}") from e
     if len(body) > MAX_RESPONSE_BYTES:
@@ -131,17 +130,24 @@ def _span_ids(trace: dict) -> frozenset[str]:
     return frozenset(str(s.get("spanID")) for s in trace["spans"])
 
 
+def _now_us() -> int:
+    return int(time.time() * 1e6)
+
+
 def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None = None) -> tuple[list[dict], dict]:
     """Every trace of the query (at most query.limit, newest first), and a summary
     {pages, traces, spans, window_start_us, window_end_us}."""
-    end_us = now_us if now_us is not None else int(time.time() * 1e6)
+    end_us = now_us if now_us is not None else _now_us()
     start_us = end_us - query.lookback_s * 1_000_000
     window_end_us = end_us
     held: dict[str, dict] = {}
     order: list[str] = []
     pages = 0
     while len(order) < query.limit:
-        want = min(page_size, query.limit - len(order))
+        # Traces already held that start exactly at end_us come back first; asking for that
+        # many more guarantees a full page holds something new.
+        at_boundary = sum(1 for tid in order if _trace_start_us(held[tid]) == end_us)
+        want = min(page_size, query.limit - len(order)) + at_boundary
         params = {"service": query.service, "start": start_us, "end": end_us, "limit": want}
         if query.operation:
             params["operation"] = query.operation
@@ -154,7 +160,12 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
         page = doc["data"]
         new = 0
         for t in page:
-            if not isinstance(t, dict) or not t.get("traceID") or not isinstance(t.get("spans"), list) or not t["spans"]:
+            if (
+                not isinstance(t, dict)
+                or not t.get("traceID")
+                or not isinstance(t.get("spans"), list)
+                or not t["spans"]
+            ):
                 raise JaegerQueryError(f"Jaeger returned a malformed trace on page {pages} ({url})")
             tid = t["traceID"]
             if tid in held:
@@ -172,8 +183,8 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
             break  # the window holds no more
         if new == 0:
             raise JaegerQueryError(
-                f"more than {want} traces of {query.service} start in the same microsecond "
-                f"({end_us}); the query API cannot page past them"
+                f"paging through the traces of {query.service} made no progress at end={end_us} µs "
+                f"({len(page)} traces, all seen before); is a proxy between us and Jaeger ignoring 'end'?"
             )
         end_us = min(_trace_start_us(t) for t in page)
         if end_us < start_us:

@@ -113,9 +113,7 @@ def _affinity(group: str, groups: list[str]) -> dict:
     affinity: dict = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": [group]}]}
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": [group]}]}]
             }
         }
     }
@@ -246,7 +244,11 @@ def manifests(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {"name": "tailscope-load", "namespace": namespace, "labels": _labels("tailscope-load", None)},
+                "metadata": {
+                    "name": "tailscope-load",
+                    "namespace": namespace,
+                    "labels": _labels("tailscope-load", None),
+                },
                 "spec": {
                     "backoffLimit": 0,
                     "template": {

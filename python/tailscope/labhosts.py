@@ -25,6 +25,7 @@ the commands are the ones a user would type to inspect or repair the lab by hand
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -186,7 +187,9 @@ def _read_state_file(config: LabConfig) -> tuple[LabConfig | None, str | None]:
 def _write_state_file(config: LabConfig, status: str) -> None:
     config.state_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = config.state_file.with_name(config.state_file.name + ".tmp")
-    tmp.write_text(json.dumps({"hosts": config.hosts, "subnet": config.subnet, "prefix": config.prefix, "status": status}))
+    tmp.write_text(
+        json.dumps({"hosts": config.hosts, "subnet": config.subnet, "prefix": config.prefix, "status": status})
+    )
     tmp.replace(config.state_file)
 
 
@@ -266,16 +269,16 @@ def up(config: LabConfig, log: Callable[[str], None] = lambda _m: None) -> LabSt
     undo: list[Callable[[], object]] = []
     try:
         _ip("link", "add", config.bridge, "type", "bridge")
-        undo.append(lambda: _ip("link", "del", config.bridge, check=False))
+        undo.append(functools.partial(_ip, "link", "del", config.bridge, check=False))
         _ip("addr", "add", f"{config.bridge_address()}/{config.network.prefixlen}", "dev", config.bridge)
         _ip("link", "set", config.bridge, "up")
         for i in range(1, config.hosts + 1):
             ns, veth = config.namespace(i), config.veth(i)
             _ip("netns", "add", ns)
-            undo.append(lambda ns=ns: _ip("netns", "del", ns, check=False))
+            undo.append(functools.partial(_ip, "netns", "del", ns, check=False))
             # The namespace end is created inside the namespace and named eth0 there, as on a real host.
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            undo.append(lambda veth=veth: _ip("link", "del", veth, check=False))
+            undo.append(functools.partial(_ip, "link", "del", veth, check=False))
             _ip("link", "set", veth, "master", config.bridge)
             _ip("link", "set", veth, "up")
             _ip("link", "set", "lo", "up", netns=ns)
@@ -325,11 +328,18 @@ def down(
         # Deleting the namespace destroys its eth0, which destroys the veth's root end too.
         _ip("netns", "del", ns)
         removed.append(ns)
-    remaining = set(_all_links())
+    # A deleted namespace takes its veth's root end along, but asynchronously: a link
+    # listed a moment ago may vanish before we delete it, so only a link that is still
+    # there after a failed delete is an error.
     for link in current.links:
-        if link in remaining:
+        if _ip("link", "del", link, check=False).returncode != 0 and link in _all_links():
             _ip("link", "del", link)
         removed.append(link)
+    deadline = time.monotonic() + 5.0
+    while any(LabConfig(prefix=prefix).link_pattern().match(x) for x in _all_links()):
+        if time.monotonic() > deadline:
+            raise LabError(f"lab links of {prefix} still exist 5 s after `down` removed them")
+        time.sleep(0.02)
     LabConfig(prefix=prefix).state_file.unlink(missing_ok=True)
     for name in removed:
         log(f"removed {name}")
