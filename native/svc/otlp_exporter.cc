@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "core/clock.h"
@@ -240,6 +241,14 @@ bool OtlpExporter::send_batch(const std::vector<SpanRecord>& batch) {
   const std::string body = otlp_body(batch);
   int64_t backoff_ns = options_.retry_backoff_ns;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ && monotonic_ns() >= stop_deadline_ns_) {
+        // The shutdown grace is over: this batch is a shutdown loss, not an export failure.
+        dropped_shutdown_.fetch_add(static_cast<int64_t>(batch.size()), std::memory_order_relaxed);
+        return false;
+      }
+    }
     std::string error;
     const int status = post_once(body, &error);
     {
@@ -268,7 +277,13 @@ bool OtlpExporter::send_batch(const std::vector<SpanRecord>& batch) {
 }
 
 int OtlpExporter::post_once(const std::string& body, std::string* error) {
-  const int64_t connect_deadline = monotonic_ns() + options_.io_timeout_ns;
+  // While stopping, no exchange outlives the shutdown grace: the process must exit in bounded time.
+  int64_t cap_ns = std::numeric_limits<int64_t>::max();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) cap_ns = stop_deadline_ns_;
+  }
+  const int64_t connect_deadline = std::min(cap_ns, monotonic_ns() + options_.io_timeout_ns);
   const int fd = net::start_connect(endpoint_.host, endpoint_.port);
   if (fd < 0) {
     *error = "connect to " + endpoint_.url + ": " + std::strerror(errno);
@@ -289,11 +304,11 @@ int OtlpExporter::post_once(const std::string& body, std::string* error) {
     *error = "connect to " + endpoint_.url + ": " + std::strerror(so_error);
     return -1;
   }
-  const int64_t deadline = monotonic_ns() + options_.io_timeout_ns;
-  std::string request = "POST " + endpoint_.path + " HTTP/1.1\r\nHost: " + endpoint_.host + ":" +
-                        std::to_string(endpoint_.port) +
-                        "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n\r\n";
+  const int64_t deadline = std::min(cap_ns, monotonic_ns() + options_.io_timeout_ns);
+  std::string request =
+      "POST " + endpoint_.path + " HTTP/1.1\r\nHost: " + endpoint_.host + ":" + std::to_string(endpoint_.port) +
+      "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n";
   request += body;
   size_t sent = 0;
   while (sent < request.size()) {

@@ -45,9 +45,9 @@ struct OtlpExporterOptions {
   size_t queue_capacity_spans = 1 << 16;  // rounded up to a power of two
   size_t max_batch_spans = 512;
   int64_t flush_interval_ns = 200'000'000;
-  int max_attempts = 3;                     // per batch, the first try included
-  int64_t retry_backoff_ns = 100'000'000;   // doubled after each failed attempt
-  int64_t io_timeout_ns = 1'000'000'000;    // connect, and then the whole request/response
+  int max_attempts = 3;                       // per batch, the first try included
+  int64_t retry_backoff_ns = 100'000'000;     // doubled after each failed attempt
+  int64_t io_timeout_ns = 1'000'000'000;      // connect, and then the whole request/response
   int64_t shutdown_grace_ns = 2'000'000'000;  // stop(): time left to send what is queued
 };
 

@@ -149,10 +149,13 @@ int run_one(const Flags& f, int argc, char** argv) {
     OtlpExporterOptions export_options;
     export_options.queue_capacity_spans = f.otlp_queue_spans;
     exporter = std::make_unique<OtlpExporter>(parse_otlp_endpoint(f.otlp_endpoint), export_options);
+  }
+  ServiceInstance instance(topology, f.service, ports, options, fd, timers);
+  if (exporter) {
+    // Only now: nothing may hold a pointer to the exporter if the instance failed to build.
     exporter->start();
     Tracer::set_sink(exporter.get());
   }
-  ServiceInstance instance(topology, f.service, ports, options, fd, timers);
   instance.start();
   std::cout << json{{"listening", ports[f.service]}, {"service", f.service}, {"pid", getpid()}}.dump() << std::endl;
   const int64_t started = monotonic_ns();
@@ -351,11 +354,18 @@ int run_all(const Flags& flags, int argc, char** argv) {
   doc["services"] = services;
   if (!f.otlp_endpoint.empty()) {
     // Every service's export counters summed: what reached the backend, what was dropped and why.
-    json sum = {{"endpoint", f.otlp_endpoint}};
+    json sum = {{"endpoint", f.otlp_endpoint}, {"http_statuses", json::object()}, {"last_error", nullptr}};
     for (const auto& [name, s] : services.items()) {
       if (!s.contains("otlp_export")) continue;
-      for (const auto& [key, v] : s["otlp_export"].items())
-        if (v.is_number_integer() && key != "queue_capacity_spans") sum[key] = sum.value(key, int64_t{0}) + v.get<int64_t>();
+      for (const auto& [key, v] : s["otlp_export"].items()) {
+        if (v.is_number_integer() && key != "queue_capacity_spans") {
+          sum[key] = sum.value(key, int64_t{0}) + v.get<int64_t>();
+        } else if (key == "http_statuses") {
+          for (const auto& [code, n] : v.items()) sum[key][code] = sum[key].value(code, int64_t{0}) + n.get<int64_t>();
+        } else if (key == "last_error" && v.is_string() && sum[key].is_null()) {
+          sum[key] = name + ": " + v.get<std::string>();
+        }
+      }
     }
     doc["otlp_export"] = sum;
   }
