@@ -500,6 +500,8 @@ def hosts_list(prefix: str) -> None:
         _lab_failure(e)
     shape = f"{lab.config.hosts} hosts on {lab.config.subnet}" if lab.config else "no state file"
     console.print(f"lab {prefix}: {lab.status} ({shape})")
+    if not lab.hosts:
+        return
     t = RichTable()
     for col in ("host", "address", "link", "processes"):
         t.add_column(col)

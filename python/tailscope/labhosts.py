@@ -252,7 +252,8 @@ def up(config: LabConfig, log: Callable[[str], None] = lambda _m: None) -> LabSt
         shape = f"{have.hosts} hosts on {have.subnet}" if have else "an unknown shape"
         raise LabError(
             f"a lab with prefix {config.prefix} is already up with {shape}; "
-            f"run `tailscope hosts down` first to build {config.hosts} hosts on {config.subnet}",
+            f"run `tailscope hosts down{'' if config.prefix == DEFAULT_PREFIX else ' --prefix ' + config.prefix}` "
+            f"first to build {config.hosts} hosts on {config.subnet}",
             EXIT_REFUSED,
         )
     if current.status != "absent":
