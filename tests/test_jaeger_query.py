@@ -81,14 +81,18 @@ class FakeJaeger:
         if "service" not in q:
             return 400, {"data": None, "errors": [{"code": 400, "msg": "parameter 'service' is required"}]}
         start, end, limit = int(q["start"]), int(q["end"]), int(q["limit"])
-        hits = [t for t in self.traces if start <= min(s["startTime"] for s in t["spans"]) <= end]
-        hits.sort(key=lambda t: -min(s["startTime"] for s in t["spans"]))
+        # Like Jaeger: a trace matches when any of its spans starts in the window; the
+        # answer's order is the storage's (here: by trace id, not by time).
+        hits = [t for t in self.traces if any(start <= s["startTime"] <= end for s in t["spans"])]
+        hits.sort(key=lambda t: t["traceID"][::-1])
         page = hits[:limit]
         if self.fault == "partial" and n >= self.fault_at:
             return 200, {"data": page, "errors": [{"code": 500, "msg": "trace 0003 could not be loaded"}]}
-        if self.fault == "grows" and n == self.fault_at:
-            page = [json.loads(json.dumps(t)) for t in page]
-            page[0]["spans"].append({**page[0]["spans"][-1], "spanID": "ffffffffffffffff"})
+        if self.fault == "grows":
+            # A trace still being written: every answer holds it, with one more span each time.
+            growing = make_trace(999, NOW_US - 30_000_000)
+            growing["spans"] += [{**growing["spans"][-1], "spanID": f"{k:016x}"} for k in range(n)]
+            page = [growing, *page[: limit - 1]]
         return 200, {"data": page, "total": len(page), "limit": 0, "offset": 0, "errors": None}
 
     def close(self) -> None:
@@ -120,14 +124,13 @@ def test_pages_collect_every_trace_once(jaeger):
     got, summary = jq.fetch(jq.JaegerQuery(j.url, "front", limit=1000), page_size=4, now_us=NOW_US)
     assert sorted(t["traceID"] for t in got) == sorted(t["traceID"] for t in traces)
     assert summary["pages"] > 6 and summary["spans"] == 3 * len(traces)
-    # A page asks for 4 plus the twins already held at its boundary (at most 2).
-    assert all(int(r["limit"]) <= 4 + 2 and r["service"] == "front" for r in j.requests)
+    assert all(int(r["limit"]) == 4 and r["service"] == "front" for r in j.requests)
 
 
 def test_limit_keeps_the_newest_and_operation_and_lookback_are_sent(jaeger):
     j = jaeger(boundary_traces())
     got, _ = jq.fetch(
-        jq.JaegerQuery(j.url, "front", operation="compose", lookback_s=120, limit=5), page_size=2, now_us=NOW_US
+        jq.JaegerQuery(j.url, "front", operation="compose", lookback_s=120, limit=5), page_size=3, now_us=NOW_US
     )
     assert len(got) == 5
     assert {t["traceID"] for t in got} == {f"{i:032x}" for i in (24, 23, 22, 21, 20)}
@@ -147,6 +150,12 @@ def test_faults_are_clear_errors(fault, message, jaeger):
     j = jaeger(boundary_traces(), fault)
     with pytest.raises(jq.JaegerQueryError, match=message):
         jq.fetch(jq.JaegerQuery(j.url, "front"), page_size=4, now_us=NOW_US)
+
+
+def test_more_traces_in_one_microsecond_than_a_page_holds_is_an_error(jaeger):
+    j = jaeger(boundary_traces())  # twins: two traces per start time
+    with pytest.raises(jq.JaegerQueryError, match="within one microsecond"):
+        jq.fetch(jq.JaegerQuery(j.url, "front"), page_size=2, now_us=NOW_US)
 
 
 def test_unreachable_jaeger_is_a_clear_error():

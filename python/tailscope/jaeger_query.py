@@ -2,11 +2,11 @@
 
 Jaeger's HTTP query API (`GET /api/traces`, what Jaeger UI itself calls) has no
 offset: a search returns at most `limit` traces whose spans match the service
-(and operation) and start inside [start, end] (Unix microseconds). So we page
-by time: each page ends at the earliest trace start of the page before, and
-trace ids already held are recognised. A trace seen on two pages must be the
-same both times (same span ids); one that grew between pages was still being
-written, and analysing either copy would be wrong, so that is an error.
+(and operation) and start inside [start, end] (Unix microseconds), in an order
+the storage chooses. So we page by time windows, halving any window whose answer
+is full (fetch). A trace seen on two pages must be the same both times (same
+span ids); one that grew between pages was still being written, and analysing
+either copy would be wrong, so that is an error.
 
 The traces are written to one Jaeger JSON file ({"data": [...]}, the form Jaeger
 UI exports) inside the run's staging folder and analysed by the critical-path
@@ -136,19 +136,21 @@ def _now_us() -> int:
 
 def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None = None) -> tuple[list[dict], dict]:
     """Every trace of the query (at most query.limit, newest first), and a summary
-    {pages, traces, spans, window_start_us, window_end_us}."""
+    {pages, traces, spans, window_start_us, window_end_us}.
+
+    A search answer is complete only when it holds fewer than `limit` traces: a
+    full one may have left traces out, and in no particular order (Jaeger's memory
+    store answers in arrival order, not by start time). So a window whose answer is
+    full is split in two and each half asked again, newest half first, until every
+    answer used is complete."""
     end_us = now_us if now_us is not None else _now_us()
     start_us = end_us - query.lookback_s * 1_000_000
-    window_end_us = end_us
     held: dict[str, dict] = {}
-    order: list[str] = []
     pages = 0
-    while len(order) < query.limit:
-        # Traces already held that start exactly at end_us come back first; asking for that
-        # many more guarantees a full page holds something new.
-        at_boundary = sum(1 for tid in order if _trace_start_us(held[tid]) == end_us)
-        want = min(page_size, query.limit - len(order)) + at_boundary
-        params = {"service": query.service, "start": start_us, "end": end_us, "limit": want}
+    windows = [(start_us, end_us)]  # a stack: the newest window on top
+    while windows and len(held) < query.limit:
+        lo, hi = windows.pop()
+        params: dict[str, object] = {"service": query.service, "start": lo, "end": hi, "limit": page_size}
         if query.operation:
             params["operation"] = query.operation
         url = f"{query.base_url}/api/traces?{urllib.parse.urlencode(params)}"
@@ -158,7 +160,6 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
             msgs = "; ".join(str(e.get("msg", e)) if isinstance(e, dict) else str(e) for e in doc["errors"])
             raise JaegerQueryError(f"Jaeger returned a partial page for {url}: {msgs}")
         page = doc["data"]
-        new = 0
         for t in page:
             if (
                 not isinstance(t, dict)
@@ -167,8 +168,19 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
                 or not t["spans"]
             ):
                 raise JaegerQueryError(f"Jaeger returned a malformed trace on page {pages} ({url})")
+        if len(page) >= page_size:
+            if hi <= lo:
+                raise JaegerQueryError(
+                    f"{len(page)} or more traces of {query.service} match within one microsecond ({lo}); "
+                    "the query API cannot page past them"
+                )
+            mid = (lo + hi) // 2
+            windows += [(lo, mid), (mid + 1, hi)]
+            continue
+        for t in page:
             tid = t["traceID"]
             if tid in held:
+                # A trace whose spans fall in two windows comes back twice: it must be the same.
                 if _span_ids(held[tid]) != _span_ids(t):
                     raise JaegerQueryError(
                         f"trace {tid} changed between pages ({len(held[tid]['spans'])} spans, then "
@@ -177,25 +189,13 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
                     )
                 continue
             held[tid] = t
-            order.append(tid)
-            new += 1
-        if len(page) < want:
-            break  # the window holds no more
-        if new == 0:
-            raise JaegerQueryError(
-                f"paging through the traces of {query.service} made no progress at end={end_us} µs "
-                f"({len(page)} traces, all seen before); is a proxy between us and Jaeger ignoring 'end'?"
-            )
-        end_us = min(_trace_start_us(t) for t in page)
-        if end_us < start_us:
-            break
-    traces = [held[t] for t in order[: query.limit]]
+    traces = sorted(held.values(), key=_trace_start_us, reverse=True)[: query.limit]
     summary = {
         "pages": pages,
         "traces": len(traces),
         "spans": sum(len(t["spans"]) for t in traces),
         "window_start_us": start_us,
-        "window_end_us": window_end_us,
+        "window_end_us": end_us,
     }
     return traces, summary
 
