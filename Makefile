@@ -15,7 +15,7 @@ NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch 
 
 SOAK_MINUTES ?= 30
 
-.PHONY: all bootstrap build build-asan build-tsan lint lint-native test test-native test-asan test-tsan test-fuzz test-python run bench soak clean
+.PHONY: all bootstrap build build-asan build-tsan lint lint-native test test-native test-asan test-tsan test-fuzz test-python run bench soak interop clean
 
 all: build
 
@@ -82,6 +82,12 @@ bench: build
 # at 80 % of its ceiling, per-minute rate, p50/p99, errors, RSS, threads, fds.
 soak: build
 	$(VENV)/bin/tailscope soak --minutes $(SOAK_MINUTES) --out $(BUILD)/soak.json
+
+# A real Jaeger v2 (built once from the Go module proxy when Go >= 1.23 is present,
+# cached in ~/.cache/tailscope) and the tests that export to it and read it back.
+interop: build
+	@scripts/bootstrap --jaeger; rc=$$?; if [ $$rc -eq 3 ]; then echo "interop: skipped (no Go >= 1.23)"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q tests/test_jaeger_roundtrip.py
 
 clean:
 	rm -rf $(BUILD)

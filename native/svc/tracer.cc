@@ -26,6 +26,7 @@ struct Registry {
   std::mutex mu;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::atomic<double> sample_rate{0.0};
+  std::atomic<SpanSink*> sink{nullptr};
   size_t max_spans_per_thread = 1 << 20;
   int64_t unix_offset_ns = realtime_ns() - monotonic_ns();
 };
@@ -90,7 +91,10 @@ uint64_t Tracer::new_id() {
   while (v == 0);
   return v;
 }
+void Tracer::set_sink(SpanSink* sink) { registry().sink.store(sink, std::memory_order_release); }
 void Tracer::record(const SpanRecord& span) {
+  // The live sink sees every span, also those past the file buffer's bound.
+  if (SpanSink* sink = registry().sink.load(std::memory_order_acquire)) sink->offer(span);
   ThreadBuffer& b = my_buffer();
   if (b.spans.size() >= registry().max_spans_per_thread) {
     ++b.dropped;  // bounded memory: a long traced run keeps the first spans

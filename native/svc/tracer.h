@@ -43,6 +43,14 @@ struct SpanRecord {
   exec::AsyncProbe probe;
 };
 
+// Receives every recorded span as it is recorded (live export,
+// otlp_exporter.h). offer() runs on the handler's thread: it must not block.
+class SpanSink {
+ public:
+  virtual ~SpanSink() = default;
+  virtual void offer(const SpanRecord& span) noexcept = 0;
+};
+
 class Tracer {
  public:
   // sample_rate in [0, 1]; 0 disables recording entirely.
@@ -51,6 +59,10 @@ class Tracer {
   static bool sample_root();  // the front's sampling decision
   static uint64_t new_id();   // random non-zero 64-bit id
   static void record(const SpanRecord& span);
+  // Live export: every recorded span is also offered to `sink` (nullptr: none).
+  // Set it before recording starts and clear it after every recording thread
+  // has stopped, before the sink is destroyed.
+  static void set_sink(SpanSink* sink);
   // All spans recorded so far (call only when no thread is recording).
   static std::vector<SpanRecord> collect();
   static int64_t dropped();

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -38,6 +39,7 @@
 #include "net/socket.h"
 #include "prof/counters.h"
 #include "prof/placement.h"
+#include "svc/otlp_exporter.h"
 #include "svc/ping_client.h"
 #include "svc/runtime.h"
 #include "svc/thread_limit.h"
@@ -64,6 +66,8 @@ struct Flags {
   std::string counters = "process";
   std::string cpus;  // --cpus LIST (single-service mode)
   PingOptions ping;
+  std::string otlp_endpoint;  // live OTLP/HTTP export (otlp_exporter.h); "" = off
+  size_t otlp_queue_spans = 1 << 16;
 };
 
 std::map<std::string, int> parse_ports(const std::string& text) {
@@ -259,7 +263,18 @@ int run_one(const Flags& f, int argc, char** argv) {
   TimerService timers;
   RuntimeOptions options = f.runtime;
   options.model = f.model;
+  std::unique_ptr<OtlpExporter> exporter;
+  if (!f.otlp_endpoint.empty()) {
+    OtlpExporterOptions export_options;
+    export_options.queue_capacity_spans = f.otlp_queue_spans;
+    exporter = std::make_unique<OtlpExporter>(parse_otlp_endpoint(f.otlp_endpoint), export_options);
+  }
   ServiceInstance instance(topology, f.service, ports, options, fd, timers);
+  if (exporter) {
+    // Only now: nothing may hold a pointer to the exporter if the instance failed to build.
+    exporter->start();
+    Tracer::set_sink(exporter.get());
+  }
   instance.start();
   std::cout << json{{"listening", ports[f.service]}, {"service", f.service}, {"pid", getpid()}}.dump() << std::endl;
   const int64_t started = monotonic_ns();
@@ -267,6 +282,10 @@ int run_one(const Flags& f, int argc, char** argv) {
   instance.stop();
   timers.stop();
   sampler.stop();
+  if (exporter) {
+    Tracer::set_sink(nullptr);  // every recording thread has stopped
+    exporter->stop();
+  }
   const double ran_s = (monotonic_ns() - started) / 1e9;
 
   json doc = new_result_document("tailscope-svc", argc, argv);
@@ -274,6 +293,7 @@ int run_one(const Flags& f, int argc, char** argv) {
   result["cpu"] = cpu_usage();
   result["resources"] = sampler.summary();
   result["ran_s"] = ran_s;
+  if (exporter) result["otlp_export"] = exporter->stats();
   doc["config"] = {{"topology", f.topology},
                    {"service", f.service},
                    {"model", options.model},
@@ -328,6 +348,9 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
                            std::to_string(f.runtime.channel_connections)});
   if (f.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(f.timeout_ms)});
   prof::ChildStartGate gate;  // the child execs only once its counters and cgroup are in place
+  if (!f.otlp_endpoint.empty())
+    args.insert(args.end(),
+                {"--otlp-endpoint", f.otlp_endpoint, "--otlp-queue-spans", std::to_string(f.otlp_queue_spans)});
   const pid_t pid = fork();
   if (pid == 0) {
     if (!gate.wait_in_child()) _exit(126);
@@ -476,6 +499,24 @@ int run_all(const Flags& flags, int argc, char** argv) {
                    {"ctx_switches", ctx_switches},
                    {"ran_s", ran_s},
                    {"restarts", restarts}};
+  if (!f.otlp_endpoint.empty()) {
+    // Every service's export counters summed: what reached the backend, what was dropped and why.
+    json sum = {{"endpoint", f.otlp_endpoint}, {"http_statuses", json::object()}, {"last_error", nullptr}};
+    for (const auto& [name, s] : services.items()) {
+      if (!s.contains("otlp_export")) continue;
+      for (const auto& [key, v] : s["otlp_export"].items()) {
+        if (v.is_number_integer() && key != "queue_capacity_spans") {
+          sum[key] = sum.value(key, int64_t{0}) + v.get<int64_t>();
+        } else if (key == "http_statuses") {
+          for (const auto& [code, n] : v.items()) sum[key][code] = sum[key].value(code, int64_t{0}) + n.get<int64_t>();
+        } else if (key == "last_error" && v.is_string() && sum[key].is_null()) {
+          sum[key] = name + ": " + v.get<std::string>();
+        }
+      }
+    }
+    doc["otlp_export"] = sum;
+  }
+  doc["totals"] = {{"cpu_s", cpu_s}, {"threads_max_sum", threads}, {"ran_s", ran_s}, {"restarts", restarts}};
   if (topology.front && services.contains(topology.front->service))
     doc["totals"]["front"] = services[topology.front->service]["counters"];
   doc["measurements"] = json::array();
@@ -516,6 +557,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 600000.0));
   app.add_option("--trace-sample", f.trace_sample, "Fraction of requests traced (0 = tracing off)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--otlp-endpoint", f.otlp_endpoint,
+                 "Also send spans live as OTLP/HTTP JSON to http://HOST:PORT[/v1/traces] (loopback or 198.18.0.0/15)");
+  app.add_option("--otlp-queue-spans", f.otlp_queue_spans,
+                 "--otlp-endpoint: bounded export queue per service; a full queue drops spans (counted)")
+      ->check(CLI::Range(size_t{16}, size_t{1} << 22));
   app.add_option("--traces", f.traces_dir, "Write span files here on shutdown (--all: merged Jaeger + OTLP JSON)");
   app.add_option("--out", f.out, "Result document (default: stdout)");
   app.add_option("--duration", f.duration_s, "Stop after this many seconds (default: run until SIGINT/SIGTERM)")
@@ -588,6 +634,11 @@ int main(int argc, char** argv) {
                                   std::pair{"--trace-sample", f.trace_sample}})
       if (!std::isfinite(v)) throw std::invalid_argument(std::string(name) + ": not a finite number");
     if (f.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
+    if (!f.otlp_endpoint.empty()) {
+      parse_otlp_endpoint(f.otlp_endpoint);  // refuses a bad or non-lab endpoint before anything starts
+      if (f.trace_sample <= 0)
+        throw std::invalid_argument("--otlp-endpoint exports sampled spans: give --trace-sample > 0");
+    }
     make_model(f.model);  // validates the name before anything starts
     if (f.all == !f.service.empty()) throw std::invalid_argument("give exactly one of --service NAME and --all");
     if (workers->count() > 0) check_workers(f);

@@ -88,14 +88,23 @@ def doctor() -> None:
     t = RichTable(title="tailscope doctor", show_lines=False)
     for col in ("check", "verdict", "value", "detail"):
         t.add_column(col)
-    for c in machine.doctor_checks():
+    from .labhosts import qdisc_checks
+
+    for c in [*machine.doctor_checks(), *qdisc_checks()]:
         t.add_row(c.name, f"[{VERDICT_STYLE[c.verdict]}]{c.verdict}[/]", c.value, c.detail)
     console.print(t)
 
 
-def _run(study_names: list[str], full: bool, results_dir: Path | None, options: dict, form: str | None = None) -> str:
+def _run(
+    study_names: list[str],
+    full: bool,
+    results_dir: Path | None,
+    options: dict,
+    form: str | None = None,
+    studies_given: list | None = None,
+) -> str:
     try:
-        studies = [study_by_name(n) for n in study_names] if study_names else all_studies()
+        studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else all_studies())
     except KeyError as e:
         err_console.print(f"[red]error:[/] {e.args[0]}")
         sys.exit(2)
@@ -203,8 +212,67 @@ for _study in all_studies():
     bench.add_command(_make_bench_command(_study.name, _study.title))
 
 
+def jaeger_options(f):
+    """`analyze --jaeger …`: the options of jaeger_query (docs/deploy.md)."""
+    f = click.option(
+        "--limit",
+        "jaeger_limit",
+        type=click.IntRange(1, 1_000_000),
+        default=None,
+        help="--jaeger: at most N traces, newest first (default 1000).",
+    )(f)
+    f = click.option(
+        "--lookback",
+        "jaeger_lookback",
+        default=None,
+        metavar="DURATION",
+        help="--jaeger: how far back to search, e.g. 15m, 1h, 2d (default 1h).",
+    )(f)
+    f = click.option(
+        "--operation", "jaeger_operation", default=None, help="--jaeger: only traces with this operation."
+    )(f)
+    f = click.option(
+        "--service", "jaeger_service", default=None, help="--jaeger: traces that pass through this service."
+    )(f)
+    f = click.option(
+        "--jaeger",
+        "jaeger_url",
+        default=None,
+        metavar="URL",
+        help="Read traces from Jaeger's query API, e.g. http://127.0.0.1:16686.",
+    )(f)
+    return f
+
+
+def _jaeger_study(files: tuple[Path, ...], o: dict):
+    from . import jaeger_query as jq
+
+    if o["jaeger_url"] is None:
+        given = [
+            k for k in ("jaeger_service", "jaeger_operation", "jaeger_lookback", "jaeger_limit") if o[k] is not None
+        ]
+        if given:
+            raise click.UsageError(f"--{given[0].removeprefix('jaeger_')} is an option of --jaeger URL")
+        return None
+    if files:
+        raise click.UsageError("give trace FILES or --jaeger URL, not both")
+    if not o["jaeger_service"]:
+        raise click.UsageError("--jaeger needs --service NAME (Jaeger searches traces by service)")
+    try:
+        query = jq.JaegerQuery(
+            base_url=jq.check_base_url(str(o["jaeger_url"])),
+            service=str(o["jaeger_service"]),
+            operation=o["jaeger_operation"] or None,
+            lookback_s=jq.parse_lookback(str(o["jaeger_lookback"] or jq.DEFAULT_LOOKBACK)),
+            limit=int(o["jaeger_limit"] or jq.DEFAULT_LIMIT),
+        )
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
+    return jq.JaegerAnalyzeStudy(query)
+
+
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--algorithm",
     type=click.Choice(["capstone", "jaeger", "crisp"]),
@@ -236,6 +304,7 @@ for _study in all_studies():
     metavar="ID",
     help="Trace to draw a timeline of (repeatable; default: the median and the p99 trace).",
 )
+@jaeger_options
 @results_option
 def analyze(
     files: tuple[Path, ...],
@@ -247,8 +316,13 @@ def analyze(
     timeline: bool,
     trace_ids: tuple[str, ...],
     results_dir: Path | None,
+    **jaeger: object,
 ) -> None:
-    """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz): stored and reported."""
+    """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz), or of the traces
+    a live Jaeger holds (--jaeger URL --service S): stored and reported."""
+    jaeger_study = _jaeger_study(files, jaeger)
+    if not files and jaeger_study is None:
+        raise click.UsageError("give trace FILES, or --jaeger URL --service NAME")
     options = {
         "trace_files": [str(f.resolve()) for f in files],
         "algorithm": algorithm,
@@ -259,7 +333,9 @@ def analyze(
         "timeline": timeline,
         "timeline_traces": list(trace_ids),
     }
-    run_id = _run(["analyze"], False, results_dir, options, form="analyze")
+    run_id = _run(
+        ["analyze"], False, results_dir, options, form="analyze", studies_given=[jaeger_study] if jaeger_study else None
+    )
     _print_analysis(_results(results_dir), run_id, timeline)
 
 
@@ -424,6 +500,169 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         tmp.write_text(soak_mod.to_json(results))
         tmp.replace(out_path)
         console.print(f"written: {out_path}")
+
+
+@main.group()
+def hosts() -> None:
+    """Lab hosts: network namespaces on one bridge, addresses from 198.18.0.0/15 (docs/lab-hosts.md)."""
+
+
+def _lab_failure(e: Exception) -> NoReturn:
+    err_console.print(f"[red]error:[/] {e}")
+    sys.exit(getattr(e, "exit_code", 1))
+
+
+lab_prefix_option = click.option(
+    "--prefix", default="ts", show_default=True, help="Name prefix of every lab object (PREFIX-hN, PREFIX-br0)."
+)
+
+
+@hosts.command("up")
+@click.option("--hosts", "count", type=int, default=2, show_default=True, help="Number of lab hosts, 1 … 64.")
+@click.option("--subnet", default="198.18.0.0/24", show_default=True, help="Addresses, inside 198.18.0.0/15.")
+@lab_prefix_option
+def hosts_up(count: int, subnet: str, prefix: str) -> None:
+    """Create the lab hosts (idempotent: the same lab twice is a no-op)."""
+    from . import labhosts
+
+    try:
+        config = labhosts.validate(count, subnet, prefix)
+        lab = labhosts.up(config, log=lambda m: console.print(m))
+    except labhosts.LabError as e:
+        _lab_failure(e)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted: what `hosts up` had made was removed[/]")
+        sys.exit(130)
+    console.print(f"lab {prefix}: {len(lab.hosts)} hosts on {subnet}, bridge {prefix}-br0")
+
+
+@hosts.command("down")
+@click.option("--stop", "stop_processes", is_flag=True, help="Terminate processes still running inside lab hosts.")
+@lab_prefix_option
+def hosts_down(stop_processes: bool, prefix: str) -> None:
+    """Remove every lab object of PREFIX (and nothing else); refuses while processes run inside unless --stop."""
+    from . import labhosts
+
+    try:
+        labhosts.validate(1, labhosts.DEFAULT_SUBNET, prefix)
+        removed = labhosts.down(prefix, stop_processes=stop_processes, log=lambda m: console.print(m))
+    except labhosts.LabError as e:
+        _lab_failure(e)
+    console.print(f"lab {prefix}: removed {len(removed)} objects" if removed else f"lab {prefix}: nothing to remove")
+
+
+@hosts.command("list")
+@lab_prefix_option
+def hosts_list(prefix: str) -> None:
+    """Show the lab hosts as the kernel holds them: addresses and processes inside."""
+    from . import labhosts
+
+    try:
+        labhosts.validate(1, labhosts.DEFAULT_SUBNET, prefix)
+        lab = labhosts.state(prefix)
+    except labhosts.LabError as e:
+        _lab_failure(e)
+    shape = f"{lab.config.hosts} hosts on {lab.config.subnet}" if lab.config else "no state file"
+    console.print(f"lab {prefix}: {lab.status} ({shape})")
+    if not lab.hosts:
+        return
+    t = RichTable()
+    for col in ("host", "address", "link", "processes"):
+        t.add_column(col)
+    for h in lab.hosts:
+        t.add_row(h.name, h.address or "none", h.veth, ", ".join(map(str, h.pids)) or "none")
+    console.print(t)
+
+
+@main.group()
+def deploy() -> None:
+    """Hand a topology to a real cluster (docs/deploy.md)."""
+
+
+@deploy.command("k8s")
+@click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
+@click.option(
+    "--deployment",
+    "deployment_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Host groups, CPUs and memory per service (docs/lab-hosts.md).",
+)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="New folder for the manifests.")
+@click.option("--namespace", default="tailscope", show_default=True)
+@click.option(
+    "--image", default="tailscope:dev", show_default=True, help="Image built from the repository's Dockerfile."
+)
+@click.option(
+    "--model",
+    default="coroutine",
+    show_default=True,
+    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
+)
+@click.option(
+    "--otlp-endpoint",
+    default="http://127.0.0.1:4318",
+    show_default=True,
+    help="Where services send spans (a collector agent in the pod's network namespace).",
+)
+@click.option("--trace-sample", type=click.FloatRange(0.0, 1.0), default=0.01, show_default=True)
+@click.option(
+    "--rate",
+    "rate_per_s",
+    type=click.IntRange(1, 10_000_000),
+    default=100,
+    show_default=True,
+    help="The load Job's request rate per second.",
+)
+@click.option(
+    "--duration-s",
+    type=click.IntRange(1, 86400),
+    default=60,
+    show_default=True,
+    help="The load Job's measured duration.",
+)
+def deploy_k8s(
+    topology_path: Path,
+    deployment_path: Path | None,
+    out_dir: Path,
+    namespace: str,
+    image: str,
+    model: str,
+    otlp_endpoint: str,
+    trace_sample: float,
+    rate_per_s: int,
+    duration_s: int,
+) -> None:
+    """Write Kubernetes manifests for TOPOLOGY: Namespace, ConfigMap, Deployment + Service per service, a load Job."""
+    from . import k8s
+    from . import topology as topo
+    from .engines import EngineError
+    from .jaeger_query import check_base_url
+
+    try:
+        check_base_url(otlp_endpoint, "--otlp-endpoint")
+        doc = topo.load(topology_path)
+        plan = k8s.load_deployment(deployment_path, topo.services(doc)) if deployment_path else None
+        objs = k8s.manifests(
+            doc,
+            plan,
+            namespace=namespace,
+            image=image,
+            model=model,
+            otlp_endpoint=otlp_endpoint,
+            trace_sample=trace_sample,
+            load_rate_per_s=rate_per_s,
+            load_duration_s=duration_s,
+        )
+        paths = k8s.write(objs, out_dir)
+    except (k8s.DeployError, topo.TopologyError, ValueError) as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except EngineError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    for p in paths:
+        console.print(str(p))
 
 
 if __name__ == "__main__":
