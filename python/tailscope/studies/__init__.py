@@ -37,7 +37,7 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import analyze, asyncmodels, baseline, contention, echo, socialnet, threads
+    from . import analyze, asyncmodels, baseline, contention, echo, socialnet, threads, twin
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
     return [
@@ -47,6 +47,7 @@ def all_studies() -> list[Study]:
         socialnet.STUDY,
         threads.STUDY,
         contention.STUDY,
+        twin.STUDY,
         analyze.STUDY,
     ]
 
