@@ -427,6 +427,7 @@ def topology() -> None:
 @click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help="Fraction of requests that were traced (for the recorded rate).")
 @click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Read at most N traces (0 = all).")
 @click.option("--name", default=None, help="The topology's name (default: the output file's stem).")
+@click.option("--calibrate", "calibrate_model", default=None, metavar="MODEL", help="Run the twin once under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).")
 def topology_from_traces(
     files: tuple[Path, ...],
     jaeger_urls: tuple[str, ...],
@@ -440,6 +441,7 @@ def topology_from_traces(
     sampling: float,
     max_traces: int,
     name: str | None,
+    calibrate_model: str | None,
 ) -> None:
     """Infer a topology (services, endpoints, stages, distributions) from trace FILES; exit 1 when
     nothing can be inferred, 2 on usage errors."""
@@ -450,8 +452,13 @@ def topology_from_traces(
     from .twin.commands import fetch_jaeger, from_traces, inference_lines
     from .twin.infer import InferenceError, InferOptions
 
+    from .studies.socialnet import MODELS
+
     if not files and not jaeger_urls:
         err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
+        sys.exit(2)
+    if calibrate_model is not None and calibrate_model not in MODELS:
+        err_console.print(f"[red]error:[/] --calibrate: unknown model {calibrate_model} (known: {', '.join(MODELS)})")
         sys.exit(2)
     options = InferOptions(cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem)
     with tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp:
@@ -461,7 +468,10 @@ def topology_from_traces(
                 sub = Path(tmp) / str(i)
                 sub.mkdir()
                 inputs += fetch_jaeger(url, sub, service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback)
-            _, report, _ = from_traces(inputs, out, options, max_traces=max_traces)
+            _, report, _ = from_traces(
+                inputs, out, options, max_traces=max_traces, calibrate_model=calibrate_model,
+                progress=lambda m: err_console.print(m, markup=False),
+            )
         except (OSError, ValueError, InferenceError, TopologyError) as e:
             err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
             sys.exit(1)

@@ -60,11 +60,21 @@ class TwinStudy:
         inferred_path = art / "inferred.yaml"
         _, report, ts = from_traces([traces], inferred_path, InferOptions(name="socialnet-twin"))
         diffs = differences(yaml.safe_load(topology.SOCIALNET.read_text()), yaml.safe_load(inferred_path.read_text()))
-        ctx.progress(f"twin: the twin under {model}", 0.5)
+        ctx.progress(f"twin: calibrating under {model}", 0.5)
+        calibrated_path = art / "calibrated.yaml"
+        _, calibrated_report, _ = from_traces([traces], calibrated_path, InferOptions(name="socialnet-twin"),
+                                              calibrate_model=model)
+        ctx.progress(f"twin: the uncalibrated twin under {model}", 0.6)
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
         with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
-            run = run_twin(
+            raw = run_twin(
                 topology.load(inferred_path), model, twin_rate, duration_s=duration, warmup_s=warmup,
+                connections=CONNECTIONS, workdir=Path(tmp),
+            )
+        ctx.progress(f"twin: the calibrated twin under {model}", 0.8)
+        with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
+            run = run_twin(
+                topology.load(calibrated_path), model, twin_rate, duration_s=duration, warmup_s=warmup,
                 connections=CONNECTIONS, workdir=Path(tmp),
             )
         doc = {
@@ -77,6 +87,8 @@ class TwinStudy:
             "twin": {"traces": len(run.traces.traces), "trace_sample": run.trace_sample, "load": load_summary(run.load)},
             "original": {"traces": len(ts.traces)},
             "structure_differences": diffs,
+            "calibration": calibrated_report.get("calibration"),
+            "uncalibrated": comparison(ts, raw.traces),
             "inference": {k: report[k] for k in ("traces", "recorded_rate", "assumptions", "not_inferred")},
             "measurements": [],
             "unavailable": [],
@@ -87,7 +99,9 @@ class TwinStudy:
             doc[p]["p50_ns"], doc[p]["p99_ns"] = (m.p_ns("50"), m.p_ns("99")) if m else (None, None)
         (art / "validation.json").write_text(json.dumps(doc, indent=1, allow_nan=False))
         # A benchmark prints its comparison (docs/twin.md): the ratios, not a pass/fail.
-        print(validation_verdict(doc), file=sys.stderr)
+        raw_doc = {**doc, **doc["uncalibrated"]}
+        print("uncalibrated " + validation_verdict(raw_doc), file=sys.stderr)
+        print("calibrated " + validation_verdict(doc), file=sys.stderr)
         print("structure vs topologies/socialnet.yaml: " + ("identical" if not diffs else "; ".join(diffs)), file=sys.stderr)
         ctx.progress("twin: done", 1.0)
         return [EngineDocument(self.name, ENGINE, doc)]
@@ -107,7 +121,9 @@ class TwinStudy:
             return sec
         d = docs[0]
         diffs = d.get("structure_differences") or []
-        finding = validation_verdict(d)
+        finding = "calibrated " + validation_verdict(d)
+        if d.get("uncalibrated"):
+            finding += "; uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}).split(": ", 1)[1]
         sec.blocks.append(
             Table(
                 "Twin vs original: end-to-end and per-service critical-path time",

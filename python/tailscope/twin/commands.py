@@ -8,12 +8,14 @@ import os
 import tempfile
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from .. import topology as topology_mod
 from ..units import fmt_ns, fmt_ratio
+from .calibrate import calibrate
 from .infer import InferOptions, infer
 from .spans import TraceSet, read_traces
 
@@ -64,12 +66,22 @@ def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookb
 
 
 def from_traces(
-    files: list[Path], out: Path, options: InferOptions, *, max_traces: int = 0
+    files: list[Path],
+    out: Path,
+    options: InferOptions,
+    *,
+    max_traces: int = 0,
+    calibrate_model: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[dict, dict, TraceSet]:
-    """Infers, validates with the engine (tailscope-svc --check-topology), then writes `out` (YAML)
-    and `out`.inference.json, both atomically; nothing is written when any step fails."""
+    """Infers (and calibrates under `calibrate_model`, twin/calibrate.py), validates with the engine
+    (tailscope-svc --check-topology), then writes `out` (YAML) and `out`.inference.json, both
+    atomically; nothing is written when any step fails."""
     ts = read_traces(files, max_traces=max_traces)
-    topo, report = infer(ts, options)
+    if calibrate_model:
+        topo, report = calibrate(ts, options, calibrate_model, progress=progress)
+    else:
+        topo, report = infer(ts, options)
     topology_mod.validate(topo, str(out))  # the engine's validator: raises TopologyError verbatim
     header = [
         f"# Inferred by `tailscope topology from-traces` from {report['traces']} traces "
@@ -83,6 +95,11 @@ def from_traces(
         header.append(f"# Seen in fewer than {options.min_traces} traces (kept, flagged): " + "; ".join(rare))
     for c in report["cycles_dropped"]:
         header.append(f"# Recursive call dropped (a topology has no cycles): {c}")
+    if "calibration" in report:
+        header.append(
+            f"# Calibrated under {report['calibration']['model']}: what tailscope's runtime adds to each stage "
+            "was measured on one twin run and taken off (docs/twin.md)."
+        )
     text = "\n".join(header) + "\n" + yaml.safe_dump(topo, sort_keys=False, width=120)
     report["topology"] = str(out)
     write_atomic(out.with_name(out.name + ".inference.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")

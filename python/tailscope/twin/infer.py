@@ -242,8 +242,17 @@ class EndpointModel:
     calls_dropped: list[str] = field(default_factory=list)
 
 
-def _own_time_stages(samples: list[int], label: str, cpu_fraction: float, fits: list[dict]) -> list[dict]:
+def _corrected(samples: list[int], label: str, corrections: dict[str, float]) -> list[int]:
+    """Samples less what tailscope's runtime adds to this stage when it replays it (calibration)."""
+    c = corrections.get(label)
+    return samples if c is None else [max(0, int(x - c)) for x in samples]
+
+
+def _own_time_stages(
+    samples: list[int], label: str, cpu_fraction: float, fits: list[dict], corrections: dict[str, float]
+) -> list[dict]:
     """The parent's own time at one place of the handler as a cpu stage and/or a wait."""
+    samples = _corrected(samples, label, corrections)
     if not samples or float(np.median(samples)) / 1000.0 < MIN_OWN_TIME_US:
         return []
     fit = fit_durations(samples)
@@ -258,14 +267,20 @@ def _own_time_stages(samples: list[int], label: str, cpu_fraction: float, fits: 
     return out
 
 
-def _store_fit(samples: list[int], label: str, fits: list[dict]) -> dict:
-    fit: Fit = fit_durations(samples)
+def _store_fit(samples: list[int], label: str, fits: list[dict], corrections: dict[str, float]) -> dict:
+    fit: Fit = fit_durations(_corrected(samples, label, corrections))
     fits.append({"stage": label, **fit.to_json()})
     return fit.dist
 
 
 def model_endpoint(
-    key: Key, name: str, insts: list[Instance], traces: int, names: dict[Key, str], cpu_fraction: float
+    key: Key,
+    name: str,
+    insts: list[Instance],
+    traces: int,
+    names: dict[Key, str],
+    cpu_fraction: float,
+    corrections: dict[str, float],
 ) -> EndpointModel:
     counts = Counter(i.signature() for i in insts)
     top = counts.most_common(1)[0][0]
@@ -286,12 +301,12 @@ def model_endpoint(
         for inst, (at, runs) in aligned:
             prev_end = inst.start_ns if m == 0 else _run_end(at[m - 1], runs.get(m - 1))
             gaps.append(max(0, at[m].start_ns - prev_end))
-        stages += _own_time_stages(gaps, f"{label}.own_{m}", cpu_fraction, fits)
+        stages += _own_time_stages(gaps, f"{label}.own_{m}", cpu_fraction, fits, corrections)
         obs = [at[m] for _, (at, _) in aligned]
         if token[0] == "store":
             durations = [i.end_ns - i.start_ns for o in obs for i in o.items]
             store: dict = {"span": token[1], "system": _system(token[1])}
-            store["latency"] = _store_fit(durations, f"{label}.{token[1]}", fits)
+            store["latency"] = _store_fit(durations, f"{label}.{token[1]}", fits, corrections)
             count = int(round(float(np.median([len(o.items) for o in obs]))))
             if count > 1:
                 store["count"] = min(count, 1000)
@@ -304,7 +319,7 @@ def model_endpoint(
                     ds = [i.end_ns - i.start_ns for r in misses if len(r) > n and r[n].token() == t for i in r[n].items]
                     on_miss.append(
                         {"store": {"span": t[1], "system": _system(t[1]),
-                                   "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits)}}
+                                   "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits, corrections)}}
                     )
                 store["hit_ratio"] = round(1 - len(misses) / len(aligned), 4)
                 store["on_miss"] = on_miss
@@ -318,7 +333,7 @@ def model_endpoint(
             stages.append({"group": _group(obs, names)})
     tails = [max(0, inst.end_ns - _run_end(at[-1], runs.get(len(base) - 1))) if base else inst.end_ns - inst.start_ns
              for inst, (at, runs) in aligned]
-    stages += _own_time_stages(tails, f"{label}.own_{len(base)}", cpu_fraction, fits)
+    stages += _own_time_stages(tails, f"{label}.own_{len(base)}", cpu_fraction, fits, corrections)
     return EndpointModel(key, name, base, len(insts), traces, len(aligned), variants, stages, fits, hit_ratios)
 
 
@@ -468,8 +483,9 @@ def recorded_rate(traces: list[Trace], sampling: float) -> dict:
     }
 
 
-def infer(ts: TraceSet, options: InferOptions) -> tuple[dict, dict]:
-    """(topology document, inference report). Raises InferenceError when there is no graph."""
+def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None = None) -> tuple[dict, dict]:
+    """(topology document, inference report). Raises InferenceError when there is no graph.
+    `corrections`: fit label → ns to take off every sample of that stage (calibration)."""
     if not ts.traces:
         raise InferenceError(f"no analyzable trace in the input ({ts.traces_read} trace(s) read)")
     if not any(t.rpc_pairs for t in ts.traces):
@@ -504,7 +520,7 @@ def infer(ts: TraceSet, options: InferOptions) -> tuple[dict, dict]:
     endpoints: dict[Key, EndpointModel] = {}
     fanout_truncated: list[str] = []
     for k, insts in by_key.items():
-        ep = model_endpoint(k, names[k], insts, len(traces_of[k]), names, options.cpu_fraction)
+        ep = model_endpoint(k, names[k], insts, len(traces_of[k]), names, options.cpu_fraction, corrections or {})
         for st in ep.stages:
             if "group" in st:
                 widest = max((len(o.items) for i in insts for o in i.stages if o.kind == "group"), default=0)
@@ -580,3 +596,8 @@ def infer(ts: TraceSet, options: InferOptions) -> tuple[dict, dict]:
         ],
     }
     return topo, report
+
+
+def fit_medians_us(report: dict) -> dict[str, float]:
+    """Fit label → sample median (µs) of an inference report."""
+    return {f["stage"]: f["median_us"] for e in report["endpoints"] for f in e["fits"]}
