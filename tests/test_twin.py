@@ -46,7 +46,9 @@ def jaeger(traces: list[list[tuple]]) -> dict:
                         "traceID": tid,
                         "spanID": sid,
                         "operationName": op,
-                        "references": [] if parent is None else [{"refType": "CHILD_OF", "traceID": tid, "spanID": parent}],
+                        "references": []
+                        if parent is None
+                        else [{"refType": "CHILD_OF", "traceID": tid, "spanID": parent}],
                         "startTime": start,
                         "duration": dur,
                         "tags": [{"key": "span.kind", "type": "string", "value": kind}],
@@ -140,7 +142,9 @@ def test_store_misses_become_hit_ratio_and_on_miss():
 
 def test_no_cross_service_span_is_a_clear_error(tmp_path, engine):
     engine("tailscope-critpath")
-    path = write(tmp_path, jaeger([[("r", None, "mono", "/x", 0, 100, "server"), ("q", "r", "mono", "sql", 5, 50, "client")]]))
+    path = write(
+        tmp_path, jaeger([[("r", None, "mono", "/x", 0, 100, "server"), ("q", "r", "mono", "sql", 5, 50, "client")]])
+    )
     r = CliRunner().invoke(main, ["topology", "from-traces", str(path), "-o", str(tmp_path / "t.yaml")])
     assert r.exit_code == 1
     assert "no cross-service span" in r.output
@@ -153,7 +157,9 @@ def test_conflicting_versions_keep_the_most_frequent_and_report_the_rest(tmp_pat
     for n in range(10):
         t0 = n * 5000
         callee = "svc-b" if n < 7 else "svc-c"  # a second version of front calls svc-c instead
-        traces.append([("r", None, "front", "/api", t0, 500, "server"), *rpc("a", "r", "front", callee, "work", t0 + 10, 100)])
+        traces.append(
+            [("r", None, "front", "/api", t0, 500, "server"), *rpc("a", "r", "front", callee, "work", t0 + 10, 100)]
+        )
     topo, report = infer_file(write(tmp_path, jaeger(traces)), min_traces=5)
     front = next(e for e in report["endpoints"] if e["service"] == "front")
     assert front["structure"] == ["call svc-b:work_server"]

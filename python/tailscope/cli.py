@@ -416,18 +416,66 @@ def topology() -> None:
 
 @topology.command("from-traces")
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--jaeger", "jaeger_urls", multiple=True, metavar="URL", help="Also read traces from a Jaeger query API (repeatable).")
-@click.option("--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service).")
-@click.option("--jaeger-limit", type=click.IntRange(1, 100_000), default=1000, show_default=True, help="Traces per service from --jaeger.")
-@click.option("--jaeger-lookback", default="1h", show_default=True, help="How far back --jaeger looks (Jaeger's lookback).")
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write.")
-@click.option("--cpu-fraction", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True, help="Share of a span's own time that is CPU (the rest is waiting); not in a trace.")
-@click.option("--deferred-gap-us", type=click.FloatRange(0.0, 1e6), default=20.0, show_default=True, help="A call starting within this many µs of its group's previous result being consumed is deferred.")
-@click.option("--min-traces", type=click.IntRange(1, 10**9), default=20, show_default=True, help="Endpoints seen in fewer traces are kept but flagged.")
-@click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help="Fraction of requests that were traced (for the recorded rate).")
+@click.option(
+    "--jaeger",
+    "jaeger_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also read traces from a Jaeger query API (repeatable).",
+)
+@click.option(
+    "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
+)
+@click.option(
+    "--jaeger-limit",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Traces per service from --jaeger.",
+)
+@click.option(
+    "--jaeger-lookback", default="1h", show_default=True, help="How far back --jaeger looks (Jaeger's lookback)."
+)
+@click.option(
+    "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
+)
+@click.option(
+    "--cpu-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Share of a span's own time that is CPU (the rest is waiting); not in a trace.",
+)
+@click.option(
+    "--deferred-gap-us",
+    type=click.FloatRange(0.0, 1e6),
+    default=20.0,
+    show_default=True,
+    help="A call starting within this many µs of its group's previous result being consumed is deferred.",
+)
+@click.option(
+    "--min-traces",
+    type=click.IntRange(1, 10**9),
+    default=20,
+    show_default=True,
+    help="Endpoints seen in fewer traces are kept but flagged.",
+)
+@click.option(
+    "--sampling",
+    type=click.FloatRange(1e-6, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Fraction of requests that were traced (for the recorded rate).",
+)
 @click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Read at most N traces (0 = all).")
 @click.option("--name", default=None, help="The topology's name (default: the output file's stem).")
-@click.option("--calibrate", "calibrate_model", default=None, metavar="MODEL", help="Run the twin once under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).")
+@click.option(
+    "--calibrate",
+    "calibrate_model",
+    default=None,
+    metavar="MODEL",
+    help="Run the twin once under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).",
+)
 def topology_from_traces(
     files: tuple[Path, ...],
     jaeger_urls: tuple[str, ...],
@@ -448,11 +496,10 @@ def topology_from_traces(
     import tempfile
 
     from .engines import EngineError
+    from .studies.socialnet import MODELS
     from .topology import TopologyError
     from .twin.commands import fetch_jaeger, from_traces, inference_lines
     from .twin.infer import InferenceError, InferOptions
-
-    from .studies.socialnet import MODELS
 
     if not files and not jaeger_urls:
         err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
@@ -469,7 +516,11 @@ def topology_from_traces(
                 sub.mkdir()
                 inputs += fetch_jaeger(url, sub, service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback)
             _, report, _ = from_traces(
-                inputs, out, options, max_traces=max_traces, calibrate_model=calibrate_model,
+                inputs,
+                out,
+                options,
+                max_traces=max_traces,
+                calibrate_model=calibrate_model,
                 progress=lambda m: err_console.print(m, markup=False),
             )
         except (OSError, ValueError, InferenceError, TopologyError) as e:
@@ -489,13 +540,50 @@ def twin() -> None:
 
 
 @twin.command("validate")
-@click.option("--topology", "topology_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--traces", "trace_files", multiple=True, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The original traces (repeatable).")
-@click.option("--model", default="std-async", show_default=True, help="Concurrency model the traced system ran (tailscope-svc --model).")
-@click.option("--rate-per-s", type=click.FloatRange(0.1, 1e6), default=None, help="Offered rate (default: from the trace timestamps ÷ --sampling).")
-@click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help="Fraction of requests that were traced.")
-@click.option("--duration-s", type=click.FloatRange(1.0, 3600.0), default=5.0, show_default=True, help="Measured time of the twin run.")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the validation document (JSON) here.")
+@click.option(
+    "--topology", "topology_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
+)
+@click.option(
+    "--traces",
+    "trace_files",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The original traces (repeatable).",
+)
+@click.option(
+    "--model",
+    default="std-async",
+    show_default=True,
+    help="Concurrency model the traced system ran (tailscope-svc --model).",
+)
+@click.option(
+    "--rate-per-s",
+    type=click.FloatRange(0.1, 1e6),
+    default=None,
+    help="Offered rate (default: from the trace timestamps ÷ --sampling).",
+)
+@click.option(
+    "--sampling",
+    type=click.FloatRange(1e-6, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Fraction of requests that were traced.",
+)
+@click.option(
+    "--duration-s",
+    type=click.FloatRange(1.0, 3600.0),
+    default=5.0,
+    show_default=True,
+    help="Measured time of the twin run.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the validation document (JSON) here.",
+)
 def twin_validate(
     topology_path: Path,
     trace_files: tuple[Path, ...],
@@ -520,8 +608,13 @@ def twin_validate(
     try:
         with lifetime.terminate_as_interrupt():
             doc = validate(
-                topology_path, list(trace_files), model, rate_per_s=rate_per_s, sampling=sampling,
-                duration_s=duration_s, progress=lambda m: err_console.print(m, markup=False),
+                topology_path,
+                list(trace_files),
+                model,
+                rate_per_s=rate_per_s,
+                sampling=sampling,
+                duration_s=duration_s,
+                progress=lambda m: err_console.print(m, markup=False),
             )
     except (TopologyError, ValueError) as e:
         err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)

@@ -24,11 +24,11 @@ import yaml
 from .. import topology
 from ..engines import run_engine
 from ..store import EngineDocument, Store
-from ..units import fmt_ns, fmt_ratio
 from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from ..twin.infer import InferOptions
 from ..twin.structure import differences
 from ..twin.validate import comparison, load_summary, run_twin
+from ..units import fmt_ns, fmt_ratio
 from . import RunContext, Section, Table
 from ._common import http_load_args, measurement, unavailable_notes
 from .socialnet import LOAD, PATH, graph
@@ -62,20 +62,31 @@ class TwinStudy:
         diffs = differences(yaml.safe_load(topology.SOCIALNET.read_text()), yaml.safe_load(inferred_path.read_text()))
         ctx.progress(f"twin: calibrating under {model}", 0.5)
         calibrated_path = art / "calibrated.yaml"
-        _, calibrated_report, _ = from_traces([traces], calibrated_path, InferOptions(name="socialnet-twin"),
-                                              calibrate_model=model)
+        _, calibrated_report, _ = from_traces(
+            [traces], calibrated_path, InferOptions(name="socialnet-twin"), calibrate_model=model
+        )
         ctx.progress(f"twin: the uncalibrated twin under {model}", 0.6)
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
         with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
             raw = run_twin(
-                topology.load(inferred_path), model, twin_rate, duration_s=duration, warmup_s=warmup,
-                connections=CONNECTIONS, workdir=Path(tmp),
+                topology.load(inferred_path),
+                model,
+                twin_rate,
+                duration_s=duration,
+                warmup_s=warmup,
+                connections=CONNECTIONS,
+                workdir=Path(tmp),
             )
         ctx.progress(f"twin: the calibrated twin under {model}", 0.8)
         with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
             run = run_twin(
-                topology.load(calibrated_path), model, twin_rate, duration_s=duration, warmup_s=warmup,
-                connections=CONNECTIONS, workdir=Path(tmp),
+                topology.load(calibrated_path),
+                model,
+                twin_rate,
+                duration_s=duration,
+                warmup_s=warmup,
+                connections=CONNECTIONS,
+                workdir=Path(tmp),
             )
         doc = {
             "schema": "tailscope.twin.validation/1",
@@ -84,7 +95,11 @@ class TwinStudy:
             "rate_per_s": twin_rate,
             "rate_source": "trace timestamps",
             "source": {"rate_per_s": rate, "duration_s": duration, "load": load_summary(source_load)},
-            "twin": {"traces": len(run.traces.traces), "trace_sample": run.trace_sample, "load": load_summary(run.load)},
+            "twin": {
+                "traces": len(run.traces.traces),
+                "trace_sample": run.trace_sample,
+                "load": load_summary(run.load),
+            },
             "original": {"traces": len(ts.traces)},
             "structure_differences": diffs,
             "calibration": calibrated_report.get("calibration"),
@@ -102,7 +117,10 @@ class TwinStudy:
         raw_doc = {**doc, **doc["uncalibrated"]}
         print("uncalibrated " + validation_verdict(raw_doc), file=sys.stderr)
         print("calibrated " + validation_verdict(doc), file=sys.stderr)
-        print("structure vs topologies/socialnet.yaml: " + ("identical" if not diffs else "; ".join(diffs)), file=sys.stderr)
+        print(
+            "structure vs topologies/socialnet.yaml: " + ("identical" if not diffs else "; ".join(diffs)),
+            file=sys.stderr,
+        )
         ctx.progress("twin: done", 1.0)
         return [EngineDocument(self.name, ENGINE, doc)]
 
@@ -131,7 +149,8 @@ class TwinStudy:
                 validation_rows(d),
                 f"{d['original']['traces']} original traces ({d['model']}, {d['source']['rate_per_s']:g}/s offered); "
                 f"{d['twin']['traces']} twin traces at {d['rate_per_s']:.4g}/s. {finding}. Structure vs "
-                "topologies/socialnet.yaml: " + ("identical." if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)),
+                "topologies/socialnet.yaml: "
+                + ("identical." if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)),
                 numeric_from=1,
             )
         )

@@ -69,30 +69,54 @@ def _p99_ns(load: dict) -> float | None:
 def _meets(load: dict, rate: float, objective_ns: float) -> bool:
     p99 = _p99_ns(load)
     s = load_summary(load)
-    return p99 is not None and p99 <= objective_ns and not s["errors"] and s["achieved_per_s"] >= ACHIEVED_FRACTION * rate
+    return (
+        p99 is not None and p99 <= objective_ns and not s["errors"] and s["achieved_per_s"] >= ACHIEVED_FRACTION * rate
+    )
 
 
 def evaluate(
-    topo: dict, alt: Alternative, rate: float, ladder: list[float], objective_ns: float, *,
-    duration_s: float, warmup_s: float, connections: int, progress: Callable[[str], None] | None,
+    topo: dict,
+    alt: Alternative,
+    rate: float,
+    ladder: list[float],
+    objective_ns: float,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    connections: int,
+    progress: Callable[[str], None] | None,
 ) -> dict:
-    points = []
+    points: list[dict] = []
     for k in ladder:
         with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
             try:
-                run = run_twin(topo, alt.model, rate * k, duration_s=duration_s, warmup_s=warmup_s,
-                               connections=connections, workdir=Path(tmp), extra_args=alt.extra_args,
-                               progress=progress)
+                run = run_twin(
+                    topo,
+                    alt.model,
+                    rate * k,
+                    duration_s=duration_s,
+                    warmup_s=warmup_s,
+                    connections=connections,
+                    workdir=Path(tmp),
+                    extra_args=alt.extra_args,
+                    progress=progress,
+                )
             except EngineError as e:  # e.g. --workers beyond the machine's thread limit: said, not skipped
                 points.append({"rate_per_s": rate * k, "unavailable": str(e)})
                 break
         p99 = _p99_ns(run.load)
-        points.append({"rate_per_s": rate * k, "p99_ns": p99, "meets": _meets(run.load, rate * k, objective_ns),
-                       **load_summary(run.load)})
+        points.append(
+            {
+                "rate_per_s": rate * k,
+                "p99_ns": p99,
+                "meets": _meets(run.load, rate * k, objective_ns),
+                **load_summary(run.load),
+            }
+        )
         if not points[-1]["meets"]:
             break  # higher rungs only load a saturated twin
     first = points[0]
-    met = [p["rate_per_s"] for p in points if p.get("meets")]
+    met: list[float] = [float(p["rate_per_s"]) for p in points if p.get("meets")]
     return {
         "alternative": alt.name,
         "model": alt.model,
@@ -127,23 +151,46 @@ def advise(
     conns = _connections(rate * max(ladder or RATE_LADDER_QUICK), ts.traces)
     objective_ns = objective_ms * 1e6
     with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
-        base = run_twin(topo, model, rate, duration_s=duration_s, warmup_s=warmup_s, connections=conns,
-                        workdir=Path(tmp), progress=progress)
+        base = run_twin(
+            topo,
+            model,
+            rate,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=conns,
+            workdir=Path(tmp),
+            progress=progress,
+        )
     validation = comparison(ts, base.traces)
     alternatives: list[Alternative] = []
     for src in ALTERNATIVE_SOURCES:
         alternatives += src(sources or {})
     results = [
-        evaluate(topo, a, rate, ladder or RATE_LADDER_QUICK, objective_ns, duration_s=duration_s,
-                 warmup_s=warmup_s, connections=conns, progress=progress)
+        evaluate(
+            topo,
+            a,
+            rate,
+            ladder or RATE_LADDER_QUICK,
+            objective_ns,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=conns,
+            progress=progress,
+        )
         for a in alternatives
     ]
     for r in results:
-        r["validation_p99_ratio"] = validation["end_to_end"]["ratios"]["p99"] if validation["end_to_end"]["ratios"] else None
+        r["validation_p99_ratio"] = (
+            validation["end_to_end"]["ratios"]["p99"] if validation["end_to_end"]["ratios"] else None
+        )
         r["validated_directly"] = r["model"] == model and not r["args"]
     ranked = sorted(
         results,
-        key=lambda r: (r["predicted_p99_ns"] is None, -(r["max_rate_at_objective_per_s"] or 0), r["predicted_p99_ns"] or 0),
+        key=lambda r: (
+            r["predicted_p99_ns"] is None,
+            -(r["max_rate_at_objective_per_s"] or 0),
+            r["predicted_p99_ns"] or 0,
+        ),
     )
     for i, r in enumerate(ranked, 1):
         r["rank"] = i
@@ -152,14 +199,26 @@ def advise(
     if best["predicted_p99_ns"] is not None:
         for factor in (1 - SENSITIVITY, 1 + SENSITIVITY):
             f = min(1.0, max(0.0, options.cpu_fraction * factor))
-            t2, _ = infer(ts, InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name))
+            t2, _ = infer(
+                ts, InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
+            )
             t2 = topology_mod.validate(t2, "inferred topology")
             alt = Alternative(best["alternative"], best["model"], best["args"], best["source"])
-            r2 = evaluate(t2, alt, rate, [1.0], objective_ns, duration_s=duration_s, warmup_s=warmup_s,
-                          connections=conns, progress=progress)
+            r2 = evaluate(
+                t2,
+                alt,
+                rate,
+                [1.0],
+                objective_ns,
+                duration_s=duration_s,
+                warmup_s=warmup_s,
+                connections=conns,
+                progress=progress,
+            )
             p = r2["predicted_p99_ns"]
-            sensitivity.append({"cpu_fraction": f, "predicted_p99_ns": p,
-                                "ratio_to_base": p / best["predicted_p99_ns"] if p else None})
+            sensitivity.append(
+                {"cpu_fraction": f, "predicted_p99_ns": p, "ratio_to_base": p / best["predicted_p99_ns"] if p else None}
+            )
     return {
         "schema": "tailscope.twin.advice/1",
         "model": model,
@@ -178,18 +237,37 @@ def advice_lines(doc: dict) -> list[str]:
     v = doc["validation"]["end_to_end"]
     lines = [
         f"twin of {doc['inference']['traces']} traces at {doc['rate_per_s']:.4g}/s, validated under {doc['model']}: "
-        + (f"p50 {fmt_ratio(v['ratios']['p50'])}, p99 {fmt_ratio(v['ratios']['p99'])} of the traces"
-           if v.get("ratios") else f"unavailable: {v.get('unavailable')}")
+        + (
+            f"p50 {fmt_ratio(v['ratios']['p50'])}, p99 {fmt_ratio(v['ratios']['p99'])} of the traces"
+            if v.get("ratios")
+            else f"unavailable: {v.get('unavailable')}"
+        )
     ]
     for r in doc["ranked"]:
-        p99 = fmt_ns(r["predicted_p99_ns"]) if r["predicted_p99_ns"] is not None else f"unavailable: {r['predicted_p99_unavailable']}"
-        mx = r["max_rate_note"] or (f"{r['max_rate_at_objective_per_s']:.4g}/s" if r["max_rate_at_objective_per_s"] else "none tried")
-        check = "validated" if r["validated_directly"] else f"validation error of the twin {fmt_ratio(r['validation_p99_ratio'])} (under {doc['model']})"
-        lines.append(f"{r['rank']:>2}. {r['alternative']}: predicted p99 {p99}, max rate at p99 ≤ {doc['objective_ms']:g} ms {mx} [{check}]")
+        p99 = (
+            fmt_ns(r["predicted_p99_ns"])
+            if r["predicted_p99_ns"] is not None
+            else f"unavailable: {r['predicted_p99_unavailable']}"
+        )
+        mx = r["max_rate_note"] or (
+            f"{r['max_rate_at_objective_per_s']:.4g}/s" if r["max_rate_at_objective_per_s"] else "none tried"
+        )
+        check = (
+            "validated"
+            if r["validated_directly"]
+            else f"validation error of the twin {fmt_ratio(r['validation_p99_ratio'])} (under {doc['model']})"
+        )
+        lines.append(
+            f"{r['rank']:>2}. {r['alternative']}: predicted p99 {p99}, max rate at p99 ≤ {doc['objective_ms']:g} ms {mx} [{check}]"
+        )
     s = doc["sensitivity"]
     for p in s["points"]:
         lines.append(
             f"sensitivity of {s['alternative']}: CPU share {p['cpu_fraction']:.2g} → predicted p99 "
-            + (f"{fmt_ns(p['predicted_p99_ns'])} ({fmt_ratio(p['ratio_to_base'])})" if p["predicted_p99_ns"] else "unavailable")
+            + (
+                f"{fmt_ns(p['predicted_p99_ns'])} ({fmt_ratio(p['ratio_to_base'])})"
+                if p["predicted_p99_ns"]
+                else "unavailable"
+            )
         )
     return lines

@@ -37,8 +37,14 @@ def calibrate(
         raise ValueError(f"calibration needs the recording rate: {report0['recorded_rate']['unavailable']}")
     with tempfile.TemporaryDirectory(prefix="tailscope-calibrate-") as tmp:
         run = run_twin(
-            topology_mod.validate(topo0, "inferred topology"), model, rate, duration_s=duration_s,
-            warmup_s=warmup_s, connections=_connections(rate, ts.traces), workdir=Path(tmp), progress=progress,
+            topology_mod.validate(topo0, "inferred topology"),
+            model,
+            rate,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=_connections(rate, ts.traces),
+            workdir=Path(tmp),
+            progress=progress,
         )
     _, report_twin = infer(run.traces, options)
     original, replayed = fit_medians_us(report0), fit_medians_us(report_twin)

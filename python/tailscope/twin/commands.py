@@ -86,8 +86,7 @@ def from_traces(
     header = [
         f"# Inferred by `tailscope topology from-traces` from {report['traces']} traces "
         f"({', '.join(str(f) for f in files)}).",
-        "# What could not be inferred and how well each distribution fits: "
-        f"{out.name}.inference.json (docs/twin.md).",
+        f"# What could not be inferred and how well each distribution fits: {out.name}.inference.json (docs/twin.md).",
         f"# Own time between calls: {options.cpu_fraction:g} of it CPU (--cpu-fraction), the rest waiting.",
     ]
     rare = [f"{e['service']}:{e['operation']} ({e['traces']} traces)" for e in report["endpoints"] if e["rare"]]
@@ -133,7 +132,8 @@ def inference_lines(report: dict) -> list[str]:
             lines.append(f"    {h['store']}: hit ratio {h['hit_ratio']:.3g} ({h['misses']} misses)")
         for v in e["variants_left_out"][:3]:
             lines.append(
-                f"    other version left out ({v['count']} calls, {v['share']:.0%}): " + (" → ".join(v["stages"]) or "no calls")
+                f"    other version left out ({v['count']} calls, {v['share']:.0%}): "
+                + (" → ".join(v["stages"]) or "no calls")
             )
     for c in report["cycles_dropped"]:
         lines.append(f"recursive call dropped: {c}")
@@ -174,8 +174,16 @@ def validation_rows(doc: dict) -> list[list[str]]:
     return rows
 
 
-VALIDATION_COLUMNS = ["distribution", "samples (orig / twin)", "p50 (orig / twin)", "p99 (orig / twin)",
-                      "p50 ratio", "p90 ratio", "p99 ratio", "KS D"]
+VALIDATION_COLUMNS = [
+    "distribution",
+    "samples (orig / twin)",
+    "p50 (orig / twin)",
+    "p99 (orig / twin)",
+    "p50 ratio",
+    "p90 ratio",
+    "p99 ratio",
+    "KS D",
+]
 
 
 def validation_verdict(doc: dict) -> str:

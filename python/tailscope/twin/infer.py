@@ -130,8 +130,16 @@ def _item(kind: str, name: str, target: Key | None, s: Span) -> Item:
     consumed = s.end_ns + s.probe_join_ns if s.probe_join_ns is not None else s.end_ns
     # A deferred call's scheduling delay is measured from the moment its value was asked for,
     # not from its launch (exec/async_probe.h): launch stays ≤ start either way.
-    return Item(kind, name, target, s.start_ns, s.end_ns, min(launch, s.start_ns), max(consumed, s.end_ns),
-                s.probe_scheduling_ns is not None or s.probe_join_ns is not None)
+    return Item(
+        kind,
+        name,
+        target,
+        s.start_ns,
+        s.end_ns,
+        min(launch, s.start_ns),
+        max(consumed, s.end_ns),
+        s.probe_scheduling_ns is not None or s.probe_join_ns is not None,
+    )
 
 
 def stages_of(items: list[Item], *, probes_in_input: bool, deferred_gap_ns: float) -> list[StageObs]:
@@ -262,7 +270,13 @@ def _own_time_stages(
         out.append({"cpu": scale_dist(fit.dist, cpu_fraction)})
     if cpu_fraction < 1:
         out.append(
-            {"store": {"span": f"{label}_wait", "system": "own-time", "latency": scale_dist(fit.dist, 1 - cpu_fraction)}}
+            {
+                "store": {
+                    "span": f"{label}_wait",
+                    "system": "own-time",
+                    "latency": scale_dist(fit.dist, 1 - cpu_fraction),
+                }
+            }
         )
     return out
 
@@ -318,21 +332,34 @@ def model_endpoint(
                 for n, t in enumerate(run):
                     ds = [i.end_ns - i.start_ns for r in misses if len(r) > n and r[n].token() == t for i in r[n].items]
                     on_miss.append(
-                        {"store": {"span": t[1], "system": _system(t[1]),
-                                   "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits, corrections)}}
+                        {
+                            "store": {
+                                "span": t[1],
+                                "system": _system(t[1]),
+                                "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits, corrections),
+                            }
+                        }
                     )
                 store["hit_ratio"] = round(1 - len(misses) / len(aligned), 4)
                 store["on_miss"] = on_miss
-                hit_ratios.append({"store": token[1], "hit_ratio": store["hit_ratio"], "misses": len(misses),
-                                   "instances": len(aligned)})
+                hit_ratios.append(
+                    {
+                        "store": token[1],
+                        "hit_ratio": store["hit_ratio"],
+                        "misses": len(misses),
+                        "instances": len(aligned),
+                    }
+                )
             stages.append({"store": store})
         elif token[0] == "call":
             name_, svc, op = token[1:]
             stages.append({"call": {"service": svc, "endpoint": names[(svc, op)], "span": name_}})
         else:
             stages.append({"group": _group(obs, names)})
-    tails = [max(0, inst.end_ns - _run_end(at[-1], runs.get(len(base) - 1))) if base else inst.end_ns - inst.start_ns
-             for inst, (at, runs) in aligned]
+    tails = [
+        max(0, inst.end_ns - _run_end(at[-1], runs.get(len(base) - 1))) if base else inst.end_ns - inst.start_ns
+        for inst, (at, runs) in aligned
+    ]
     stages += _own_time_stages(tails, f"{label}.own_{len(base)}", cpu_fraction, fits, corrections)
     return EndpointModel(key, name, base, len(insts), traces, len(aligned), variants, stages, fits, hit_ratios)
 
@@ -426,7 +453,7 @@ def _break_cycles(endpoints: dict[Key, EndpointModel], front: Key, names: dict[K
     state: dict[Key, int] = {}  # 1 on the stack, 2 done
 
     def targets(stages: list[dict]) -> list[tuple[dict, list[dict] | None, Key]]:
-        out = []
+        out: list[tuple[dict, list[dict] | None, Key]] = []
         for st in stages:
             if "call" in st:
                 out.append((st, None, by_name[(st["call"]["service"], st["call"]["endpoint"])]))
@@ -564,8 +591,9 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
             "deferred_gap_us": options.deferred_gap_us,
             "min_traces": options.min_traces,
             "probe_tags": probes,
-            "launch_inference": "probe tags (trigger and join times)" if probes else
-            "span times only: back-to-back calls become deferred members of one group",
+            "launch_inference": "probe tags (trigger and join times)"
+            if probes
+            else "span times only: back-to-back calls become deferred members of one group",
         },
         "not_inferred": [
             "CPU vs waiting inside a span's own time (not in a trace): cpu_fraction "

@@ -75,7 +75,9 @@ def parse_dump_line(line: str) -> Trace | None:
     by_id: dict[str, Span] = {}
     root: Span | None = None
     for s in doc["spans"]:  # preorder: a parent comes before its children
-        span = Span(s["span_id"], s["parent_span_id"], s["service"], s["operation"], s["kind"], s["start_ns"], s["end_ns"])
+        span = Span(
+            s["span_id"], s["parent_span_id"], s["service"], s["operation"], s["kind"], s["start_ns"], s["end_ns"]
+        )
         by_id[span.span_id] = span
         if span.parent_id is None:
             root = span
@@ -92,8 +94,9 @@ def parse_dump_line(line: str) -> Trace | None:
             pairs += 1
     probed = 0
     for p in delays.get("probe_calls") or []:
-        span = by_id.get(p["span_id"])
-        if span is not None:
+        probed_span = by_id.get(p["span_id"])
+        if probed_span is not None:
+            span = probed_span
             span.probe_scheduling_ns = p.get("scheduling_ns")
             span.probe_join_ns = p.get("join_ns")
             probed += 1

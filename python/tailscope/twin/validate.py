@@ -72,9 +72,7 @@ def compare(name: str, original: np.ndarray | None, twin: np.ndarray | None) -> 
         return row
     o, t = _pcts(original), _pcts(twin)
     row["original"], row["twin"] = o, t
-    row["ratios"] = {
-        k: (t[f"{k}_ns"] / o[f"{k}_ns"]) if o[f"{k}_ns"] > 0 else None for k in ("p50", "p90", "p99")
-    }
+    row["ratios"] = {k: (t[f"{k}_ns"] / o[f"{k}_ns"]) if o[f"{k}_ns"] > 0 else None for k in ("p50", "p90", "p99")}
     r = stats.ks_2samp(original, twin)
     row["ks"] = {"statistic": float(r.statistic), "pvalue": float(r.pvalue)}
     return row
@@ -127,7 +125,12 @@ def run_twin(
     front = topology_doc["front"]["path"]
     with graph(topo_json, model, workdir / "graph.json", sample, traces_dir, extra=extra_args) as (port, _):
         args = http_load_args(
-            port, front, connections, rate_per_s, duration_s, warmup_s,
+            port,
+            front,
+            connections,
+            rate_per_s,
+            duration_s,
+            warmup_s,
             timeout=f"{topology_doc.get('call_timeout_ms', 1000) * 2}ms",
         )
         load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
@@ -142,7 +145,7 @@ def run_twin(
 
 
 def load_summary(load: dict) -> dict:
-    lat = {}
+    lat: dict = {}
     for m in load.get("measurements", []):
         if m.get("name") in ("latency", "request_latency") or "latency" in m:
             lat = (m.get("latency") or {}).get("percentiles") or {}
@@ -182,8 +185,14 @@ def validate(
     rate = min(max(rate, MIN_RATE_PER_S), MAX_RATE_PER_S)
     with tempfile.TemporaryDirectory(prefix="tailscope-twin-run-") as tmp:
         run = run_twin(
-            topo, model, rate, duration_s=duration_s, warmup_s=warmup_s,
-            connections=_connections(rate, original.traces), workdir=workdir or Path(tmp), progress=progress,
+            topo,
+            model,
+            rate,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=_connections(rate, original.traces),
+            workdir=workdir or Path(tmp),
+            progress=progress,
         )
     cmp = comparison(original, run.traces)
     return {
