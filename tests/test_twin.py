@@ -198,6 +198,28 @@ def test_fanout_of_thousands_is_bounded_and_reported(tmp_path, engine):
     topology.validate(topo)
 
 
+def test_span_dump_needs_an_artifacts_folder_and_writes_one_line_per_trace(tmp_path, engine):
+    import subprocess
+
+    critpath = engine("tailscope-critpath")
+    p = write(tmp_path, jaeger([[("r", None, "a", "/x", 0, 100, "server"), *rpc("c", "r", "a", "b", "op", 5, 50)]] * 3))
+    r = subprocess.run([critpath, "--span-dump", str(p)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--span-dump: needs --artifacts" in r.stderr
+    r = subprocess.run(
+        [critpath, "--span-dump", "--artifacts", str(tmp_path / "a"), "--out", str(tmp_path / "o.json"), str(p)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "a" / "spans.ndjson").read_text().splitlines()
+    assert len(lines) == 3
+    first = json.loads(lines[0])
+    assert [s["operation"] for s in first["spans"]] == ["/x", "op_client", "op_server"]
+    assert first["analysis"]["delays"]["rpc"][0]["server_span_id"] == "cs"
+    assert json.loads((tmp_path / "o.json").read_text())["artifacts"]["span_dump_traces"] == 3
+
+
 def test_bad_numbers_are_usage_errors(tmp_path):
     p = write(tmp_path, {"data": []})
     for flag, value in (("--cpu-fraction", "1.5"), ("--min-traces", "0"), ("--sampling", "0")):
