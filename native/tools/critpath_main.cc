@@ -50,6 +50,7 @@ struct Options {
   std::size_t max_spans_per_trace = 1'000'000;
   double stagger_window_us = 1000;  // analyze/delays.h kDefaultStaggerWindowNs
   std::vector<std::string> timeline_traces;
+  bool span_dump = false;
   std::vector<std::string> inputs;
 };
 
@@ -81,6 +82,53 @@ class TempFileRegistration {
   ~TempFileRegistration() { temp_to_remove.store(nullptr); }
   TempFileRegistration(const TempFileRegistration&) = delete;
   TempFileRegistration& operator=(const TempFileRegistration&) = delete;
+};
+
+// --span-dump: every analyzed trace's spans and per-trace analysis (the timeline
+// form, analyze/timeline_json.h) as DIR/spans.ndjson, so the driver's topology
+// inference (tailscope topology from-traces) reads the spans through this
+// engine's readers instead of parsing Jaeger/OTLP a second time.
+class SpanDump {
+ public:
+  explicit SpanDump(const std::string& artifacts_dir) : path_(artifacts_dir + "/spans.ndjson") {
+    try {
+      writer_ = std::make_unique<AtomicFileWriter>(path_);
+    } catch (const std::exception& e) {
+      throw InputError(artifacts_dir, std::string("cannot write artifacts: ") + e.what());
+    }
+  }
+  // False (with `error` set) when the file cannot be written.
+  bool add(const analyze::TraceAnalysis& analysis, const trace::NameTable& names,
+           const std::vector<analyze::WhatIfScenario>& scenarios, std::string& error) {
+    if (!analysis.analyzed) return true;  // no repaired tree: nothing to infer from
+    line_.clear();
+    analyze::append_trace_timeline_json(analysis, names, scenarios, line_);
+    line_ += '\n';
+    try {
+      writer_->append(line_);
+    } catch (const std::exception& e) {
+      error = e.what();
+      return false;
+    }
+    ++traces_;
+    return true;
+  }
+  void commit() {
+    try {
+      writer_->commit();
+    } catch (const std::exception& e) {
+      throw InputError(path_, std::string("cannot write artifacts: ") + e.what());
+    }
+  }
+  const AtomicFileWriter* writer() const { return writer_.get(); }
+  const std::string& path() const { return path_; }
+  std::uint64_t traces() const { return traces_; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<AtomicFileWriter> writer_;
+  std::string line_;
+  std::uint64_t traces_ = 0;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -139,6 +187,9 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   }
 
   analyze::TraceAnalysisJsonWriter trace_json(names, scenarios);
+  std::unique_ptr<SpanDump> span_dump;
+  if (options.span_dump) span_dump = std::make_unique<SpanDump>(options.artifacts_dir);
+
   std::vector<std::string> doc_traces;
   std::size_t doc_bytes_used = 0;
   std::uint64_t omitted_over_doc_bytes = 0;
@@ -211,6 +262,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
           return false;
         }
       }
+      if (span_dump != nullptr && !span_dump->add(analysis, names, scenarios, artifact_error)) return false;
       if ((traces & 1023) == 0 && seconds_since(last_progress) >= 1.0) {
         last_progress = std::chrono::steady_clock::now();
         emit_progress(kEngine, "progress", static_cast<double>(index) / input_count,
@@ -244,6 +296,7 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
                    {"elapsed_s", seconds_since(input_started)}});
   }
 
+  if (span_dump != nullptr) span_dump->commit();
   if (timelines != nullptr) {
     try {
       timelines->commit();
@@ -296,6 +349,10 @@ nlohmann::ordered_json run(const Options& options, int argc, char** argv) {
   doc["traces_omitted_over_doc_bytes"] = omitted_over_doc_bytes;
   doc["artifacts"] = artifacts_path.empty() ? nlohmann::ordered_json(nullptr)
                                             : nlohmann::ordered_json{{"critical_paths_ndjson", artifacts_path}};
+  if (span_dump != nullptr) {
+    doc["artifacts"]["spans_ndjson"] = span_dump->path();
+    doc["artifacts"]["span_dump_traces"] = span_dump->traces();
+  }
   if (timelines != nullptr) {
     doc["artifacts"]["timelines_ndjson"] = timelines_path;
     doc["artifacts"]["timelines_written"] = timelines_written;
@@ -361,6 +418,8 @@ int main(int argc, char** argv) {
                  "Write every span of trace ID to DIR/timelines.ndjson (repeatable; needs --artifacts)")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--span-dump", options.span_dump,
+               "Write every analyzed trace's spans to DIR/spans.ndjson (for topology inference; needs --artifacts)");
   app.add_option("inputs", options.inputs, "Trace files ('-' reads stdin)")->required();
   try {
     app.parse(argc, argv);
@@ -371,6 +430,10 @@ int main(int argc, char** argv) {
 
   if (!options.timeline_traces.empty() && options.artifacts_dir.empty()) {
     std::cerr << "--timeline-trace: needs --artifacts DIR (the spans go to DIR/timelines.ndjson)\n";
+    return 2;
+  }
+  if (options.span_dump && options.artifacts_dir.empty()) {
+    std::cerr << "--span-dump: needs --artifacts DIR (the spans go to DIR/spans.ndjson)\n";
     return 2;
   }
   std::signal(SIGINT, remove_temp_and_reraise);

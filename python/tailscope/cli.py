@@ -665,5 +665,236 @@ def deploy_k8s(
         console.print(str(p))
 
 
+# ---- from traces to a runnable twin (docs/twin.md) ----------------------------------------------
+
+
+@main.group()
+def topology() -> None:
+    """Topologies: infer one from a user's traces."""
+
+
+@topology.command("from-traces")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--jaeger",
+    "jaeger_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also read traces from a Jaeger query API (repeatable).",
+)
+@click.option(
+    "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
+)
+@click.option(
+    "--jaeger-limit",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Traces per service from --jaeger.",
+)
+@click.option(
+    "--jaeger-lookback", default="1h", show_default=True, help="How far back --jaeger looks (Jaeger's lookback)."
+)
+@click.option(
+    "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
+)
+@click.option(
+    "--cpu-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Share of a span's own time that is CPU (the rest is waiting); not in a trace.",
+)
+@click.option(
+    "--deferred-gap-us",
+    type=click.FloatRange(0.0, 1e6),
+    default=20.0,
+    show_default=True,
+    help="A call starting within this many µs of its group's previous result being consumed is deferred.",
+)
+@click.option(
+    "--min-traces",
+    type=click.IntRange(1, 10**9),
+    default=20,
+    show_default=True,
+    help="Endpoints seen in fewer traces are kept but flagged.",
+)
+@click.option(
+    "--sampling",
+    type=click.FloatRange(1e-6, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Fraction of requests that were traced (for the recorded rate).",
+)
+@click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Read at most N traces (0 = all).")
+@click.option("--name", default=None, help="The topology's name (default: the output file's stem).")
+@click.option(
+    "--calibrate",
+    "calibrate_model",
+    default=None,
+    metavar="MODEL",
+    help="Run the twin once under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).",
+)
+def topology_from_traces(
+    files: tuple[Path, ...],
+    jaeger_urls: tuple[str, ...],
+    jaeger_service: str | None,
+    jaeger_limit: int,
+    jaeger_lookback: str,
+    out: Path,
+    cpu_fraction: float,
+    deferred_gap_us: float,
+    min_traces: int,
+    sampling: float,
+    max_traces: int,
+    name: str | None,
+    calibrate_model: str | None,
+) -> None:
+    """Infer a topology (services, endpoints, stages, distributions) from trace FILES; exit 1 when
+    nothing can be inferred, 2 on usage errors."""
+    import tempfile
+
+    from .engines import EngineError
+    from .studies.socialnet import MODELS
+    from .topology import TopologyError
+    from .twin.commands import fetch_jaeger, from_traces, inference_lines
+    from .twin.infer import InferenceError, InferOptions
+
+    if not files and not jaeger_urls:
+        err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
+        sys.exit(2)
+    if calibrate_model is not None and calibrate_model not in MODELS:
+        err_console.print(f"[red]error:[/] --calibrate: unknown model {calibrate_model} (known: {', '.join(MODELS)})")
+        sys.exit(2)
+    options = InferOptions(cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem)
+    with tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp:
+        inputs = list(files)
+        try:
+            for i, url in enumerate(jaeger_urls):
+                sub = Path(tmp) / str(i)
+                sub.mkdir()
+                inputs += fetch_jaeger(url, sub, service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback)
+            _, report, _ = from_traces(
+                inputs,
+                out,
+                options,
+                max_traces=max_traces,
+                calibrate_model=calibrate_model,
+                progress=lambda m: err_console.print(m, markup=False),
+            )
+        except (OSError, ValueError, InferenceError, TopologyError) as e:
+            err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+            sys.exit(1)
+        except EngineError as e:
+            err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+            sys.exit(1 if "exited with 1" in str(e) else 2)
+    for line in inference_lines(report):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"written: {out} and {out.name}.inference.json", markup=False)
+
+
+@main.group()
+def twin() -> None:
+    """Run an inferred topology (a twin) and compare it with the traces it came from."""
+
+
+@twin.command("validate")
+@click.option(
+    "--topology", "topology_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
+)
+@click.option(
+    "--traces",
+    "trace_files",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The original traces (repeatable).",
+)
+@click.option(
+    "--model",
+    default="std-async",
+    show_default=True,
+    help="Concurrency model the traced system ran (tailscope-svc --model).",
+)
+@click.option(
+    "--rate-per-s",
+    type=click.FloatRange(0.1, 1e6),
+    default=None,
+    help="Offered rate (default: from the trace timestamps ÷ --sampling).",
+)
+@click.option(
+    "--sampling",
+    type=click.FloatRange(1e-6, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Fraction of requests that were traced.",
+)
+@click.option(
+    "--duration-s",
+    type=click.FloatRange(1.0, 3600.0),
+    default=5.0,
+    show_default=True,
+    help="Measured time of the twin run.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the validation document (JSON) here.",
+)
+def twin_validate(
+    topology_path: Path,
+    trace_files: tuple[Path, ...],
+    model: str,
+    rate_per_s: float | None,
+    sampling: float,
+    duration_s: float,
+    out_path: Path | None,
+) -> None:
+    """Run the twin under MODEL at the traces' rate; compare p50/p90/p99 and KS distance per service."""
+    import json
+
+    from .engines import EngineError
+    from .studies.socialnet import MODELS
+    from .topology import TopologyError
+    from .twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict, write_atomic
+    from .twin.validate import validate
+
+    if model not in MODELS:
+        err_console.print(f"[red]error:[/] --model: unknown model {model} (known: {', '.join(MODELS)})")
+        sys.exit(2)
+    try:
+        with lifetime.terminate_as_interrupt():
+            doc = validate(
+                topology_path,
+                list(trace_files),
+                model,
+                rate_per_s=rate_per_s,
+                sampling=sampling,
+                duration_s=duration_s,
+                progress=lambda m: err_console.print(m, markup=False),
+            )
+    except (TopologyError, ValueError) as e:
+        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        sys.exit(1)
+    except EngineError as e:
+        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt as e:
+        err_console.print("[yellow]interrupted: the twin was stopped, nothing written[/]")
+        sys.exit(lifetime.interrupt_exit_code(e))
+    t = RichTable(title=f"twin of {topology_path.name} vs its traces")
+    for col in VALIDATION_COLUMNS:
+        t.add_column(col)
+    for row in validation_rows(doc):
+        t.add_row(*row)
+    console.print(t)
+    console.print(validation_verdict(doc), markup=False, highlight=False)
+    if out_path is not None:
+        write_atomic(out_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        console.print(f"written: {out_path}", markup=False)
+
+
 if __name__ == "__main__":
     main()

@@ -37,7 +37,7 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import analyze, asyncmodels, baseline, collapse, contention, echo, placement, socialnet, threads
+    from . import analyze, asyncmodels, baseline, collapse, contention, echo, placement, socialnet, threads, twin
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
     return [
@@ -49,6 +49,7 @@ def all_studies() -> list[Study]:
         collapse.STUDY,
         contention.STUDY,
         placement.STUDY,
+        twin.STUDY,
         analyze.STUDY,
     ]
 

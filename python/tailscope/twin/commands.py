@@ -1,0 +1,198 @@
+"""What the `tailscope topology from-traces`, `tailscope twin validate` and `tailscope advise`
+commands do, apart from parsing their flags (python/tailscope/cli.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from .. import topology as topology_mod
+from ..units import fmt_ns, fmt_ratio
+from .calibrate import calibrate
+from .infer import InferOptions, infer
+from .spans import TraceSet, read_traces
+
+JAEGER_TIMEOUT_S = 30.0
+JAEGER_MAX_BYTES = 512 * 2**20  # one query's answer; beyond, the read stops with an error
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookback: str) -> list[Path]:
+    """Traces from a Jaeger query API (GET /api/services, /api/traces): one file per service,
+    in the {"data": [...]} form the engine reads. Raises OSError/ValueError naming the URL."""
+    base = url.rstrip("/")
+
+    def get(path: str) -> bytes:
+        with urllib.request.urlopen(base + path, timeout=JAEGER_TIMEOUT_S) as r:  # noqa: S310 (user's URL)
+            body = r.read(JAEGER_MAX_BYTES + 1)
+        if len(body) > JAEGER_MAX_BYTES:
+            raise ValueError(f"{base}{path}: answer larger than {JAEGER_MAX_BYTES >> 20} MiB (lower --jaeger-limit)")
+        return body
+
+    if service:
+        services = [service]
+    else:
+        try:
+            services = json.loads(get("/api/services")).get("data") or []
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{base}/api/services: not a Jaeger query API answer ({e})") from e
+    files = []
+    for i, svc in enumerate(services):
+        q = urllib.parse.urlencode({"service": svc, "limit": limit, "lookback": lookback})
+        path = into / f"jaeger-{i}.json"
+        path.write_bytes(get(f"/api/traces?{q}"))
+        files.append(path)
+    if not files:
+        raise ValueError(f"{base}: the Jaeger query API lists no service")
+    return files
+
+
+def from_traces(
+    files: list[Path],
+    out: Path,
+    options: InferOptions,
+    *,
+    max_traces: int = 0,
+    calibrate_model: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict, dict, TraceSet]:
+    """Infers (and calibrates under `calibrate_model`, twin/calibrate.py), validates with the engine
+    (tailscope-svc --check-topology), then writes `out` (YAML) and `out`.inference.json, both
+    atomically; nothing is written when any step fails."""
+    ts = read_traces(files, max_traces=max_traces)
+    if calibrate_model:
+        topo, report = calibrate(ts, options, calibrate_model, progress=progress)
+    else:
+        topo, report = infer(ts, options)
+    topology_mod.validate(topo, str(out))  # the engine's validator: raises TopologyError verbatim
+    header = [
+        f"# Inferred by `tailscope topology from-traces` from {report['traces']} traces "
+        f"({', '.join(str(f) for f in files)}).",
+        f"# What could not be inferred and how well each distribution fits: {out.name}.inference.json (docs/twin.md).",
+        f"# Own time between calls: {options.cpu_fraction:g} of it CPU (--cpu-fraction), the rest waiting.",
+    ]
+    rare = [f"{e['service']}:{e['operation']} ({e['traces']} traces)" for e in report["endpoints"] if e["rare"]]
+    if rare:
+        header.append(f"# Seen in fewer than {options.min_traces} traces (kept, flagged): " + "; ".join(rare))
+    for c in report["cycles_dropped"]:
+        header.append(f"# Recursive call dropped (a topology has no cycles): {c}")
+    if "calibration" in report:
+        header.append(
+            f"# Calibrated under {report['calibration']['model']}: what tailscope's runtime adds to each stage "
+            "was measured on one twin run and taken off (docs/twin.md)."
+        )
+    text = "\n".join(header) + "\n" + yaml.safe_dump(topo, sort_keys=False, width=120)
+    report["topology"] = str(out)
+    write_atomic(out.with_name(out.name + ".inference.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")
+    write_atomic(out, text)
+    return topo, report, ts
+
+
+def inference_lines(report: dict) -> list[str]:
+    """What `topology from-traces` prints: the graph, what was flagged, what was left out."""
+    lines = [
+        f"{report['traces']} traces, front {report['front']['service']}:{report['front']['operation']}, "
+        f"{len(report['endpoints'])} endpoints"
+    ]
+    rate = report["recorded_rate"]
+    if rate.get("rate_per_s") is not None:
+        lines.append(
+            f"recorded rate: {rate['rate_per_s']:.4g}/s ({rate['traces']} traces over {rate['span_s']:.3g} s, "
+            f"sampling {rate['sampling']:g})"
+        )
+    else:
+        lines.append(f"recorded rate: unavailable: {rate['unavailable']}")
+    for e in report["endpoints"]:
+        worst = max((f["ks_statistic"] or 0 for f in e["fits"]), default=None)
+        fit = f", worst fit KS D {worst:.2f}" if worst is not None and e["fits"] else ""
+        flag = " [rare]" if e["rare"] else ""
+        lines.append(
+            f"  {e['service']}:{e['operation']}{flag}: {e['instances']} calls in {e['traces']} traces, "
+            f"structure of {e['structure_share']:.0%}{fit}: " + (" → ".join(e["structure"]) or "no calls")
+        )
+        for h in e["hit_ratios"]:
+            lines.append(f"    {h['store']}: hit ratio {h['hit_ratio']:.3g} ({h['misses']} misses)")
+        for v in e["variants_left_out"][:3]:
+            lines.append(
+                f"    other version left out ({v['count']} calls, {v['share']:.0%}): "
+                + (" → ".join(v["stages"]) or "no calls")
+            )
+    for c in report["cycles_dropped"]:
+        lines.append(f"recursive call dropped: {c}")
+    for f in report["fanout_truncated"]:
+        lines.append(f"fan-out truncated: {f}")
+    for s, n in report["flattened_internal_spans"].items():
+        lines.append(f"internal span {s} ({n}×): its children taken as its parent's")
+    if report["other_entry_points"]:
+        lines.append(
+            "other entry points (kept as endpoints, not driven by the twin): "
+            + ", ".join(f"{e['service']}:{e['operation']} ({e['traces']})" for e in report["other_entry_points"])
+        )
+    lines.append("not inferred: " + "; ".join(report["not_inferred"]))
+    return lines
+
+
+def validation_rows(doc: dict) -> list[list[str]]:
+    """The validation table: one row per distribution (or `unavailable: reason`)."""
+    rows = []
+    for row in [doc["end_to_end"], *doc["services"]]:
+        if row.get("unavailable"):
+            rows.append([row["name"], "—", "—", "—", f"unavailable: {row['unavailable']}", "", "", ""])
+            continue
+        o, t, r = row["original"], row["twin"], row["ratios"]
+        mark = " (low confidence)" if o["low_confidence_p99"] or t["low_confidence_p99"] else ""
+        rows.append(
+            [
+                row["name"],
+                f"{o['count']} / {t['count']}",
+                f"{fmt_ns(o['p50_ns'])} / {fmt_ns(t['p50_ns'])}",
+                f"{fmt_ns(o['p99_ns'])} / {fmt_ns(t['p99_ns'])}{mark}",
+                fmt_ratio(r["p50"]),
+                fmt_ratio(r["p90"]),
+                fmt_ratio(r["p99"]),
+                f"{row['ks']['statistic']:.3f}",
+            ]
+        )
+    return rows
+
+
+VALIDATION_COLUMNS = [
+    "distribution",
+    "samples (orig / twin)",
+    "p50 (orig / twin)",
+    "p99 (orig / twin)",
+    "p50 ratio",
+    "p90 ratio",
+    "p99 ratio",
+    "KS D",
+]
+
+
+def validation_verdict(doc: dict) -> str:
+    err = doc.get("max_ratio_error")
+    if err is None:
+        return "end-to-end p50/p99 ratio: unavailable: " + str(doc["end_to_end"].get("unavailable"))
+    within = "within" if doc["within_target"] else "outside"
+    return (
+        f"twin under {doc['model']} at {doc['rate_per_s']:.4g}/s ({doc['rate_source']}): end-to-end p50 "
+        f"{fmt_ratio(doc['end_to_end']['ratios']['p50'])}, p99 {fmt_ratio(doc['end_to_end']['ratios']['p99'])} "
+        f"of the traces — largest error {err:.1%}, {within} the {doc['target_ratio_error']:.0%} target"
+    )

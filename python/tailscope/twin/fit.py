@@ -1,0 +1,142 @@
+"""Durations fitted to the topology's distribution kinds (docs/microservices.md, DIST).
+
+Each kind is fitted by maximum likelihood (lognormal: mean and standard deviation of log x;
+exponential: the mean; uniform: min and max; constant: the median) and judged by the
+Kolmogorov–Smirnov statistic D between the samples and the fitted CDF (scipy.stats.kstest): the
+kind with the smallest D is chosen, every kind's D is recorded. D is the largest gap between the
+two CDFs, 0…1: it says how far the twin's draws can be from what the traces showed, in
+probability. With few samples D is large for every kind; `samples` is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# The engine's bounds (native/svc/distribution.cc): every duration parameter 0 … 60 s, sigma 0 … 3.
+MAX_US = 60_000_000.0
+MAX_SIGMA = 3.0
+DEFAULT_CAP_FACTOR = 20.0  # the engine's default cap: 20 × the median / mean
+# Positive floor for log x: a 0 µs gap (clock resolution) must not make log x = -inf.
+LOG_FLOOR_US = 0.001
+# kstest on more samples than this costs time and says nothing more about the shape.
+MAX_FIT_SAMPLES = 20_000
+
+
+@dataclass
+class Fit:
+    dist: dict  # the topology's DIST mapping (µs)
+    kind: str
+    samples: int
+    ks_statistic: float | None  # of the chosen kind; None with one sample (no shape to test)
+    ks_pvalue: float | None
+    ks_by_kind: dict[str, float]
+    median_us: float
+    p99_us: float
+    clamped: bool  # a parameter was clamped into the engine's range
+
+    def to_json(self) -> dict:
+        return {
+            "dist": self.dist,
+            "kind": self.kind,
+            "samples": self.samples,
+            "ks_statistic": self.ks_statistic,
+            "ks_pvalue": self.ks_pvalue,
+            "ks_by_kind": self.ks_by_kind,
+            "median_us": self.median_us,
+            "p99_us": self.p99_us,
+            "clamped": self.clamped,
+        }
+
+
+def _round(x: float) -> float:
+    """4 significant digits: the YAML stays readable, the value well within measurement noise."""
+    if x == 0 or not math.isfinite(x):
+        return 0.0
+    return float(f"{x:.4g}")
+
+
+def _clamp_us(x: float) -> tuple[float, bool]:
+    y = min(max(x, 0.0), MAX_US)
+    return y, y != x
+
+
+def _candidates(us: np.ndarray) -> dict[str, tuple[dict, object]]:
+    """kind → (DIST mapping, scipy frozen distribution or callable CDF)."""
+    out: dict[str, tuple[dict, object]] = {}
+    median = float(np.median(us))
+    out["constant"] = ({"kind": "constant", "us": median}, lambda x, c=median: np.where(np.asarray(x) >= c, 1.0, 0.0))
+    lo, hi = float(us.min()), float(us.max())
+    if hi > lo:
+        out["uniform"] = ({"kind": "uniform", "min_us": lo, "max_us": hi}, stats.uniform(loc=lo, scale=hi - lo))
+    mean = float(us.mean())
+    if mean > 0:
+        out["exponential"] = ({"kind": "exponential", "mean_us": mean}, stats.expon(scale=mean))
+    logs = np.log(np.maximum(us, LOG_FLOOR_US))
+    sigma = float(logs.std())
+    if sigma > 0:
+        med = math.exp(float(logs.mean()))
+        out["lognormal"] = (
+            {"kind": "lognormal", "median_us": med, "sigma": min(sigma, MAX_SIGMA)},
+            stats.lognorm(s=min(sigma, MAX_SIGMA), scale=med),
+        )
+    return out
+
+
+def fit_durations(samples_ns: list[int] | np.ndarray, *, scale: float = 1.0) -> Fit:
+    """Fits durations (ns) and returns the best kind as a DIST in µs, times `scale` (the share of
+    the time the stage stands for, e.g. the CPU share of a span's own time)."""
+    us = np.asarray(samples_ns, dtype=float) / 1000.0
+    if us.size == 0:
+        raise ValueError("no samples to fit")
+    us = np.maximum(us, 0.0)
+    if us.size > MAX_FIT_SAMPLES:  # evenly spaced order statistics: the same shape, bounded cost
+        us = np.sort(us)[np.linspace(0, us.size - 1, MAX_FIT_SAMPLES).astype(int)]
+    cands = _candidates(us)
+    ks: dict[str, float] = {}
+    pvalues: dict[str, float] = {}
+    if us.size >= 2:
+        for kind, (_, cdf) in cands.items():
+            r = stats.kstest(us, cdf.cdf if hasattr(cdf, "cdf") else cdf)
+            ks[kind], pvalues[kind] = float(r.statistic), float(r.pvalue)
+        kind = min(ks, key=lambda k: (ks[k], k != "constant"))
+    else:
+        kind = "constant"
+    dist = dict(cands[kind][0])
+    clamped = False
+    for key in ("us", "min_us", "max_us", "mean_us", "median_us"):
+        if key in dist:
+            dist[key], c = _clamp_us(float(dist[key]) * scale)
+            dist[key] = _round(dist[key])
+            clamped = clamped or c
+    if "sigma" in dist:
+        clamped = clamped or dist["sigma"] >= MAX_SIGMA
+        dist["sigma"] = _round(dist["sigma"])
+    # Keep the observed tail: the engine caps draws at 20 × the median by default.
+    center = dist.get("median_us", dist.get("mean_us"))
+    observed_max = float(us.max()) * scale
+    if center is not None and observed_max > DEFAULT_CAP_FACTOR * center:
+        dist["cap_us"] = _round(min(observed_max, MAX_US))
+    return Fit(
+        dist=dist,
+        kind=kind,
+        samples=int(np.asarray(samples_ns).size),
+        ks_statistic=ks.get(kind),
+        ks_pvalue=pvalues.get(kind),
+        ks_by_kind={k: round(v, 4) for k, v in ks.items()},
+        median_us=float(np.median(us)) * scale,
+        p99_us=float(np.percentile(us, 99)) * scale,
+        clamped=clamped,
+    )
+
+
+def scale_dist(dist: dict, factor: float) -> dict:
+    """DIST with every duration multiplied by `factor` (the shape kept: lognormal sigma unchanged)."""
+    out = dict(dist)
+    for key in ("us", "min_us", "max_us", "mean_us", "median_us", "cap_us"):
+        if key in out:
+            out[key] = _round(min(float(out[key]) * factor, MAX_US))
+    return out

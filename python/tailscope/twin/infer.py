@@ -1,0 +1,631 @@
+"""Infer a topology (topologies/*.yaml form) from traces (docs/twin.md).
+
+Per server span (an endpoint instance: the trace's root, or the server side of an RPC pair) the
+spans below it in its own process become *items*: a call (a client span paired with a server
+span, or a server span directly under the handler) or a store operation (a leaf span). Items
+become stages:
+
+- calls whose lifetimes overlap (from their launch — the probe's trigger time when tailscope's
+  probe tags are present, else their start — to their end) are one group, launched `async`;
+- a call that starts within `deferred_gap_us` of the moment the group's previous result was
+  consumed (end + probe join delay) is a `deferred` member of that group: it started only when
+  the parent asked for its value (DeathStarBench's std::launch::deferred). With probe tags in the
+  input only probe-tagged calls qualify (a lone untagged call is a synchronous `call`);
+- the join order is the order results were consumed (end + probe join delay, else end);
+- a lone call is a `call` stage; consecutive leaf spans of one name are one `store` with a count;
+- the parent's own time before, between and after the stages is fitted and becomes a `cpu`
+  stage (a `cpu_fraction` share of it) and a `store` wait (the rest): a trace does not say
+  whether a span's own time was computing or waiting.
+
+Each endpoint's instances vote: the most frequent structure wins. Structures that differ from it
+only by store spans inserted right after one of its stores are cache misses (`hit_ratio`,
+`on_miss`); every other structure is reported as a conflicting version and left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fit import Fit, fit_durations, scale_dist
+from .spans import Span, Trace, TraceSet
+
+DEFAULT_DEFERRED_GAP_US = 20.0
+DEFAULT_MIN_TRACES = 20
+DEFAULT_CPU_FRACTION = 1.0
+# A group wider than this keeps its first calls only (reported): a fan-out of thousands of calls
+# would make thousands of threads under std-async, a twin nobody asked for.
+MAX_GROUP_CALLS = 256
+# Own time whose median is below this is not a stage: it is the runtime's own bookkeeping, which
+# the twin's runtime pays again.
+MIN_OWN_TIME_US = 1.0
+# Join order: a join delay above this is a wake-up (the parent slept on that result), below it a
+# get() of a value that was already there. Groups wider than MAX_PERMUTED are ordered by end time.
+WOKEN_JOIN_NS = 3000
+MAX_PERMUTED = 6
+STORE_SYSTEMS = ("mongodb", "mongo", "memcached", "redis", "mysql", "postgres", "cassandra", "kafka", "sql")
+Key = tuple[str, str]  # (service, operation)
+
+
+class InferenceError(ValueError):
+    """Nothing (or nothing usable) can be inferred; the message says why."""
+
+
+@dataclass
+class Item:
+    kind: str  # "call" | "store"
+    name: str  # client span / store span name
+    target: Key | None  # called endpoint
+    start_ns: int
+    end_ns: int
+    launch_ns: int
+    consumed_ns: int
+    probed: bool
+
+    @property
+    def member(self) -> tuple[str, str, str]:
+        assert self.target is not None
+        return (self.name, *self.target)
+
+
+@dataclass
+class StageObs:
+    """One stage of one endpoint instance."""
+
+    kind: str  # "call" | "group" | "store"
+    items: list[Item]
+    deferred: list[bool] = field(default_factory=list)  # group: per item, launch order
+
+    @property
+    def start_ns(self) -> int:
+        return min(i.launch_ns for i in self.items)
+
+    @property
+    def end_ns(self) -> int:
+        return max(i.consumed_ns for i in self.items)
+
+    def token(self) -> tuple:
+        if self.kind == "store":
+            return ("store", self.items[0].name)
+        if self.kind == "call":
+            return ("call", *self.items[0].member)
+        return ("group", tuple(sorted(i.member for i in self.items)))
+
+
+@dataclass
+class Instance:
+    trace_id: str
+    start_ns: int
+    end_ns: int
+    stages: list[StageObs]
+
+    def signature(self) -> tuple:
+        return tuple(s.token() for s in self.stages)
+
+
+def _is_store(token: tuple) -> bool:
+    return token[0] == "store"
+
+
+def _collect(span: Span, out: list[Item], flattened: list[str]) -> None:
+    for c in span.children:
+        if c.is_server:  # the handler itself is the client side (no client span of its own)
+            out.append(_item("call", f"{c.operation}_call", (c.service, c.operation), c))
+        elif c.server is not None:
+            out.append(_item("call", c.operation, (c.server.service, c.server.operation), c))
+        elif c.children:  # an internal span: its children are the handler's, its own time the handler's
+            flattened.append(f"{c.service}:{c.operation}")
+            _collect(c, out, flattened)
+        else:
+            out.append(_item("store", c.operation, None, c))
+
+
+def _item(kind: str, name: str, target: Key | None, s: Span) -> Item:
+    launch = s.start_ns - s.probe_scheduling_ns if s.probe_scheduling_ns is not None else s.start_ns
+    consumed = s.end_ns + s.probe_join_ns if s.probe_join_ns is not None else s.end_ns
+    # A deferred call's scheduling delay is measured from the moment its value was asked for,
+    # not from its launch (exec/async_probe.h): launch stays ≤ start either way.
+    return Item(
+        kind,
+        name,
+        target,
+        s.start_ns,
+        s.end_ns,
+        min(launch, s.start_ns),
+        max(consumed, s.end_ns),
+        s.probe_scheduling_ns is not None or s.probe_join_ns is not None,
+    )
+
+
+def stages_of(items: list[Item], *, probes_in_input: bool, deferred_gap_ns: float) -> list[StageObs]:
+    stages: list[StageObs] = []
+    for it in sorted(items, key=lambda i: (i.launch_ns, i.start_ns)):
+        prev = stages[-1] if stages else None
+        if it.kind == "store":
+            if prev is not None and prev.kind == "store" and prev.items[0].name == it.name:
+                prev.items.append(it)
+            else:
+                stages.append(StageObs("store", [it]))
+            continue
+        if prev is not None and prev.kind in ("call", "group"):
+            may_group = not probes_in_input or (it.probed and all(i.probed for i in prev.items))
+            if it.launch_ns < max(i.end_ns for i in prev.items) and may_group:
+                prev.kind = "group"
+                prev.items.append(it)
+                prev.deferred = prev.deferred or [False] * (len(prev.items) - 1)
+                prev.deferred.append(False)
+                continue
+            if may_group and it.start_ns - prev.end_ns <= deferred_gap_ns:
+                prev.kind = "group"
+                prev.deferred = prev.deferred or [False] * len(prev.items)
+                prev.items.append(it)
+                prev.deferred.append(True)
+                continue
+        kind = "group" if probes_in_input and it.probed else "call"
+        stages.append(StageObs(kind, [it], [False] if kind == "group" else []))
+    return stages
+
+
+def instances_of(trace: Trace, *, probes_in_input: bool, deferred_gap_ns: float, flattened: list[str]):
+    """(endpoint key, Instance) for every server span of the trace, the root included."""
+    stack = [trace.root]
+    while stack:
+        s = stack.pop()
+        if s is trace.root or s.is_server:
+            items: list[Item] = []
+            _collect(s, items, flattened)
+            stages = stages_of(items, probes_in_input=probes_in_input, deferred_gap_ns=deferred_gap_ns)
+            yield (s.service, s.operation), Instance(trace.trace_id, s.start_ns, s.end_ns, stages)
+        stack.extend(s.children)
+
+
+def insertions(base: tuple, other: tuple) -> dict[int, tuple] | None:
+    """`other` as `base` with runs of store tokens inserted right after some of base's stores:
+    {index of the base store: inserted run}; None if `other` is not of that form."""
+    i, j, last = 0, 0, -1
+    runs: dict[int, list] = {}
+    while j < len(other):
+        if i < len(base) and base[i] == other[j]:
+            last, i, j = i, i + 1, j + 1
+        elif last >= 0 and _is_store(base[last]) and _is_store(other[j]) and (last in runs or i == last + 1):
+            if last in runs and runs[last] is None:
+                return None
+            runs.setdefault(last, []).append(other[j])
+            j += 1
+        else:
+            return None
+    if i != len(base):
+        return None
+    return {k: tuple(v) for k, v in runs.items()}
+
+
+def _align(base: tuple, inst: Instance) -> tuple[list[StageObs], dict[int, list[StageObs]]] | None:
+    """The instance's stages at base positions, and its inserted (miss) runs by base store index."""
+    ins = insertions(base, inst.signature())
+    if ins is None:
+        return None
+    at: list[StageObs] = []
+    runs: dict[int, list[StageObs]] = {}
+    j = 0
+    for k in range(len(base)):
+        at.append(inst.stages[j])
+        j += 1
+        n = len(ins.get(k, ()))
+        if n:
+            runs[k] = inst.stages[j : j + n]
+            j += n
+    return at, runs
+
+
+def _system(name: str) -> str:
+    low = name.lower()
+    for s in STORE_SYSTEMS:
+        if s in low:
+            return "mongodb" if s == "mongo" else s
+    return "store"
+
+
+def _sanitize(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    return s or "op"
+
+
+@dataclass
+class EndpointModel:
+    key: Key
+    name: str
+    base: tuple
+    instances: int
+    traces: int
+    contributing: int
+    variants: list[dict]
+    stages: list[dict]  # topology stages (cpu/store own time inserted)
+    fits: list[dict]
+    hit_ratios: list[dict]
+    calls_dropped: list[str] = field(default_factory=list)
+
+
+def _corrected(samples: list[int], label: str, corrections: dict[str, float]) -> list[int]:
+    """Samples less what tailscope's runtime adds to this stage when it replays it (calibration)."""
+    c = corrections.get(label)
+    return samples if c is None else [max(0, int(x - c)) for x in samples]
+
+
+def _own_time_stages(
+    samples: list[int], label: str, cpu_fraction: float, fits: list[dict], corrections: dict[str, float]
+) -> list[dict]:
+    """The parent's own time at one place of the handler as a cpu stage and/or a wait."""
+    samples = _corrected(samples, label, corrections)
+    if not samples or float(np.median(samples)) / 1000.0 < MIN_OWN_TIME_US:
+        return []
+    fit = fit_durations(samples)
+    fits.append({"stage": label, **fit.to_json()})
+    out: list[dict] = []
+    if cpu_fraction > 0:
+        out.append({"cpu": scale_dist(fit.dist, cpu_fraction)})
+    if cpu_fraction < 1:
+        out.append(
+            {
+                "store": {
+                    "span": f"{label}_wait",
+                    "system": "own-time",
+                    "latency": scale_dist(fit.dist, 1 - cpu_fraction),
+                }
+            }
+        )
+    return out
+
+
+def _store_fit(samples: list[int], label: str, fits: list[dict], corrections: dict[str, float]) -> dict:
+    fit: Fit = fit_durations(_corrected(samples, label, corrections))
+    fits.append({"stage": label, **fit.to_json()})
+    return fit.dist
+
+
+def model_endpoint(
+    key: Key,
+    name: str,
+    insts: list[Instance],
+    traces: int,
+    names: dict[Key, str],
+    cpu_fraction: float,
+    corrections: dict[str, float],
+) -> EndpointModel:
+    counts = Counter(i.signature() for i in insts)
+    top = counts.most_common(1)[0][0]
+    related = sorted((s for s in counts if insertions(s, top) is not None or insertions(top, s) is not None), key=len)
+    base = next(s for s in related if insertions(s, top) is not None)
+    aligned = [(inst, a) for inst in insts if (a := _align(base, inst)) is not None]
+    variants = [
+        {"count": c, "share": c / len(insts), "stages": [_describe(t) for t in sig]}
+        for sig, c in counts.most_common()
+        if insertions(base, sig) is None
+    ]
+    fits: list[dict] = []
+    hit_ratios: list[dict] = []
+    stages: list[dict] = []
+    label = f"{key[0]}.{name}"
+    for m, token in enumerate(base):
+        gaps = []
+        for inst, (at, runs) in aligned:
+            prev_end = inst.start_ns if m == 0 else _run_end(at[m - 1], runs.get(m - 1))
+            gaps.append(max(0, at[m].start_ns - prev_end))
+        stages += _own_time_stages(gaps, f"{label}.own_{m}", cpu_fraction, fits, corrections)
+        obs = [at[m] for _, (at, _) in aligned]
+        if token[0] == "store":
+            durations = [i.end_ns - i.start_ns for o in obs for i in o.items]
+            store: dict = {"span": token[1], "system": _system(token[1])}
+            store["latency"] = _store_fit(durations, f"{label}.{token[1]}", fits, corrections)
+            count = int(round(float(np.median([len(o.items) for o in obs]))))
+            if count > 1:
+                store["count"] = min(count, 1000)
+            misses = [runs[m] for _, (_, runs) in aligned if m in runs]
+            if misses:
+                run_counts = Counter(tuple(s.token() for s in r) for r in misses)
+                run = run_counts.most_common(1)[0][0]
+                on_miss = []
+                for n, t in enumerate(run):
+                    ds = [i.end_ns - i.start_ns for r in misses if len(r) > n and r[n].token() == t for i in r[n].items]
+                    on_miss.append(
+                        {
+                            "store": {
+                                "span": t[1],
+                                "system": _system(t[1]),
+                                "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits, corrections),
+                            }
+                        }
+                    )
+                store["hit_ratio"] = round(1 - len(misses) / len(aligned), 4)
+                store["on_miss"] = on_miss
+                hit_ratios.append(
+                    {
+                        "store": token[1],
+                        "hit_ratio": store["hit_ratio"],
+                        "misses": len(misses),
+                        "instances": len(aligned),
+                    }
+                )
+            stages.append({"store": store})
+        elif token[0] == "call":
+            name_, svc, op = token[1:]
+            stages.append({"call": {"service": svc, "endpoint": names[(svc, op)], "span": name_}})
+        else:
+            stages.append({"group": _group(obs, names)})
+    tails = [
+        max(0, inst.end_ns - _run_end(at[-1], runs.get(len(base) - 1))) if base else inst.end_ns - inst.start_ns
+        for inst, (at, runs) in aligned
+    ]
+    stages += _own_time_stages(tails, f"{label}.own_{len(base)}", cpu_fraction, fits, corrections)
+    return EndpointModel(key, name, base, len(insts), traces, len(aligned), variants, stages, fits, hit_ratios)
+
+
+def _run_end(stage: StageObs, run: list[StageObs] | None) -> int:
+    return max([stage.end_ns, *(s.end_ns for s in run or [])])
+
+
+def join_order(o: StageObs) -> list[int]:
+    """Indexes of a group's items (launch order) in the order the parent consumed their results.
+
+    A probe's join delay is measured from max(end, the moment the parent asked) to the moment it
+    had the value (exec/async_probe.h), and the parent asks one result after the other. So along
+    the true order v_k = max(end_k, v_{k-1}) + join_k, and an item whose join delay is a wake-up
+    (> WOKEN_JOIN_NS: the parent slept on it) must have ended after v_{k-1}, an item whose join
+    delay is a bare get() must have ended before. The order of least violation (in ns) is chosen,
+    ties by end time; groups wider than MAX_PERMUTED are ordered by end + join delay. Without probe
+    tags the results are taken in the order they ended.
+    """
+    items = o.items
+    by_end = sorted(range(len(items)), key=lambda n: (items[n].consumed_ns, items[n].end_ns))
+    if len(items) > MAX_PERMUTED or not all(i.probed for i in items):
+        return by_end
+    deferred = o.deferred or [False] * len(items)
+    launched = [i.launch_ns for n, i in enumerate(items) if not deferred[n]]
+    v0 = max(launched) if launched else min(i.start_ns for i in items)
+    best, best_cost = by_end, None
+    for perm in itertools.permutations(by_end):
+        v, cost = v0, 0
+        for n in perm:
+            it = items[n]
+            waited = deferred[n] or it.consumed_ns - it.end_ns > WOKEN_JOIN_NS
+            if waited and it.end_ns < v:
+                cost += v - it.end_ns
+            elif not waited and it.end_ns > v:
+                cost += it.end_ns - v
+            v = max(it.end_ns, v) + (it.consumed_ns - it.end_ns)
+            if best_cost is not None and cost >= best_cost:
+                break
+        if best_cost is None or cost < best_cost:
+            best, best_cost = list(perm), cost
+    return best
+
+
+def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
+    """Members (by launch rank), each member's launch mode and the join order, by majority."""
+    ranks: dict[tuple, list[float]] = defaultdict(list)
+    deferred: dict[tuple, Counter] = defaultdict(Counter)
+    joins: Counter = Counter()
+    for o in obs:
+        seen: Counter = Counter()
+        keyed = []
+        for n, it in enumerate(o.items):  # launch order
+            seen[it.member] += 1
+            k = (*it.member, seen[it.member])  # the k-th call to one endpoint in a fan-out
+            keyed.append((k, it))
+            ranks[k].append(n)
+            deferred[k][bool(o.deferred[n]) if o.deferred else False] += 1
+        joins[tuple(keyed[n][0] for n in join_order(o))] += 1
+    members = sorted(ranks, key=lambda k: float(np.mean(ranks[k])))[:MAX_GROUP_CALLS]
+    call_names: dict[tuple, str] = {}
+    used: set[str] = set()
+    calls = []
+    for k in members:
+        span, svc, op, nth = k
+        base = _sanitize(span.removesuffix("_client").removesuffix("_call"))
+        cname = base if nth == 1 and base not in used else f"{base}_{nth}"
+        while cname in used:
+            cname += "_"
+        used.add(cname)
+        call_names[k] = cname
+        launch = "deferred" if deferred[k].most_common(1)[0][0] else "async"
+        calls.append({"name": cname, "service": svc, "endpoint": names[(svc, op)], "span": span, "launch": launch})
+    order = [k for k in joins.most_common(1)[0][0] if k in call_names]
+    order += [k for k in members if k not in order]
+    return {"calls": calls, "join": [call_names[k] for k in order]}
+
+
+def _describe(token: tuple) -> str:
+    if token[0] == "store":
+        return f"store {token[1]}"
+    if token[0] == "call":
+        return f"call {token[2]}:{token[3]}"
+    return "group " + ", ".join(f"{svc}:{op}" for _, svc, op in token[1])
+
+
+def _break_cycles(endpoints: dict[Key, EndpointModel], front: Key, names: dict[Key, str]) -> list[str]:
+    """Removes calls that close a cycle (recursion), depth first from the front; returns them."""
+    by_name = {(k[0], names[k]): k for k in endpoints}
+    dropped: list[str] = []
+    state: dict[Key, int] = {}  # 1 on the stack, 2 done
+
+    def targets(stages: list[dict]) -> list[tuple[dict, list[dict] | None, Key]]:
+        out: list[tuple[dict, list[dict] | None, Key]] = []
+        for st in stages:
+            if "call" in st:
+                out.append((st, None, by_name[(st["call"]["service"], st["call"]["endpoint"])]))
+            elif "group" in st:
+                for c in st["group"]["calls"]:
+                    out.append((c, st["group"]["calls"], by_name[(c["service"], c["endpoint"])]))
+        return out
+
+    def visit(k: Key) -> None:
+        state[k] = 1
+        ep = endpoints[k]
+        for ref, group_calls, t in targets(ep.stages):
+            if state.get(t) == 1:
+                dropped.append(f"{k[0]}:{k[1]} → {t[0]}:{t[1]}")
+                ep.calls_dropped.append(f"{t[0]}:{t[1]}")
+                if group_calls is None:
+                    ep.stages = [s for s in ep.stages if s is not ref]
+                else:
+                    grp = next(s["group"] for s in ep.stages if "group" in s and s["group"]["calls"] is group_calls)
+                    grp["calls"] = [c for c in group_calls if c is not ref]
+                    grp["join"] = [n for n in grp["join"] if n != ref["name"]]
+                    if not grp["calls"]:
+                        ep.stages = [s for s in ep.stages if not ("group" in s and s["group"] is grp)]
+            elif t not in state:
+                visit(t)
+        state[k] = 2
+
+    for k in [front, *endpoints]:
+        if k not in state:
+            visit(k)
+    return dropped
+
+
+@dataclass
+class InferOptions:
+    cpu_fraction: float = DEFAULT_CPU_FRACTION
+    deferred_gap_us: float = DEFAULT_DEFERRED_GAP_US
+    min_traces: int = DEFAULT_MIN_TRACES
+    sampling: float = 1.0  # the fraction of requests the traces are (for the recorded rate)
+    name: str = "inferred"
+
+
+def recorded_rate(traces: list[Trace], sampling: float) -> dict:
+    """Requests per second the traces were recorded at, from the root spans' start times."""
+    starts = sorted(t.start_ns for t in traces)
+    if len(starts) < 2 or starts[-1] == starts[0]:
+        return {"rate_per_s": None, "unavailable": f"{len(starts)} trace(s) over no time span: no rate can be derived"}
+    span_s = (starts[-1] - starts[0]) / 1e9
+    return {
+        "rate_per_s": (len(starts) - 1) / span_s / sampling,
+        "traces": len(starts),
+        "span_s": span_s,
+        "sampling": sampling,
+    }
+
+
+def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None = None) -> tuple[dict, dict]:
+    """(topology document, inference report). Raises InferenceError when there is no graph.
+    `corrections`: fit label → ns to take off every sample of that stage (calibration)."""
+    if not ts.traces:
+        raise InferenceError(f"no analyzable trace in the input ({ts.traces_read} trace(s) read)")
+    if not any(t.rpc_pairs for t in ts.traces):
+        services = sorted({t.root.service for t in ts.traces})
+        raise InferenceError(
+            f"no cross-service span in {len(ts.traces)} trace(s) (services seen at the root: "
+            f"{', '.join(services[:5])}): no RPC pair, so there is no call graph to infer"
+        )
+    probes = ts.has_probes
+    gap_ns = options.deferred_gap_us * 1000.0
+    flattened: list[str] = []
+    by_key: dict[Key, list[Instance]] = defaultdict(list)
+    traces_of: dict[Key, set[str]] = defaultdict(set)
+    roots: Counter = Counter()
+    for t in ts.traces:
+        roots[(t.root.service, t.root.operation)] += 1
+        for key, inst in instances_of(t, probes_in_input=probes, deferred_gap_ns=gap_ns, flattened=flattened):
+            by_key[key].append(inst)
+            traces_of[key].add(t.trace_id)
+    front = roots.most_common(1)[0][0]
+
+    names: dict[Key, str] = {}
+    for svc in sorted({k[0] for k in by_key}):
+        used: set[str] = set()
+        for k in sorted(k for k in by_key if k[0] == svc):
+            n = _sanitize(k[1].removesuffix("_server"))
+            while n in used:
+                n += "_"
+            used.add(n)
+            names[k] = n
+
+    endpoints: dict[Key, EndpointModel] = {}
+    fanout_truncated: list[str] = []
+    for k, insts in by_key.items():
+        ep = model_endpoint(k, names[k], insts, len(traces_of[k]), names, options.cpu_fraction, corrections or {})
+        for st in ep.stages:
+            if "group" in st:
+                widest = max((len(o.items) for i in insts for o in i.stages if o.kind == "group"), default=0)
+                if widest > MAX_GROUP_CALLS:
+                    fanout_truncated.append(f"{k[0]}:{k[1]}: {widest} calls kept as {MAX_GROUP_CALLS}")
+        endpoints[k] = ep
+    cycles = _break_cycles(endpoints, front, names)
+
+    e2e_ms = max(t.end_to_end_ns for t in ts.traces) / 1e6
+    front_op = front[1]
+    topo: dict = {
+        "name": options.name,
+        "description": f"inferred from {len(ts.traces)} traces by tailscope topology from-traces",
+        "call_timeout_ms": int(min(600_000, max(1000, math.ceil(10 * e2e_ms)))),
+        "front": {
+            "service": front[0],
+            "path": front_op if front_op.startswith("/") else "/" + names[front],
+            "endpoint": names[front],
+        },
+        "services": [],
+    }
+    for svc in sorted({k[0] for k in endpoints}, key=lambda s: (s != front[0], s)):
+        eps = []
+        for k in sorted((k for k in endpoints if k[0] == svc), key=lambda k: names[k]):
+            eps.append({"name": names[k], "span": k[1], "stages": endpoints[k].stages})
+        topo["services"].append({"name": svc, "endpoints": eps})
+
+    report = {
+        "schema": "tailscope.twin.inference/1",
+        "traces": len(ts.traces),
+        "traces_read": ts.traces_read,
+        "inputs": ts.inputs,
+        "trace_warnings": ts.warnings,
+        "front": {"service": front[0], "operation": front[1], "traces": roots[front]},
+        "other_entry_points": [
+            {"service": k[0], "operation": k[1], "traces": c} for k, c in roots.most_common() if k != front
+        ],
+        "recorded_rate": recorded_rate(ts.traces, options.sampling),
+        "assumptions": {
+            "cpu_fraction": options.cpu_fraction,
+            "deferred_gap_us": options.deferred_gap_us,
+            "min_traces": options.min_traces,
+            "probe_tags": probes,
+            "launch_inference": "probe tags (trigger and join times)"
+            if probes
+            else "span times only: back-to-back calls become deferred members of one group",
+        },
+        "not_inferred": [
+            "CPU vs waiting inside a span's own time (not in a trace): cpu_fraction "
+            f"{options.cpu_fraction:g} of it is a cpu stage, the rest a wait",
+            "request and response sizes (not in a trace): the engine's defaults (64 bytes)",
+            "the concurrency model and thread counts of each service: given by the user (--model)",
+            "store and cache behaviour under other load: the traced latencies are replayed as distributions",
+        ],
+        "flattened_internal_spans": dict(Counter(flattened)),
+        "cycles_dropped": cycles,
+        "fanout_truncated": fanout_truncated,
+        "endpoints": [
+            {
+                "service": k[0],
+                "operation": k[1],
+                "endpoint": ep.name,
+                "instances": ep.instances,
+                "traces": ep.traces,
+                "rare": ep.traces < options.min_traces,
+                "structure_share": ep.contributing / ep.instances,
+                "structure": [_describe(t) for t in ep.base],
+                "variants_left_out": ep.variants,
+                "hit_ratios": ep.hit_ratios,
+                "fits": ep.fits,
+                "calls_dropped": ep.calls_dropped,
+            }
+            for k, ep in sorted(endpoints.items())
+        ],
+    }
+    return topo, report
+
+
+def fit_medians_us(report: dict) -> dict[str, float]:
+    """Fit label → sample median (µs) of an inference report."""
+    return {f["stage"]: f["median_us"] for e in report["endpoints"] for f in e["fits"]}

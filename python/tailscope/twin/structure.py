@@ -1,0 +1,79 @@
+"""A topology's call structure in canonical form: what "the inferred topology matches
+topologies/socialnet.yaml structurally" means (docs/twin.md).
+
+Endpoints are identified by their server span names (an inferred endpoint's *name* comes from its
+span, the hand-written one may differ: `compose_creator_with_userid` answers `compose_creator_server`);
+calls by the endpoint they reach and their launch mode; a group by its calls in join order; a store
+by its span and the structure of its miss path. Own-time stages (`cpu`, and the own-time waits of
+an inferred topology) and distributions are not structure.
+"""
+
+from __future__ import annotations
+
+OWN_TIME_SYSTEM = "own-time"
+
+
+def _span_of(doc: dict) -> dict[tuple[str, str], str]:
+    return {
+        (s["name"], e["name"]): e.get("span", e["name"] + "_server")
+        for s in doc["services"]
+        for e in s.get("endpoints", [])
+    }
+
+
+def _stages(stages: list[dict], spans: dict[tuple[str, str], str]) -> tuple:
+    out: list[tuple] = []
+    for st in stages:
+        if "call" in st:
+            c = st["call"]
+            out.append(("call", c["service"], spans[(c["service"], c["endpoint"])]))
+        elif "group" in st:
+            g = st["group"]
+            by_name = {c.get("name", c["service"]): c for c in g["calls"]}
+            order = g.get("join") or list(by_name)
+            out.append(
+                (
+                    "group",
+                    tuple(
+                        (
+                            by_name[n]["service"],
+                            spans[(by_name[n]["service"], by_name[n]["endpoint"])],
+                            by_name[n].get("launch", "async"),
+                        )
+                        for n in order
+                    ),
+                )
+            )
+        elif "store" in st:
+            s = st["store"]
+            if s.get("system") == OWN_TIME_SYSTEM:
+                continue
+            miss = _stages(s["on_miss"], spans) if s.get("on_miss") else None
+            out.append(("store", s["span"], miss))
+    return tuple(out)
+
+
+def structure_of(doc: dict) -> dict[str, dict[str, tuple]]:
+    """{service: {endpoint server span: stages}} (see the module docstring)."""
+    spans = _span_of(doc)
+    return {
+        s["name"]: {spans[(s["name"], e["name"])]: _stages(e.get("stages", []), spans) for e in s.get("endpoints", [])}
+        for s in doc["services"]
+    }
+
+
+def differences(expected: dict, actual: dict) -> list[str]:
+    """Human-readable differences between two structures (empty: they match)."""
+    a, b = structure_of(expected), structure_of(actual)
+    out: list[str] = []
+    for svc in sorted(set(a) | set(b)):
+        if svc not in b:
+            out.append(f"service {svc}: missing")
+            continue
+        if svc not in a:
+            out.append(f"service {svc}: not expected")
+            continue
+        for ep in sorted(set(a[svc]) | set(b[svc])):
+            if a[svc].get(ep) != b[svc].get(ep):
+                out.append(f"{svc}:{ep}: expected {a[svc].get(ep)}, got {b[svc].get(ep)}")
+    return out

@@ -1,0 +1,214 @@
+"""The twin's contract (docs/twin.md): run the inferred topology under the model the traces came
+from, at the rate they were recorded at, traced; analyze the twin's traces with the same analyzer;
+compare end-to-end and per-service critical-path distributions with the original traces.
+
+Per distribution: p50, p90, p99 of each side and their ratio twin ÷ original, and the two-sample
+Kolmogorov–Smirnov distance D (scipy.stats.ks_2samp: the largest gap between the two empirical
+CDFs, 0 = identical, 1 = disjoint) with its p-value. A figure one side has no sample for is
+unavailable with the reason, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from .. import topology as topology_mod
+from ..engines import run_engine
+from ..studies._common import achieved_per_s, http_load_args
+from .spans import Trace, TraceSet, read_traces
+
+LOAD = "tailscope-load"
+# The twin's trace volume: enough for a p99 with ≥ 10 samples beyond it on every service, small
+# enough to analyze in seconds.
+MAX_TWIN_TRACES = 5000
+LOW_CONFIDENCE_SAMPLES = 1000  # below this a p99 has < 10 samples beyond it
+ACCEPT_RATIO_ERROR = 0.15  # the closed loop of trust: p50 and p99 within 15 %
+MIN_RATE_PER_S = 0.1
+MAX_RATE_PER_S = 1_000_000.0
+
+
+@dataclass
+class TwinRun:
+    traces: TraceSet
+    load: dict
+    graph: dict
+    rate_per_s: float
+    trace_sample: float
+
+
+def samples(ts: TraceSet) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """End-to-end durations and per-service critical-path times (ns) of a trace set."""
+    e2e = np.array([t.end_to_end_ns for t in ts.traces], dtype=float)
+    per: dict[str, list[int]] = {}
+    for t in ts.traces:
+        for svc, ns in t.service_cp_ns.items():
+            per.setdefault(svc, []).append(ns)
+    return e2e, {k: np.array(v, dtype=float) for k, v in per.items()}
+
+
+def _pcts(x: np.ndarray) -> dict:
+    # Nearest rank, as the engine computes its percentiles.
+    s = np.sort(x)
+    return {
+        "count": int(s.size),
+        **{f"p{p}_ns": float(s[max(0, math.ceil(p / 100 * s.size) - 1)]) for p in (50, 90, 99)},
+        "low_confidence_p99": bool(s.size < LOW_CONFIDENCE_SAMPLES),
+    }
+
+
+def compare(name: str, original: np.ndarray | None, twin: np.ndarray | None) -> dict:
+    row: dict = {"name": name}
+    if original is None or original.size == 0 or twin is None or twin.size == 0:
+        side = "the original traces" if original is None or original.size == 0 else "the twin's traces"
+        row["unavailable"] = f"{name} is not on the critical path of any of {side}"
+        row.update({"original": None, "twin": None, "ratios": None, "ks": None})
+        return row
+    o, t = _pcts(original), _pcts(twin)
+    row["original"], row["twin"] = o, t
+    row["ratios"] = {k: (t[f"{k}_ns"] / o[f"{k}_ns"]) if o[f"{k}_ns"] > 0 else None for k in ("p50", "p90", "p99")}
+    r = stats.ks_2samp(original, twin)
+    row["ks"] = {"statistic": float(r.statistic), "pvalue": float(r.pvalue)}
+    return row
+
+
+def comparison(original: TraceSet, twin: TraceSet) -> dict:
+    oe, os_ = samples(original)
+    te, ts_ = samples(twin)
+    services = sorted(set(os_) | set(ts_))
+    e2e = compare("end_to_end", oe, te)
+    errors = [abs(e2e["ratios"][k] - 1) for k in ("p50", "p99") if e2e["ratios"] and e2e["ratios"][k] is not None]
+    return {
+        "end_to_end": e2e,
+        "services": [compare(s, os_.get(s), ts_.get(s)) for s in services],
+        "max_ratio_error": max(errors) if len(errors) == 2 else None,
+        "within_target": (max(errors) <= ACCEPT_RATIO_ERROR) if len(errors) == 2 else None,
+        "target_ratio_error": ACCEPT_RATIO_ERROR,
+    }
+
+
+def _connections(rate_per_s: float, traces: list[Trace]) -> int:
+    """Enough keep-alive connections for the open-loop rate (Little's law on the traced p99, × 4)."""
+    p99_s = float(np.percentile([t.end_to_end_ns for t in traces], 99)) / 1e9 if traces else 0.01
+    return int(min(256, max(8, math.ceil(rate_per_s * p99_s * 4))))
+
+
+def run_twin(
+    topology_doc: dict,
+    model: str,
+    rate_per_s: float,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    connections: int,
+    workdir: Path,
+    extra_args: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TwinRun:
+    """Runs the (validated) topology under `model` at `rate_per_s`, traced; returns the twin's
+    traces (the warm-up's left out), the load generator's and the graph's documents."""
+    from ..studies.socialnet import graph
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    topo_json = topology_mod.write_json(topology_doc, workdir / "twin-topology.json")
+    requests = rate_per_s * (duration_s + warmup_s)
+    sample = min(1.0, MAX_TWIN_TRACES / max(requests, 1.0))
+    traces_dir = workdir / "traces"
+    if progress:
+        progress(f"twin under {model} at {rate_per_s:.4g}/s for {duration_s:g} s (tracing {sample:.3g})")
+    front = topology_doc["front"]["path"]
+    with graph(topo_json, model, workdir / "graph.json", sample, traces_dir, extra=extra_args) as (port, _):
+        args = http_load_args(
+            port,
+            front,
+            connections,
+            rate_per_s,
+            duration_s,
+            warmup_s,
+            timeout=f"{topology_doc.get('call_timeout_ms', 1000) * 2}ms",
+        )
+        load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
+    import json
+
+    graph_doc = json.loads((workdir / "graph.json").read_text()) if (workdir / "graph.json").exists() else {}
+    ts = read_traces([traces_dir / "traces.otlp.json"])
+    if ts.traces:  # the warm-up's traces are not the twin's steady state
+        first = min(t.start_ns for t in ts.traces)
+        ts.traces = [t for t in ts.traces if t.start_ns >= first + warmup_s * 1e9]
+    return TwinRun(ts, load, graph_doc, rate_per_s, sample)
+
+
+def load_summary(load: dict) -> dict:
+    lat: dict = {}
+    for m in load.get("measurements", []):
+        if m.get("name") in ("latency", "request_latency") or "latency" in m:
+            lat = (m.get("latency") or {}).get("percentiles") or {}
+            break
+    return {
+        "achieved_per_s": achieved_per_s(load),
+        "requested_per_s": (load.get("load") or {}).get("requested_per_s"),
+        "errors": (load.get("load") or {}).get("errors_total", 0),
+        "percentiles_ns": lat,
+    }
+
+
+def validate(
+    topology_path: Path,
+    trace_files: list[Path],
+    model: str,
+    *,
+    rate_per_s: float | None = None,
+    sampling: float = 1.0,
+    duration_s: float = 5.0,
+    warmup_s: float = 1.0,
+    workdir: Path | None = None,
+    original: TraceSet | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """The validation document (schema tailscope.twin.validation/1)."""
+    from .infer import recorded_rate
+
+    topo = topology_mod.load(topology_path)
+    original = original or read_traces(trace_files)
+    if not original.traces:
+        raise ValueError(f"no analyzable trace in {', '.join(map(str, trace_files))}")
+    recorded = recorded_rate(original.traces, sampling)
+    rate = rate_per_s if rate_per_s is not None else recorded.get("rate_per_s")
+    if rate is None:
+        raise ValueError(f"the recording rate is unavailable ({recorded['unavailable']}): give --rate-per-s")
+    rate = min(max(rate, MIN_RATE_PER_S), MAX_RATE_PER_S)
+    with tempfile.TemporaryDirectory(prefix="tailscope-twin-run-") as tmp:
+        run = run_twin(
+            topo,
+            model,
+            rate,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=_connections(rate, original.traces),
+            workdir=workdir or Path(tmp),
+            progress=progress,
+        )
+    cmp = comparison(original, run.traces)
+    return {
+        "schema": "tailscope.twin.validation/1",
+        "topology": str(topology_path),
+        "traces": [str(f) for f in trace_files],
+        "model": model,
+        "recorded_rate": recorded,
+        "rate_per_s": rate,
+        "rate_source": "--rate-per-s" if rate_per_s is not None else "trace timestamps",
+        "duration_s": duration_s,
+        "twin": {
+            "traces": len(run.traces.traces),
+            "trace_sample": run.trace_sample,
+            "load": load_summary(run.load),
+        },
+        "original": {"traces": len(original.traces)},
+        **cmp,
+    }
