@@ -44,6 +44,11 @@ TEST(Placement, BadInputIsRefusedNamingIt) {
 // A forked child sets its affinity before starting threads; threads it starts
 // later inherit the mask, and the observer sees every one of them.
 TEST(Placement, ThreadsStartedLaterInheritTheProcessAffinity) {
+#if defined(__SANITIZE_THREAD__)
+  // TSan's runtime starts its own thread in the forked child before the test
+  // can set the affinity, so that thread keeps the parent's mask.
+  GTEST_SKIP() << "under TSan the forked child has a runtime thread created before its affinity was set";
+#endif
   const int cpu = allowed_cpus().back();
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);

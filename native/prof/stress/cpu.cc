@@ -5,6 +5,15 @@
 
 #include "prof/stress/kernel.h"
 
+// The clones' ifunc resolver runs while the dynamic loader relocates, before a
+// sanitizer runtime is initialised; instrumented, it crashes there (TSan). The
+// sanitizer trees test behaviour, not port pressure, so they get one version.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TAILSCOPE_FMA_CLONES
+#else
+#define TAILSCOPE_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#endif
+
 namespace tailscope::prof::stress {
 namespace {
 
@@ -29,7 +38,7 @@ class CpuKernel : public StressKernel {
   size_t working_set_bytes() const override { return 3 * kN * kN * sizeof(double); }
 
  private:
-  __attribute__((target_clones("fma", "default"))) static void gemm(const double* a, const double* b, double* c) {
+  TAILSCOPE_FMA_CLONES static void gemm(const double* a, const double* b, double* c) {
     for (int i = 0; i < kN; ++i)
       for (int k = 0; k < kN; ++k) {
         const double aik = a[i * kN + k];
