@@ -269,3 +269,32 @@ def test_study_end_to_end_tiny(tmp_path: Path) -> None:
     s = placement.summarize([d.document for d in docs], analysis)
     assert set(s["scenarios"]) == set(analysis["scenarios"])
     assert analysis["tested"] and s["scores"][analysis["tested"][0]]["score"] is not None
+
+
+def test_topdown_without_a_pmu_is_unavailable_not_its_pipeline_width():
+    # Regression: the pipeline width (a parameter) was read as a top-down share, so a VM
+    # without a PMU got a top-down figure saying every service was "mostly pipeline_width".
+    from tailscope.studies.placement import _derived
+
+    sv = {
+        "counters": {
+            "derived": {
+                "ipc": None,
+                "topdown": {
+                    "frontend_bound": None,
+                    "bad_speculation": None,
+                    "backend_bound": None,
+                    "retiring": None,
+                    "pipeline_width": 4,
+                    "reason": "no top-down events on this CPU's PMU",
+                },
+                "reasons": {"ipc": "cycles: ENOENT"},
+            }
+        }
+    }
+    values, reasons = _derived(sv)
+    assert not any(k.startswith("topdown.") for k in values)
+    assert any(r.startswith("topdown:") for r in reasons)
+    sv["counters"]["derived"]["topdown"] |= {"frontend_bound": 0.25, "retiring": 0.5}
+    values, _ = _derived(sv)
+    assert values == {"topdown.frontend_bound": 0.25, "topdown.retiring": 0.5}

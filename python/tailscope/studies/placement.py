@@ -591,14 +591,22 @@ def _derived(sv: dict) -> tuple[dict[str, float], list[str]]:
             v, why = raw.get("value"), raw.get("reason")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             values[key] = float(v)
-        elif isinstance(v, dict):  # top-down: {source, frontend_bound, ...} or {reason}
-            parts = {f"{key}.{k}": float(x) for k, x in v.items() if isinstance(x, (int, float))}
+        elif isinstance(v, dict):  # top-down: {source, frontend_bound, ..., pipeline_width} or {reason}
+            # Only the level-1 shares are figures; pipeline_width is the parameter they were computed with.
+            parts = {
+                f"{key}.{k}": float(x)
+                for k, x in v.items()
+                if k in TOPDOWN_LEVEL1 and isinstance(x, (int, float)) and not isinstance(x, bool)
+            }
             values |= parts
             if not parts and v.get("reason"):
                 reasons.append(f"{key}: {v['reason']}")
         elif why:
             reasons.append(f"{key}: {why}")
     return values, reasons
+
+
+TOPDOWN_LEVEL1 = ("frontend_bound", "bad_speculation", "backend_bound", "retiring")
 
 
 def _service_figures(gdoc: dict | None, service: str) -> dict:
