@@ -516,7 +516,6 @@ int run_all(const Flags& flags, int argc, char** argv) {
     }
     doc["otlp_export"] = sum;
   }
-  doc["totals"] = {{"cpu_s", cpu_s}, {"threads_max_sum", threads}, {"ran_s", ran_s}, {"restarts", restarts}};
   if (topology.front && services.contains(topology.front->service))
     doc["totals"]["front"] = services[topology.front->service]["counters"];
   doc["measurements"] = json::array();
