@@ -169,7 +169,7 @@ def test_unreachable_jaeger_is_a_clear_error():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--jaeger", "http://10.0.0.1:16686", "--service", "s"], "neither loopback"),
+        (["--jaeger", "http://192.0.2.1:16686", "--service", "s"], "neither loopback"),
         (["--jaeger", "http://jaeger.example:16686", "--service", "s"], "IP address"),
         (["--jaeger", "ftp://127.0.0.1:16686", "--service", "s"], "http://HOST:PORT"),
         (["--jaeger", "http://127.0.0.1:16686"], "--service"),

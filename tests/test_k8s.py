@@ -112,5 +112,5 @@ def test_an_existing_folder_and_a_non_lab_otlp_endpoint_are_refused(tmp_path):
     r = deploy(tmp_path, deployment=None)
     assert r.exit_code == 2 and "not empty" in r.output
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
-    r = deploy(tmp_path / "x", "--otlp-endpoint", "http://10.0.0.5:4318", deployment=None)
+    r = deploy(tmp_path / "x", "--otlp-endpoint", "http://192.0.2.5:4318", deployment=None)
     assert r.exit_code == 2 and "--otlp-endpoint" in r.output

@@ -68,7 +68,7 @@ def lab(tmp_path, monkeypatch):
     [
         (0, "198.18.0.0/24", "ts", "--hosts 0"),
         (65, "198.18.0.0/24", "ts", "--hosts 65"),
-        (2, "10.0.0.0/24", "ts", "198.18.0.0/15"),
+        (2, "192.0.2.0/24", "ts", "198.18.0.0/15"),
         (2, "198.20.0.0/24", "ts", "198.18.0.0/15"),
         (2, "198.18.0.1/24", "ts", "not an IPv4 network"),
         (2, "banana", "ts", "not an IPv4 network"),
@@ -83,7 +83,7 @@ def test_bad_input_is_refused_with_the_input_named(hosts, subnet, prefix, messag
 
 
 def test_cli_bad_subnet_exits_2():
-    r = CliRunner().invoke(main, ["hosts", "up", "--subnet", "192.168.1.0/24"])
+    r = CliRunner().invoke(main, ["hosts", "up", "--subnet", "203.0.113.0/24"])
     assert r.exit_code == 2 and "198.18.0.0/15" in r.output
 
 

@@ -381,7 +381,7 @@ def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--port", "9", "--host", "10.1.2.3"], "loopback"),
+        (["--port", "9", "--host", "192.0.2.3"], "loopback"),
         (["--port", "9", "-R", "fast"], "not a number"),
         (["--port", "9", "-d", "3 fortnights"], "time unit"),
         (["--port", "9", "--arrival", "bursty"], "poisson"),

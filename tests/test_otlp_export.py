@@ -185,7 +185,7 @@ def test_a_full_queue_drops_spans_and_counts_them(topo_json, tmp_path):
 @pytest.mark.parametrize(
     "endpoint, extra, message",
     [
-        ("http://10.1.2.3:4318", [], "loopback"),
+        ("http://192.0.2.3:4318", [], "loopback"),
         ("http://198.20.0.1:4318", [], "198.18.0.0/15"),
         ("https://127.0.0.1:4318", [], "expected http://"),
         ("http://127.0.0.1:70000", [], "1 … 65535"),

@@ -21,7 +21,7 @@ TEST(OtlpEndpoint, DefaultsPortAndPathAndAcceptsLoopbackAndTheLabSubnet) {
 
 TEST(OtlpEndpoint, RefusesEverythingElseNamingTheFlag) {
   for (const std::string url :
-       {"https://127.0.0.1:4318", "127.0.0.1:4318", "http://10.0.0.1:4318", "http://198.20.0.1:4318",
+       {"https://127.0.0.1:4318", "127.0.0.1:4318", "http://192.0.2.1:4318", "http://198.20.0.1:4318",
         "http://198.17.255.255:4318", "http://example.com:4318", "http://127.0.0.1:0", "http://127.0.0.1:65536",
         "http://127.0.0.1:43x", "http://:4318", "http://127.0.0.1:4318/a b"}) {
     try {
