@@ -266,3 +266,12 @@ def test_topology_inferred_from_socialnet_traces_matches_socialnet_yaml(socialne
     assert set(hits) == {"compose_user_mentions_memcached_get_client", "social_graph_redis_get_client"}
     assert all(0 < h < 1 for h in hits.values())
     topology.load(out)  # tailscope-svc --check-topology accepts the file as written
+
+
+def test_jaeger_outside_loopback_and_the_lab_is_refused_before_any_connection(tmp_path):
+    # Regression: from-traces had its own Jaeger fetch without the allow-list that
+    # `analyze --jaeger` applies; both now go through jaeger_query.
+    out = tmp_path / "t.yaml"
+    r = CliRunner().invoke(main, ["topology", "from-traces", "--jaeger", "http://192.0.2.7:16686", "-o", str(out)])
+    assert r.exit_code == 1 and "neither loopback nor in the lab subnet" in " ".join(r.output.split())
+    assert not out.exists()

@@ -96,7 +96,8 @@ def check_base_url(url: str, flag: str = "--jaeger") -> str:
     return url.rstrip("/")
 
 
-def _get(url: str) -> dict:
+def get_json(url: str) -> dict:
+    """One query-API answer: a JSON object with a `data` list, or JaegerQueryError naming the URL."""
     try:
         with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT_S) as r:
             body = r.read(MAX_RESPONSE_BYTES + 1)
@@ -154,7 +155,7 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
         if query.operation:
             params["operation"] = query.operation
         url = f"{query.base_url}/api/traces?{urllib.parse.urlencode(params)}"
-        doc = _get(url)
+        doc = get_json(url)
         pages += 1
         if doc.get("errors"):
             msgs = "; ".join(str(e.get("msg", e)) if isinstance(e, dict) else str(e) for e in doc["errors"])

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,9 +16,6 @@ from ..units import fmt_ns, fmt_ratio
 from .calibrate import calibrate
 from .infer import InferOptions, infer
 from .spans import TraceSet, read_traces
-
-JAEGER_TIMEOUT_S = 30.0
-JAEGER_MAX_BYTES = 512 * 2**20  # one query's answer; beyond, the read stops with an error
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -36,32 +31,24 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookback: str) -> list[Path]:
-    """Traces from a Jaeger query API (GET /api/services, /api/traces): one file per service,
-    in the {"data": [...]} form the engine reads. Raises OSError/ValueError naming the URL."""
-    base = url.rstrip("/")
+    """Traces from a Jaeger query API, one Jaeger JSON file per service, through the same
+    client as `tailscope analyze --jaeger` (jaeger_query: loopback/lab hosts only, paging
+    by time windows, a trace that changed between pages refused). Raises ValueError
+    naming the URL or the flag."""
+    from .. import jaeger_query as jq
 
-    def get(path: str) -> bytes:
-        with urllib.request.urlopen(base + path, timeout=JAEGER_TIMEOUT_S) as r:  # noqa: S310 (user's URL)
-            body = r.read(JAEGER_MAX_BYTES + 1)
-        if len(body) > JAEGER_MAX_BYTES:
-            raise ValueError(f"{base}{path}: answer larger than {JAEGER_MAX_BYTES >> 20} MiB (lower --jaeger-limit)")
-        return body
-
-    if service:
-        services = [service]
-    else:
-        try:
-            services = json.loads(get("/api/services")).get("data") or []
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{base}/api/services: not a Jaeger query API answer ({e})") from e
-    files = []
-    for i, svc in enumerate(services):
-        q = urllib.parse.urlencode({"service": svc, "limit": limit, "lookback": lookback})
-        path = into / f"jaeger-{i}.json"
-        path.write_bytes(get(f"/api/traces?{q}"))
-        files.append(path)
-    if not files:
-        raise ValueError(f"{base}: the Jaeger query API lists no service")
+    try:
+        base = jq.check_base_url(url, "--jaeger")
+        lookback_s = jq.parse_lookback(lookback)
+        services = [service] if service else [str(s) for s in jq.get_json(f"{base}/api/services")["data"]]
+        if not services:
+            raise ValueError(f"{base}: the Jaeger query API lists no service")
+        files = []
+        for i, svc in enumerate(services):
+            traces, _ = jq.fetch(jq.JaegerQuery(base, svc, lookback_s=lookback_s, limit=limit))
+            files.append(jq.write_jaeger_file(traces, into / f"jaeger-{i}.json"))
+    except jq.JaegerQueryError as e:
+        raise ValueError(str(e)) from e
     return files
 
 
