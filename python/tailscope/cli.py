@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from . import lifetime, machine
+from .atomicfile import write_text_atomic
 from .runner import DB_NAME, RunError, default_results_dir, run_studies
 from .store import Store, StoreError
 from .studies import all_studies, study_by_name
@@ -496,9 +497,7 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         err_console.print("[yellow]interrupted: the graph was stopped[/]")
         sys.exit(130)
     if out_path is not None:
-        tmp = out_path.with_name(out_path.name + ".tmp")
-        tmp.write_text(soak_mod.to_json(results))
-        tmp.replace(out_path)
+        write_text_atomic(out_path, soak_mod.to_json(results))
         console.print(f"written: {out_path}")
 
 
@@ -858,7 +857,7 @@ def twin_validate(
     from .engines import EngineError
     from .studies.socialnet import MODELS
     from .topology import TopologyError
-    from .twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict, write_atomic
+    from .twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict
     from .twin.validate import validate
 
     if model not in MODELS:
@@ -892,7 +891,7 @@ def twin_validate(
     console.print(t)
     console.print(validation_verdict(doc), markup=False, highlight=False)
     if out_path is not None:
-        write_atomic(out_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        write_text_atomic(out_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
         console.print(f"written: {out_path}", markup=False)
 
 

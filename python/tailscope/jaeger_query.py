@@ -27,6 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomicfile import write_text_atomic
 from .runner import RunError
 from .studies import RunContext
 from .studies.analyze import AnalyzeStudy
@@ -203,11 +204,7 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
 
 def write_jaeger_file(traces: list[dict], path: Path) -> Path:
     """{"data": [...]} written atomically (temp file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"data": traces}))
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, json.dumps({"data": traces}))
 
 
 class JaegerAnalyzeStudy(AnalyzeStudy):

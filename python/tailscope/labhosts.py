@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .atomicfile import write_text_atomic
+
 LAB_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 DEFAULT_SUBNET = "198.18.0.0/24"
 DEFAULT_PREFIX = "ts"
@@ -185,12 +187,10 @@ def _read_state_file(config: LabConfig) -> tuple[LabConfig | None, str | None]:
 
 
 def _write_state_file(config: LabConfig, status: str) -> None:
-    config.state_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = config.state_file.with_name(config.state_file.name + ".tmp")
-    tmp.write_text(
-        json.dumps({"hosts": config.hosts, "subnet": config.subnet, "prefix": config.prefix, "status": status})
+    write_text_atomic(
+        config.state_file,
+        json.dumps({"hosts": config.hosts, "subnet": config.subnet, "prefix": config.prefix, "status": status}),
     )
-    tmp.replace(config.state_file)
 
 
 def _pids_in(namespace: str) -> list[int]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from .atomicfile import write_text_atomic
 from .units import fmt_ns
 
 ROW_PX = 16
@@ -221,8 +222,6 @@ def write_svgs(traces: list[TimelineTrace], out_dir: Path) -> list[Path]:
     for t in traces:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in t.trace_id)[:80] or "trace"
         path = out_dir / f"timeline-{safe}.svg"
-        tmp = path.with_suffix(".svg.tmp")
-        tmp.write_text(render_svg(t))
-        tmp.replace(path)
+        write_text_atomic(path, render_svg(t))
         paths.append(path)
     return paths

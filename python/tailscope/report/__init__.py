@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jinja2
 
+from ..atomicfile import write_text_atomic
 from ..store import Store
 from ..units import fmt_count
 from .blocks import Figure, Section, Table
@@ -86,9 +87,4 @@ def render_report(store: Store, run_id: str, out_path: Path) -> Path:
             fmt_count=fmt_count,
         )
     )
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out_path)
-    return out_path
+    return write_text_atomic(Path(out_path), text)

@@ -4,30 +4,17 @@ commands do, apart from parsing their flags (python/tailscope/cli.py)."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from .. import topology as topology_mod
+from ..atomicfile import write_text_atomic
 from ..units import fmt_ns, fmt_ratio
 from .calibrate import calibrate
 from .infer import InferOptions, infer
 from .spans import TraceSet, read_traces
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookback: str) -> list[Path]:
@@ -88,8 +75,8 @@ def from_traces(
         )
     text = "\n".join(header) + "\n" + yaml.safe_dump(topo, sort_keys=False, width=120)
     report["topology"] = str(out)
-    write_atomic(out.with_name(out.name + ".inference.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")
-    write_atomic(out, text)
+    write_text_atomic(out.with_name(out.name + ".inference.json"), json.dumps(report, indent=1, allow_nan=False) + "\n")
+    write_text_atomic(out, text)
     return topo, report, ts
 
 
