@@ -211,6 +211,10 @@ def http_load_args(
     return args
 
 
+# The headers of latency_cells' columns, in the same order.
+LATENCY_COLUMNS = ["mean", "p50", "p90", "p99", "p99.9", "samples"]
+
+
 def latency_cells(
     mean_ns: float | None,
     p50_ns: float | None,

@@ -34,6 +34,7 @@ from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
 from ._common import (
+    LATENCY_COLUMNS,
     achieved_per_s,
     cpu_pair,
     find_document,
@@ -801,12 +802,7 @@ def _points_table(points: list[dict], pin: str) -> Table:
             "conns",
             "mode",
             "req/s",
-            "mean",
-            "p50",
-            "p90",
-            "p99",
-            "p99.9",
-            "samples",
+            *LATENCY_COLUMNS,
             "CPU %",
             "RSS MiB",
             "threads",

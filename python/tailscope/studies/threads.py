@@ -35,7 +35,7 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, latency_cells, round_rate
+from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate
 from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
@@ -836,12 +836,7 @@ def _points_table(s: dict) -> Table:
             "N",
             "users",
             "req/s",
-            "mean",
-            "p50",
-            "p90",
-            "p99",
-            "p99.9",
-            "samples",
+            *LATENCY_COLUMNS,
             "CPU (system)",
             "invol. cs / req",
             "run-queue wait / req",
