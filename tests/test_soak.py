@@ -35,3 +35,33 @@ def test_what_cannot_be_judged_says_unavailable():
     assert any(ln.startswith("p99 drift: unavailable") for ln in lines)
     assert any(ln.startswith("growth unavailable for text-service RSS") for ln in lines)
     assert verdicts(_soak()) == ["no interval completed: nothing to judge"]
+
+
+def test_settled_samples_waits_until_descriptors_stop_changing(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from tailscope.soak import sample_process, settled_samples
+
+    # A child that opens 30 files, one every 20 ms, then idles: sampled at once it is mid-way.
+    code = (
+        "import time, sys\n"
+        "fs = []\n"
+        "for i in range(30):\n"
+        f"    fs.append(open(r'{tmp_path}/f%d' % i, 'w')); time.sleep(0.02)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        while not (tmp_path / "f0").exists():  # the child is opening files now, not starting up
+            time.sleep(0.005)
+        early = sample_process("child", child.pid)
+        settled = settled_samples({"child": child.pid}, timeout_s=10.0, step_s=0.1)
+        assert early.fds is not None and settled[0].fds is not None
+        assert settled[0].fds >= early.fds
+        assert sample_process("child", child.pid).fds == settled[0].fds  # nothing moved after it
+        assert sum(1 for _ in tmp_path.iterdir()) == 30
+    finally:
+        child.kill()
+        child.wait()

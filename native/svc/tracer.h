@@ -3,11 +3,15 @@
 // deferred call (exec/async_probe.h, the same probe the async-models study
 // uses).
 //
-// Hot path: record() appends to a buffer owned by the calling thread — no
-// lock, no allocation beyond the vector's growth. A thread's buffer is
-// registered once (under a mutex) on its first span and outlives the thread,
-// so spans of exited threads are still exported. Export runs after the
-// service has stopped and every worker has been joined.
+// Hot path: record() appends to a buffer owned by the calling thread, under
+// that buffer's own mutex — uncontended except for the moment drain() swaps
+// the buffer out, so it costs an uncontended lock, no allocation beyond the
+// vector's growth. A thread's buffer is registered once (under the registry
+// mutex) on its first span and outlives the thread, so spans of exited
+// threads are still exported. A SpanSpiller drains the buffers to the span
+// file during the run, so a long traced run holds about one period of spans
+// in memory (`make soak` saw every service's RSS grow with the run's length
+// while the spans were kept until shutdown).
 //
 // Sampling is decided once at the root (the front) with probability
 // sample_rate and travels in the trace context; unsampled requests record
@@ -65,8 +69,14 @@ class Tracer {
   static void set_sink(SpanSink* sink);
   // All spans recorded so far (call only when no thread is recording).
   static std::vector<SpanRecord> collect();
+  // Moves every span recorded so far into `out` (appended) and empties the
+  // buffers; safe while other threads record.
+  static void drain(std::vector<SpanRecord>* out);
   static int64_t dropped();
   static void clear();
+  // Span buffers made so far: one per thread recording at once (an exited
+  // thread's buffer is reused), not one per thread ever started.
+  static size_t buffers();
   // monotonic → Unix epoch ns, fixed at configure().
   static int64_t to_unix_ns(int64_t monotonic);
 };
@@ -74,6 +84,26 @@ class Tracer {
 // One span per line (NDJSON), every field including the five probe stamps
 // (Unix ns): the lossless form that per-process files are merged from.
 nlohmann::json span_to_json(const SpanRecord& s);
+
+// Streams the recorded spans to `<dir>/<stem>.spans.jsonl` during the run:
+// every `period_ns` a background thread drains the buffers and appends their
+// lines to a temporary file beside the target; finish() drains what is left
+// and renames the file into place (fsync first), so merge_span_files never
+// reads half a file. Without finish() (an exception, a crash) the temporary
+// file is removed by the destructor or left under a name the merge ignores.
+class SpanSpiller {
+ public:
+  SpanSpiller(const std::string& dir, const std::string& stem, int64_t period_ns = 1'000'000'000);
+  ~SpanSpiller();
+  SpanSpiller(const SpanSpiller&) = delete;
+  SpanSpiller& operator=(const SpanSpiller&) = delete;
+  // Call after every recording thread has stopped. Returns the spans written.
+  int64_t finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Writes `<dir>/<stem>.spans.jsonl` atomically.
 void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem);

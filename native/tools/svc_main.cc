@@ -258,6 +258,8 @@ int run_one(const Flags& f, int argc, char** argv) {
   Tracer::configure(f.trace_sample);
   const sigset_t set = stop_signals(false);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits the mask
+  std::unique_ptr<SpanSpiller> spiller;       // spans go to disk during the run: memory stays bounded
+  if (!f.traces_dir.empty()) spiller = std::make_unique<SpanSpiller>(f.traces_dir, f.service);
   ResourceSampler sampler(getpid(), 200);
   sampler.start();
   TimerService timers;
@@ -306,9 +308,8 @@ int run_one(const Flags& f, int argc, char** argv) {
   doc["measurements"] = json::array();
   doc["unavailable"] = json::array();
   if (!f.traces_dir.empty()) {
-    const auto spans = Tracer::collect();
-    write_span_lines(spans, f.traces_dir, f.service);
-    doc["tracing"] = {{"spans", spans.size()}, {"dropped_spans", Tracer::dropped()}};
+    const int64_t spans = spiller->finish();  // every recording thread has stopped
+    doc["tracing"] = {{"spans", spans}, {"dropped_spans", Tracer::dropped()}};
   }
   write_result(doc, f.out);
   if (own_fd) ::close(fd);

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +80,26 @@ def sample_process(service: str, pid: int) -> ProcessSample:
     except (OSError, ValueError):
         pass
     return ProcessSample(service, rss, threads, fds)
+
+
+def settled_samples(pids: dict[str, int], timeout_s: float = 3.0, step_s: float = 0.1) -> list[ProcessSample]:
+    """Samples every process once its descriptor count has stopped changing.
+
+    An interval's load generator has just closed its connections when the sample is taken, and a
+    server closes its side only when it reads the FIN; sampling at once counted those sockets in
+    some intervals and not in others (the first 30-minute soak saw the front's fds alternate
+    70/102, 32 being the load's connections). Waiting until two samples agree (or timeout_s) makes
+    intervals comparable; a count that is still moving at the timeout is reported as read.
+    """
+    deadline = time.monotonic() + timeout_s
+    previous = [sample_process(s, p) for s, p in sorted(pids.items())]
+    while time.monotonic() < deadline:
+        time.sleep(step_s)
+        current = [sample_process(s, p) for s, p in sorted(pids.items())]
+        if [c.fds for c in current] == [p.fds for p in previous]:
+            return current
+        previous = current
+    return previous
 
 
 def _growth(first: int | None, last: int | None) -> float | None:
@@ -168,7 +189,7 @@ def soak_model(
                 port, rate, socialnet.CONNECTIONS, interval_s, 1.0 if i == 1 else 0.0, interval_s + 60
             )
             achieved, p50, p99, errors = _summary(doc)
-            iv = Interval(i, rate, achieved, p50, p99, errors, [sample_process(s, p) for s, p in sorted(pids.items())])
+            iv = Interval(i, rate, achieved, p50, p99, errors, settled_samples(pids))
             soak.intervals.append(iv)
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)
