@@ -129,7 +129,7 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
       for (std::uint32_t c : clipped_.children(s)) {
         if (on_path_[c]) by_start_.push_back(c);
       }
-      std::stable_sort(by_start_.begin(), by_start_.end(),
+      internal::stable_sort_unless_sorted(by_start_.begin(), by_start_.end(),
                        [&](std::uint32_t a, std::uint32_t b) { return clipped_.start(a) < clipped_.start(b); });
       std::int64_t cursor = lo;
       for (std::uint32_t c : by_start_) {

@@ -15,7 +15,7 @@
 // artifact, not a test: it asserts nothing.
 //
 //   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope|otlp]...
-//                            [--file PATH] [--repeat N] [--cpu N] [--keep]
+//                            [--file PREFIX] [--repeat N] [--cpu N] [--keep]
 #include <sched.h>
 #include <simdjson.h>
 
