@@ -71,9 +71,9 @@ struct Options {
 // grouped by service (resource).
 constexpr std::size_t kOtlpTracesPerDocument = 10;
 
-const char* const kServices[] = {"nginx-web-server",    "compose-post-service", "text-service",
-                                 "user-service",        "unique-id-service",    "media-service",
-                                 "url-shorten-service", "user-mention-service", "post-storage-service",
+const char* const kServices[] = {"nginx-web-server",     "compose-post-service", "text-service",
+                                 "user-service",         "unique-id-service",    "media-service",
+                                 "url-shorten-service",  "user-mention-service", "post-storage-service",
                                  "home-timeline-service"};
 constexpr int kServiceCount = 10;
 
@@ -107,8 +107,7 @@ void generate_trace(std::mt19937_64& rng, std::size_t t, std::size_t spans_per_t
 }
 
 // Jaeger JSON, processes listed after the spans (as Jaeger exports them).
-std::uint64_t write_jaeger_traces(const Options& o, Format format, const std::string& path,
-                                  std::size_t* traces_out) {
+std::uint64_t write_jaeger_traces(const Options& o, Format format, const std::string& path, std::size_t* traces_out) {
   const bool envelope = format == Format::kEnvelope;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
@@ -556,15 +555,17 @@ int pin_to_cpu(int requested) {
 void run_format(const Options& o, Format format, int cpu) {
   const std::string path = o.file + "-" + format_flag(format) + ".json";
   std::size_t traces = 0;
-  const std::uint64_t bytes = format == Format::kOtlp ? write_otlp_traces(o, path, &traces)
-                                                      : write_jaeger_traces(o, format, path, &traces);
+  const std::uint64_t bytes =
+      format == Format::kOtlp ? write_otlp_traces(o, path, &traces) : write_jaeger_traces(o, format, path, &traces);
   const std::size_t spans = traces * o.spans_per_trace;
   const double mb = static_cast<double>(bytes) / 1e6;
   const char* description = format == Format::kEnvelope ? "Jaeger JSON, {\"data\": [...]} envelope"
                             : format == Format::kOtlp   ? "OTLP JSON, one resourceSpans document of 10 traces per line"
                                                         : "Jaeger JSON, one trace per line";
   std::printf("\n%s: %zu spans in %zu traces, %.1f MB (%s); thread CPU time, best of %d, %s\n", description, spans,
-              traces, mb, path.c_str(), o.repeat, cpu >= 0 ? ("pinned to CPU " + std::to_string(cpu)).c_str() : "not pinned (CPU 1 is not in this process's CPU set)");
+              traces, mb, path.c_str(), o.repeat,
+              cpu >= 0 ? ("pinned to CPU " + std::to_string(cpu)).c_str()
+                       : "not pinned (CPU 1 is not in this process's CPU set)");
 
   // The floor, from memory (the file is read before the clock starts).
   simdjson::padded_string text;

@@ -500,8 +500,9 @@ StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fas
     ValueScanner scanner(options.max_nesting_depth - 2);
     std::size_t scanned = 0;
     if (cut_value(in, scanner, &scanned) != ValueScanner::Status::kComplete) return StreamStatus::kGaveUp;
-    const FastReadStatus status = otlp ? fast.read_resource_spans_element(in.cursor(), scanner.end(), stats)
-                                       : fast.read_data_element(in.cursor(), scanner.end(), stats, on_trace, &delivered);
+    const FastReadStatus status = otlp
+                                      ? fast.read_resource_spans_element(in.cursor(), scanner.end(), stats)
+                                      : fast.read_data_element(in.cursor(), scanner.end(), stats, on_trace, &delivered);
     *emitted += delivered;
     delivered = 0;
     if (status == FastReadStatus::kGaveUp) return StreamStatus::kGaveUp;
