@@ -64,7 +64,7 @@ class CapstoneAlgorithm final : public CriticalPathAlgorithm {
     }
     // Start order; on equal starts the longer first, so containment is
     // always "the later-listed child inside the earlier one".
-    std::stable_sort(candidates_.begin(), candidates_.end(), [](const Window& a, const Window& b) {
+    internal::stable_sort_unless_sorted(candidates_.begin(), candidates_.end(), [](const Window& a, const Window& b) {
       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
     });
     chain_.clear();

@@ -129,8 +129,9 @@ class CrispAlgorithm final : public CriticalPathAlgorithm {
       for (std::uint32_t c : clipped_.children(s)) {
         if (on_path_[c]) by_start_.push_back(c);
       }
-      std::stable_sort(by_start_.begin(), by_start_.end(),
-                       [&](std::uint32_t a, std::uint32_t b) { return clipped_.start(a) < clipped_.start(b); });
+      internal::stable_sort_unless_sorted(by_start_.begin(), by_start_.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return clipped_.start(a) < clipped_.start(b);
+      });
       std::int64_t cursor = lo;
       for (std::uint32_t c : by_start_) {
         const std::int64_t c_lo = std::min(std::max(clipped_.start(c), cursor), hi);

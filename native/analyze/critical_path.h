@@ -14,6 +14,7 @@
 // span on the path. docs/critical-path.md explains where they disagree.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -63,6 +64,15 @@ std::unique_ptr<CriticalPathAlgorithm> make_crisp_algorithm();
 std::unique_ptr<CriticalPathAlgorithm> make_critical_path_algorithm(std::string_view name);
 
 namespace internal {
+// std::stable_sort, without its temporary buffer (a heap allocation on every
+// call, even for one element) when the range is already in order: the common
+// case for children, which the span tree keeps in start order. Same result.
+template <typename It, typename Less>
+void stable_sort_unless_sorted(It first, It last, Less less) {
+  if (last - first < 2 || std::is_sorted(first, last, less)) return;
+  std::stable_sort(first, last, less);
+}
+
 // Shared by the algorithms: sorts `path.sections` by time and fills
 // `path.spans` with every span that has a section plus its ancestors (an
 // ancestor fully covered by its children is on the path with 0 ns), exclusive

@@ -1,18 +1,22 @@
 // tailscope-critpath-bench: throughput of the critical-path analyzer on a
-// generated socialnet-shaped Jaeger JSON file (one trace per line, as
-// tailscope's tracer and Jaeger's NDJSON exports write it; or a {"data": [...]}
-// envelope), beside the floor it cannot beat on the same file: simdjson
+// generated socialnet-shaped trace file — Jaeger JSON, one trace per line, as
+// tailscope's tracer and Jaeger's NDJSON exports write it (or a {"data": [...]}
+// envelope), and OTLP JSON, one resourceSpans document per line as the
+// collector's file exporter writes it — beside the floor it cannot beat on the
+// same file: simdjson
 // On-Demand visiting every span field the reader uses, and nothing else, from
 // memory. Prints spans/s, MB/s and each figure's ratio to the floor (thread
 // CPU time, best of --repeat runs, side by side in one process): the readers
 // alone (simdjson path and the RapidJSON path), the algorithm alone (tree,
 // critical path, delays, aggregation over traces already in memory) and end
 // to end (read + parse + tree + critical path + aggregation + writing every
-// trace's result as NDJSON). A performance artifact, not a test: it asserts
-// nothing.
+// trace's result as NDJSON), and splits the end-to-end time into parse (the
+// floor), trace building, algorithm and output, each measured. A performance
+// artifact, not a test: it asserts nothing.
 //
-//   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope]
-//                            [--file PATH] [--repeat N] [--keep]
+//   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope|otlp]...
+//                            [--file PREFIX] [--repeat N] [--cpu N] [--keep]
+#include <sched.h>
 #include <simdjson.h>
 
 #include <charconv>
@@ -39,28 +43,77 @@ namespace {
 
 using namespace tailscope;
 
+enum class Format : std::uint8_t { kNdjson, kEnvelope, kOtlp };
+
+const char* format_flag(Format f) {
+  switch (f) {
+    case Format::kNdjson:
+      return "ndjson";
+    case Format::kEnvelope:
+      return "envelope";
+    case Format::kOtlp:
+      return "otlp";
+  }
+  return "";
+}
+
 struct Options {
   std::size_t spans = 1'000'000;
   std::size_t spans_per_trace = 30;  // a socialnet compose-post request is 20-40 spans
-  bool envelope = false;             // {"data": [...]} instead of one trace per line
-  std::string file = "/tmp/tailscope-critpath-bench.json";
+  std::vector<Format> formats;       // default: Jaeger one trace per line, then OTLP
+  std::string file = "/tmp/tailscope-critpath-bench";
   int repeat = 3;
+  int cpu = -1;  // -1: CPU 1 when this process may run there (one core, as `taskset -c 1`)
   bool keep = false;
 };
 
+// The OTLP file exporter batches: each line holds this many traces' spans,
+// grouped by service (resource).
+constexpr std::size_t kOtlpTracesPerDocument = 10;
+
+const char* const kServices[] = {"nginx-web-server",     "compose-post-service", "text-service",
+                                 "user-service",         "unique-id-service",    "media-service",
+                                 "url-shorten-service",  "user-mention-service", "post-storage-service",
+                                 "home-timeline-service"};
+constexpr int kServiceCount = 10;
+
+struct GeneratedSpan {
+  std::size_t parent;  // index in the trace; the root's is its own (0)
+  std::int64_t start_us;
+  std::int64_t duration_us;
+  int service;
+};
+
 // Socialnet-shaped traces (DeathStarBench's services): a server root, nested
-// client/server RPC pairs, a few tags per span, processes listed after the
-// spans (as Jaeger exports them).
-std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) {
-  std::FILE* f = std::fopen(o.file.c_str(), "wb");
+// client/server RPC pairs, a few tags per span. The same generator feeds both
+// formats, so their figures compare the formats, not the traces.
+void generate_trace(std::mt19937_64& rng, std::size_t t, std::size_t spans_per_trace,
+                    std::vector<GeneratedSpan>& spans) {
+  spans.resize(spans_per_trace);
+  const std::int64_t t0 = 1'700'000'000'000'000 + static_cast<std::int64_t>(t) * 10'000;
+  for (std::size_t i = 0; i < spans_per_trace; ++i) {
+    GeneratedSpan& s = spans[i];
+    if (i == 0) {
+      s = GeneratedSpan{0, t0, 5'000 + static_cast<std::int64_t>(rng() % 20'000), 0};
+      continue;
+    }
+    s.parent = i - 1 - rng() % std::min<std::size_t>(i, 4);
+    const GeneratedSpan& p = spans[s.parent];
+    const std::int64_t room = std::max<std::int64_t>(1, p.duration_us);
+    s.start_us = p.start_us + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(room / 2 + 1));
+    s.duration_us = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.start_us + room - s.start_us));
+    s.service = (i % 2 == 1) ? p.service : static_cast<int>(1 + rng() % 9);
+  }
+}
+
+// Jaeger JSON, processes listed after the spans (as Jaeger exports them).
+std::uint64_t write_jaeger_traces(const Options& o, Format format, const std::string& path, std::size_t* traces_out) {
+  const bool envelope = format == Format::kEnvelope;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
-    std::perror(o.file.c_str());
+    std::perror(path.c_str());
     std::exit(1);
   }
-  static const char* kServices[] = {"nginx-web-server",     "compose-post-service", "text-service",
-                                    "user-service",         "unique-id-service",    "media-service",
-                                    "url-shorten-service",  "user-mention-service", "post-storage-service",
-                                    "home-timeline-service"};
   std::mt19937_64 rng(42);
   std::string out;
   out.reserve(1 << 22);
@@ -72,40 +125,27 @@ std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) 
       out.clear();
     }
   };
-  if (o.envelope) out += "{\"data\": [";
+  if (envelope) out += "{\"data\": [";
   const std::size_t traces = (o.spans + o.spans_per_trace - 1) / o.spans_per_trace;
-  std::vector<std::int64_t> start(o.spans_per_trace), duration(o.spans_per_trace);
-  std::vector<int> service(o.spans_per_trace);
+  std::vector<GeneratedSpan> spans;
   char buf[512];
   for (std::size_t t = 0; t < traces; ++t) {
-    if (t > 0 && o.envelope) out += ',';
+    if (t > 0 && envelope) out += ',';
     std::snprintf(buf, sizeof buf, "{\"traceID\": \"%016llx\", \"spans\": [", static_cast<unsigned long long>(rng()));
     out += buf;
     const std::string trace_id(buf + 13, 16);
-    const std::int64_t t0 = 1'700'000'000'000'000 + static_cast<std::int64_t>(t) * 10'000;
-    for (std::size_t i = 0; i < o.spans_per_trace; ++i) {
-      std::size_t parent = 0;
-      if (i == 0) {
-        start[0] = t0;
-        duration[0] = 5'000 + static_cast<std::int64_t>(rng() % 20'000);
-        service[0] = 0;
-      } else {
-        parent = i - 1 - rng() % std::min<std::size_t>(i, 4);
-        const std::int64_t room = std::max<std::int64_t>(1, duration[parent]);
-        start[i] = start[parent] + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(room / 2 + 1));
-        duration[i] =
-            1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(start[parent] + room - start[i]));
-        service[i] = (i % 2 == 1) ? service[parent] : static_cast<int>(1 + rng() % 9);
-      }
+    generate_trace(rng, t, o.spans_per_trace, spans);
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const GeneratedSpan& s = spans[i];
       if (i > 0) out += ',';
       std::snprintf(buf, sizeof buf,
                     "{\"traceID\": \"%s\", \"spanID\": \"%016zx\", \"flags\": 1, \"operationName\": \"%s_op%zu\", "
                     "\"references\": [",
-                    trace_id.c_str(), i, kServices[service[i]], i % 3);
+                    trace_id.c_str(), i, kServices[s.service], i % 3);
       out += buf;
       if (i > 0) {
         std::snprintf(buf, sizeof buf, "{\"refType\": \"CHILD_OF\", \"traceID\": \"%s\", \"spanID\": \"%016zx\"}",
-                      trace_id.c_str(), parent);
+                      trace_id.c_str(), s.parent);
         out += buf;
       }
       std::snprintf(buf, sizeof buf,
@@ -114,12 +154,12 @@ std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) 
                     "{\"key\": \"component\", \"type\": \"string\", \"value\": \"thrift\"}, "
                     "{\"key\": \"internal.span.format\", \"type\": \"string\", \"value\": \"proto\"}], "
                     "\"logs\": [], \"processID\": \"p%d\", \"warnings\": null}",
-                    static_cast<long long>(start[i]), static_cast<long long>(duration[i]),
-                    i % 2 == 1 ? "client" : "server", service[i] + 1);
+                    static_cast<long long>(s.start_us), static_cast<long long>(s.duration_us),
+                    i % 2 == 1 ? "client" : "server", s.service + 1);
       out += buf;
     }
     out += "], \"processes\": {";
-    for (int s = 0; s < 10; ++s) {
+    for (int s = 0; s < kServiceCount; ++s) {
       std::snprintf(buf, sizeof buf,
                     "%s\"p%d\": {\"serviceName\": \"%s\", \"tags\": [{\"key\": \"hostname\", \"type\": \"string\", "
                     "\"value\": \"host-%d\"}]}",
@@ -129,8 +169,88 @@ std::uint64_t write_synthetic_traces(const Options& o, std::size_t* traces_out) 
     out += "}, \"warnings\": null}\n";
     flush(false);
   }
-  if (o.envelope) out += "], \"total\": 0, \"limit\": 0, \"offset\": 0, \"errors\": null}\n";
+  if (envelope) out += "], \"total\": 0, \"limit\": 0, \"offset\": 0, \"errors\": null}\n";
   flush(true);
+  std::fclose(f);
+  *traces_out = traces;
+  return bytes;
+}
+
+// OTLP JSON as the collector's file exporter writes it: one
+// {"resourceSpans": [...]} document per line, each a batch of
+// kOtlpTracesPerDocument traces, spans grouped by service; times in ns as
+// strings, kind as a number (protobuf's JSON mapping).
+std::uint64_t write_otlp_traces(const Options& o, const std::string& path, std::size_t* traces_out) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::perror(path.c_str());
+    std::exit(1);
+  }
+  std::mt19937_64 rng(42);
+  std::string out;
+  out.reserve(1 << 22);
+  std::uint64_t bytes = 0;
+  const std::size_t traces = (o.spans + o.spans_per_trace - 1) / o.spans_per_trace;
+  std::vector<std::vector<GeneratedSpan>> batch(kOtlpTracesPerDocument);
+  std::vector<std::string> trace_ids(kOtlpTracesPerDocument);
+  char buf[512];
+  for (std::size_t first = 0; first < traces; first += kOtlpTracesPerDocument) {
+    const std::size_t count = std::min(kOtlpTracesPerDocument, traces - first);
+    for (std::size_t k = 0; k < count; ++k) {
+      std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                    static_cast<unsigned long long>(rng()));
+      trace_ids[k] = buf;
+      generate_trace(rng, first + k, o.spans_per_trace, batch[k]);
+    }
+    out += "{\"resourceSpans\": [";
+    bool first_resource = true;
+    for (int service = 0; service < kServiceCount; ++service) {
+      bool first_span = true;
+      for (std::size_t k = 0; k < count; ++k) {
+        for (std::size_t i = 0; i < batch[k].size(); ++i) {
+          const GeneratedSpan& s = batch[k][i];
+          if (s.service != service) continue;
+          if (first_span) {
+            std::snprintf(buf, sizeof buf,
+                          "%s{\"resource\": {\"attributes\": [{\"key\": \"service.name\", \"value\": "
+                          "{\"stringValue\": \"%s\"}}, {\"key\": \"host.name\", \"value\": {\"stringValue\": "
+                          "\"host-%d\"}}]}, \"scopeSpans\": [{\"scope\": {\"name\": \"tailscope\"}, \"spans\": [",
+                          first_resource ? "" : ", ", kServices[service], service);
+            out += buf;
+            first_resource = false;
+          } else {
+            out += ", ";
+          }
+          first_span = false;
+          std::snprintf(buf, sizeof buf, "{\"traceId\": \"%s\", \"spanId\": \"%016zx\", ", trace_ids[k].c_str(), i);
+          out += buf;
+          if (i > 0) {
+            std::snprintf(buf, sizeof buf, "\"parentSpanId\": \"%016zx\", ", s.parent);
+            out += buf;
+          }
+          const long long start_ns = static_cast<long long>(s.start_us) * 1000;
+          std::snprintf(buf, sizeof buf,
+                        "\"name\": \"%s_op%zu\", \"kind\": %d, \"startTimeUnixNano\": \"%lld\", "
+                        "\"endTimeUnixNano\": \"%lld\", \"attributes\": ["
+                        "{\"key\": \"component\", \"value\": {\"stringValue\": \"thrift\"}}, "
+                        "{\"key\": \"internal.span.format\", \"value\": {\"stringValue\": \"proto\"}}], "
+                        "\"status\": {}}",
+                        kServices[s.service], i % 3, i % 2 == 1 ? 3 : 2, start_ns,
+                        start_ns + static_cast<long long>(s.duration_us) * 1000);
+          out += buf;
+        }
+      }
+      if (!first_span) out += "]}]}";
+    }
+    out += "]}\n";
+    if (out.size() > (1 << 21)) {
+      std::fwrite(out.data(), 1, out.size(), f);
+      bytes += out.size();
+      out.clear();
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), f);
+  bytes += out.size();
   std::fclose(f);
   *traces_out = traces;
   return bytes;
@@ -238,14 +358,79 @@ void visit_trace(ondemand::object trace, FloorSink& sink) {
   }
 }
 
+// An OTLP attribute list: every key and its value (stringValue, intValue, …).
+void visit_attributes(ondemand::array attributes, FloorSink& sink) {
+  for (auto attribute : attributes) {
+    for (auto field : attribute.get_object()) {
+      std::string_view k;
+      must(field.unescaped_key().get(k));
+      if (k == "key") {
+        visit_scalar(field.value(), sink);
+      } else if (k == "value") {
+        for (auto any : field.value().get_object()) visit_scalar(any.value(), sink);
+      }
+    }
+  }
+}
+
+// Every field the OTLP reader uses: per resource its attributes; per span its
+// trace id, id, parent, name, kind, times, attributes and status code.
+void visit_otlp_document(ondemand::object document, FloorSink& sink) {
+  for (auto field : document) {
+    std::string_view key;
+    must(field.unescaped_key().get(key));
+    if (key != "resourceSpans") continue;
+    for (auto resource_spans : field.value().get_array()) {
+      for (auto rs_field : resource_spans.get_object()) {
+        std::string_view rk;
+        must(rs_field.unescaped_key().get(rk));
+        if (rk == "resource") {
+          for (auto resource_field : rs_field.value().get_object()) {
+            std::string_view k;
+            must(resource_field.unescaped_key().get(k));
+            if (k == "attributes") visit_attributes(resource_field.value().get_array(), sink);
+          }
+        } else if (rk == "scopeSpans") {
+          for (auto scope_spans : rs_field.value().get_array()) {
+            for (auto ss_field : scope_spans.get_object()) {
+              std::string_view sk;
+              must(ss_field.unescaped_key().get(sk));
+              if (sk != "spans") continue;
+              for (auto span : ss_field.value().get_array()) {
+                ++sink.spans;
+                for (auto span_field : span.get_object()) {
+                  std::string_view k;
+                  must(span_field.unescaped_key().get(k));
+                  if (k == "traceId" || k == "spanId" || k == "parentSpanId" || k == "name" || k == "kind" ||
+                      k == "startTimeUnixNano" || k == "endTimeUnixNano") {
+                    visit_scalar(span_field.value(), sink);
+                  } else if (k == "attributes") {
+                    visit_attributes(span_field.value().get_array(), sink);
+                  } else if (k == "status") {
+                    for (auto status_field : span_field.value().get_object()) {
+                      std::string_view stk;
+                      must(status_field.unescaped_key().get(stk));
+                      if (stk == "code") visit_scalar(status_field.value(), sink);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The parser-only floor: simdjson On-Demand over the file already in memory,
-// visiting what the readers use and building nothing. NDJSON goes through
-// iterate_many (simdjson's own multi-document stream); the envelope is one
-// document.
-std::uint64_t parser_floor(const simdjson::padded_string& text, bool envelope) {
+// visiting what the readers use and building nothing. One document per line
+// goes through iterate_many (simdjson's own multi-document stream); the
+// envelope is one document.
+std::uint64_t parser_floor(const simdjson::padded_string& text, Format format) {
   ondemand::parser parser;
   FloorSink sink;
-  if (envelope) {
+  if (format == Format::kEnvelope) {
     ondemand::document doc;
     must(parser.iterate(text).get(doc));
     ondemand::array data;
@@ -255,9 +440,13 @@ std::uint64_t parser_floor(const simdjson::padded_string& text, bool envelope) {
     ondemand::document_stream docs;
     must(parser.iterate_many(text).get(docs));
     for (auto doc : docs) {
-      ondemand::object trace;
-      must(doc.get_object().get(trace));
-      visit_trace(trace, sink);
+      ondemand::object object;
+      must(doc.get_object().get(object));
+      if (format == Format::kOtlp) {
+        visit_otlp_document(object, sink);
+      } else {
+        visit_trace(object, sink);
+      }
     }
   }
   if (sink.bytes == 0) std::exit(1);  // keeps the visit observable
@@ -340,6 +529,180 @@ void fail_read(const trace::ReadResult& r) {
   }
 }
 
+// Pins the process to one CPU: the figures are per core (`taskset -c N`).
+// Without --cpu, CPU 1 when allowed, else unpinned (said in the output: the
+// figures are thread CPU time, so still per core, but migrations are not
+// excluded). An explicit --cpu that cannot be honoured exits 2.
+int pin_to_cpu(int requested) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+  const int cpu = requested >= 0 ? requested : 1;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (have_mask && CPU_ISSET(cpu, &allowed) && sched_setaffinity(0, sizeof one, &one) == 0) return cpu;
+  if (requested >= 0) {
+    std::fprintf(stderr, "tailscope-critpath-bench: --cpu %d: cannot run there (not in this process's CPU set)\n",
+                 requested);
+    std::exit(2);
+  }
+  return -1;
+}
+
+// Everything for one input format: the file, the floor, the readers, the
+// algorithm, the output and end to end, and the split of the end-to-end time.
+void run_format(const Options& o, Format format, int cpu) {
+  const std::string path = o.file + "-" + format_flag(format) + ".json";
+  std::size_t traces = 0;
+  const std::uint64_t bytes =
+      format == Format::kOtlp ? write_otlp_traces(o, path, &traces) : write_jaeger_traces(o, format, path, &traces);
+  const std::size_t spans = traces * o.spans_per_trace;
+  const double mb = static_cast<double>(bytes) / 1e6;
+  const char* description = format == Format::kEnvelope ? "Jaeger JSON, {\"data\": [...]} envelope"
+                            : format == Format::kOtlp   ? "OTLP JSON, one resourceSpans document of 10 traces per line"
+                                                        : "Jaeger JSON, one trace per line";
+  std::printf("\n%s: %zu spans in %zu traces, %.1f MB (%s); thread CPU time, best of %d, %s\n", description, spans,
+              traces, mb, path.c_str(), o.repeat,
+              cpu >= 0 ? ("pinned to CPU " + std::to_string(cpu)).c_str()
+                       : "not pinned (CPU 1 is not in this process's CPU set)");
+
+  // The floor, from memory (the file is read before the clock starts).
+  simdjson::padded_string text;
+  if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS) {
+    std::fprintf(stderr, "tailscope-critpath-bench: cannot load %s\n", path.c_str());
+    std::exit(1);
+  }
+  if (parser_floor(text, format) != spans) {
+    std::fprintf(stderr, "tailscope-critpath-bench: the floor did not visit every span\n");
+    std::exit(1);
+  }
+  const double floor_s = best_seconds(o.repeat, [&] { parser_floor(text, format); });
+  text = simdjson::padded_string();
+  auto report = [&](const char* what, double seconds) {
+    std::printf("  %-52s %7.3f s  %6.2f M spans/s  %7.1f MB/s  %5.2fx floor\n", what, seconds,
+                static_cast<double>(spans) / seconds / 1e6, mb / seconds, floor_s / seconds);
+  };
+  report("parser floor: simdjson On-Demand, used fields only", floor_s);
+
+  trace::ReadStats read_stats;
+  const double read_s = best_seconds(o.repeat, [&] {
+    trace::NameTable names;
+    const auto r = trace::read_trace_file(path, names, {}, [](trace::Trace&) { return true; });
+    fail_read(r);
+    read_stats = r.stats;
+  });
+  report("read traces (tailscope readers: simdjson path)", read_s);
+  trace::ReadOptions rapidjson_only;
+  rapidjson_only.use_simdjson = false;
+  const double rapidjson_read_s = best_seconds(o.repeat, [&] {
+    trace::NameTable names;
+    fail_read(trace::read_trace_file(path, names, rapidjson_only, [](trace::Trace&) { return true; }));
+  });
+  report("read traces (RapidJSON SAX path, the fallback)", rapidjson_read_s);
+  if (read_stats.values_rapidjson != 0) {
+    std::printf("  note: %llu of %llu top-level values went to the RapidJSON path\n",
+                static_cast<unsigned long long>(read_stats.values_rapidjson),
+                static_cast<unsigned long long>(read_stats.values_rapidjson + read_stats.values_simdjson));
+  }
+
+  // The algorithm alone, and with the NDJSON output: the traces are read
+  // once, outside the clock.
+  trace::NameTable held_names;
+  std::vector<trace::Trace> held;
+  held.reserve(traces);
+  fail_read(trace::read_trace_file(path, held_names, {}, [&](trace::Trace& t) {
+    held.push_back(t);
+    return true;
+  }));
+
+  const std::string ndjson_path = path + ".critical_paths.ndjson";
+  double capstone_s = 0;
+  double capstone_algorithm_s = 0;
+  double capstone_output_s = 0;
+  for (const char* algorithm : {"capstone", "jaeger", "crisp"}) {
+    const double algorithm_s = best_seconds(o.repeat, [&] {
+      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
+      analyze::CriticalPathAggregator aggregator(held_names, {});
+      for (const trace::Trace& t : held) aggregator.add(analyzer.analyze(t));
+      if (aggregator.traces_analyzed() != traces) std::exit(1);
+    });
+    // The output alone: every trace's result written as the engine writes
+    // it (chunks into the atomic file writer), over analyses redone outside
+    // the clock's difference: (analysis + output) - analysis.
+    const double with_output_s = best_seconds(o.repeat, [&] {
+      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
+      analyze::CriticalPathAggregator aggregator(held_names, {});
+      AtomicFileWriter artifacts(ndjson_path);
+      analyze::TraceAnalysisJsonWriter trace_json(held_names, {});
+      const analyze::JsonChunkSink sink = [&](std::string_view chunk) { artifacts.append(chunk); };
+      for (const trace::Trace& t : held) {
+        const analyze::TraceAnalysis& analysis = analyzer.analyze(t);
+        aggregator.add(analysis);
+        trace_json.write(analysis, sink);
+        artifacts.append("\n");
+      }
+      artifacts.commit();
+    });
+    const double s = best_seconds(o.repeat, [&] {
+      trace::NameTable names;
+      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
+      analyze::CriticalPathAggregator aggregator(names, {});
+      AtomicFileWriter artifacts(ndjson_path);
+      analyze::TraceAnalysisJsonWriter trace_json(names, {});
+      const analyze::JsonChunkSink sink = [&](std::string_view chunk) { artifacts.append(chunk); };
+      const auto r = trace::read_trace_file(path, names, {}, [&](trace::Trace& t) {
+        const analyze::TraceAnalysis& analysis = analyzer.analyze(t);
+        aggregator.add(analysis);
+        trace_json.write(analysis, sink);
+        artifacts.append("\n");
+        return true;
+      });
+      fail_read(r);
+      artifacts.commit();
+      if (aggregator.traces_analyzed() != traces) std::exit(1);
+    });
+    if (std::strcmp(algorithm, "capstone") == 0) {
+      capstone_s = s;
+      capstone_algorithm_s = algorithm_s;
+      capstone_output_s = std::max(0.0, with_output_s - algorithm_s);
+    }
+    report((std::string("algorithm alone (tree+path+delays+aggregate), ") + algorithm).c_str(), algorithm_s);
+    report((std::string("algorithm + NDJSON output, ") + algorithm).c_str(), with_output_s);
+    report((std::string("end to end (read..write NDJSON), ") + algorithm).c_str(), s);
+  }
+  std::remove(ndjson_path.c_str());
+  const double spans_per_s = static_cast<double>(spans) / capstone_s;
+  const double ratio = floor_s / capstone_s;
+  // Where the end-to-end time goes, each part measured above: parse = the
+  // floor, build = the reader beyond the floor (cutting values out, walking
+  // them, building traces, interning names), algorithm, output; "other" is
+  // what the parts do not add up to (cache effects of running them together).
+  const double build_s = std::max(0.0, read_s - floor_s);
+  const double other_s = capstone_s - floor_s - build_s - capstone_algorithm_s - capstone_output_s;
+  auto share = [&](double part) { return 100.0 * part / capstone_s; };
+  std::printf(
+      "  end to end (capstone) %.3f s: parse (floor) %.3f s %.0f%%, build traces %.3f s %.0f%%, algorithm %.3f s "
+      "%.0f%%, output %.3f s %.0f%%, other %+.3f s %+.0f%%\n",
+      capstone_s, floor_s, share(floor_s), build_s, share(build_s), capstone_algorithm_s, share(capstone_algorithm_s),
+      capstone_output_s, share(capstone_output_s), other_s, share(other_s));
+  std::printf("  end to end (capstone) %.2f M spans/s = %.2fx the parser floor, %.2fx the RapidJSON reader alone\n",
+              spans_per_s / 1e6, ratio, rapidjson_read_s / capstone_s);
+  std::printf("  targets (issue 14): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
+              spans_per_s >= 5e6 ? "met" : "not met", ratio >= 0.8 ? "met" : "not met");
+  std::printf(
+      "{\"bench\": \"tailscope-critpath\", \"format\": \"%s\", \"cpu\": %d, \"spans\": %zu, \"bytes\": %llu, "
+      "\"floor_spans_per_s\": %.0f, \"read_spans_per_s\": %.0f, \"rapidjson_read_spans_per_s\": %.0f, "
+      "\"algorithm_spans_per_s\": %.0f, \"end_to_end_spans_per_s\": %.0f, \"end_to_end_mb_per_s\": %.1f, "
+      "\"ratio_to_floor\": %.3f, \"seconds\": {\"parse\": %.4f, \"build\": %.4f, \"algorithm\": %.4f, "
+      "\"output\": %.4f, \"end_to_end\": %.4f}}\n",
+      format_flag(format), cpu, spans, static_cast<unsigned long long>(bytes), static_cast<double>(spans) / floor_s,
+      static_cast<double>(spans) / read_s, static_cast<double>(spans) / rapidjson_read_s,
+      static_cast<double>(spans) / capstone_algorithm_s, spans_per_s, mb / capstone_s, ratio, floor_s, build_s,
+      capstone_algorithm_s, capstone_output_s, capstone_s);
+  if (!o.keep) std::remove(path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -359,138 +722,36 @@ int main(int argc, char** argv) {
       o.spans_per_trace = parse_count(arg, value(), 1, 1'000'000);
     } else if (arg == "--format") {
       const std::string format = value();
-      if (format != "ndjson" && format != "envelope") {
-        std::fprintf(stderr, "tailscope-critpath-bench: --format expects ndjson or envelope, got '%s'\n",
+      if (format == "ndjson") {
+        o.formats.push_back(Format::kNdjson);
+      } else if (format == "envelope") {
+        o.formats.push_back(Format::kEnvelope);
+      } else if (format == "otlp") {
+        o.formats.push_back(Format::kOtlp);
+      } else {
+        std::fprintf(stderr, "tailscope-critpath-bench: --format expects ndjson, envelope or otlp, got '%s'\n",
                      format.c_str());
         return 2;
       }
-      o.envelope = format == "envelope";
     } else if (arg == "--file") {
       o.file = value();
     } else if (arg == "--repeat") {
       o.repeat = static_cast<int>(parse_count(arg, value(), 1, 100));
+    } else if (arg == "--cpu") {
+      o.cpu = static_cast<int>(parse_count(arg, value(), 0, CPU_SETSIZE - 1));
     } else if (arg == "--keep") {
       o.keep = true;
     } else {
       std::fprintf(stderr,
-                   "usage: tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope] "
-                   "[--file PATH] [--repeat N] [--keep]\n");
+                   "usage: tailscope-critpath-bench [--spans N] [--spans-per-trace N] "
+                   "[--format ndjson|envelope|otlp]... [--file PREFIX] [--repeat N] [--cpu N] [--keep]\n");
       return 2;
     }
   }
-
-  std::size_t traces = 0;
-  const std::uint64_t bytes = write_synthetic_traces(o, &traces);
-  const std::size_t spans = traces * o.spans_per_trace;
-  const double mb = static_cast<double>(bytes) / 1e6;
-  const char* format = o.envelope ? "{\"data\": [...]} envelope" : "one trace per line";
-  std::printf(
-      "tailscope-critpath-bench: %zu spans in %zu traces, %.1f MB of Jaeger JSON (%s, %s); thread CPU time, best "
-      "of %d\n",
-      spans, traces, mb, format, o.file.c_str(), o.repeat);
-
-  // The floor, from memory (the file is read before the clock starts).
-  simdjson::padded_string text;
-  if (simdjson::padded_string::load(o.file).get(text) != simdjson::SUCCESS) {
-    std::fprintf(stderr, "tailscope-critpath-bench: cannot load %s\n", o.file.c_str());
-    return 1;
-  }
-  if (parser_floor(text, o.envelope) != spans) {
-    std::fprintf(stderr, "tailscope-critpath-bench: the floor did not visit every span\n");
-    return 1;
-  }
-  const double floor_s = best_seconds(o.repeat, [&] { parser_floor(text, o.envelope); });
-  text = simdjson::padded_string();
-  auto report = [&](const char* what, double seconds) {
-    std::printf("  %-52s %7.3f s  %6.2f M spans/s  %7.1f MB/s  %5.2fx floor\n", what, seconds,
-                static_cast<double>(spans) / seconds / 1e6, mb / seconds, floor_s / seconds);
-  };
-  report("parser floor: simdjson On-Demand, used fields only", floor_s);
-
-  trace::ReadStats read_stats;
-  const double read_s = best_seconds(o.repeat, [&] {
-    trace::NameTable names;
-    const auto r = trace::read_trace_file(o.file, names, {}, [](trace::Trace&) { return true; });
-    fail_read(r);
-    read_stats = r.stats;
-  });
-  report("read traces (tailscope readers: simdjson path)", read_s);
-  trace::ReadOptions rapidjson_only;
-  rapidjson_only.use_simdjson = false;
-  const double rapidjson_read_s = best_seconds(o.repeat, [&] {
-    trace::NameTable names;
-    fail_read(trace::read_trace_file(o.file, names, rapidjson_only, [](trace::Trace&) { return true; }));
-  });
-  report("read traces (RapidJSON SAX path, the fallback)", rapidjson_read_s);
-  if (read_stats.values_rapidjson != 0) {
-    std::printf("  note: %llu of %llu top-level values went to the RapidJSON path\n",
-                static_cast<unsigned long long>(read_stats.values_rapidjson),
-                static_cast<unsigned long long>(read_stats.values_rapidjson + read_stats.values_simdjson));
-  }
-
-  // The algorithm alone: the traces are read once, outside the clock.
-  trace::NameTable held_names;
-  std::vector<trace::Trace> held;
-  held.reserve(traces);
-  fail_read(trace::read_trace_file(o.file, held_names, {}, [&](trace::Trace& t) {
-    held.push_back(t);
-    return true;
-  }));
-
-  const std::string ndjson_path = o.file + ".critical_paths.ndjson";
-  double capstone_s = 0;
-  double capstone_algorithm_s = 0;
-  for (const char* algorithm : {"capstone", "jaeger", "crisp"}) {
-    const double algorithm_s = best_seconds(o.repeat, [&] {
-      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
-      analyze::CriticalPathAggregator aggregator(held_names, {});
-      for (const trace::Trace& t : held) aggregator.add(analyzer.analyze(t));
-      if (aggregator.traces_analyzed() != traces) std::exit(1);
-    });
-    const double s = best_seconds(o.repeat, [&] {
-      trace::NameTable names;
-      analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm(algorithm), {});
-      analyze::CriticalPathAggregator aggregator(names, {});
-      AtomicFileWriter artifacts(ndjson_path);
-      analyze::TraceAnalysisJsonWriter trace_json(names, {});
-      std::string line;
-      const auto r = trace::read_trace_file(o.file, names, {}, [&](trace::Trace& t) {
-        const analyze::TraceAnalysis& analysis = analyzer.analyze(t);
-        aggregator.add(analysis);
-        line.clear();
-        trace_json.append(analysis, line);
-        line += '\n';
-        artifacts.append(line);
-        return true;
-      });
-      fail_read(r);
-      artifacts.commit();
-      if (aggregator.traces_analyzed() != traces) std::exit(1);
-    });
-    if (std::strcmp(algorithm, "capstone") == 0) {
-      capstone_s = s;
-      capstone_algorithm_s = algorithm_s;
-    }
-    report((std::string("algorithm alone (tree+path+delays+aggregate), ") + algorithm).c_str(), algorithm_s);
-    report((std::string("end to end (read..write NDJSON), ") + algorithm).c_str(), s);
-  }
-  std::remove(ndjson_path.c_str());
+  if (o.formats.empty()) o.formats = {Format::kNdjson, Format::kOtlp};
+  const int cpu = pin_to_cpu(o.cpu);
+  std::printf("tailscope-critpath-bench: %zu spans in traces of %zu, socialnet-shaped\n", o.spans, o.spans_per_trace);
+  for (Format format : o.formats) run_format(o, format, cpu);
   report_wide_fan_outs(o.repeat);
-  const double spans_per_s = static_cast<double>(spans) / capstone_s;
-  const double ratio = floor_s / capstone_s;
-  std::printf("  end to end (capstone) %.2f M spans/s = %.2fx the parser floor, %.2fx the RapidJSON reader alone\n",
-              spans_per_s / 1e6, ratio, rapidjson_read_s / capstone_s);
-  std::printf("  targets (issue 14): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
-              spans_per_s >= 5e6 ? "met" : "not met", ratio >= 0.8 ? "met" : "not met");
-  std::printf(
-      "{\"bench\": \"tailscope-critpath\", \"format\": \"%s\", \"spans\": %zu, \"bytes\": %llu, "
-      "\"floor_spans_per_s\": %.0f, \"read_spans_per_s\": %.0f, \"rapidjson_read_spans_per_s\": %.0f, "
-      "\"algorithm_spans_per_s\": %.0f, \"end_to_end_spans_per_s\": %.0f, \"end_to_end_mb_per_s\": %.1f, "
-      "\"ratio_to_floor\": %.3f}\n",
-      o.envelope ? "envelope" : "ndjson", spans, static_cast<unsigned long long>(bytes),
-      static_cast<double>(spans) / floor_s, static_cast<double>(spans) / read_s,
-      static_cast<double>(spans) / rapidjson_read_s, static_cast<double>(spans) / capstone_algorithm_s, spans_per_s,
-      mb / capstone_s, ratio);
-  if (!o.keep) std::remove(o.file.c_str());
   return 0;
 }

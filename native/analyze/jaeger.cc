@@ -67,8 +67,9 @@ class JaegerAlgorithm final : public CriticalPathAlgorithm {
       const auto kids = clipped_.children(s);
       by_end_.insert(by_end_.end(), kids.begin(), kids.end());
       by_end_begin_[s + 1] = static_cast<std::uint32_t>(by_end_.size());
-      std::stable_sort(by_end_.begin() + by_end_begin_[s], by_end_.end(),
-                       [&](std::uint32_t a, std::uint32_t b) { return clipped_.end(a) > clipped_.end(b); });
+      internal::stable_sort_unless_sorted(
+          by_end_.begin() + by_end_begin_[s], by_end_.end(),
+          [&](std::uint32_t a, std::uint32_t b) { return clipped_.end(a) > clipped_.end(b); });
     }
     cursor_.assign(by_end_begin_.begin(), by_end_begin_.end() - 1);
   }

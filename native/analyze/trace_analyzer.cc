@@ -92,7 +92,7 @@ const TraceAnalysis& TraceAnalyzer::analyze(const trace::Trace& trace) {
     clipped_.build_jaeger(tree_);
     Warnings ignored;  // the replayed trace is clean by construction
     for (std::size_t i = 0; i < scenarios_.size(); ++i) {
-      retimer_.retime(tree_, clipped_, scenarios_[i], retimed_trace_);
+      retimer_.retime(tree_, clipped_, scenarios_[i], a.rpc_delays, retimed_trace_);
       retimed_tree_.build(retimed_trace_, ignored);
       WhatIfOutcome& w = a.what_if[i];
       w.by_operation.clear();

@@ -6,10 +6,11 @@ namespace tailscope::analyze {
 
 namespace {
 std::int64_t probe_ns(std::int64_t v) { return v < 0 ? 0 : v; }
-bool is_rpc(const SpanTree& tree, std::uint32_t parent, std::uint32_t child) {
-  return tree.span(parent).kind == trace::SpanKind::kClient && tree.span(child).kind == trace::SpanKind::kServer;
-}
 }  // namespace
+
+bool WhatIfRetimer::is_rpc(std::uint32_t parent, std::uint32_t child) const {
+  return paired_client_of_[child] == parent;
+}
 
 void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
                                 std::uint32_t s) {
@@ -50,7 +51,7 @@ void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped
     const std::int64_t gap = clipped.start(c) - (pred != kNoSpan ? clipped.end(pred) : clipped.start(s));
     std::int64_t removable = 0;
     if (scenario.remove_delays) {
-      removable = is_rpc(tree, s, c)
+      removable = is_rpc(s, c)
                       ? gap
                       : std::min(gap, probe_ns(tree.span(c).probe_scheduling_delay_ns) +
                                           (pred != kNoSpan ? probe_ns(tree.span(pred).probe_join_delay_ns) : 0));
@@ -63,13 +64,13 @@ void WhatIfRetimer::retime_span(const SpanTree& tree, const ClippedTree& clipped
   const std::int64_t tail = clipped.end(s) - clipped.end(last);
   std::int64_t removable_tail = 0;
   if (scenario.remove_delays) {
-    removable_tail = is_rpc(tree, s, last) ? tail : std::min(tail, probe_ns(tree.span(last).probe_join_delay_ns));
+    removable_tail = is_rpc(s, last) ? tail : std::min(tail, probe_ns(tree.span(last).probe_join_delay_ns));
   }
   new_duration_[s] = last_end + (removed ? 0 : tail - removable_tail);
 }
 
 void WhatIfRetimer::retime(const SpanTree& tree, const ClippedTree& clipped, const WhatIfScenario& scenario,
-                           trace::Trace& out) {
+                           std::span<const RpcDelay> rpc_pairs, trace::Trace& out) {
   out.clear();
   const trace::Trace& in = tree.trace();
   out.trace_id = in.trace_id;
@@ -79,6 +80,8 @@ void WhatIfRetimer::retime(const SpanTree& tree, const ClippedTree& clipped, con
   offset_.assign(n, 0);
   new_start_.assign(n, 0);
   position_.assign(n, 0);
+  paired_client_of_.assign(n, kNoSpan);
+  for (const RpcDelay& pair : rpc_pairs) paired_client_of_[pair.server_span] = pair.client_span;
   const auto& preorder = tree.preorder();
   for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {  // children first
     if (clipped.alive(*it)) retime_span(tree, clipped, scenario, *it);

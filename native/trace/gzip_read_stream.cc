@@ -39,6 +39,12 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> GzipReadStream::shrunk_si
   return std::make_pair(static_cast<std::uint64_t>(size_at_open_), static_cast<std::uint64_t>(st.st_size));
 }
 
+bool GzipReadStream::rewind() {
+  if (!rewindable() || !error_.empty() || gzrewind(file_) != 0) return false;
+  eof_ = false;
+  return true;
+}
+
 GzipReadStream::~GzipReadStream() {
   if (file_ != nullptr) gzclose(file_);
 }

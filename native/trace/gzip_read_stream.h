@@ -38,6 +38,11 @@ class GzipReadStream {
   // (or after an error).
   std::size_t read(char* dst, std::size_t max);
   bool at_end() const { return eof_; }
+  // Regular files can be read again from the start (rewind()); pipes cannot.
+  bool rewindable() const { return size_at_open_ >= 0 && file_ != nullptr; }
+  // Starts over at the first byte (the reader re-reads a value whose fast
+  // parse gave up after its start left the buffer). False when it cannot.
+  bool rewind();
 
  private:
   gzFile file_ = nullptr;

@@ -348,6 +348,26 @@ class InputBuffer {
   }
   // True at the real end of input (Peek() is also '\0' at a NUL byte).
   bool at_end() { return pos_ == end_ && !fill(); }
+  // Whether rewind_to() can go back past the buffer's start (a regular file,
+  // or text in memory; not a pipe).
+  bool rewindable() const { return source_ == nullptr || source_->rewindable(); }
+  // Moves the read position back to input offset `offset` (at most Tell()):
+  // inside the buffer while those bytes are still there, else by reading the
+  // source again from its start. False when it cannot.
+  bool rewind_to(std::uint64_t offset) {
+    if (offset >= consumed_) {
+      pos_ = offset - consumed_;
+      return true;
+    }
+    if (source_ == nullptr || !source_->rewind()) return false;
+    consumed_ = pos_ = end_ = 0;
+    while (consumed_ + end_ < offset) {
+      pos_ = end_;  // drop what is before the offset
+      if (!fill()) return false;
+    }
+    pos_ = offset - consumed_;
+    return true;
+  }
 
   // RapidJSON stream concept.
   Ch Peek() {
@@ -391,6 +411,134 @@ class InputBuffer {
 // it slower than RapidJSON streaming; one trace per line is ~16 KB a value.
 constexpr std::size_t kMaxBufferedValueBytes = std::size_t{8} << 20;
 
+// Finds the end of the value at the cursor (scanner.end()), reading more
+// input while the value is incomplete and smaller than
+// kMaxBufferedValueBytes. kNeedMore with *scanned >= kMaxBufferedValueBytes:
+// too big to buffer; kNeedMore otherwise: the input ended first.
+internal::ValueScanner::Status cut_value(InputBuffer& in, internal::ValueScanner& scanner, std::size_t* scanned) {
+  *scanned = 0;
+  for (;;) {
+    const auto status = scanner.scan(in.cursor(), *scanned, in.available());
+    if (status != internal::ValueScanner::Status::kNeedMore) return status;
+    *scanned = in.available();
+    if (*scanned >= kMaxBufferedValueBytes || !in.fill()) return status;
+  }
+}
+
+inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Length of `{ "data" : [` (or "resourceSpans") at p[0, n), whitespace
+// allowed where JSON allows it; 0 when the value does not start so.
+std::size_t envelope_prefix(const char* p, std::size_t n, bool* otlp) {
+  std::size_t i = 0;
+  auto space = [&] {
+    while (i < n && is_json_space(p[i])) ++i;
+  };
+  if (n == 0 || p[0] != '{') return 0;
+  ++i;
+  space();
+  constexpr std::string_view kData = "\"data\"";
+  constexpr std::string_view kResourceSpans = "\"resourceSpans\"";
+  const std::string_view rest(p + i, n - i);
+  if (rest.starts_with(kData)) {
+    *otlp = false;
+    i += kData.size();
+  } else if (rest.starts_with(kResourceSpans)) {
+    *otlp = true;
+    i += kResourceSpans.size();
+  } else {
+    return 0;
+  }
+  space();
+  if (i >= n || p[i] != ':') return 0;
+  ++i;
+  space();
+  if (i >= n || p[i] != '[') return 0;
+  return i + 1;
+}
+
+enum class StreamStatus : std::uint8_t { kNotEnvelope, kOk, kStopped, kGaveUp };
+
+// A top-level {"data": [...]} or {"resourceSpans": [...]} too big to buffer
+// whole (a Jaeger UI export, an OTLP batch file): each element of the array
+// is cut out and read by simdjson in turn, so memory stays bounded by the
+// largest element and the envelope reads at the speed of one trace per line.
+// Members after the array are read as an object of their own ("{" + the
+// rest), which gives the same traces as reading them in place (the array
+// was the first member). Anything unusual — an element that is not an
+// object or is itself too big, a missing comma, JSON simdjson rejects —
+// gives up: the caller rewinds to the value's start and RapidJSON reads it
+// whole, skipping the *emitted traces already delivered, for the exact
+// error or the same traces. Counters go to `stats` (kept by the caller only
+// when this does not give up).
+StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fast, const ReadOptions& options,
+                             ReadStats& stats, const TraceCallback& on_trace, std::uint64_t* emitted,
+                             std::string& scratch) {
+  using internal::FastReadStatus;
+  using internal::ValueScanner;
+  bool otlp = false;
+  const std::size_t prefix = envelope_prefix(in.cursor(), in.available(), &otlp);
+  if (prefix == 0) return StreamStatus::kNotEnvelope;
+  in.skip(prefix);
+  if (otlp) fast.begin_resource_spans();
+  std::uint64_t delivered = 0;
+  for (bool first = true;; first = false) {
+    rapidjson::SkipWhitespace(in);
+    char c = in.Peek();
+    if (c == ']') {
+      in.Take();
+      break;
+    }
+    if (!first) {
+      if (c != ',') return StreamStatus::kGaveUp;
+      in.Take();
+      rapidjson::SkipWhitespace(in);
+      c = in.Peek();
+    }
+    if (c != '{') return StreamStatus::kGaveUp;
+    // The element sits two levels down (envelope object, array).
+    ValueScanner scanner(options.max_nesting_depth - 2);
+    std::size_t scanned = 0;
+    if (cut_value(in, scanner, &scanned) != ValueScanner::Status::kComplete) return StreamStatus::kGaveUp;
+    const FastReadStatus status = otlp
+                                      ? fast.read_resource_spans_element(in.cursor(), scanner.end(), stats)
+                                      : fast.read_data_element(in.cursor(), scanner.end(), stats, on_trace, &delivered);
+    *emitted += delivered;
+    delivered = 0;
+    if (status == FastReadStatus::kGaveUp) return StreamStatus::kGaveUp;
+    in.skip(scanner.end());
+    if (status == FastReadStatus::kStopped) return StreamStatus::kStopped;
+  }
+  if (otlp) {
+    const FastReadStatus status = fast.finish_resource_spans(stats, on_trace, &delivered);
+    *emitted += delivered;
+    delivered = 0;
+    if (status == FastReadStatus::kStopped) return StreamStatus::kStopped;
+  }
+  rapidjson::SkipWhitespace(in);
+  if (in.Peek() == '}') {
+    in.Take();
+    return StreamStatus::kOk;
+  }
+  if (in.Peek() != ',') return StreamStatus::kGaveUp;
+  in.Take();
+  rapidjson::SkipWhitespace(in);
+  if (in.Peek() != '"') return StreamStatus::kGaveUp;  // e.g. a trailing comma: RapidJSON says so
+  // The rest of the envelope's members, up to its closing brace.
+  ValueScanner scanner(options.max_nesting_depth, 1);
+  std::size_t scanned = 0;
+  if (cut_value(in, scanner, &scanned) != ValueScanner::Status::kComplete) return StreamStatus::kGaveUp;
+  const std::size_t size = 1 + scanner.end();
+  scratch.assign(1, '{');
+  scratch.append(in.cursor(), scanner.end());
+  scratch.resize(size + internal::SimdjsonValueReader::padding_bytes(), ' ');
+  const FastReadStatus status = fast.read(scratch.data(), size, stats, on_trace, &delivered);
+  *emitted += delivered;
+  if (status == FastReadStatus::kGaveUp) return StreamStatus::kGaveUp;
+  in.skip(scanner.end());
+  return status == FastReadStatus::kStopped ? StreamStatus::kStopped : StreamStatus::kOk;
+}
+
 // Parses one JSON value after another (a document, or NDJSON lines) until
 // the end of input. Each top-level object is cut out whole (ValueScanner)
 // and read by simdjson; what simdjson does not take — anything but an
@@ -409,6 +557,7 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
   };
   TraceJsonHandler handler(names, options, result.stats, skip_delivered);
   internal::SimdjsonValueReader fast(names, options);
+  std::string stream_scratch;  // the members after a streamed envelope's array
   rapidjson::Reader reader;
   bool any_value = false;
   for (;;) {
@@ -423,15 +572,10 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
     }
     any_value = true;
     if (options.use_simdjson && in.Peek() == '{') {
+      const std::uint64_t value_start = in.Tell();
       internal::ValueScanner scanner(options.max_nesting_depth);
       std::size_t scanned = 0;
-      auto status = internal::ValueScanner::Status::kNeedMore;
-      for (;;) {
-        status = scanner.scan(in.cursor(), scanned, in.available());
-        if (status != internal::ValueScanner::Status::kNeedMore) break;
-        scanned = in.available();
-        if (scanned >= kMaxBufferedValueBytes || !in.fill()) break;
-      }
+      const auto status = cut_value(in, scanner, &scanned);
       if (status == internal::ValueScanner::Status::kComplete) {
         std::uint64_t emitted = 0;
         const internal::FastReadStatus fast_status =
@@ -447,6 +591,31 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
           continue;
         }
         skip = emitted;
+      } else if (status == internal::ValueScanner::Status::kNeedMore && scanned >= kMaxBufferedValueBytes &&
+                 in.rewindable()) {
+        std::uint64_t emitted = 0;
+        ReadStats streamed;
+        const StreamStatus stream_status =
+            stream_envelope(in, fast, options, streamed, on_trace, &emitted, stream_scratch);
+        if (stream_status == StreamStatus::kOk || stream_status == StreamStatus::kStopped) {
+          result.stats.add(streamed);
+          ++result.stats.values_simdjson;
+          if (stream_status == StreamStatus::kStopped) {
+            result.stopped = true;
+            break;
+          }
+          continue;
+        }
+        if (stream_status == StreamStatus::kGaveUp) {
+          skip = emitted;
+          if (!in.rewind_to(value_start)) {
+            result.ok = false;
+            result.error_offset = value_start;
+            result.error = "cannot read the input again from byte offset " + std::to_string(value_start) +
+                           " to report an error exactly";
+            break;
+          }
+        }
       }
     }
     ++result.stats.values_rapidjson;

@@ -441,11 +441,13 @@ struct Transcript {
   std::string traces;
 };
 
-Transcript transcript(std::string_view json, bool use_simdjson, ReadOptions options = {}) {
+// `read(names, options, callback)` reads the input.
+template <typename Read>
+Transcript transcript_of(bool use_simdjson, ReadOptions options, const Read& read) {
   NameTable names;
   options.use_simdjson = use_simdjson;
   Transcript out;
-  out.result = read_trace_text(json, names, options, [&](Trace& t) {
+  out.result = read(names, options, [&](Trace& t) {
     out.traces += "trace " + t.trace_id + "\n";
     for (const Span& s : t.spans) {
       out.traces += std::string(t.span_id(s)) + " parent=" + std::string(t.parent_span_id(s)) + "/" +
@@ -466,6 +468,18 @@ Transcript transcript(std::string_view json, bool use_simdjson, ReadOptions opti
                 " bytes=" + std::to_string(st.bytes) + " ok=" + std::to_string(out.result.ok) +
                 " error=" + out.result.error + " offset=" + std::to_string(out.result.error_offset);
   return out;
+}
+
+Transcript transcript(std::string_view json, bool use_simdjson, ReadOptions options = {}) {
+  return transcript_of(use_simdjson, options, [&](NameTable& names, const ReadOptions& o, const TraceCallback& cb) {
+    return read_trace_text(json, names, o, cb);
+  });
+}
+
+Transcript file_transcript(const std::string& path, bool use_simdjson) {
+  return transcript_of(use_simdjson, {}, [&](NameTable& names, const ReadOptions& o, const TraceCallback& cb) {
+    return read_trace_file(path, names, o, cb);
+  });
 }
 
 // Inputs simdjson reads itself (valid objects), and inputs it hands to
@@ -522,6 +536,79 @@ TEST(TraceReaderTest, ValidObjectsAreReadBySimdjsonAndTheRestByRapidJson) {
   EXPECT_FALSE(broken.result.ok);
   EXPECT_EQ(broken.result.stats.traces, 1u);
   EXPECT_EQ(std::count(broken.traces.begin(), broken.traces.end(), '\n'), 1);
+}
+
+// An envelope larger than the reader buffers whole (8 MiB): `count`
+// elements, each a Jaeger trace (or an OTLP resourceSpans entry), then `tail`
+// (the envelope's other members and its closing brace).
+std::string big_envelope(bool otlp, int count, const std::string& bad_element, int bad_at, const std::string& tail) {
+  std::string text = otlp ? "{\"resourceSpans\": [\n" : "{ \"data\" :\n[";
+  const std::string filler(600, 'f');
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) text += ",\n ";
+    if (i == bad_at) {
+      text += bad_element;
+      continue;
+    }
+    const std::string n = std::to_string(i);
+    if (otlp) {
+      text += R"({"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc)" + n +
+              R"("}}]}, "scopeSpans": [{"spans": [{"traceId": "T)" + std::to_string(i % 7) + R"(", "spanId": "s)" + n +
+              R"(", "name": "op", "kind": 2, "startTimeUnixNano": ")" + n + R"(", "endTimeUnixNano": "9999999",)" +
+              R"( "attributes": [{"key": "pad", "value": {"stringValue": ")" + filler + R"("}}]}]}]})";
+    } else {
+      text += R"({"traceID": "t)" + n + R"(", "spans": [{"spanID": "a", "operationName": "op)" + std::to_string(i % 5) +
+              R"(", "startTime": )" + n + R"(, "duration": 3, "processID": "p1", "tags": [{"key": "span.kind", )" +
+              R"("value": "server"}, {"key": "pad", "value": ")" + filler + R"("}]}, {"spanID": "b", )" +
+              R"("references": [{"refType": "CHILD_OF", "spanID": "a"}], "startTime": 1, "duration": 1}],)" +
+              R"( "processes": {"p1": {"serviceName": "s)" + std::to_string(i % 3) + R"("}}})";
+    }
+  }
+  return text + "]" + tail;
+}
+
+// Regression (issue 14): a {"data": [...]} export or an OTLP batch larger
+// than 8 MiB was one value too big for simdjson and went to the RapidJSON
+// path whole. It now streams element by element through simdjson, giving the
+// same traces and counters; when it meets an error it rewinds (a plain file,
+// a gzip file) and RapidJSON reports the same error at the same offset, with
+// no trace delivered twice.
+TEST(TraceReaderTest, LargeEnvelopesStreamThroughSimdjson) {
+  TempDir dir;
+  constexpr int kElements = 14'000;  // ~11-13 MB
+  const std::string tail = R"(, "total": 0, "traceID": "tail", "spans": [{"spanID": "z"}]})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"jaeger.json", big_envelope(false, kElements, "", -1, tail)},
+      {"otlp.json", big_envelope(true, kElements, "", -1, "}\n")},
+      {"jaeger-null.json", big_envelope(false, kElements, "null", 20, "}")},
+  };
+  for (const auto& [name, text] : cases) {
+    ASSERT_GT(text.size(), std::size_t{8} << 20);
+    write_file(dir.file(name), text);
+    const Transcript fast = file_transcript(dir.file(name), true);
+    EXPECT_EQ(fast.traces, file_transcript(dir.file(name), false).traces) << name;
+    EXPECT_TRUE(fast.result.ok) << name << ": " << fast.result.error;
+    const bool streams = name != "jaeger-null.json";  // a non-object element: RapidJSON reads it
+    EXPECT_EQ(fast.result.stats.values_simdjson, streams ? 1u : 0u) << name;
+    EXPECT_EQ(fast.result.stats.values_rapidjson, streams ? 0u : 1u) << name;
+  }
+  // Errors late in the envelope: the same error, offset and traces as RapidJSON.
+  const std::vector<std::pair<std::string, std::string>> broken = {
+      {"bad-element.json", big_envelope(false, kElements, R"({"traceID": "b",, "spans": []})", kElements - 5, "}")},
+      {"bad-tail.json", big_envelope(false, kElements, "", -1, ", }")},
+      {"truncated.json", big_envelope(true, kElements, "", -1, "").substr(0, (std::size_t{9} << 20) + 7)},
+  };
+  for (const auto& [name, text] : broken) {
+    write_file(dir.file(name), text);
+    write_gzip(dir.file(name + ".gz"), text);
+    const Transcript slow = file_transcript(dir.file(name), false);
+    EXPECT_FALSE(slow.result.ok) << name;
+    for (const std::string& file : {dir.file(name), dir.file(name + ".gz")}) {
+      const Transcript fast = file_transcript(file, true);
+      EXPECT_EQ(fast.traces, slow.traces) << file;
+      EXPECT_EQ(fast.result.stats.values_rapidjson, 1u) << file;
+    }
+  }
 }
 
 TEST(TraceReaderTest, FixturesReadTheSameBothWays) {

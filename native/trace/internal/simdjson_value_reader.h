@@ -36,6 +36,17 @@ class SimdjsonValueReader {
   FastReadStatus read(const char* data, std::size_t size, ReadStats& stats, const TraceCallback& on_trace,
                       std::uint64_t* emitted);
 
+  // A {"data": [...]} or {"resourceSpans": [...]} too big to buffer whole is
+  // read element by element (trace_reader.cc); each call takes one element
+  // object, data[0, size), padded as above. The same traces as read() on the
+  // whole value, in the same order.
+  FastReadStatus read_data_element(const char* data, std::size_t size, ReadStats& stats, const TraceCallback& on_trace,
+                                   std::uint64_t* emitted);
+  void begin_resource_spans();
+  FastReadStatus read_resource_spans_element(const char* data, std::size_t size, ReadStats& stats);
+  // The resourceSpans array ended: its traces go out.
+  FastReadStatus finish_resource_spans(ReadStats& stats, const TraceCallback& on_trace, std::uint64_t* emitted);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -14,8 +14,9 @@ class ValueScanner {
  public:
   enum class Status : std::uint8_t { kNeedMore, kComplete, kTooDeep };
 
-  // Starts at the value's opening bracket.
-  explicit ValueScanner(int max_depth) : max_depth_(max_depth) {}
+  // Starts at the value's opening bracket; or, with depth > 0, inside that
+  // many open containers (outside any string): the scan ends where they close.
+  explicit ValueScanner(int max_depth, int depth = 0) : max_depth_(max_depth), depth_(depth) {}
 
   // Scans data[from, size) (data[0] is the opening bracket, so the first call
   // passes from = 0). kComplete: the value ends at end() (one past its closing
