@@ -39,6 +39,7 @@ class FakeRun:
 @pytest.fixture
 def traces(tmp_path, engine):
     engine("tailscope-critpath")
+    engine("tailscope-svc")  # the inferred topology is checked by the engine's validator
     spans = []
     for n in range(40):
         t0 = n * 10_000  # 100 traces/s

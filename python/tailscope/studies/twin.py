@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from .. import topology
-from ..engines import run_engine
+from ..engines import EngineError, run_engine
 from ..store import EngineDocument, Store
 from ..twin.advise import advice_lines, advise
 from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
@@ -154,20 +154,29 @@ class TwinStudy:
             warmup_s=0.5,
             quick=not full,
             corrections=corrections,
-            validation={k: doc[k] for k in ("end_to_end", "services", "max_ratio_error", "within_target")},
+            validation={
+                k: doc[k]
+                for k in ("end_to_end", "services", "max_ratio_error", "within_target", "original_halves")
+            },
             progress=lambda m: ctx.progress(m, 0.6),
         )
         doc["advice"] = advice
         doc["closing_loop"] = self._closing_loop(ctx, advice, model, rate, advise_duration, art)
 
         ctx.progress(f"twin: hotel under {model} at {rate:g}/s, traced", 0.85)
-        hotel = self._loop(ctx, "hotel", model, rate, duration, art / "hotel")
-        hotel.pop("_traces")
+        try:
+            hotel = self._loop(ctx, "hotel", model, rate, duration, art / "hotel")
+            hotel.pop("_traces")
+        except (ValueError, EngineError) as e:  # InferenceError, TopologyError: the socialnet loop stands
+            hotel = {"graph": "hotel", "unavailable": f"the hotel loop failed: {e}"}
         doc["hotel"] = hotel
         doc["measurements"], doc["unavailable"] = [], []
         (art / "validation.json").write_text(json.dumps(doc, indent=1, allow_nan=False))
         # A benchmark prints its comparison (docs/twin.md): the ratios, not a pass/fail.
         for d, label in ((doc, "socialnet"), (hotel, "hotel")):
+            if d.get("unavailable"):
+                print(f"{label}: unavailable: {d['unavailable']}", file=sys.stderr)
+                continue
             if d.get("uncalibrated"):
                 print(f"{label} uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}), file=sys.stderr)
             print(f"{label} calibrated " + validation_verdict(d), file=sys.stderr)
@@ -231,7 +240,9 @@ class TwinStudy:
             return sec
         d = docs[0]
         for g in (d, d.get("hotel")):
-            if g:
+            if g and g.get("unavailable"):
+                sec.notes.append(f"{g.get('graph')}: unavailable: {g['unavailable']}")
+            elif g:
                 sec.blocks.append(_validation_table(g))
                 src, tw = g["source"], g["twin"]
                 sec.notes.append(

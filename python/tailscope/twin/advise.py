@@ -291,7 +291,7 @@ def advise(
         alternatives = (
             quick_alternatives(model)
             if quick
-            else all_alternatives({"model": model, "services_by_p99": [s for s in by_p99 if s != topo["front"]["service"]]})
+            else all_alternatives({"model": model, "services_by_p99": by_p99})
         )
     if progress:
         progress(
@@ -386,7 +386,11 @@ def sensitivity(
     leader: dict | None,
     rate: float,
     objective_ns: float,
-    **run: object,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    connections: int,
+    progress: Callable[[str], None] | None,
 ) -> dict:
     out: dict = {"varied": f"cpu_fraction ±{SENSITIVITY:.0%}", "points": []}
     if leader is None:
@@ -406,7 +410,17 @@ def sensitivity(
             )
             continue
         varied = InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
-        r2 = evaluate(_inferred(ts, varied, corrections), alt, rate, [1.0], objective_ns, **run)  # type: ignore[arg-type]
+        r2 = evaluate(
+            _inferred(ts, varied, corrections),
+            alt,
+            rate,
+            [1.0],
+            objective_ns,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=connections,
+            progress=progress,
+        )
         p = r2["predicted_p99_ns"]
         out["points"].append(
             {
