@@ -19,7 +19,11 @@ from test_twin import jaeger, rpc, write
 
 
 def load_doc(p99_ns: float | None, rate: float, *, achieved: float | None = None, errors: int = 0, gen: bool = False):
-    m = [] if p99_ns is None else [{"name": "latency_intended", "latency": {"percentiles": {"50": p99_ns / 2, "99": p99_ns}}}]
+    m = (
+        []
+        if p99_ns is None
+        else [{"name": "latency_intended", "latency": {"percentiles": {"50": p99_ns / 2, "99": p99_ns}}}]
+    )
     return {
         "measurements": m,
         "load": {
@@ -43,7 +47,9 @@ def traces(tmp_path, engine):
     spans = []
     for n in range(40):
         t0 = n * 10_000  # 100 traces/s
-        spans.append([("r", None, "front", "/api", t0, 1000, "server"), *rpc("a", "r", "front", "svc-a", "work", t0 + 10, 500)])
+        spans.append(
+            [("r", None, "front", "/api", t0, 1000, "server"), *rpc("a", "r", "front", "svc-a", "work", t0 + 10, 500)]
+        )
     return write(tmp_path, jaeger(spans))
 
 
@@ -74,7 +80,9 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
     coro, std, pool = doc["ranked"]
     assert coro["max_rate_bound"].endswith("(every rung tried met it)")
     assert std["max_rate_bound"].startswith("≥ ") and "the next rung missed" in std["max_rate_bound"]
-    assert std["points"][1]["flags"] == [f"saturated (served {std['points'][1]['rate_per_s'] / 2:.4g} of {std['points'][1]['rate_per_s']:.4g}/s)"]
+    assert std["points"][1]["flags"] == [
+        f"saturated (served {std['points'][1]['rate_per_s'] / 2:.4g} of {std['points'][1]['rate_per_s']:.4g}/s)"
+    ]
     assert pool["predicted_flags"] == ["7 errors"] and pool["max_rate_at_objective_per_s"] is None
     assert doc["recommendation"]["alternative"] == "coroutine"
     assert std["validated_directly"] and not coro["validated_directly"]

@@ -282,7 +282,10 @@ def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path,
     traces = []
     for n in range(25):
         t0 = n * 5000
-        spans = [("r", None, "front", "/api", t0, 900, "server"), *rpc("a", "r", "front", "svc-a", "work", t0 + 10, 300)]
+        spans = [
+            ("r", None, "front", "/api", t0, 900, "server"),
+            *rpc("a", "r", "front", "svc-a", "work", t0 + 10, 300),
+        ]
         if n == 3:  # one trace only: svc-a calls svc-b once
             spans += rpc("b", "as", "svc-a", "svc-b", "once", t0 + 50, 100)
         traces.append(spans)

@@ -895,11 +895,14 @@ def twin_validate(
         console.print(f"written: {out_path}", markup=False)
 
 
-
 @main.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
-    "--jaeger", "jaeger_urls", multiple=True, metavar="URL", help="Also read traces from a Jaeger query API (repeatable)."
+    "--jaeger",
+    "jaeger_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also read traces from a Jaeger query API (repeatable).",
 )
 @click.option(
     "--objective-ms",
@@ -1007,6 +1010,7 @@ def advise(
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
         console.print(f"written: {json_out}", markup=False)
+
 
 if __name__ == "__main__":
     main()

@@ -82,7 +82,9 @@ class TwinStudy:
         calibrated_path = art / "calibrated.yaml"
         ctx.progress(f"twin: {name}: inferring and calibrating under {model}", 0.2)
         _, report, ts = from_traces([traces], calibrated_path, options, calibrate_model=model)
-        diffs = differences(yaml.safe_load(topo_path.read_text()), yaml.safe_load(calibrated_path.read_text()), driven_only=True)
+        diffs = differences(
+            yaml.safe_load(topo_path.read_text()), yaml.safe_load(calibrated_path.read_text()), driven_only=True
+        )
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
         with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
             run = run_twin(
@@ -103,7 +105,11 @@ class TwinStudy:
             "rate_per_s": twin_rate,
             "rate_source": "trace timestamps",
             "source": {"rate_per_s": rate, "duration_s": duration, "path": path, "load": load_summary(source_load)},
-            "twin": {"traces": len(run.traces.traces), "trace_sample": run.trace_sample, "load": load_summary(run.load)},
+            "twin": {
+                "traces": len(run.traces.traces),
+                "trace_sample": run.trace_sample,
+                "load": load_summary(run.load),
+            },
             "original": {"traces": len(ts.traces)},
             "structure_differences": diffs,
             "calibration": report.get("calibration"),
@@ -155,8 +161,7 @@ class TwinStudy:
             quick=not full,
             corrections=corrections,
             validation={
-                k: doc[k]
-                for k in ("end_to_end", "services", "max_ratio_error", "within_target", "original_halves")
+                k: doc[k] for k in ("end_to_end", "services", "max_ratio_error", "within_target", "original_halves")
             },
             progress=lambda m: ctx.progress(m, 0.6),
         )
@@ -191,9 +196,7 @@ class TwinStudy:
         ctx.progress("twin: done", 1.0)
         return [EngineDocument(self.name, ENGINE, doc)]
 
-    def _closing_loop(
-        self, ctx: RunContext, advice: dict, model: str, rate: float, duration: float, art: Path
-    ) -> dict:
+    def _closing_loop(self, ctx: RunContext, advice: dict, model: str, rate: float, duration: float, art: Path) -> dict:
         """The recommended configuration run on the real graph at the source rate."""
         rec = advice["recommendation"]
         if not rec.get("alternative"):
@@ -310,7 +313,15 @@ def advice_table(a: dict, closing: dict | None) -> Table:
     lines = advice_lines(a)
     return Table(
         "What would change my tail",
-        ["rank", "alternative", "threads", f"predicted p99 at {a['rate_per_s']:.4g}/s", f"max rate at p99 ≤ {a['objective_ms']:g} ms", "flags", "validation"],
+        [
+            "rank",
+            "alternative",
+            "threads",
+            f"predicted p99 at {a['rate_per_s']:.4g}/s",
+            f"max rate at p99 ≤ {a['objective_ms']:g} ms",
+            "flags",
+            "validation",
+        ],
         rows,
         f"tailscope advise ({a['form']} form: {len(a['ranked'])} alternatives, rates × {', '.join(f'{k:g}' for k in a['ladder'])} "
         f"of the recorded rate, {a['duration_s']:g} s each) on the same traces. "

@@ -287,11 +287,11 @@ def advise(
     objective_ns = objective_ms * 1e6
     if alternatives is None:
         _, per_service = samples(ts)
-        by_p99 = sorted(per_service, key=lambda s: -float(sorted(per_service[s])[int(0.99 * (len(per_service[s]) - 1))]))
+        by_p99 = sorted(
+            per_service, key=lambda s: -float(sorted(per_service[s])[int(0.99 * (len(per_service[s]) - 1))])
+        )
         alternatives = (
-            quick_alternatives(model)
-            if quick
-            else all_alternatives({"model": model, "services_by_p99": by_p99})
+            quick_alternatives(model) if quick else all_alternatives({"model": model, "services_by_p99": by_p99})
         )
     if progress:
         progress(
@@ -466,7 +466,9 @@ def advice_lines(doc: dict) -> list[str]:
         )
     rec = doc["recommendation"]
     if rec.get("alternative"):
-        lines.append(f"recommended: {rec['alternative']} ({rec['threads']}), predicted p99 {fmt_ns(rec['predicted_p99_ns'])}")
+        lines.append(
+            f"recommended: {rec['alternative']} ({rec['threads']}), predicted p99 {fmt_ns(rec['predicted_p99_ns'])}"
+        )
     else:
         lines.append(f"recommended: unavailable: {rec['unavailable']}")
     s = doc["sensitivity"]
