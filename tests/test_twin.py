@@ -111,7 +111,7 @@ def test_fit_keeps_an_observed_tail_beyond_the_engines_default_cap():
 # ---- structure rules on synthetic traces -----------------------------------------------------------
 
 
-def test_overlapping_calls_are_one_async_group_and_back_to_back_calls_are_deferred(tmp_path, engine):
+def test_overlapping_calls_are_one_async_group_and_back_to_back_calls_are_sequential(tmp_path, engine):
     engine("tailscope-critpath")
     traces = []
     for n in range(30):
@@ -120,12 +120,14 @@ def test_overlapping_calls_are_one_async_group_and_back_to_back_calls_are_deferr
         spans += rpc("a", "r", "front", "svc-a", "get_a", t0 + 10, 200)  # a ∥ b
         spans += rpc("b", "r", "front", "svc-b", "get_b", t0 + 12, 300)
         spans += rpc("c", "r", "front", "svc-c", "put_c", t0 + 400, 100)  # own time, then c
-        spans += rpc("d", "r", "front", "svc-d", "put_d", t0 + 505, 100)  # right after c: deferred
+        spans += rpc("d", "r", "front", "svc-d", "put_d", t0 + 505, 100)  # right after c: sequential
         traces.append(spans)
     topo, report = infer_file(write(tmp_path, jaeger(traces)))
     stages = topo["services"][0]["endpoints"][0]["stages"]
     groups = [s["group"] for s in stages if "group" in s]
-    assert [[c["launch"] for c in g["calls"]] for g in groups] == [["async", "async"], ["async", "deferred"]]
+    # Without probe tags, back-to-back calls are sequential calls (deferred needs the probe's launch)
+    assert [[c["launch"] for c in g["calls"]] for g in groups] == [["async", "async"]]
+    assert [s["call"]["service"] for s in stages if "call" in s] == ["svc-c", "svc-d"]
     assert groups[0]["join"] == ["get_a", "get_b"]  # consumed in the order they ended
     assert topo["front"] == {"service": "front", "path": "/api", "endpoint": "api"}
     assert report["recorded_rate"]["rate_per_s"] == pytest.approx(100, rel=0.01)  # one trace per 10 ms
