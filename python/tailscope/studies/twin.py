@@ -219,6 +219,7 @@ class TwinStudy:
             "args": rec["args"],
             "rate_per_s": rate,
             "predicted_p99_ns": predicted,
+            "predicted_flags": rec.get("flags", []),
             "measured_p99_ns": measured,
             "measured_flags": point_flags(load, rate),
             "ratio": predicted / measured if predicted and measured else None,
@@ -283,9 +284,10 @@ def closing_line(c: dict | None) -> str:
     if c.get("ratio") is None:
         return f"unavailable: {c.get('unavailable')}"
     flags = f" [flagged: {'; '.join(c['measured_flags'])}]" if c.get("measured_flags") else ""
+    pflags = f" [flagged: {'; '.join(c['predicted_flags'])}]" if c.get("predicted_flags") else ""
     return (
-        f"{c['alternative']} on the real graph at {c['rate_per_s']:g}/s: predicted p99 {fmt_ns(c['predicted_p99_ns'])}, "
-        f"measured {fmt_ns(c['measured_p99_ns'])}{flags} — predicted ÷ measured {fmt_ratio(c['ratio'])}"
+        f"{c['alternative']} on the real graph at {c['rate_per_s']:g}/s: predicted p99 {fmt_ns(c['predicted_p99_ns'])}"
+        f"{pflags}, measured {fmt_ns(c['measured_p99_ns'])}{flags} — predicted ÷ measured {fmt_ratio(c['ratio'])}"
     )
 
 

@@ -220,6 +220,7 @@ def evaluate(
         "predicted_p99_unavailable": first.get("unavailable")
         or (None if first.get("p99_ns") is not None else "no request completed"),
         "predicted_flags": first.get("flags", []),
+        "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
         "max_rate_at_objective_per_s": max(met) if met else None,
         "max_rate_bound": bound,
         "points": points,
@@ -227,11 +228,13 @@ def evaluate(
 
 
 def rank(results: list[dict]) -> list[dict]:
-    """Clean predictions first, then by the highest rate meeting the objective, then by p99."""
+    """Within the objective at the recorded rate first, clean before flagged, then by the highest
+    rate meeting the objective, then by p99."""
     ranked = sorted(
         results,
         key=lambda r: (
             r["predicted_p99_ns"] is None,
+            not r["within_objective"],
             bool(r["predicted_flags"]),
             -(r["max_rate_at_objective_per_s"] or 0),
             r["predicted_p99_ns"] or 0,
@@ -362,20 +365,21 @@ def advise(
 
 
 def recommendation(ranked: list[dict]) -> dict:
-    """The leader, or why there is none (every alternative flagged or unmeasured)."""
-    clean = [r for r in ranked if r["predicted_p99_ns"] is not None and not r["predicted_flags"]]
-    if not clean:
+    """The leader if its p99 at the recorded rate is within the objective — with its flags, which
+    every line citing it repeats — or why there is none."""
+    if not ranked or not ranked[0]["within_objective"]:
         return {
             "alternative": None,
-            "unavailable": "every alternative was flagged or unmeasured at the recorded rate",
+            "unavailable": "no alternative's predicted p99 at the recorded rate is within the objective",
         }
-    r = clean[0]
+    r = ranked[0]
     return {
         "alternative": r["alternative"],
         "model": r["model"],
         "args": r["args"],
         "threads": r["threads"],
         "predicted_p99_ns": r["predicted_p99_ns"],
+        "flags": r["predicted_flags"],
     }
 
 
@@ -466,8 +470,9 @@ def advice_lines(doc: dict) -> list[str]:
         )
     rec = doc["recommendation"]
     if rec.get("alternative"):
+        flags = f" [flagged: {'; '.join(rec['flags'])}]" if rec["flags"] else ""
         lines.append(
-            f"recommended: {rec['alternative']} ({rec['threads']}), predicted p99 {fmt_ns(rec['predicted_p99_ns'])}"
+            f"recommended: {rec['alternative']} ({rec['threads']}), predicted p99 {fmt_ns(rec['predicted_p99_ns'])}{flags}"
         )
     else:
         lines.append(f"recommended: unavailable: {rec['unavailable']}")
