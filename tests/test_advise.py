@@ -131,3 +131,15 @@ def test_advise_bad_input(tmp_path, traces, engine):
     r = CliRunner().invoke(main, ["advise", str(mono), "--json", str(out)])
     assert r.exit_code == 1 and "no cross-service span" in r.output
     assert not out.exists()
+
+
+def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces):
+    ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(4e6, rate, gen=True))
+    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    rec = doc["recommendation"]
+    assert rec["alternative"] is not None and rec["flags"] == ["generator-limited"]
+    assert all(r["max_rate_at_objective_per_s"] is None for r in doc["ranked"])  # a flagged rung never counts
+    assert any(
+        line.startswith("recommended:") and "[flagged: generator-limited]" in line
+        for line in advise_mod.advice_lines(doc)
+    )
