@@ -895,5 +895,122 @@ def twin_validate(
         console.print(f"written: {out_path}", markup=False)
 
 
+@main.command()
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--jaeger",
+    "jaeger_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also read traces from a Jaeger query API (repeatable).",
+)
+@click.option(
+    "--objective-ms",
+    type=click.FloatRange(0.001, 600_000.0),
+    default=50.0,
+    show_default=True,
+    help="p99 objective for the max rate (ms).",
+)
+@click.option(
+    "--model", default="std-async", show_default=True, help="Concurrency model the traced system ran (validated)."
+)
+@click.option(
+    "--quick", is_flag=True, help="3 alternatives, rates × 1 and 4 (default: every alternative, rates × 1, 2, 4, 8)."
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the advice document (tailscope.twin.advice/1) here.",
+)
+@click.option(
+    "--cpu-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Share of a span's own time that is CPU (varied ±50 % for the leader).",
+)
+@click.option(
+    "--sampling",
+    type=click.FloatRange(1e-6, 1.0),
+    default=1.0,
+    show_default=True,
+    help="Fraction of requests that were traced (for the recorded rate).",
+)
+@click.option(
+    "--duration-s",
+    type=click.FloatRange(1.0, 3600.0),
+    default=3.0,
+    show_default=True,
+    help="Measured time of each twin run.",
+)
+def advise(
+    files: tuple[Path, ...],
+    jaeger_urls: tuple[str, ...],
+    objective_ms: float,
+    model: str,
+    quick: bool,
+    json_out: Path | None,
+    cpu_fraction: float,
+    sampling: float,
+    duration_s: float,
+) -> None:
+    """Infer the twin of trace FILES, validate it, run it under the alternatives (models, pool
+    sizes, placements) and rank them; exit 1 when nothing can be inferred, 2 on usage errors."""
+    import json
+    import tempfile
+
+    from .engines import EngineError
+    from .studies.socialnet import MODELS
+    from .topology import TopologyError
+    from .twin.advise import advice_lines
+    from .twin.advise import advise as run_advise
+    from .twin.commands import fetch_jaeger
+    from .twin.infer import InferenceError, InferOptions
+    from .twin.spans import read_traces
+
+    if not files and not jaeger_urls:
+        err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
+        sys.exit(2)
+    if model not in MODELS:
+        err_console.print(f"[red]error:[/] --model: unknown model {model} (known: {', '.join(MODELS)})")
+        sys.exit(2)
+
+    def progress(message: str) -> None:
+        err_console.print(message, markup=False)
+
+    try:
+        with lifetime.terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp:
+            inputs = list(files)
+            for i, url in enumerate(jaeger_urls):
+                sub = Path(tmp) / str(i)
+                sub.mkdir()
+                inputs += fetch_jaeger(url, sub, service=None, limit=1000, lookback="1h")
+            doc = run_advise(
+                read_traces(inputs),
+                model,
+                objective_ms=objective_ms,
+                options=InferOptions(cpu_fraction=cpu_fraction, sampling=sampling, name="advise-twin"),
+                duration_s=duration_s,
+                quick=quick,
+                progress=progress,
+            )
+    except (OSError, ValueError, InferenceError, TopologyError) as e:
+        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        sys.exit(1)
+    except EngineError as e:
+        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        sys.exit(1 if "exited with 1" in str(e) else 2)
+    except KeyboardInterrupt as e:
+        err_console.print("[yellow]interrupted: every twin was stopped, nothing written[/]")
+        sys.exit(lifetime.interrupt_exit_code(e))
+    for line in advice_lines(doc):
+        console.print(line, markup=False, highlight=False)
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        console.print(f"written: {json_out}", markup=False)
+
+
 if __name__ == "__main__":
     main()

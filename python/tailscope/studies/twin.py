@@ -1,15 +1,23 @@
-"""Study `twin` (`tailscope bench twin`): the closed loop of trust (docs/twin.md).
+"""Study `twin` (`tailscope bench twin`): the closed loop of trust, and what would change the tail
+(docs/twin.md).
 
-tailscope's own socialnet graph runs traced (every request) under one model at a fixed open-loop
-rate; `tailscope topology from-traces` infers a topology from those traces; the inferred topology
-is compared structurally with topologies/socialnet.yaml; the twin runs under the same model at the
-rate read from the trace timestamps, traced; its end-to-end and per-service critical-path
-distributions are compared with the originals (p50/p90/p99 ratios, KS distance). The benchmark
-prints the ratios and whether they are within 15 %; it asserts nothing (that is a test's job:
-tests/test_twin.py checks the structure, not the timing).
+1. tailscope's own socialnet graph runs traced (every request) under one model at a fixed open-loop
+   rate; `tailscope topology from-traces --calibrate` infers a topology from those traces; the
+   inferred topology is compared structurally with topologies/socialnet.yaml; the twin runs under
+   the same model at the rate read from the trace timestamps, traced; its end-to-end and
+   per-service critical-path distributions are compared with the originals (p50/p90/p99 ratios, KS
+   distance), beside the original against itself (its halves in time).
+2. `advise` on the same traces and the same calibrated twin: the alternatives (quick: the traced
+   model, pool-blocking with 10 workers, coroutine; full: every model, the threads study's pool
+   sizes, a latency-driven placement) ranked by predicted p99 and max rate at the objective, with
+   the leader's sensitivity to the CPU share of own time.
+3. The closing loop: the recommended configuration measured directly on the real graph at the
+   source run's rate; predicted p99 ÷ measured p99.
+4. The same loop (steps 1, without advise) on topologies/hotel.yaml driven through /hotels.
 
-Quick form: std-async at 100 requests/s, 4 s per run (+1 s warm-up); full: 10 s per run.
-Options: `twin_model`, `twin_rate_per_s`, `scale`.
+The benchmark prints the ratios; it asserts nothing (tests/test_twin.py checks the structure).
+Quick form: 4 s per source/twin run, advise rungs 1.5 s, the uncalibrated twins only in the full
+form (10 s runs). Options: `twin_model`, `twin_rate_per_s`, `objective_ms`, `scale`.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ from pathlib import Path
 import yaml
 
 from .. import topology
-from ..engines import run_engine
+from ..engines import EngineError, run_engine
 from ..store import EngineDocument, Store
+from ..twin.advise import advice_lines, advise
 from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from ..twin.infer import InferOptions
 from ..twin.structure import differences
@@ -31,53 +40,52 @@ from ..twin.validate import comparison, load_summary, run_twin
 from ..units import fmt_ns, fmt_ratio
 from . import RunContext, Section, Table
 from ._common import http_load_args, measurement, unavailable_notes
-from .socialnet import LOAD, PATH, graph
+from .socialnet import LOAD, graph
 
 ENGINE = "tailscope-twin"  # the documents this study stores are the driver's, not an engine's
 RATE_PER_S = 100.0
 CONNECTIONS = 16
+DEFAULT_OBJECTIVE_MS = 50.0
+HOTEL = topology.REPO_ROOT / "topologies" / "hotel.yaml"
+# name → (topology file, the front path the source run drives)
+GRAPHS = {"socialnet": (topology.SOCIALNET, "/wrk2-api/post/compose"), "hotel": (HOTEL, "/hotels")}
+
+
+def _p50_p99(load: dict) -> tuple[float | None, float | None]:
+    m = measurement(load, "latency_intended")
+    return (m.p_ns("50"), m.p_ns("99")) if m else (None, None)
+
+
+def _measure(
+    topo_json: Path, path: str, model: str, rate: float, duration: float, warmup: float, out: Path, *, trace: bool
+) -> dict:
+    """One run of a real graph (traced: every request, traces under out/source-traces)."""
+    extra_traces = out / "source-traces" if trace else None
+    with graph(topo_json, model, out / "graph.json", 1.0 if trace else 0.0, extra_traces) as (port, _):
+        args = http_load_args(port, path, CONNECTIONS, rate, duration, warmup, timeout="2s")
+        return run_engine(LOAD, args, timeout_s=duration + warmup + 120).document
 
 
 class TwinStudy:
     name = "twin"
-    title = "Twin: socialnet's own traces → topology → twin, validated"
+    title = "Twin: socialnet's and hotel's own traces → topology → twin, validated; what would change the tail"
 
-    def run(self, ctx: RunContext) -> list[EngineDocument]:
-        scale = float(ctx.options.get("scale") or 1.0)
-        duration = max(1.0, (10.0 if ctx.form == "full" else 4.0) * scale)
+    def _loop(self, ctx: RunContext, name: str, model: str, rate: float, duration: float, art: Path) -> dict:
+        """Source run → inference (calibrated) → structure → twin(s) → comparison."""
+        topo_path, path = GRAPHS[name]
         warmup = 1.0
-        model = str(ctx.options.get("twin_model") or "std-async")
-        rate = float(ctx.options.get("twin_rate_per_s") or RATE_PER_S)
-        art = Path(ctx.artifacts_dir) / "twin"
         art.mkdir(parents=True, exist_ok=True)
-        topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
-        ctx.progress(f"twin: socialnet under {model} at {rate:g}/s, traced", 0.0)
-        with graph(topo_json, model, art / "source-graph.json", 1.0, art / "source-traces") as (port, _):
-            args = http_load_args(port, PATH, CONNECTIONS, rate, duration, warmup, timeout="2s")
-            source_load = run_engine(LOAD, args, timeout_s=duration + warmup + 120).document
+        topo_json = topology.to_engine_json(topo_path, art / f"{name}.json")
+        source_load = _measure(topo_json, path, model, rate, duration, warmup, art, trace=True)
         traces = art / "source-traces" / "traces.otlp.json"
-        ctx.progress("twin: inferring the topology", 0.4)
-        inferred_path = art / "inferred.yaml"
-        _, report, ts = from_traces([traces], inferred_path, InferOptions(name="socialnet-twin"))
-        diffs = differences(yaml.safe_load(topology.SOCIALNET.read_text()), yaml.safe_load(inferred_path.read_text()))
-        ctx.progress(f"twin: calibrating under {model}", 0.5)
+        options = InferOptions(name=f"{name}-twin")
         calibrated_path = art / "calibrated.yaml"
-        _, calibrated_report, _ = from_traces(
-            [traces], calibrated_path, InferOptions(name="socialnet-twin"), calibrate_model=model
+        ctx.progress(f"twin: {name}: inferring and calibrating under {model}", 0.2)
+        _, report, ts = from_traces([traces], calibrated_path, options, calibrate_model=model)
+        diffs = differences(
+            yaml.safe_load(topo_path.read_text()), yaml.safe_load(calibrated_path.read_text()), driven_only=True
         )
-        ctx.progress(f"twin: the uncalibrated twin under {model}", 0.6)
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
-        with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
-            raw = run_twin(
-                topology.load(inferred_path),
-                model,
-                twin_rate,
-                duration_s=duration,
-                warmup_s=warmup,
-                connections=CONNECTIONS,
-                workdir=Path(tmp),
-            )
-        ctx.progress(f"twin: the calibrated twin under {model}", 0.8)
         with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
             run = run_twin(
                 topology.load(calibrated_path),
@@ -91,10 +99,12 @@ class TwinStudy:
         doc = {
             "schema": "tailscope.twin.validation/1",
             "engine": ENGINE,
+            "graph": name,
+            "topology": str(topo_path.relative_to(topology.REPO_ROOT)),
             "model": model,
             "rate_per_s": twin_rate,
             "rate_source": "trace timestamps",
-            "source": {"rate_per_s": rate, "duration_s": duration, "load": load_summary(source_load)},
+            "source": {"rate_per_s": rate, "duration_s": duration, "path": path, "load": load_summary(source_load)},
             "twin": {
                 "traces": len(run.traces.traces),
                 "trace_sample": run.trace_sample,
@@ -102,35 +112,130 @@ class TwinStudy:
             },
             "original": {"traces": len(ts.traces)},
             "structure_differences": diffs,
-            "calibration": calibrated_report.get("calibration"),
-            "uncalibrated": comparison(ts, raw.traces),
+            "calibration": report.get("calibration"),
             "inference": {k: report[k] for k in ("traces", "recorded_rate", "assumptions", "not_inferred")},
-            "measurements": [],
-            "unavailable": [],
             **comparison(ts, run.traces),
         }
-        for p, load in (("source", source_load), ("twin", run.load)):
-            m = measurement(load, "latency_intended")
-            doc[p]["p50_ns"], doc[p]["p99_ns"] = (m.p_ns("50"), m.p_ns("99")) if m else (None, None)
+        doc["source"]["p50_ns"], doc["source"]["p99_ns"] = _p50_p99(source_load)
+        doc["twin"]["p50_ns"], doc["twin"]["p99_ns"] = _p50_p99(run.load)
+        if ctx.form == "full":  # the uncalibrated twin: how much calibration moved the figures
+            inferred_path = art / "inferred.yaml"
+            from_traces([traces], inferred_path, options)
+            with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
+                raw = run_twin(
+                    topology.load(inferred_path),
+                    model,
+                    twin_rate,
+                    duration_s=duration,
+                    warmup_s=warmup,
+                    connections=CONNECTIONS,
+                    workdir=Path(tmp),
+                )
+            doc["uncalibrated"] = comparison(ts, raw.traces)
+        doc["_traces"] = ts  # for advise; removed before storing
+        return doc
+
+    def run(self, ctx: RunContext) -> list[EngineDocument]:
+        scale = float(ctx.options.get("scale") or 1.0)
+        full = ctx.form == "full"
+        duration = max(1.0, (10.0 if full else 4.0) * scale)
+        advise_duration = max(1.0, (5.0 if full else 1.5) * scale)
+        model = str(ctx.options.get("twin_model") or "std-async")
+        rate = float(ctx.options.get("twin_rate_per_s") or RATE_PER_S)
+        objective_ms = float(ctx.options.get("objective_ms") or DEFAULT_OBJECTIVE_MS)
+        art = Path(ctx.artifacts_dir) / "twin"
+        ctx.progress(f"twin: socialnet under {model} at {rate:g}/s, traced", 0.0)
+        doc = self._loop(ctx, "socialnet", model, rate, duration, art)
+        ts = doc.pop("_traces")
+
+        ctx.progress("twin: advise on socialnet's traces", 0.4)
+        calibration = doc.get("calibration") or {}
+        corrections = {k: v * 1000.0 for k, v in (calibration.get("added_us") or {}).items()}
+        advice = advise(
+            ts,
+            model,
+            objective_ms=objective_ms,
+            options=InferOptions(name="socialnet-twin"),
+            duration_s=advise_duration,
+            warmup_s=0.5,
+            quick=not full,
+            corrections=corrections,
+            validation={
+                k: doc[k] for k in ("end_to_end", "services", "max_ratio_error", "within_target", "original_halves")
+            },
+            progress=lambda m: ctx.progress(m, 0.6),
+        )
+        doc["advice"] = advice
+        doc["closing_loop"] = self._closing_loop(ctx, advice, model, rate, advise_duration, art)
+
+        ctx.progress(f"twin: hotel under {model} at {rate:g}/s, traced", 0.85)
+        try:
+            hotel = self._loop(ctx, "hotel", model, rate, duration, art / "hotel")
+            hotel.pop("_traces")
+        except (ValueError, EngineError) as e:  # InferenceError, TopologyError: the socialnet loop stands
+            hotel = {"graph": "hotel", "unavailable": f"the hotel loop failed: {e}"}
+        doc["hotel"] = hotel
+        doc["measurements"], doc["unavailable"] = [], []
         (art / "validation.json").write_text(json.dumps(doc, indent=1, allow_nan=False))
         # A benchmark prints its comparison (docs/twin.md): the ratios, not a pass/fail.
-        raw_doc = {**doc, **doc["uncalibrated"]}
-        print("uncalibrated " + validation_verdict(raw_doc), file=sys.stderr)
-        print("calibrated " + validation_verdict(doc), file=sys.stderr)
-        print(
-            "structure vs topologies/socialnet.yaml: " + ("identical" if not diffs else "; ".join(diffs)),
-            file=sys.stderr,
-        )
+        for d, label in ((doc, "socialnet"), (hotel, "hotel")):
+            if d.get("unavailable"):
+                print(f"{label}: unavailable: {d['unavailable']}", file=sys.stderr)
+                continue
+            if d.get("uncalibrated"):
+                print(f"{label} uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}), file=sys.stderr)
+            print(f"{label} calibrated " + validation_verdict(d), file=sys.stderr)
+            print(
+                f"{label} structure vs {d['topology']}: "
+                + ("identical" if not d["structure_differences"] else "; ".join(d["structure_differences"])),
+                file=sys.stderr,
+            )
+        for line in advice_lines(advice):
+            print("advise: " + line, file=sys.stderr)
+        print("closing loop: " + closing_line(doc["closing_loop"]), file=sys.stderr)
         ctx.progress("twin: done", 1.0)
         return [EngineDocument(self.name, ENGINE, doc)]
+
+    def _closing_loop(self, ctx: RunContext, advice: dict, model: str, rate: float, duration: float, art: Path) -> dict:
+        """The recommended configuration run on the real graph at the source rate."""
+        rec = advice["recommendation"]
+        if not rec.get("alternative"):
+            return {"predicted_p99_ns": None, "measured_p99_ns": None, "ratio": None, "unavailable": rec["unavailable"]}
+        ctx.progress(f"twin: closing loop: {rec['alternative']} on socialnet.yaml at {rate:g}/s", 0.8)
+        topo_json = topology.to_engine_json(topology.SOCIALNET, art / "closing-socialnet.json")
+        path = GRAPHS["socialnet"][1]
+        with graph(topo_json, rec["model"], art / "closing-graph.json", 0.0, None, extra=rec["args"]) as (port, _):
+            # The advise runs' connections and warm-up: the prediction and the measurement differ
+            # only in the graph (twin or real).
+            args = http_load_args(port, path, advice["connections"], rate, duration, advice["warmup_s"], timeout="2s")
+            load = run_engine(LOAD, args, timeout_s=duration + advice["warmup_s"] + 120).document
+        from ..twin.advise import point_flags
+
+        _, measured = _p50_p99(load)
+        predicted = rec["predicted_p99_ns"]
+        return {
+            "alternative": rec["alternative"],
+            "model": rec["model"],
+            "args": rec["args"],
+            "rate_per_s": rate,
+            "predicted_p99_ns": predicted,
+            "predicted_flags": rec.get("flags", []),
+            "measured_p99_ns": measured,
+            "measured_flags": point_flags(load, rate),
+            "ratio": predicted / measured if predicted and measured else None,
+            "unavailable": None if measured else "the measured run completed no request",
+            "load": load_summary(load),
+        }
 
     def section(self, store: Store, run_id: str) -> Section:
         sec = Section(
             "twin",
             self.title,
-            "The socialnet graph traced at every request; a topology inferred from those traces (tailscope "
-            "topology from-traces); the twin run under the same model at the rate read from the trace "
-            "timestamps; distributions compared (twin ÷ original; KS D = largest gap between the two CDFs).",
+            "The socialnet and hotel graphs traced at every request; a topology inferred from those traces "
+            "(tailscope topology from-traces --calibrate); the twin run under the same model at the rate read "
+            "from the trace timestamps; distributions compared (twin ÷ original; KS D = largest gap between the "
+            "two CDFs), beside the original against itself (second half ÷ first half in time). Then the twin run "
+            "under alternatives (tailscope advise), and the recommendation measured on the real graph.",
         )
         sec.notes += unavailable_notes(store, run_id, self.name)
         docs = [d.document for d in store.documents(run_id, self.name)]
@@ -138,29 +243,97 @@ class TwinStudy:
             sec.notes.append("no twin validation was stored for this run")
             return sec
         d = docs[0]
-        diffs = d.get("structure_differences") or []
-        finding = "calibrated " + validation_verdict(d)
-        if d.get("uncalibrated"):
-            finding += "; uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}).split(": ", 1)[1]
-        sec.blocks.append(
-            Table(
-                "Twin vs original: end-to-end and per-service critical-path time",
-                VALIDATION_COLUMNS,
-                validation_rows(d),
-                f"{d['original']['traces']} original traces ({d['model']}, {d['source']['rate_per_s']:g}/s offered); "
-                f"{d['twin']['traces']} twin traces at {d['rate_per_s']:.4g}/s. {finding}. Structure vs "
-                "topologies/socialnet.yaml: "
-                + ("identical." if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)),
-                numeric_from=1,
-            )
-        )
-        src, tw = d["source"], d["twin"]
-        sec.notes.append(
-            f"load generator (from the intended send time): original p50 {fmt_ns(src.get('p50_ns'))}, p99 "
-            f"{fmt_ns(src.get('p99_ns'))}; twin p50 {fmt_ns(tw.get('p50_ns'))}, p99 {fmt_ns(tw.get('p99_ns'))} "
-            f"(p99 ratio {fmt_ratio(tw['p99_ns'] / src['p99_ns']) if tw.get('p99_ns') and src.get('p99_ns') else 'unavailable'})"
-        )
+        for g in (d, d.get("hotel")):
+            if g and g.get("unavailable"):
+                sec.notes.append(f"{g.get('graph')}: unavailable: {g['unavailable']}")
+            elif g:
+                sec.blocks.append(_validation_table(g))
+                src, tw = g["source"], g["twin"]
+                sec.notes.append(
+                    f"{g.get('graph', 'socialnet')}: load generator (from the intended send time): original p50 "
+                    f"{fmt_ns(src.get('p50_ns'))}, p99 {fmt_ns(src.get('p99_ns'))}; twin p50 {fmt_ns(tw.get('p50_ns'))}, "
+                    f"p99 {fmt_ns(tw.get('p99_ns'))} (p99 ratio "
+                    f"{fmt_ratio(tw['p99_ns'] / src['p99_ns']) if tw.get('p99_ns') and src.get('p99_ns') else 'unavailable'})"
+                )
+        if d.get("advice"):
+            sec.blocks.append(advice_table(d["advice"], d.get("closing_loop")))
         return sec
+
+
+def _validation_table(d: dict) -> Table:
+    diffs = d.get("structure_differences") or []
+    finding = "calibrated " + validation_verdict(d)
+    if d.get("uncalibrated"):
+        finding += "; uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}).split(": ", 1)[1]
+    name = d.get("graph", "socialnet")
+    return Table(
+        f"Twin vs original ({name}): end-to-end and per-service critical-path time",
+        VALIDATION_COLUMNS,
+        validation_rows(d),
+        f"{d['original']['traces']} original traces ({d['model']}, {d['source']['rate_per_s']:g}/s offered); "
+        f"{d['twin']['traces']} twin traces at {d['rate_per_s']:.4g}/s. {finding}. Structure vs "
+        f"{d.get('topology', 'topologies/socialnet.yaml')} (what its front path reaches): "
+        + ("identical." if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)),
+        numeric_from=1,
+    )
+
+
+def closing_line(c: dict | None) -> str:
+    if not c:
+        return "unavailable: no closing-loop run was stored"
+    if c.get("ratio") is None:
+        return f"unavailable: {c.get('unavailable')}"
+    flags = f" [flagged: {'; '.join(c['measured_flags'])}]" if c.get("measured_flags") else ""
+    pflags = f" [flagged: {'; '.join(c['predicted_flags'])}]" if c.get("predicted_flags") else ""
+    return (
+        f"{c['alternative']} on the real graph at {c['rate_per_s']:g}/s: predicted p99 {fmt_ns(c['predicted_p99_ns'])}"
+        f"{pflags}, measured {fmt_ns(c['measured_p99_ns'])}{flags} — predicted ÷ measured {fmt_ratio(c['ratio'])}"
+    )
+
+
+def advice_table(a: dict, closing: dict | None) -> Table:
+    """Report section "What would change my tail": the ranking, every line from the advice document."""
+    v = a["validation_error"]
+    rows = []
+    for r in a["ranked"]:
+        p99 = (
+            fmt_ns(r["predicted_p99_ns"])
+            if r["predicted_p99_ns"] is not None
+            else f"unavailable: {r['predicted_p99_unavailable']}"
+        )
+        rows.append(
+            [
+                str(r["rank"]),
+                r["alternative"],
+                r["threads"],
+                p99,
+                r["max_rate_bound"],
+                "; ".join(r["predicted_flags"]) or "—",
+                "validated" if r["validated_directly"] else f"extrapolated (p99 {fmt_ratio(v['p99_ratio'])})",
+            ]
+        )
+    lines = advice_lines(a)
+    return Table(
+        "What would change my tail",
+        [
+            "rank",
+            "alternative",
+            "threads",
+            f"predicted p99 at {a['rate_per_s']:.4g}/s",
+            f"max rate at p99 ≤ {a['objective_ms']:g} ms",
+            "flags",
+            "validation",
+        ],
+        rows,
+        f"tailscope advise ({a['form']} form: {len(a['ranked'])} alternatives, rates × {', '.join(f'{k:g}' for k in a['ladder'])} "
+        f"of the recorded rate, {a['duration_s']:g} s each) on the same traces. "
+        + " ".join(line for line in lines if line.startswith(("recommended", "sensitivity")))
+        + " Closing loop: "
+        + closing_line(closing)
+        + ".",
+        numeric_from=3,
+        wrap_columns=(2, 4),
+    )
 
 
 STUDY = TwinStudy()

@@ -6,5 +6,6 @@
 - `infer`: the topology (services, endpoints, stages, distributions) and what could not be inferred.
 - `structure`: a topology's call structure in canonical form (what "structurally equal" means).
 - `validate`: the twin run under the traces' model at their rate, compared with the traces.
-- `advise`: the twin under alternative models and thread counts, ranked by predicted p99.
+- `advise`: the twin under alternative models, pool sizes and placements, ranked by predicted p99 and
+  max rate at the p99 objective, with the validation error and the leader's sensitivity.
 """

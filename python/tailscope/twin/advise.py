@@ -1,18 +1,20 @@
 """`tailscope advise`: the validated twin run under alternatives, ranked (docs/twin.md).
 
-An alternative is a way to run the same graph: a concurrency model, a pool size, (when the
-placement study lands) a placement. Study modules contribute them: each source in
-ALTERNATIVE_SOURCES is a function (options) → [Alternative]; a new study adds one line there.
-Each alternative's twin is run at a ladder of rates (multiples of the recorded rate); its
-predicted p99 is the load generator's p99 (from the intended send time) at the recorded rate, its
-max rate at the objective the highest rung whose p99 is within it with no errors and ≥ 95 % of the
-offered rate served. Beside every prediction stands the validation error of the twin (under the
-traced model, where the traces can check it), and for the leader the sensitivity to the twin's
-most uncertain input: the CPU share of each span's own time, varied ±50 %.
+An alternative is a way to run the same graph: a concurrency model, a pool size, a placement of
+services on cores. Study modules contribute them: each source in ALTERNATIVE_SOURCES is a function
+(options) → [Alternative]; a new study adds one line there. Each alternative's twin is run at a
+ladder of rates (multiples of the recorded rate), every rung a fresh graph; its predicted p99 is
+the load generator's p99 (from the intended send time) at the recorded rate, its max rate at the
+objective the highest rung whose p99 is within it on a clean point (no errors, ≥ 95 % of the offered
+rate served, the generator not the bottleneck). A flagged point is never a finding without its
+flag. Beside every prediction stands the validation error of the twin (under the traced model, the
+only one the traces can check), and for the leader the sensitivity to the twin's most uncertain
+input: the CPU share of each span's own time, varied ±50 %.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,11 +25,17 @@ from ..engines import EngineError
 from ..studies._common import measurement
 from .infer import InferOptions, infer
 from .spans import TraceSet
-from .validate import _connections, comparison, load_summary, run_twin
+from .validate import _connections, comparison, load_summary, run_twin, samples
 
+SCHEMA = "tailscope.twin.advice/1"
 ACHIEVED_FRACTION = 0.95
-RATE_LADDER_QUICK = [1.0, 2.0, 4.0]
+RATE_LADDER_QUICK = [1.0, 4.0]
+RATE_LADDER_FULL = [1.0, 2.0, 4.0, 8.0]
 SENSITIVITY = 0.5  # ± share of the CPU fraction
+# What one twin run costs besides its measured time: starting and stopping 12 service processes
+# and reading the twin's traces (seconds, on the 2-core development VM; for the estimate only).
+RUN_OVERHEAD_S = 3.0
+QUICK_POOL_WORKERS = 10  # the threads study's middle pool size: neither starved nor oversubscribed
 
 
 @dataclass
@@ -36,12 +44,23 @@ class Alternative:
     model: str
     extra_args: list[str] = field(default_factory=list)
     source: str = ""  # the study it comes from
+    threads: str = ""  # how many threads serve a request under it, in words
+
+
+def _threads_text(model: str, workers: int | None = None) -> str:
+    if workers is not None:
+        return f"{workers} pool threads per service"
+    return {
+        "std-async": "a new thread per async call",
+        "std-thread": "a new thread per call",
+        "coroutine": f"event loops = online CPUs ({os.cpu_count()})",
+    }.get(model, "the model's default pool")
 
 
 def model_alternatives(options: dict) -> list[Alternative]:
     from ..studies.socialnet import MODELS
 
-    return [Alternative(m, m, [], "socialnet") for m in options.get("models") or MODELS]
+    return [Alternative(m, m, [], "socialnet", _threads_text(m)) for m in options.get("models") or MODELS]
 
 
 def thread_alternatives(options: dict) -> list[Alternative]:
@@ -50,28 +69,93 @@ def thread_alternatives(options: dict) -> list[Alternative]:
 
     threads = options.get("threads") or SOCIALNET_THREADS
     return [
-        Alternative(f"{m} --workers {n}", m, ["--workers", str(n)], "threads")
+        Alternative(f"{m} --workers {n}", m, ["--workers", str(n)], "threads", _threads_text(m, n))
         for m in ("pool-blocking", "pool-callback")
         for n in threads
     ]
 
 
-# Each study module that has a way to run the graph differently contributes here (placement: a
-# function returning Alternatives with its --cpus/deployment arguments, where the machine allows).
-ALTERNATIVE_SOURCES: list[Callable[[dict], list[Alternative]]] = [model_alternatives, thread_alternatives]
+def placement_alternatives(options: dict) -> list[Alternative]:
+    """The placement study's latency-driven placement (its scenarios need interference runs the
+    traces cannot replace): the services with the largest critical-path p99 in the traces on the
+    performance pool, the rest with the load generator on the general pool. Only with ≥ 2 cores."""
+    from ..studies.placement import make_pools, placement_flags
+
+    services: list[str] = options.get("services_by_p99") or []
+    pools = make_pools(sorted(os.sched_getaffinity(0)), full=False)
+    if pools is None or not services:
+        return []
+    perf = services[: max(1, len(services) // 2)]  # the traces give no CPU need: half the services by count
+    model = options.get("model") or "std-async"
+    return [
+        Alternative(
+            f"{model} latency-driven placement",
+            model,
+            placement_flags(perf, pools, services),
+            "placement",
+            _threads_text(model) + f"; {', '.join(perf)} on CPUs {pools.performance}",
+        )
+    ]
+
+
+# Each study module that has a way to run the graph differently contributes here.
+ALTERNATIVE_SOURCES: list[Callable[[dict], list[Alternative]]] = [
+    model_alternatives,
+    thread_alternatives,
+    placement_alternatives,
+]
+
+
+def quick_alternatives(model: str) -> list[Alternative]:
+    """Three: the traced model (the one the validation checks), a bounded blocking pool (the
+    threads study's middle size) and coroutines (no thread per call)."""
+    out = [Alternative(model, model, [], "socialnet", _threads_text(model))]
+    pool = Alternative(
+        f"pool-blocking --workers {QUICK_POOL_WORKERS}",
+        "pool-blocking",
+        ["--workers", str(QUICK_POOL_WORKERS)],
+        "threads",
+        _threads_text("pool-blocking", QUICK_POOL_WORKERS),
+    )
+    for a in (pool, Alternative("coroutine", "coroutine", [], "socialnet", _threads_text("coroutine"))):
+        if a.name != model:
+            out.append(a)
+    return out[:3]
+
+
+def all_alternatives(options: dict) -> list[Alternative]:
+    seen: set[str] = set()
+    out = []
+    for src in ALTERNATIVE_SOURCES:
+        for a in src(options):
+            if a.name not in seen:
+                seen.add(a.name)
+                out.append(a)
+    return out
+
+
+def estimate_s(alternatives: int, ladder: list[float], duration_s: float, warmup_s: float) -> float:
+    """Upper bound of an advise run: the validation, every rung of every alternative, two
+    sensitivity runs (a ladder stops at the first rung that fails, so most runs are shorter)."""
+    return (1 + alternatives * len(ladder) + 2) * (duration_s + warmup_s + RUN_OVERHEAD_S)
+
+
+def point_flags(load: dict, rate: float) -> list[str]:
+    """Why a rung cannot be cited as a clean finding (from the load generator's document)."""
+    s = load_summary(load)
+    flags = []
+    if s["errors"]:
+        flags.append(f"{s['errors']} errors")
+    if s["achieved_per_s"] < ACHIEVED_FRACTION * rate:
+        flags.append(f"saturated (served {s['achieved_per_s']:.4g} of {rate:.4g}/s)")
+    if (load.get("load") or {}).get("generator_bottleneck"):
+        flags.append("generator-limited")
+    return flags
 
 
 def _p99_ns(load: dict) -> float | None:
     m = measurement(load, "latency_intended")
     return m.p_ns("99") if m else None
-
-
-def _meets(load: dict, rate: float, objective_ns: float) -> bool:
-    p99 = _p99_ns(load)
-    s = load_summary(load)
-    return (
-        p99 is not None and p99 <= objective_ns and not s["errors"] and s["achieved_per_s"] >= ACHIEVED_FRACTION * rate
-    )
 
 
 def evaluate(
@@ -102,32 +186,81 @@ def evaluate(
                     progress=progress,
                 )
             except EngineError as e:  # e.g. --workers beyond the machine's thread limit: said, not skipped
-                points.append({"rate_per_s": rate * k, "unavailable": str(e)})
+                points.append({"rate_per_s": rate * k, "p99_ns": None, "unavailable": str(e), "flags": []})
                 break
         p99 = _p99_ns(run.load)
+        flags = point_flags(run.load, rate * k)
         points.append(
             {
                 "rate_per_s": rate * k,
                 "p99_ns": p99,
-                "meets": _meets(run.load, rate * k, objective_ns),
+                "flags": flags,
+                "meets": p99 is not None and p99 <= objective_ns and not flags,
                 **load_summary(run.load),
             }
         )
         if not points[-1]["meets"]:
-            break  # higher rungs only load a saturated twin
+            break  # higher rungs only load a twin that already missed
     first = points[0]
-    met: list[float] = [float(p["rate_per_s"]) for p in points if p.get("meets")]
+    met = [float(p["rate_per_s"]) for p in points if p.get("meets")]
+    failed = next((p for p in points if not p.get("meets")), None)
+    if not met:
+        bound = "none: the recorded rate already misses the objective or is flagged"
+    elif failed is None:
+        bound = f"≥ {max(met):.4g}/s (every rung tried met it)"
+    else:
+        bound = f"≥ {max(met):.4g}/s, < {failed['rate_per_s']:.4g}/s (the next rung missed)"
     return {
         "alternative": alt.name,
         "model": alt.model,
         "args": alt.extra_args,
         "source": alt.source,
+        "threads": alt.threads,
         "predicted_p99_ns": first.get("p99_ns"),
-        "predicted_p99_unavailable": first.get("unavailable"),
+        "predicted_p99_unavailable": first.get("unavailable")
+        or (None if first.get("p99_ns") is not None else "no request completed"),
+        "predicted_flags": first.get("flags", []),
+        "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
         "max_rate_at_objective_per_s": max(met) if met else None,
-        "max_rate_note": (f"≥ {max(met):.4g}/s (the highest rung tried)" if met and len(met) == len(ladder) else None),
+        "max_rate_bound": bound,
         "points": points,
     }
+
+
+def rank(results: list[dict]) -> list[dict]:
+    """Within the objective at the recorded rate first, clean before flagged, then by the highest
+    rate meeting the objective, then by p99."""
+    ranked = sorted(
+        results,
+        key=lambda r: (
+            r["predicted_p99_ns"] is None,
+            not r["within_objective"],
+            bool(r["predicted_flags"]),
+            -(r["max_rate_at_objective_per_s"] or 0),
+            r["predicted_p99_ns"] or 0,
+        ),
+    )
+    for i, r in enumerate(ranked, 1):
+        r["rank"] = i
+    return ranked
+
+
+def validation_error(validation: dict, model: str) -> dict:
+    """The twin's error under the traced model, stated beside every prediction."""
+    e2e = validation["end_to_end"]
+    return {
+        "model": model,
+        "p50_ratio": (e2e["ratios"] or {}).get("p50"),
+        "p99_ratio": (e2e["ratios"] or {}).get("p99"),
+        "max_ratio_error": validation.get("max_ratio_error"),
+        "within_target": validation.get("within_target"),
+        "unavailable": e2e.get("unavailable"),
+    }
+
+
+def _inferred(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> dict:
+    topo, _ = infer(ts, options, corrections)
+    return topology_mod.validate(topo, "inferred topology")
 
 
 def advise(
@@ -138,39 +271,56 @@ def advise(
     options: InferOptions,
     duration_s: float,
     warmup_s: float = 1.0,
-    ladder: list[float] | None = None,
-    sources: dict | None = None,
+    quick: bool = True,
+    alternatives: list[Alternative] | None = None,
+    corrections: dict[str, float] | None = None,
+    validation: dict | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """The advice document (schema tailscope.twin.advice/1)."""
-    topo, report = infer(ts, options)
+    """The advice document (schema tailscope.twin.advice/1). `corrections` are a calibration's
+    (fit label → ns taken off); `validation` a comparison already made for the same twin (the
+    twin study's), else the twin is validated here first."""
+    topo, report = infer(ts, options, corrections)
     topo = topology_mod.validate(topo, "inferred topology")
     rate = report["recorded_rate"].get("rate_per_s")
     if rate is None:
         raise ValueError(f"the recording rate is unavailable: {report['recorded_rate']['unavailable']}")
-    conns = _connections(rate * max(ladder or RATE_LADDER_QUICK), ts.traces)
+    ladder = RATE_LADDER_QUICK if quick else RATE_LADDER_FULL
+    conns = _connections(rate * max(ladder), ts.traces)
     objective_ns = objective_ms * 1e6
-    with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
-        base = run_twin(
-            topo,
-            model,
-            rate,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=conns,
-            workdir=Path(tmp),
-            progress=progress,
+    if alternatives is None:
+        _, per_service = samples(ts)
+        by_p99 = sorted(
+            per_service, key=lambda s: -float(sorted(per_service[s])[int(0.99 * (len(per_service[s]) - 1))])
         )
-    validation = comparison(ts, base.traces)
-    alternatives: list[Alternative] = []
-    for src in ALTERNATIVE_SOURCES:
-        alternatives += src(sources or {})
+        alternatives = (
+            quick_alternatives(model) if quick else all_alternatives({"model": model, "services_by_p99": by_p99})
+        )
+    if progress:
+        progress(
+            f"advise: {len(alternatives)} alternatives × ≤ {len(ladder)} rates, "
+            f"at most ~{estimate_s(len(alternatives), ladder, duration_s, warmup_s):.0f} s"
+        )
+    if validation is None:
+        with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
+            base = run_twin(
+                topo,
+                model,
+                rate,
+                duration_s=duration_s,
+                warmup_s=warmup_s,
+                connections=conns,
+                workdir=Path(tmp),
+                progress=progress,
+            )
+        validation = comparison(ts, base.traces)
+    verr = validation_error(validation, model)
     results = [
         evaluate(
             topo,
             a,
             rate,
-            ladder or RATE_LADDER_QUICK,
+            ladder,
             objective_ns,
             duration_s=duration_s,
             warmup_s=warmup_s,
@@ -180,67 +330,126 @@ def advise(
         for a in alternatives
     ]
     for r in results:
-        r["validation_p99_ratio"] = (
-            validation["end_to_end"]["ratios"]["p99"] if validation["end_to_end"]["ratios"] else None
-        )
+        r["validation_error"] = verr
         r["validated_directly"] = r["model"] == model and not r["args"]
-    ranked = sorted(
-        results,
-        key=lambda r: (
-            r["predicted_p99_ns"] is None,
-            -(r["max_rate_at_objective_per_s"] or 0),
-            r["predicted_p99_ns"] or 0,
-        ),
-    )
-    for i, r in enumerate(ranked, 1):
-        r["rank"] = i
-    sensitivity = []
-    best = ranked[0]
-    if best["predicted_p99_ns"] is not None:
-        for factor in (1 - SENSITIVITY, 1 + SENSITIVITY):
-            f = min(1.0, max(0.0, options.cpu_fraction * factor))
-            t2, _ = infer(
-                ts, InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
-            )
-            t2 = topology_mod.validate(t2, "inferred topology")
-            alt = Alternative(best["alternative"], best["model"], best["args"], best["source"])
-            r2 = evaluate(
-                t2,
-                alt,
-                rate,
-                [1.0],
-                objective_ns,
-                duration_s=duration_s,
-                warmup_s=warmup_s,
-                connections=conns,
-                progress=progress,
-            )
-            p = r2["predicted_p99_ns"]
-            sensitivity.append(
-                {"cpu_fraction": f, "predicted_p99_ns": p, "ratio_to_base": p / best["predicted_p99_ns"] if p else None}
-            )
+    ranked = rank(results)
+    leader = ranked[0] if ranked and ranked[0]["predicted_p99_ns"] is not None else None
     return {
-        "schema": "tailscope.twin.advice/1",
+        "schema": SCHEMA,
         "model": model,
         "objective_ms": objective_ms,
         "rate_per_s": rate,
+        "form": "quick" if quick else "full",
+        "ladder": ladder,
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "connections": conns,
         "inference": {k: report[k] for k in ("traces", "front", "recorded_rate", "assumptions", "not_inferred")},
         "validation": validation,
+        "validation_error": verr,
         "ranked": ranked,
-        "sensitivity": {"alternative": best["alternative"], "varied": "cpu_fraction ±50 %", "points": sensitivity},
+        "recommendation": recommendation(ranked),
+        "sensitivity": sensitivity(
+            ts,
+            options,
+            corrections,
+            leader,
+            rate,
+            objective_ns,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=conns,
+            progress=progress,
+        ),
     }
 
 
+def recommendation(ranked: list[dict]) -> dict:
+    """The leader if its p99 at the recorded rate is within the objective — with its flags, which
+    every line citing it repeats — or why there is none."""
+    if not ranked or not ranked[0]["within_objective"]:
+        return {
+            "alternative": None,
+            "unavailable": "no alternative's predicted p99 at the recorded rate is within the objective",
+        }
+    r = ranked[0]
+    return {
+        "alternative": r["alternative"],
+        "model": r["model"],
+        "args": r["args"],
+        "threads": r["threads"],
+        "predicted_p99_ns": r["predicted_p99_ns"],
+        "flags": r["predicted_flags"],
+    }
+
+
+def sensitivity(
+    ts: TraceSet,
+    options: InferOptions,
+    corrections: dict[str, float] | None,
+    leader: dict | None,
+    rate: float,
+    objective_ns: float,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    connections: int,
+    progress: Callable[[str], None] | None,
+) -> dict:
+    out: dict = {"varied": f"cpu_fraction ±{SENSITIVITY:.0%}", "points": []}
+    if leader is None:
+        out["unavailable"] = "no alternative has a prediction to vary"
+        return out
+    out["alternative"] = leader["alternative"]
+    alt = Alternative(leader["alternative"], leader["model"], leader["args"], leader["source"], leader["threads"])
+    for factor in (1 - SENSITIVITY, 1 + SENSITIVITY):
+        f = options.cpu_fraction * factor
+        if f > 1.0:  # a share above 1 does not exist: said, not clamped into a repeat of the base run
+            out["points"].append(
+                {
+                    "cpu_fraction": None,
+                    "predicted_p99_ns": None,
+                    "unavailable": f"cpu_fraction {options.cpu_fraction:g} × {factor:g} > 1 (all own time is already CPU)",
+                }
+            )
+            continue
+        varied = InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
+        r2 = evaluate(
+            _inferred(ts, varied, corrections),
+            alt,
+            rate,
+            [1.0],
+            objective_ns,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            connections=connections,
+            progress=progress,
+        )
+        p = r2["predicted_p99_ns"]
+        out["points"].append(
+            {
+                "cpu_fraction": f,
+                "predicted_p99_ns": p,
+                "flags": r2["predicted_flags"],
+                "ratio_to_base": p / leader["predicted_p99_ns"] if p is not None else None,
+                "unavailable": r2["predicted_p99_unavailable"],
+            }
+        )
+    return out
+
+
 def advice_lines(doc: dict) -> list[str]:
+    """What `tailscope advise` prints and the report's section notes: every line from the document."""
     from ..units import fmt_ns, fmt_ratio
 
-    v = doc["validation"]["end_to_end"]
+    v = doc["validation_error"]
     lines = [
         f"twin of {doc['inference']['traces']} traces at {doc['rate_per_s']:.4g}/s, validated under {doc['model']}: "
         + (
-            f"p50 {fmt_ratio(v['ratios']['p50'])}, p99 {fmt_ratio(v['ratios']['p99'])} of the traces"
-            if v.get("ratios")
-            else f"unavailable: {v.get('unavailable')}"
+            f"p50 {fmt_ratio(v['p50_ratio'])}, p99 {fmt_ratio(v['p99_ratio'])} of the traces "
+            f"({'within' if v['within_target'] else 'outside'} the 15 % target)"
+            if v["p99_ratio"] is not None
+            else f"unavailable: {v['unavailable']}"
         )
     ]
     for r in doc["ranked"]:
@@ -249,25 +458,34 @@ def advice_lines(doc: dict) -> list[str]:
             if r["predicted_p99_ns"] is not None
             else f"unavailable: {r['predicted_p99_unavailable']}"
         )
-        mx = r["max_rate_note"] or (
-            f"{r['max_rate_at_objective_per_s']:.4g}/s" if r["max_rate_at_objective_per_s"] else "none tried"
-        )
         check = (
-            "validated"
+            "the validated configuration"
             if r["validated_directly"]
-            else f"validation error of the twin {fmt_ratio(r['validation_p99_ratio'])} (under {doc['model']})"
+            else f"extrapolated from the twin validated under {doc['model']} (p99 {fmt_ratio(v['p99_ratio'])})"
         )
+        flags = f" [flagged: {'; '.join(r['predicted_flags'])}]" if r["predicted_flags"] else ""
         lines.append(
-            f"{r['rank']:>2}. {r['alternative']}: predicted p99 {p99}, max rate at p99 ≤ {doc['objective_ms']:g} ms {mx} [{check}]"
+            f"{r['rank']:>2}. {r['alternative']} ({r['threads']}): predicted p99 {p99} at {doc['rate_per_s']:.4g}/s{flags}; "
+            f"max rate at p99 ≤ {doc['objective_ms']:g} ms {r['max_rate_bound']} [{check}]"
         )
+    rec = doc["recommendation"]
+    if rec.get("alternative"):
+        flags = f" [flagged: {'; '.join(rec['flags'])}]" if rec["flags"] else ""
+        lines.append(
+            f"recommended: {rec['alternative']} ({rec['threads']}), predicted p99 {fmt_ns(rec['predicted_p99_ns'])}{flags}"
+        )
+    else:
+        lines.append(f"recommended: unavailable: {rec['unavailable']}")
     s = doc["sensitivity"]
+    if s.get("unavailable"):
+        lines.append(f"sensitivity: unavailable: {s['unavailable']}")
     for p in s["points"]:
+        if p["predicted_p99_ns"] is None:
+            lines.append(f"sensitivity of {s['alternative']}: unavailable: {p['unavailable']}")
+            continue
+        flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
         lines.append(
             f"sensitivity of {s['alternative']}: CPU share {p['cpu_fraction']:.2g} → predicted p99 "
-            + (
-                f"{fmt_ns(p['predicted_p99_ns'])} ({fmt_ratio(p['ratio_to_base'])})"
-                if p["predicted_p99_ns"]
-                else "unavailable"
-            )
+            f"{fmt_ns(p['predicted_p99_ns'])} ({fmt_ratio(p['ratio_to_base'])} of the base){flags}"
         )
     return lines

@@ -169,4 +169,19 @@ def validation_verdict(doc: dict) -> str:
         f"twin under {doc['model']} at {doc['rate_per_s']:.4g}/s ({doc['rate_source']}): end-to-end p50 "
         f"{fmt_ratio(doc['end_to_end']['ratios']['p50'])}, p99 {fmt_ratio(doc['end_to_end']['ratios']['p99'])} "
         f"of the traces — largest error {err:.1%}, {within} the {doc['target_ratio_error']:.0%} target"
+        + noise_clause(doc)
+    )
+
+
+def noise_clause(doc: dict) -> str:
+    """How far the original was from itself (its halves in time), beside the twin's error."""
+    h = doc.get("original_halves")
+    if not h:
+        return ""
+    if not h.get("ratios"):
+        return f"; the original against itself: unavailable: {h.get('unavailable')}"
+    return (
+        f"; the original's second half ÷ first half: p50 {fmt_ratio(h['ratios']['p50'])}, p99 "
+        f"{fmt_ratio(h['ratios']['p99'])} (largest {h['max_ratio_error']:.1%}: the twin is "
+        f"{'within' if doc.get('within_original_noise') else 'beyond'} the traced run's own variation)"
     )

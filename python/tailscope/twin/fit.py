@@ -37,6 +37,9 @@ class Fit:
     median_us: float
     p99_us: float
     clamped: bool  # a parameter was clamped into the engine's range
+    # The chosen distribution's own p99 (the engine's cap applied): beside p99_us it shows how much
+    # of the observed tail the fitted kind keeps (a lognormal fitted in log space keeps the body).
+    fit_p99_us: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -49,6 +52,7 @@ class Fit:
             "median_us": self.median_us,
             "p99_us": self.p99_us,
             "clamped": self.clamped,
+            "fit_p99_us": self.fit_p99_us,
         }
 
 
@@ -121,6 +125,7 @@ def fit_durations(samples_ns: list[int] | np.ndarray, *, scale: float = 1.0) -> 
     if center is not None and observed_max > DEFAULT_CAP_FACTOR * center:
         dist["cap_us"] = _round(min(observed_max, MAX_US))
     return Fit(
+        fit_p99_us=_dist_p99_us(dist),
         dist=dist,
         kind=kind,
         samples=int(np.asarray(samples_ns).size),
@@ -131,6 +136,22 @@ def fit_durations(samples_ns: list[int] | np.ndarray, *, scale: float = 1.0) -> 
         p99_us=float(np.percentile(us, 99)) * scale,
         clamped=clamped,
     )
+
+
+def _dist_p99_us(dist: dict) -> float:
+    """p99 of a DIST as the engine draws it (clipped at cap_us, else 20 × the median / mean)."""
+    kind = dist["kind"]
+    if kind == "constant":
+        return float(dist["us"])
+    if kind == "uniform":
+        return float(dist["min_us"] + 0.99 * (dist["max_us"] - dist["min_us"]))
+    if kind == "exponential":
+        center = float(dist["mean_us"])
+        p99 = float(stats.expon(scale=center).ppf(0.99))
+    else:
+        center = float(dist["median_us"])
+        p99 = float(stats.lognorm(s=dist["sigma"], scale=center).ppf(0.99)) if dist["sigma"] > 0 else center
+    return _round(min(p99, float(dist.get("cap_us", DEFAULT_CAP_FACTOR * center))))
 
 
 def scale_dist(dist: dict, factor: float) -> dict:

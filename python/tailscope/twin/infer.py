@@ -7,10 +7,11 @@ become stages:
 
 - calls whose lifetimes overlap (from their launch — the probe's trigger time when tailscope's
   probe tags are present, else their start — to their end) are one group, launched `async`;
-- a call that starts within `deferred_gap_us` of the moment the group's previous result was
-  consumed (end + probe join delay) is a `deferred` member of that group: it started only when
-  the parent asked for its value (DeathStarBench's std::launch::deferred). With probe tags in the
-  input only probe-tagged calls qualify (a lone untagged call is a synchronous `call`);
+- a probe-tagged call that starts within `deferred_gap_us` of the moment the group's previous
+  result was consumed (end + probe join delay) is a `deferred` member of that group: it started
+  only when the parent asked for its value (DeathStarBench's std::launch::deferred). Without probe
+  tags such a call is a sequential `call` (timing alone cannot tell the two apart, and they run
+  alike on the handler thread);
 - the join order is the order results were consumed (end + probe join delay, else end);
 - a lone call is a `call` stage; consecutive leaf spans of one name are one `store` with a count;
 - the parent's own time before, between and after the stages is fitted and becomes a `cpu`
@@ -160,7 +161,10 @@ def stages_of(items: list[Item], *, probes_in_input: bool, deferred_gap_ns: floa
                 prev.deferred = prev.deferred or [False] * (len(prev.items) - 1)
                 prev.deferred.append(False)
                 continue
-            if may_group and it.start_ns - prev.end_ns <= deferred_gap_ns:
+            # Deferred only where probe tags say the call was launched as one: without them a call
+            # that starts when the previous result is consumed is the simpler thing, a sequential
+            # call (hotel's Go handlers; it runs on the handler thread like a deferred call would).
+            if probes_in_input and may_group and it.start_ns - prev.end_ns <= deferred_gap_ns:
                 prev.kind = "group"
                 prev.deferred = prev.deferred or [False] * len(prev.items)
                 prev.items.append(it)
@@ -593,7 +597,7 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
             "probe_tags": probes,
             "launch_inference": "probe tags (trigger and join times)"
             if probes
-            else "span times only: back-to-back calls become deferred members of one group",
+            else "span times only: back-to-back calls become sequential calls",
         },
         "not_inferred": [
             "CPU vs waiting inside a span's own time (not in a trace): cpu_fraction "

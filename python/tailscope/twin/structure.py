@@ -62,8 +62,44 @@ def structure_of(doc: dict) -> dict[str, dict[str, tuple]]:
     }
 
 
-def differences(expected: dict, actual: dict) -> list[str]:
-    """Human-readable differences between two structures (empty: they match)."""
+def _calls(stages: list[dict]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for st in stages:
+        if "call" in st:
+            out.append((st["call"]["service"], st["call"]["endpoint"]))
+        elif "group" in st:
+            out += [(c["service"], c["endpoint"]) for c in st["group"]["calls"]]
+    return out
+
+
+def reachable_from_front(doc: dict) -> dict:
+    """`doc` with only the endpoints (and services) a request to its front path can reach: traces
+    of a run driven through one path cannot show the others (hotel's /recommendations, /user …)."""
+    eps = {(s["name"], e["name"]): e for s in doc["services"] for e in s.get("endpoints", [])}
+    seen: set[tuple[str, str]] = set()
+    todo = [(doc["front"]["service"], doc["front"]["endpoint"])]
+    while todo:
+        k = todo.pop()
+        if k in seen or k not in eps:
+            continue
+        seen.add(k)
+        todo += _calls(eps[k].get("stages", []))
+        for st in eps[k].get("stages", []):
+            if "store" in st:
+                todo += _calls(st["store"].get("on_miss") or [])
+    services = []
+    for s in doc["services"]:
+        kept = [e for e in s.get("endpoints", []) if (s["name"], e["name"]) in seen]
+        if kept:
+            services.append({**s, "endpoints": kept})
+    return {**doc, "services": services}
+
+
+def differences(expected: dict, actual: dict, *, driven_only: bool = False) -> list[str]:
+    """Human-readable differences between two structures (empty: they match). `driven_only`:
+    compare only what a request to `expected`'s front path reaches."""
+    if driven_only:
+        expected = reachable_from_front(expected)
     a, b = structure_of(expected), structure_of(actual)
     out: list[str] = []
     for svc in sorted(set(a) | set(b)):
