@@ -110,9 +110,10 @@ Deployment parse_deployment(const json& doc, const Topology& topology, const std
     host.name = name;
     if (!h.contains("netns")) check.fail(where, "'netns' is required (null: the current namespace)");
     if (!h.at("netns").is_null()) {
-      host.netns = check.string(h, "netns", where, true);
-      if (!valid_netns_name(*host.netns))
-        check.fail(where + ".netns", "'" + *host.netns + "' is not a namespace name (letters, digits, - _ .)");
+      const std::string netns = check.string(h, "netns", where, true);
+      if (!valid_netns_name(netns))
+        check.fail(where + ".netns", "'" + netns + "' is not a namespace name (letters, digits, - _ .)");
+      host.netns = netns;
     }
     const std::string address = check.string(h, "address", where, true);
     if (canonical_address(address).empty())

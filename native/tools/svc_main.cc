@@ -472,11 +472,11 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
 }
 
 // /run/netns/NAME, opened (O_CLOEXEC); the error names the host and says what to do.
-int open_netns(const DeploymentHost& host) {
-  const std::string path = "/run/netns/" + *host.netns;
+int open_netns(const std::string& host, const std::string& netns) {
+  const std::string path = "/run/netns/" + netns;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw std::invalid_argument("deployment host '" + host.name + "': network namespace " + path + ": " +
+    throw std::invalid_argument("deployment host '" + host + "': network namespace " + path + ": " +
                                 std::strerror(errno) + " (make the lab hosts first: tailscope hosts up)");
   return fd;
 }
@@ -511,7 +511,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   if (!f.deployment.empty()) {
     deployment = load_deployment_file(f.deployment, topology);
     for (const auto& [_, h] : deployment->hosts)
-      if (h.netns && !netns_fds.count(*h.netns)) netns_fds[*h.netns] = open_netns(h);
+      if (h.netns && !netns_fds.count(*h.netns)) netns_fds[*h.netns] = open_netns(h.name, *h.netns);
   }
   Profiling profiling = prepare_profiling(f, topology, deployment ? &*deployment : nullptr);
   std::vector<Child> children;
