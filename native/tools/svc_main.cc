@@ -305,6 +305,9 @@ int run_one(const Flags& f, int argc, char** argv) {
   std::map<std::string, int> ports = parse_ports(f.ports_text);
   RuntimeOptions options = f.runtime;
   options.model = f.model;
+  // --timeout-ms used to be parsed and passed to children but never applied: every call
+  // waited the topology's call_timeout_ms.
+  if (f.timeout_ms > 0) options.call_timeout_ns = static_cast<int64_t>(f.timeout_ms * 1e6);
   json peers_json = json::object();
   for (const auto& [name, at] : parse_peers(f.peers_text)) {
     if (!topology.services.count(name))
