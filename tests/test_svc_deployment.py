@@ -29,10 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import built_engine
 from tailscope import labhosts, topology
 from tailscope.engines import serve
-
-from conftest import built_engine
 
 REPO = Path(__file__).resolve().parents[1]
 PASSTHROUGH = REPO / "topologies" / "passthrough.yaml"
@@ -197,9 +196,7 @@ def test_a_graph_across_two_hosts_calls_at_addresses_delays_its_link_and_recover
 
 
 def run_svc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(built_engine("tailscope-svc")), *args], capture_output=True, text=True, timeout=30
-    )
+    return subprocess.run([str(built_engine("tailscope-svc")), *args], capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize(

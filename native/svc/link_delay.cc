@@ -48,7 +48,8 @@ std::string peer_address(int fd) {
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
   char out[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) return inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, out, sizeof out);
+  if (ss.ss_family == AF_INET)
+    return inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, out, sizeof out);
   if (ss.ss_family == AF_INET6) {
     const auto* a = &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr;
     return canonical_address(inet_ntop(AF_INET6, a, out, sizeof out));

@@ -40,7 +40,7 @@ constexpr size_t kReadBytes = 64 * 1024;
 
 int connect_to(const std::string& host, int port, int timeout_ms) {
   net::check_allowed_target(host, "connect to");  // before the socket exists: no packet to a refused address
-  const int fd = net::start_connect(host, port);   // non-blocking, TCP_NODELAY
+  const int fd = net::start_connect(host, port);  // non-blocking, TCP_NODELAY
   if (fd < 0) return -1;
   pollfd p{fd, POLLOUT, 0};
   int rc = ::poll(&p, 1, timeout_ms) == 1 ? 0 : -1;

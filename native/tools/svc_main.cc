@@ -35,10 +35,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -357,8 +357,9 @@ int run_one(const Flags& f, int argc, char** argv) {
     Tracer::set_sink(exporter.get());
   }
   instance.start();
-  std::cout << json{{"listening", ports[f.service]}, {"address", f.bind}, {"service", f.service}, {"pid", getpid()}}.dump()
-            << std::endl;
+  std::cout
+      << json{{"listening", ports[f.service]}, {"address", f.bind}, {"service", f.service}, {"pid", getpid()}}.dump()
+      << std::endl;
   const int64_t started = monotonic_ns();
   const int sig = wait_for_stop(set, f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0);
   instance.stop();
@@ -852,8 +853,9 @@ int main(int argc, char** argv) {
     if (f.all && !f.cpus.empty()) throw std::invalid_argument("--cpus is for one service; with --all use --placement");
     // Addresses: every one passes the allow-list before anything starts.
     if (f.all) {
-      for (const auto& [flag, text] : {std::pair{"--peers", &f.peers_text}, std::pair{"--link-delay", &f.link_delay_text},
-                                       std::pair{"--ports", &f.ports_text}})
+      for (const auto& [flag, text] :
+           {std::pair{"--peers", &f.peers_text}, std::pair{"--link-delay", &f.link_delay_text},
+            std::pair{"--ports", &f.ports_text}})
         if (!text->empty())
           throw std::invalid_argument(std::string(flag) +
                                       " is for one service; with --all the supervisor sets it (--deployment: from the "
