@@ -49,7 +49,7 @@ class Checker {
     return x;
   }
   std::string cpus(const json& parent, const std::string& where) const {
-    const std::string text = string(parent, "cpus", where, false);
+    std::string text = string(parent, "cpus", where, false);
     if (text.empty()) return text;
     try {
       parse_cpu_list(text);
