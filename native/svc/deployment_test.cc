@@ -103,7 +103,7 @@ TEST(Deployment, TwoServicesOnOnePortOfOneHostAreRefused) {
 }
 
 TEST(Deployment, BadValuesAreRefusedNamingTheEntry) {
-  auto refused = [](json d, const std::string& needle) {
+  auto refused = [](const json& d, const std::string& needle) {
     const std::string e = error_of(d);
     EXPECT_NE(e.find(needle), std::string::npos) << "wanted '" << needle << "', got '" << e << "'";
     EXPECT_EQ(e.rfind("d.json: ", 0), 0u) << e;
