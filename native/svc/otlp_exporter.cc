@@ -1,6 +1,5 @@
 #include "svc/otlp_exporter.h"
 
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <stdexcept>
 
 #include "core/clock.h"
+#include "net/allow_list.h"
 #include "net/http.h"
 #include "net/socket.h"
 #include "trace/trace.h"
@@ -21,15 +21,6 @@
 
 namespace tailscope::svc {
 namespace {
-
-bool lab_or_loopback(const std::string& host) {
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) != 1) return false;
-  const uint32_t ip = ntohl(a.s_addr);
-  const bool loopback = (ip >> 24) == 127;
-  const bool lab = (ip & 0xfffe0000u) == 0xc6120000u;  // 198.18.0.0/15
-  return loopback || lab;
-}
 
 std::string hex16(uint64_t v) {
   char s[17];
@@ -119,8 +110,8 @@ OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag
   }
   if (e.host == "localhost") e.host = "127.0.0.1";
   if (e.host.empty()) throw fail("no host");
-  if (!lab_or_loopback(e.host))
-    throw fail("the host must be an IPv4 address on loopback (127.0.0.0/8) or in the lab subnet 198.18.0.0/15");
+  if (!net::is_allowed_target(e.host))
+    throw fail("the host must be on " + std::string(net::kAllowedTargets) + " (a numeric address)");
   for (char c : e.path)
     if (c <= ' ' || c == 0x7f) throw fail("the path contains a space or control character");
   return e;

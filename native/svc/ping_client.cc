@@ -12,6 +12,7 @@
 #include "core/hdr_histogram.h"
 #include "core/latency_summary.h"
 #include "core/proc_sampler.h"
+#include "net/allow_list.h"
 #include "svc/rpc_client.h"
 
 namespace tailscope::svc {
@@ -113,17 +114,21 @@ nlohmann::json run_pings(const PingOptions& o) {
   check_range("--ping-warmup", o.warmup_calls, 0, 100'000'000);
   check_range("--ping-concurrency", o.concurrency, 1, 4096);
   check_range("--connections", static_cast<int64_t>(o.connections), 1, 64);
-  const int fd = connect_loopback(o.port, 1000);  // fail early and clearly when nothing listens
-  if (fd < 0) throw std::runtime_error("--ping: nothing answers on 127.0.0.1:" + std::to_string(o.port));
+  net::check_allowed_target(o.host, "--ping-host");  // before any socket exists
+  const std::string where = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  const int fd = connect_to(o.host, o.port, 1000);  // fail early and clearly when nothing listens
+  if (fd < 0) throw std::runtime_error("--ping: nothing answers on " + where + ":" + std::to_string(o.port));
   ::close(fd);
 
+  const LinkDelay delay = o.link_delays.for_address(o.host);
   TimerService timers;
   ChannelLoop loop;
-  MultiplexedChannel channel(o.port, o.connections, timers, loop);
+  MultiplexedChannel channel(o.host, o.port, o.connections, timers, loop, delay);
   PingDriver driver(channel, o.timeout_ns);
   driver.run(o.warmup_calls, o.concurrency, nullptr);
   const int64_t ok_before = driver.ok(), failed_before = driver.failed(), timeouts_before = driver.timeouts();
   const int64_t iterations_before = loop.iterations(), sends_before = loop.sends();
+  const int64_t delayed_before = loop.delayed_batches();
 
   HdrHistogram rtt = HdrHistogram::for_latency_ns();
   const int64_t server_cpu_before = o.server_pid > 0 ? process_cpu_ns(o.server_pid) : -1;
@@ -134,6 +139,7 @@ nlohmann::json run_pings(const PingOptions& o) {
   const int64_t client_cpu_ns = self_cpu_ns() - client_cpu_before;
   const int64_t server_cpu_after = o.server_pid > 0 ? process_cpu_ns(o.server_pid) : -1;
   const int64_t iterations = loop.iterations() - iterations_before, sends = loop.sends() - sends_before;
+  const int64_t delayed_batches = loop.delayed_batches() - delayed_before;
   channel.close();
   loop.stop();
   timers.stop();
@@ -169,7 +175,13 @@ nlohmann::json run_pings(const PingOptions& o) {
           {"client_cpu_per_call_ns",
            ok ? nlohmann::json(static_cast<double>(client_cpu_ns) / static_cast<double>(ok)) : nlohmann::json()},
           // Batching, measured: calls per loop iteration and per send() of the client.
-          {"channel", {{"loop_iterations", iterations}, {"sends", sends}}},
+          {"channel", {{"loop_iterations", iterations}, {"sends", sends}, {"delayed_batches", delayed_batches}}},
+          {"host", o.host},
+          // This side's shim only: the server's answers are held by its own --link-delay table.
+          {"link_delay",
+           {{"address", canonical_address(o.host)},
+            {"one_way_delay_us", delay.delay_ns / 1000},
+            {"jitter_us", delay.jitter_ns / 1000}}},
           {"unavailable", unavailable}};
 }
 

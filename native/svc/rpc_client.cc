@@ -1,17 +1,19 @@
 #include "svc/rpc_client.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
+#include <random>
 #include <stdexcept>
 
 #include "core/clock.h"
+#include "net/allow_list.h"
+#include "net/socket.h"
 
 namespace tailscope::svc {
 namespace {
@@ -36,29 +38,20 @@ constexpr size_t kReadBytes = 64 * 1024;
 
 }  // namespace
 
-int connect_loopback(int port, int timeout_ms) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+int connect_to(const std::string& host, int port, int timeout_ms) {
+  net::check_allowed_target(host, "connect to");  // before the socket exists: no packet to a refused address
+  const int fd = net::start_connect(host, port);   // non-blocking, TCP_NODELAY
   if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  if (rc < 0 && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    rc = ::poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (rc == 0 && (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0)) rc = -1;
-  }
+  pollfd p{fd, POLLOUT, 0};
+  int rc = ::poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (rc == 0 && (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0)) rc = -1;
   if (rc < 0) {
     ::close(fd);
     return -1;
   }
-  const int flags = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  net::set_blocking(fd);
   return fd;
 }
 
@@ -138,6 +131,9 @@ void ChannelLoop::queue(ChannelConnection* c) {
 }
 
 void ChannelLoop::run() {
+  // The shim wakes this loop at a frame's deadline: the default 50 µs timer
+  // slack would add up to 50 µs to every configured delay.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   std::vector<ChannelConnection*> batch;
   for (;;) {
     {
@@ -148,6 +144,7 @@ void ChannelLoop::run() {
     // Everything queued since the last iteration: one send per connection.
     for (ChannelConnection* c : batch) flush(*c);
     batch.clear();
+    const int64_t next_deadline_ns = release_delayed();
     iterations_.fetch_add(1, std::memory_order_relaxed);
     bool idle;
     {
@@ -157,7 +154,11 @@ void ChannelLoop::run() {
       idle = queued_.empty() && !stop_;
       sleeping_ = idle;
     }
-    const auto ready = events_.wait(idle ? -1 : 0);
+    // Idle, the loop sleeps until woken or, while the shim holds frames, until the earliest is due.
+    int64_t timeout_ns = idle ? -1 : 0;
+    if (idle && next_deadline_ns != std::numeric_limits<int64_t>::max())
+      timeout_ns = std::max<int64_t>(0, next_deadline_ns - monotonic_ns());
+    const auto ready = events_.wait(timeout_ns);
     {
       std::lock_guard lock(mu_);
       sleeping_ = false;
@@ -195,6 +196,15 @@ void ChannelLoop::flush(ChannelConnection& c) {
       c.loop_fd = c.fd;
       c.loop_want_write = false;
     }
+    if (c.loop_delayed) {
+      // The shim: the batch leaves at its deadline (release_delayed), not now.
+      if (!c.out.empty()) {
+        delayed_.emplace(c.loop_delayed->hold(c.out, monotonic_ns()), &c);
+        delayed_batches_.fetch_add(1, std::memory_order_relaxed);
+        c.out.clear();
+      }
+      return;
+    }
     if (c.loop_sent == c.loop_sending.size()) {
       c.loop_sending.clear();
       c.loop_sent = 0;
@@ -205,6 +215,21 @@ void ChannelLoop::flush(ChannelConnection& c) {
     }
   }
   send_some(c);
+}
+
+int64_t ChannelLoop::release_delayed() {
+  const int64_t now = monotonic_ns();
+  while (!delayed_.empty() && delayed_.top().first <= now) {
+    ChannelConnection& c = *delayed_.top().second;
+    delayed_.pop();
+    if (c.loop_fd < 0) continue;  // failed meanwhile: its frames went with it
+    if (c.loop_sent == c.loop_sending.size()) {
+      c.loop_sending.clear();
+      c.loop_sent = 0;
+    }
+    if (c.loop_delayed->release_due(now, c.loop_sending) > 0) send_some(c);
+  }
+  return delayed_.empty() ? std::numeric_limits<int64_t>::max() : delayed_.top().first;
 }
 
 void ChannelLoop::send_some(ChannelConnection& c) {
@@ -262,15 +287,18 @@ void ChannelLoop::fail(ChannelConnection& c) {
   c.loop_sent = 0;
   c.loop_want_write = false;
   c.loop_parser = net::FrameParser(max_frame_bytes_);
+  if (c.loop_delayed) c.loop_delayed->clear();  // held requests belong to the calls just failed
   for (auto& done : failed) done(CallResult{RpcStatus::kUnavailable, {}});
 }
 
 // ---------------------------------------------------------------- multiplexed channel
 
-MultiplexedChannel::MultiplexedChannel(int port, size_t connections, TimerService& timers, ChannelLoop& loop)
-    : port_(port), timers_(timers), loop_(loop) {
+MultiplexedChannel::MultiplexedChannel(const std::string& host, int port, size_t connections, TimerService& timers,
+                                       ChannelLoop& loop, LinkDelay delay)
+    : host_(host), port_(port), timers_(timers), loop_(loop) {
+  net::check_allowed_target(host, "peer");
   for (size_t i = 0; i < std::max<size_t>(1, connections); ++i)
-    connections_.push_back(std::make_unique<ChannelConnection>(port, loop.max_frame_bytes()));
+    connections_.push_back(std::make_unique<ChannelConnection>(host, port, loop.max_frame_bytes(), delay));
 }
 
 MultiplexedChannel::~MultiplexedChannel() { close(); }
@@ -296,7 +324,7 @@ void MultiplexedChannel::call(std::string_view method, std::string_view payload,
   bool queue;
   {
     std::unique_lock lock(c.mu);
-    if (c.fd < 0 && !c.closed) c.fd = connect_loopback(port_, 200);  // (re)open; callers of c wait meanwhile
+    if (c.fd < 0 && !c.closed) c.fd = connect_to(host_, port_, 200);  // (re)open; callers of c wait meanwhile
     if (c.closed || c.fd < 0) {
       lock.unlock();
       done(CallResult{RpcStatus::kUnavailable, {}});
@@ -327,8 +355,15 @@ void MultiplexedChannel::call(std::string_view method, std::string_view payload,
 
 // ---------------------------------------------------------------- blocking pool
 
-BlockingClientPool::BlockingClientPool(int port, size_t max_connections, size_t max_frame_bytes)
-    : port_(port), max_connections_(std::max<size_t>(1, max_connections)), max_frame_bytes_(max_frame_bytes) {}
+BlockingClientPool::BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay,
+                                       size_t max_frame_bytes)
+    : host_(std::move(host)),
+      port_(port),
+      max_connections_(std::max<size_t>(1, max_connections)),
+      max_frame_bytes_(max_frame_bytes),
+      delay_(delay) {
+  net::check_allowed_target(host_, "peer");
+}
 
 BlockingClientPool::~BlockingClientPool() { close(); }
 
@@ -358,7 +393,7 @@ int BlockingClientPool::borrow(int64_t deadline_ns) {
     if (open_ < max_connections_) {
       ++open_;
       lock.unlock();
-      const int fd = connect_loopback(port_, 200);
+      const int fd = connect_to(host_, port_, 200);
       if (fd < 0) {
         lock.lock();
         --open_;
@@ -397,6 +432,20 @@ CallResult BlockingClientPool::call(std::string_view method, std::string_view pa
   } catch (const std::invalid_argument&) {
     give_back(fd, true);
     return {RpcStatus::kInternal, {}};
+  }
+  if (!delay_.zero()) {
+    // The shim: this thread waits for the answer anyway, so it holds the
+    // request itself. One call per connection at a time: the previous
+    // request's deadline has passed, so deadlines on a connection never decrease.
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    thread_local bool slack_set = (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0), true);
+    (void)slack_set;
+    const int64_t send_at = monotonic_ns() + delay_.sample_ns(rng);
+    sleep_until_ns(std::min(send_at, deadline));
+    if (send_at > deadline) {
+      give_back(fd, true);  // nothing was sent: the connection is clean
+      return {RpcStatus::kTimeout, {}};
+    }
   }
   if (!send_all(fd, request)) {
     give_back(fd, false);

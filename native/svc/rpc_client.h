@@ -25,6 +25,14 @@
 // deadline passes, or kUnavailable when the connection fails or cannot be
 // opened. A failed connection is reopened on a later call, so the graph
 // recovers when a killed service comes back.
+//
+// A service's peers live at host:port; every host passes the allow-list
+// (net/allow_list.h) when a client is built, before any socket exists. A
+// nonzero LinkDelay (svc/link_delay.h) holds each request frame until its
+// deadline: the channel loop keeps the held frames per connection and wakes
+// at the earliest deadline (its wait timeout, nanoseconds: epoll_pwait2); a
+// blocking pool's call thread, which waits for the answer anyway, sleeps
+// until then before it sends. Zero delay takes the paths above unchanged.
 #pragma once
 
 #include <atomic>
@@ -33,12 +41,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "net/event_loop.h"
+#include "svc/link_delay.h"
 #include "svc/timer_service.h"
 #include "svc/transport.h"
 
@@ -50,8 +60,10 @@ struct CallResult {
 };
 using CallCallback = std::function<void(CallResult&&)>;
 
-// Opens a blocking TCP connection to 127.0.0.1:port within timeout_ms; -1 on failure.
-int connect_loopback(int port, int timeout_ms);
+// Opens a blocking TCP connection (TCP_NODELAY) to host:port within
+// timeout_ms; -1 on failure. Throws std::invalid_argument, before any socket
+// exists, when host is not numeric or not on the allow-list.
+int connect_to(const std::string& host, int port, int timeout_ms);
 
 namespace internal {
 
@@ -81,7 +93,11 @@ class PendingCalls {
 // One multiplexed connection. Callers touch the fields under `mu`; the loop
 // owns the `loop_*` fields.
 struct ChannelConnection {
-  explicit ChannelConnection(int p, size_t max_frame_bytes) : port(p), loop_parser(max_frame_bytes) {}
+  ChannelConnection(std::string h, int p, size_t max_frame_bytes, LinkDelay delay)
+      : host(std::move(h)), port(p), loop_parser(max_frame_bytes) {
+    if (!delay.zero()) loop_delayed = std::make_unique<DelayedFrames>(delay);
+  }
+  const std::string host;
   const int port;
   std::mutex mu;
   int fd = -1;                // open socket; the loop closes it (after setting -1 here)
@@ -96,6 +112,7 @@ struct ChannelConnection {
   bool loop_want_write = false;
   bool loop_known = false;
   net::FrameParser loop_parser;
+  std::unique_ptr<DelayedFrames> loop_delayed;  // the link-delay shim; null: zero delay
 };
 
 }  // namespace internal
@@ -117,10 +134,14 @@ class ChannelLoop {
   int64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
   int64_t iterations() const { return iterations_.load(std::memory_order_relaxed); }
   int64_t sends() const { return sends_.load(std::memory_order_relaxed); }
+  // Request batches the link-delay shim held before sending.
+  int64_t delayed_batches() const { return delayed_batches_.load(std::memory_order_relaxed); }
   size_t max_frame_bytes() const { return max_frame_bytes_; }
 
  private:
   void run();
+  // Sends what the shim holds that is due; returns the next deadline (INT64_MAX: none).
+  int64_t release_delayed();
   void read_ready(internal::ChannelConnection& c);
   void flush(internal::ChannelConnection& c);
   void send_some(internal::ChannelConnection& c);
@@ -134,6 +155,12 @@ class ChannelLoop {
   bool stop_ = false;
   std::vector<internal::ChannelConnection*> known_;  // loop thread only
   std::string read_buf_;                             // loop thread only
+  // Loop thread only: (deadline, connection) for every batch the shim holds;
+  // a min-heap, so the loop knows the earliest deadline. An entry of a
+  // connection that failed meanwhile finds nothing due and is dropped.
+  using Deadline = std::pair<int64_t, internal::ChannelConnection*>;
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> delayed_;
+  std::atomic<int64_t> delayed_batches_{0};
   std::atomic<int64_t> late_responses_{0};
   std::atomic<int64_t> iterations_{0};
   std::atomic<int64_t> sends_{0};
@@ -142,7 +169,12 @@ class ChannelLoop {
 
 class MultiplexedChannel {
  public:
-  MultiplexedChannel(int port, size_t connections, TimerService& timers, ChannelLoop& loop);
+  // Throws std::invalid_argument when host is not on the allow-list.
+  MultiplexedChannel(const std::string& host, int port, size_t connections, TimerService& timers, ChannelLoop& loop,
+                     LinkDelay delay = {});
+  // 127.0.0.1:port, no delay.
+  MultiplexedChannel(int port, size_t connections, TimerService& timers, ChannelLoop& loop)
+      : MultiplexedChannel("127.0.0.1", port, connections, timers, loop) {}
   ~MultiplexedChannel();
   MultiplexedChannel(const MultiplexedChannel&) = delete;
   MultiplexedChannel& operator=(const MultiplexedChannel&) = delete;
@@ -155,6 +187,7 @@ class MultiplexedChannel {
   void close();
 
  private:
+  std::string host_;
   int port_;
   TimerService& timers_;
   ChannelLoop& loop_;
@@ -164,7 +197,12 @@ class MultiplexedChannel {
 
 class BlockingClientPool {
  public:
-  BlockingClientPool(int port, size_t max_connections, size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  // Throws std::invalid_argument when host is not on the allow-list.
+  BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay,
+                     size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  // 127.0.0.1:port, no delay.
+  BlockingClientPool(int port, size_t max_connections, size_t max_frame_bytes = kDefaultMaxFrameBytes)
+      : BlockingClientPool("127.0.0.1", port, max_connections, LinkDelay{}, max_frame_bytes) {}
   ~BlockingClientPool();
   BlockingClientPool(const BlockingClientPool&) = delete;
   BlockingClientPool& operator=(const BlockingClientPool&) = delete;
@@ -177,9 +215,11 @@ class BlockingClientPool {
   int borrow(int64_t deadline_ns);
   void give_back(int fd, bool reusable);
 
+  std::string host_;
   int port_;
   size_t max_connections_;
   size_t max_frame_bytes_;
+  LinkDelay delay_;
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
   std::vector<int> idle_;

@@ -2,7 +2,9 @@
 // unavailable) with many in flight, calls queued in one loop iteration leave
 // in one send(), a connection the peer closed is reopened by the next call,
 // a late response is counted and dropped, and every service answers the ping
-// method at once without running its handler.
+// method at once without running its handler. The link-delay shim holds
+// frames at least their delay, keeps their order, and never holds up the loop;
+// a peer outside the allow-list is refused before any socket exists.
 #include "svc/rpc_client.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "net/socket.h"
 #include "svc/server.h"
 
@@ -264,6 +267,128 @@ TEST(PendingCalls, ReusedSlotsGetANewIdAndAStaleIdFindsNothing) {
   EXPECT_TRUE(pending.take(second));   // ends the second once
   EXPECT_FALSE(pending.take(second));  // and only once
   EXPECT_EQ(pending.size(), 0u);
+}
+
+// ---------------------------------------------------------------- link-delay shim
+
+constexpr int64_t kShimDelayNs = 20'000'000;
+
+TEST(LinkDelayShim, HeldRequestsLeaveInOrderAndNoEarlierThanTheirDelay) {
+  TestServer server;
+  TimerService timers;
+  ChannelLoop loop;
+  MultiplexedChannel channel("127.0.0.1", server.port(), 1, timers, loop, LinkDelay{kShimDelayNs, 5'000'000});
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> order;
+  std::vector<int64_t> elapsed_ns;
+  constexpr int kCalls = 50;
+  for (int i = 0; i < kCalls; ++i) {
+    const int64_t start = monotonic_ns();
+    channel.call("m", std::to_string(i), TraceContext{}, kLongTimeoutNs, [&, start](CallResult&& r) {
+      std::lock_guard lock(mu);
+      EXPECT_EQ(r.status, RpcStatus::kOk);
+      order.push_back(r.payload);
+      elapsed_ns.push_back(monotonic_ns() - start);
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return order.size() == static_cast<size_t>(kCalls); });
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_EQ(order[i], std::to_string(i));  // one connection, one loop: answers in request order
+    EXPECT_GE(elapsed_ns[i], kShimDelayNs);  // held at least the delay (a lower bound: behaviour, not speed)
+  }
+  EXPECT_GE(loop.delayed_batches(), 1);
+  channel.close();
+  loop.stop();
+  timers.stop();
+}
+
+TEST(LinkDelayShim, ADelayedChannelDoesNotHoldUpAnotherOnTheSameLoop) {
+  TestServer server;
+  TimerService timers;
+  ChannelLoop loop;
+  // Ten seconds one way: this call cannot end before the other, unless the loop waits for it.
+  MultiplexedChannel slow("127.0.0.1", server.port(), 1, timers, loop, LinkDelay{10'000'000'000, 0});
+  MultiplexedChannel fast("127.0.0.1", server.port(), 1, timers, loop);
+  Results results;
+  slow.call("m", "slow", TraceContext{}, kLongTimeoutNs, results.callback(1));
+  fast.call("m", "fast", TraceContext{}, kLongTimeoutNs, results.callback(2));
+  results.wait_for(1);
+  auto ended = results.ended();
+  ASSERT_EQ(ended.count(2), 1u);
+  EXPECT_EQ(ended[2][0].status, RpcStatus::kOk);
+  EXPECT_EQ(ended.count(1), 0u);
+  slow.close();  // the held call ends now, once, as unavailable
+  results.wait_for(2);
+  EXPECT_EQ(results.ended()[1][0].status, RpcStatus::kUnavailable);
+  fast.close();
+  loop.stop();
+  timers.stop();
+  EXPECT_EQ(server.dispatched(), 1);  // the held request never left
+}
+
+TEST(LinkDelayShim, TheServerHoldsAnswersToAPeerWithADelay) {
+  const int listen_fd = net::make_listener("127.0.0.1", 0);
+  ServiceCounters counters;
+  TimerService server_timers;
+  const LinkDelayTable table = LinkDelayTable::parse("127.0.0.1=20000");
+  ListenSpec spec{listen_fd};
+  spec.link_delays = &table;
+  spec.timers = &server_timers;
+  EventLoopServer server(spec, 1, counters,
+                         [](size_t, InboundRequest&& r) { r.conn->respond(r.id, RpcStatus::kOk, r.payload); });
+  server.start();
+  {
+    Client client(net::bound_port(listen_fd));
+    for (int i = 0; i < 3; ++i) {
+      Results results;
+      const int64_t start = monotonic_ns();
+      client.channel.call("m", "x" + std::to_string(i), TraceContext{}, kLongTimeoutNs, results.callback(0));
+      results.wait_for(1);
+      EXPECT_GE(monotonic_ns() - start, kShimDelayNs);
+      EXPECT_EQ(results.ended()[0][0].payload, "x" + std::to_string(i));
+    }
+    // The ping method is answered by the transport: held too, so a ping measures the link.
+    Results results;
+    const int64_t start = monotonic_ns();
+    client.channel.call(kPingMethod, "", TraceContext{}, kLongTimeoutNs, results.callback(0));
+    results.wait_for(1);
+    EXPECT_EQ(results.ended()[0][0].status, RpcStatus::kOk);
+    EXPECT_GE(monotonic_ns() - start, kShimDelayNs);
+  }
+  server.stop();
+  server_timers.stop();
+  ::close(listen_fd);
+}
+
+TEST(LinkDelayShim, TheBlockingPoolHoldsItsRequestToo) {
+  TestServer server;
+  BlockingClientPool pool("127.0.0.1", server.port(), 1, LinkDelay{kShimDelayNs, 0});
+  const int64_t start = monotonic_ns();
+  const CallResult r = pool.call("m", "p", TraceContext{}, kLongTimeoutNs);
+  EXPECT_EQ(r.status, RpcStatus::kOk);
+  EXPECT_EQ(r.payload, "p");
+  EXPECT_GE(monotonic_ns() - start, kShimDelayNs);
+  // A delay longer than the call's deadline: a timeout, and nothing was sent.
+  const CallResult late = pool.call("m", "q", TraceContext{}, 1'000'000);
+  EXPECT_EQ(late.status, RpcStatus::kTimeout);
+  EXPECT_EQ(server.dispatched(), 1);
+}
+
+TEST(AllowList, ClientsRefuseAPeerOutsideItBeforeAnySocketExists) {
+  TimerService timers;
+  ChannelLoop loop;
+  // 192.0.2.1 is RFC 5737 documentation space: refused by the rule, and no packet is sent.
+  EXPECT_THROW(MultiplexedChannel("192.0.2.1", 9, 1, timers, loop), std::invalid_argument);
+  EXPECT_THROW(BlockingClientPool("192.0.2.1", 9, 1, LinkDelay{}), std::invalid_argument);
+  EXPECT_THROW(connect_to("192.0.2.1", 9, 100), std::invalid_argument);
+  EXPECT_THROW(connect_to("example.com", 9, 100), std::invalid_argument);
+  loop.stop();
+  timers.stop();
 }
 
 }  // namespace

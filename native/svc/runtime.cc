@@ -71,7 +71,8 @@ nlohmann::json ServiceRuntime::channel_stats() {
   const ChannelLoop* l = channel_loop_.get();
   return {{"loop_iterations", l ? l->iterations() : 0},
           {"sends", l ? l->sends() : 0},
-          {"late_responses", l ? l->late_responses() : 0}};
+          {"late_responses", l ? l->late_responses() : 0},
+          {"delayed_batches", l ? l->delayed_batches() : 0}};
 }
 
 void ServiceRuntime::run_compute(const Stage& stage) {
@@ -87,12 +88,20 @@ int ServiceRuntime::port_of(const std::string& service) const {
   return port;
 }
 
+const std::string& ServiceRuntime::host_of(const std::string& service) const {
+  static const std::string kLoopback = "127.0.0.1";
+  auto it = options_.peer_hosts.find(service);
+  return it == options_.peer_hosts.end() ? kLoopback : it->second;
+}
+
 MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
   std::lock_guard lock(clients_mu_);
   auto& c = channels_[service];
   if (!c) {
     if (!channel_loop_) channel_loop_ = std::make_unique<ChannelLoop>();
-    c = std::make_unique<MultiplexedChannel>(port_of(service), options_.channel_connections, timers_, *channel_loop_);
+    const std::string& host = host_of(service);
+    c = std::make_unique<MultiplexedChannel>(host, port_of(service), options_.channel_connections, timers_,
+                                             *channel_loop_, options_.link_delays.for_address(host));
     // A handler still running after shutdown began gets a closed channel: its
     // calls fail at once instead of waiting on a loop that no longer runs.
     if (clients_closed_) c->close();
@@ -103,7 +112,11 @@ MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
 BlockingClientPool& ServiceRuntime::client_pool(const std::string& service) {
   std::lock_guard lock(clients_mu_);
   auto& p = pools_[service];
-  if (!p) p = std::make_unique<BlockingClientPool>(port_of(service), options_.pool_max_connections);
+  if (!p) {
+    const std::string& host = host_of(service);
+    p = std::make_unique<BlockingClientPool>(host, port_of(service), options_.pool_max_connections,
+                                             options_.link_delays.for_address(host));
+  }
   return *p;
 }
 
@@ -260,6 +273,8 @@ ServiceInstance::ServiceInstance(const Topology& topology, const std::string& se
   model_ = make_model(options.model);
   runtime_ = std::make_unique<ServiceRuntime>(topology, service, ports, options, timers);
   listen_.fd = listen_fd;
+  listen_.link_delays = &runtime_->options().link_delays;
+  listen_.timers = &timers;
   if (topology.front && topology.front->service == service) {
     route_ = std::make_unique<HttpRoute>(HttpRoute{topology.front->path, topology.front->endpoint, {}});
     for (const FrontRoute& r : topology.front->routes) route_->more.emplace_back(r.path, r.endpoint);
@@ -289,6 +304,7 @@ nlohmann::json ServiceInstance::result() const {
           {"wire", listen_.kind == WireKind::kHttp ? "http" : "rpc"},
           {"counters", runtime_->counters().to_json()},
           {"channel", runtime_->channel_stats()},
+          {"link_delays", runtime_->options().link_delays.to_json()},
           {"model_details", model_->describe()}};
 }
 

@@ -29,6 +29,13 @@ struct RuntimeOptions {
   size_t channel_connections = 2;      // multiplexed connections per downstream service
   size_t pool_max_connections = 1024;  // DeathStarBench-style client pool size per downstream
   int64_t call_timeout_ns = 0;         // 0 = the topology's call_timeout_ms
+  // Where downstream services live: service → numeric address (--peers, a
+  // deployment). A service not listed is on 127.0.0.1. Ports come from the
+  // `ports` map (or the topology).
+  std::map<std::string, std::string> peer_hosts;
+  // The link-delay shim, by remote address: requests to a peer at an address
+  // listed here, and answers to a caller connecting from one, are held.
+  LinkDelayTable link_delays;
 };
 
 // One request being handled: the server span and the trace context its children inherit.
@@ -96,6 +103,8 @@ class ServiceRuntime {
   void close_clients();
   // The channel loop's counters (iterations, sends, late responses); zeros before the first channel.
   nlohmann::json channel_stats();
+  // Where a downstream service is called: its numeric address.
+  const std::string& host_of(const std::string& service) const;
 
   // The stages that compute on the calling thread (cpu, work), the same in every model.
   void run_compute(const Stage& stage);

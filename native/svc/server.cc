@@ -14,6 +14,13 @@
 
 namespace tailscope::svc {
 
+std::shared_ptr<ServerConnection> make_server_connection(int fd, const ListenSpec& listen, ServiceCounters& counters) {
+  auto conn = std::make_shared<ServerConnection>(fd, listen.kind, listen.route, counters);
+  if (listen.link_delays && listen.timers && listen.kind == WireKind::kRpc && !listen.link_delays->empty())
+    conn->set_link_delay(listen.link_delays->for_address(peer_address(fd)), *listen.timers);
+  return conn;
+}
+
 // ---------------------------------------------------------------- thread per connection
 
 ThreadPerConnectionServer::ThreadPerConnectionServer(ListenSpec listen, ServiceCounters& counters, RequestSink handle)
@@ -38,7 +45,7 @@ void ThreadPerConnectionServer::accept_loop() {
     }
     acceptor.accept_ready(/*nonblocking=*/false, [this](int fd) {
       counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      auto conn = std::make_shared<ServerConnection>(fd, listen_.kind, listen_.route, counters_);
+      auto conn = make_server_connection(fd, listen_, counters_);
       auto done = std::make_shared<std::atomic<bool>>(false);
       std::lock_guard lock(mu_);
       if (stop_) {
@@ -202,8 +209,7 @@ void EventLoopServer::run(size_t index) {
       acceptor.accept_ready(/*nonblocking=*/true, [&](int conn_fd) {
         counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
         loop.events.add(conn_fd, static_cast<uint64_t>(conn_fd), net::kReadable);
-        loop.conns.emplace(conn_fd,
-                           std::make_shared<ServerConnection>(conn_fd, listen_.kind, listen_.route, counters_));
+        loop.conns.emplace(conn_fd, make_server_connection(conn_fd, listen_, counters_));
       });
     }
     if (listen_.kind == WireKind::kHttp && monotonic_ns() >= next_expiry_check_ns) {

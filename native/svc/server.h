@@ -42,7 +42,14 @@ struct ListenSpec {
   WireKind kind = WireKind::kRpc;
   const HttpRoute* route = nullptr;                                // HTTP only
   int64_t http_request_timeout_ns = kDefaultHttpRequestTimeoutNs;  // HTTP only
+  // The link-delay shim for answers (RPC only): matched by each connection's
+  // peer address when it is accepted; null or no match: no delay.
+  const LinkDelayTable* link_delays = nullptr;
+  TimerService* timers = nullptr;  // fires the held answers; required with link_delays
 };
+
+// The connection object for an accepted fd, with the shim applied when its peer has a link delay.
+std::shared_ptr<ServerConnection> make_server_connection(int fd, const ListenSpec& listen, ServiceCounters& counters);
 
 class ThreadPerConnectionServer {
  public:

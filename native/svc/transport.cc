@@ -212,6 +212,14 @@ void ServerConnection::respond(uint64_t id, RpcStatus status, std::string_view p
       append_frame(f, bytes);
     }
     std::lock_guard lock(write_mu_);
+    if (delayed_) {
+      const int64_t deadline = delayed_->hold(bytes, monotonic_ns());
+      // Weak: a connection closed meanwhile is gone, and so are its held answers.
+      timers_->schedule(deadline, [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->release_delayed();
+      });
+      return;
+    }
     send_locked(bytes);
     return;
   }
@@ -224,6 +232,20 @@ void ServerConnection::respond(uint64_t id, RpcStatus status, std::string_view p
   text += "\r\n";
   text += body;
   hold_and_flush_locked(id, std::move(text));
+}
+
+void ServerConnection::set_link_delay(LinkDelay delay, TimerService& timers) {
+  if (kind_ != WireKind::kRpc || delay.zero()) return;
+  std::lock_guard lock(write_mu_);
+  delayed_ = std::make_unique<DelayedFrames>(delay);
+  timers_ = &timers;
+}
+
+void ServerConnection::release_delayed() {
+  thread_local std::string due;  // the timer thread's, reused
+  due.clear();
+  std::lock_guard lock(write_mu_);
+  if (delayed_->release_due(monotonic_ns(), due) > 0 && !closed()) send_locked(due);
 }
 
 void ServerConnection::hold_and_flush_locked(uint64_t seq, std::string text) {

@@ -19,6 +19,8 @@
 
 #include "core/hdr_histogram.h"
 #include "net/frame.h"
+#include "svc/link_delay.h"
+#include "svc/timer_service.h"
 
 namespace tailscope::svc {
 
@@ -133,6 +135,11 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   void respond(uint64_t id, RpcStatus status, std::string_view payload);
   // Stops both directions; the fd stays open until the last reference goes.
   void close();
+  // The link-delay shim (svc/link_delay.h), RPC connections only: from now
+  // on each response frame is held until its deadline and then sent by the
+  // process's TimerService thread (a callback per held frame that sends what
+  // is due), so no handler thread waits. Call before the first request is read.
+  void set_link_delay(LinkDelay delay, TimerService& timers);
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
  private:
@@ -143,6 +150,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   // Holds the response for request `seq` and sends every response now due, in order.
   void hold_and_flush_locked(uint64_t seq, std::string text);
   void send_locked(std::string_view bytes);
+  // The timer's side of the shim: sends every held frame now due.
+  void release_delayed();
 
   int fd_;
   WireKind kind_;
@@ -156,6 +165,8 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
   uint64_t http_next_out_ = 0;                 // guarded by write_mu_
   std::map<uint64_t, std::string> http_held_;  // finished out of order
   uint64_t http_close_after_ = UINT64_MAX;     // a request without keep-alive ends the connection
+  std::unique_ptr<DelayedFrames> delayed_;     // the shim; null: zero delay. Guarded by write_mu_
+  TimerService* timers_ = nullptr;
   std::atomic<bool> closed_{false};
 };
 

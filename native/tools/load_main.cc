@@ -1,8 +1,6 @@
 // tailscope-load: open-/closed-loop load generator (wrk2-style flags) for the
 // echo, HTTP and tailscope RPC protocols. Prints one result document
 // (docs/load-generator.md).
-#include <arpa/inet.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -16,6 +14,7 @@
 #include "core/result_writer.h"
 #include "load/client_protocol.h"
 #include "load/run.h"
+#include "net/allow_list.h"
 
 using namespace tailscope;
 using namespace tailscope::load;
@@ -24,13 +23,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 void on_signal(int) { g_interrupted.store(true); }
-
-bool is_loopback(const std::string& host) {
-  in_addr a4{};
-  if (host == "localhost") return true;
-  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  return host == "::1";
-}
 
 // "http://127.0.0.1:8080/path" or "127.0.0.1:8080" → host, port, path.
 void apply_target(const std::string& target, LoadConfig& config, bool* is_http) {
@@ -87,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("--rpc-method", config.rpc_method, "rpc: the endpoint called (e.g. compose_post)");
   app.add_flag("--rpc-sampled", config.rpc_sampled,
                "rpc: send sampled trace contexts (random trace ids) so services record spans");
-  app.add_option("--host", config.host, "Server address (loopback only)");
+  app.add_option("--host", config.host, "Server address (loopback or the lab subnet 198.18.0.0/15)");
   app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
   app.add_option("--mix", mix_specs,
@@ -155,9 +147,9 @@ int main(int argc, char** argv) {
     }
     if (config.port <= 0)
       throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
-    if (!is_loopback(config.host))
+    if (!net::is_allowed_target(config.host))
       throw std::invalid_argument("--host " + config.host +
-                                  ": tailscope-load only targets loopback (127.0.0.0/8, ::1)");
+                                  ": tailscope-load only targets loopback or the lab subnet 198.18.0.0/15");
     config.connections = static_cast<int>(parse_count("-c", connections_text, 1, kMaxConnections));
     config.duration_s = parse_duration_in("-d", duration_text, kMinDurationS, kMaxDurationS);
     config.warmup_s = parse_duration_in("--warmup", warmup_text, 0, kMaxDurationS);

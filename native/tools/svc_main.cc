@@ -3,6 +3,7 @@
 //   tailscope-svc --topology g.json --service text-service --model coroutine --port 9001 --ports a=9002,...
 //   tailscope-svc --topology g.json --all --model pool-callback --port 8080 --traces DIR --out result.json
 //   tailscope-svc --merge-traces DIR
+//   tailscope-svc --topology g.json --all --deployment d.json   (services on lab hosts; docs/lab-hosts.md)
 //
 // --all is a supervisor: it opens one loopback listener per service, starts
 // one child process per service (this executable with --service and the
@@ -11,7 +12,17 @@
 // --restart-ms, on the same listener, so callers reconnect), and on
 // SIGINT/SIGTERM (or after --duration) stops all children, merges their
 // result documents and span files, and writes one result document.
+//
+// With --deployment each service runs on its host: the supervisor creates the
+// service's listener *inside* the host's network namespace (setns there and
+// back, on its one thread) so the port — ephemeral or not — is known before
+// any child starts and survives a restart, exactly as without a deployment;
+// the child then enters the same namespace (setns after fork, before exec) so
+// its outgoing calls leave from that host. Entering in the child alone would
+// lose the first property; creating the listener alone would send the calls
+// from the supervisor's namespace.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,6 +38,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -36,9 +48,12 @@
 #include "core/clock.h"
 #include "core/proc_sampler.h"
 #include "core/result_writer.h"
+#include "net/allow_list.h"
 #include "net/socket.h"
 #include "prof/counters.h"
 #include "prof/placement.h"
+#include "svc/deployment.h"
+#include "svc/link_delay.h"
 #include "svc/otlp_exporter.h"
 #include "svc/ping_client.h"
 #include "svc/runtime.h"
@@ -68,7 +83,50 @@ struct Flags {
   PingOptions ping;
   std::string otlp_endpoint;  // live OTLP/HTTP export (otlp_exporter.h); "" = off
   size_t otlp_queue_spans = 1 << 16;
+  // Addresses (docs/lab-hosts.md): where this service listens, where its peers are, link delays.
+  std::string bind = "127.0.0.1";
+  std::string peers_text, link_delay_text, deployment;
+  std::string ping_host = "127.0.0.1";
 };
+
+// "ADDR:PORT" or "[V6ADDR]:PORT" → (canonical address, port); `what` names the input in errors.
+std::pair<std::string, int> parse_address_port(const std::string& text, const std::string& what) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument(what + ": expected ADDR:PORT, got '" + text + "'");
+  std::string address = text.substr(0, colon);
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']')
+    address = address.substr(1, address.size() - 2);
+  const std::string port = text.substr(colon + 1);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535)
+    throw std::invalid_argument(what + ": '" + text + "': the port must be an integer in 1 … 65535");
+  if (canonical_address(address).empty())
+    throw std::invalid_argument(what + ": '" + address + "' is not a numeric IPv4/IPv6 address");
+  net::check_allowed_target(address, what);
+  return {canonical_address(address), value};
+}
+
+std::string address_port_text(const std::string& address, int port) {
+  return (address.find(':') != std::string::npos ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
+// --peers NAME=ADDR:PORT,... → name → (address, port).
+std::map<std::string, std::pair<std::string, int>> parse_peers(const std::string& text) {
+  std::map<std::string, std::pair<std::string, int>> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw std::invalid_argument("--peers: expected NAME=ADDR:PORT, got '" + item + "'");
+    const std::string name = item.substr(0, eq);
+    if (out.count(name)) throw std::invalid_argument("--peers: '" + name + "' is given twice");
+    out[name] = parse_address_port(item.substr(eq + 1), "--peers " + name);
+  }
+  return out;
+}
 
 std::map<std::string, int> parse_ports(const std::string& text) {
   std::map<std::string, int> out;
@@ -164,7 +222,9 @@ struct Profiling {
 
 // Validates every placement and counter flag before any process starts: bad
 // input exits 1 with nothing started and nothing written.
-Profiling prepare_profiling(const Flags& f, const Topology& topology) {
+// A deployment's cpus (the service's, else its host's) take the place of the
+// topology's; --placement still wins over both.
+Profiling prepare_profiling(const Flags& f, const Topology& topology, const Deployment* deployment) {
   Profiling p;
   p.mechanism = prof::parse_placement_mechanism(f.placement_mechanism);
   p.counter_mode = prof::parse_counter_mode(f.counters);
@@ -172,7 +232,8 @@ Profiling prepare_profiling(const Flags& f, const Topology& topology) {
   std::set<std::string> names;
   for (const auto& [name, s] : topology.services) {
     names.insert(name);
-    if (!s.cpus.empty()) topology_cpus[name] = s.cpus;
+    const std::string cpus = deployment && !deployment->cpus_of(name).empty() ? deployment->cpus_of(name) : s.cpus;
+    if (!cpus.empty()) topology_cpus[name] = cpus;
   }
   const auto placed = prof::resolve_placements(f.placements, topology_cpus, names, allowed_cpus());
   for (const auto& name : names) p.services[name].cpus = placed.count(name) ? placed.at(name) : std::vector<int>{};
@@ -235,11 +296,23 @@ int run_one(const Flags& f, int argc, char** argv) {
   const Topology topology = load_topology_file(f.topology);
   const Service& service = topology.service(f.service);
   std::map<std::string, int> ports = parse_ports(f.ports_text);
+  RuntimeOptions options = f.runtime;
+  options.model = f.model;
+  json peers_json = json::object();
+  for (const auto& [name, at] : parse_peers(f.peers_text)) {
+    if (!topology.services.count(name))
+      throw std::invalid_argument("--peers: the topology has no service '" + name + "'");
+    if (ports.count(name)) throw std::invalid_argument("--peers: '" + name + "' is in --ports too: give it once");
+    ports[name] = at.second;
+    options.peer_hosts[name] = at.first;
+    peers_json[name] = address_port_text(at.first, at.second);
+  }
+  options.link_delays = LinkDelayTable::parse(f.link_delay_text);
   int fd = f.listen_fd;
   bool own_fd = false;
   if (fd < 0) {
     const int port = f.port >= 0 ? f.port : service.port;
-    fd = net::make_listener("127.0.0.1", port);
+    fd = net::make_listener(f.bind, port);
     own_fd = true;
   }
   ports[f.service] = net::bound_port(fd);
@@ -261,8 +334,6 @@ int run_one(const Flags& f, int argc, char** argv) {
   ResourceSampler sampler(getpid(), 200);
   sampler.start();
   TimerService timers;
-  RuntimeOptions options = f.runtime;
-  options.model = f.model;
   std::unique_ptr<OtlpExporter> exporter;
   if (!f.otlp_endpoint.empty()) {
     OtlpExporterOptions export_options;
@@ -276,7 +347,8 @@ int run_one(const Flags& f, int argc, char** argv) {
     Tracer::set_sink(exporter.get());
   }
   instance.start();
-  std::cout << json{{"listening", ports[f.service]}, {"service", f.service}, {"pid", getpid()}}.dump() << std::endl;
+  std::cout << json{{"listening", ports[f.service]}, {"address", f.bind}, {"service", f.service}, {"pid", getpid()}}.dump()
+            << std::endl;
   const int64_t started = monotonic_ns();
   const int sig = wait_for_stop(set, f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0);
   instance.stop();
@@ -293,6 +365,8 @@ int run_one(const Flags& f, int argc, char** argv) {
   result["cpu"] = cpu_usage();
   result["resources"] = sampler.summary();
   result["ran_s"] = ran_s;
+  result["address"] = f.bind;
+  result["port"] = ports[f.service];
   if (exporter) result["otlp_export"] = exporter->stats();
   doc["config"] = {{"topology", f.topology},
                    {"service", f.service},
@@ -300,6 +374,9 @@ int run_one(const Flags& f, int argc, char** argv) {
                    {"trace_sample", f.trace_sample},
                    {"call_timeout_ms", instance.runtime().call_timeout_ns() / 1e6},
                    {"port", ports[f.service]},
+                   {"bind", f.bind},
+                   {"peers", peers_json},
+                   {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops}};
   doc["services"] = {{f.service, result}};
@@ -322,10 +399,18 @@ struct Child {
   pid_t pid = -1;
   int64_t died_ns = 0;
   int restarts = 0;
+  // Where it runs (--deployment; otherwise 127.0.0.1 in this namespace).
+  std::string address = "127.0.0.1";
+  std::string host;       // "" without a deployment
+  std::string netns;      // "" = this namespace
+  int netns_fd = -1;      // /run/netns/NAME, open (O_CLOEXEC); -1 = stay here
+  std::string peer_args;  // --peers text ("" = --ports)
+  LinkDelayTable link_delays;
 };
 
 pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const std::string& self,
             Profiling& profiling) {
+  const bool placed_peers = !c.peer_args.empty();
   std::vector<std::string> args = {self,
                                    "--topology",
                                    f.topology,
@@ -335,8 +420,10 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
                                    f.model,
                                    "--listen-fd",
                                    std::to_string(c.listen_fd),
-                                   "--ports",
-                                   ports_text,
+                                   "--bind",
+                                   c.address,
+                                   placed_peers ? "--peers" : "--ports",
+                                   placed_peers ? c.peer_args : ports_text,
                                    "--trace-sample",
                                    std::to_string(f.trace_sample),
                                    "--out",
@@ -347,6 +434,7 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
   args.insert(args.end(), {"--queue", std::to_string(f.runtime.queue_capacity), "--connections",
                            std::to_string(f.runtime.channel_connections)});
   if (f.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(f.timeout_ms)});
+  if (!c.link_delays.empty()) args.insert(args.end(), {"--link-delay", c.link_delays.to_flag()});
   prof::ChildStartGate gate;  // the child execs only once its counters and cgroup are in place
   if (!f.otlp_endpoint.empty())
     args.insert(args.end(),
@@ -354,6 +442,9 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
   const pid_t pid = fork();
   if (pid == 0) {
     if (!gate.wait_in_child()) _exit(126);
+    // Into the service's lab host: every socket it opens from now on (its
+    // calls to peers) belongs to that namespace. Its listener already does.
+    if (c.netns_fd >= 0 && ::setns(c.netns_fd, CLONE_NEWNET) != 0) _exit(124);
     apply_placement_in_child(profiling, profiling.services.at(c.service));
     sigset_t none;
     sigemptyset(&none);
@@ -380,26 +471,87 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
   return pid;
 }
 
+// /run/netns/NAME, opened (O_CLOEXEC); the error names the host and says what to do.
+int open_netns(const std::string& host, const std::string& netns) {
+  const std::string path = "/run/netns/" + netns;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw std::invalid_argument("deployment host '" + host + "': network namespace " + path + ": " +
+                                std::strerror(errno) + " (make the lab hosts first: tailscope hosts up)");
+  return fd;
+}
+
+// Runs fn with this thread inside the namespace behind ns_fd (-1: here) and
+// comes back. A socket keeps the namespace it was created in.
+int in_netns(int ns_fd, const std::string& name, const std::function<int()>& fn) {
+  if (ns_fd < 0) return fn();
+  const int home = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (home < 0) throw std::runtime_error(std::string("/proc/self/ns/net: ") + std::strerror(errno));
+  if (::setns(ns_fd, CLONE_NEWNET) != 0) {
+    const int err = errno;
+    ::close(home);
+    throw std::runtime_error("entering network namespace '" + name + "': " + std::strerror(err) +
+                             (err == EPERM ? " (lab hosts need root)" : ""));
+  }
+  struct Back {
+    int fd;
+    ~Back() {
+      if (::setns(fd, CLONE_NEWNET) != 0) std::abort();  // never go on in the wrong namespace
+      ::close(fd);
+    }
+  } back{home};
+  return fn();
+}
+
 int run_all(const Flags& flags, int argc, char** argv) {
   Flags f = flags;
   const Topology topology = load_topology_file(f.topology);
-  Profiling profiling = prepare_profiling(f, topology);
-  char tmpl[] = "/tmp/tailscope-svc-XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
-  f.parts_dir = tmpl;
-  if (!f.traces_dir.empty()) ensure_directory(f.traces_dir + "/parts");
+  std::optional<Deployment> deployment;
+  std::map<std::string, int> netns_fds;  // namespace name → open fd
+  if (!f.deployment.empty()) {
+    deployment = load_deployment_file(f.deployment, topology);
+    for (const auto& [_, h] : deployment->hosts)
+      if (h.netns && !netns_fds.count(*h.netns)) netns_fds[*h.netns] = open_netns(h.name, *h.netns);
+  }
+  Profiling profiling = prepare_profiling(f, topology, deployment ? &*deployment : nullptr);
   std::vector<Child> children;
   std::map<std::string, int> ports;
   for (const auto& name : topology.start_order()) {
     Child c;
     c.service = name;
     const bool front = topology.front && topology.front->service == name;
-    c.listen_fd = net::make_listener("127.0.0.1", front && f.port >= 0 ? f.port : 0);
+    int port = front && f.port >= 0 ? f.port : 0;
+    if (deployment) {
+      const DeploymentHost& h = deployment->host_of(name);
+      c.host = h.name;
+      c.address = h.address;
+      if (h.netns) {
+        c.netns = *h.netns;
+        c.netns_fd = netns_fds.at(c.netns);
+      }
+      if (deployment->services.at(name).port > 0) port = deployment->services.at(name).port;
+      c.link_delays = deployment->link_delays_for(h.name);
+    }
+    c.listen_fd = in_netns(c.netns_fd, c.netns, [&] { return net::make_listener(c.address, port); });
     ports[name] = net::bound_port(c.listen_fd);
     children.push_back(c);
   }
   std::string ports_text;
   for (const auto& [n, p] : ports) ports_text += (ports_text.empty() ? "" : ",") + n + "=" + std::to_string(p);
+  json addresses = json::object();
+  for (const auto& c : children) addresses[c.service] = c.address;
+  if (deployment) {
+    // Every service calls its peers where they are: ADDR:PORT of their hosts.
+    std::string peers;
+    for (const auto& c : children)
+      peers += (peers.empty() ? "" : ",") + c.service + "=" + address_port_text(c.address, ports[c.service]);
+    for (auto& c : children) c.peer_args = peers;
+  }
+  // Only now, when nothing can fail on bad input any more: the scratch folder.
+  char tmpl[] = "/tmp/tailscope-svc-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
+  f.parts_dir = tmpl;
+  if (!f.traces_dir.empty()) ensure_directory(f.traces_dir + "/parts");
   const sigset_t set = stop_signals(true);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   char self[4096];
@@ -411,7 +563,15 @@ int run_all(const Flags& flags, int argc, char** argv) {
   json pids = json::object();
   for (const auto& c : children) pids[c.service] = c.pid;
   const int front_port = topology.front ? ports[topology.front->service] : -1;
-  std::cout << json{{"listening", front_port}, {"ports", ports}, {"pids", pids}, {"pid", getpid()}}.dump() << std::endl;
+  const json front_address = topology.front ? json(addresses[topology.front->service]) : json();
+  std::cout << json{{"listening", front_port},
+                    {"front_address", front_address},
+                    {"ports", ports},
+                    {"addresses", addresses},
+                    {"pids", pids},
+                    {"pid", getpid()}}
+                   .dump()
+            << std::endl;
   const int64_t started = monotonic_ns();
   const int64_t deadline = f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0;
   json restarts = json::array();
@@ -463,7 +623,9 @@ int run_all(const Flags& flags, int argc, char** argv) {
                    {"model", f.model},
                    {"trace_sample", f.trace_sample},
                    {"front_port", front_port},
+                   {"front_address", front_address},
                    {"ports", ports},
+                   {"addresses", addresses},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},
                    {"queue_capacity", f.runtime.queue_capacity},
@@ -484,6 +646,12 @@ int run_all(const Flags& flags, int argc, char** argv) {
     }
     json s = part["services"][c.service];
     s["restarts"] = c.restarts;
+    // Where it ran, and the link table it applied (the child's own view, from its --link-delay).
+    s["host"] = c.host.empty() ? json() : json(c.host);
+    s["netns"] = c.netns.empty() ? json() : json(c.netns);
+    s["address"] = c.address;
+    s["port"] = ports[c.service];
+    if (!s.contains("link_delays")) s["link_delays"] = c.link_delays.to_json();
     add_profiling_sections(profiling, c.service, s);
     cpu_s += s["cpu"].value("user_s", 0.0) + s["cpu"].value("sys_s", 0.0);
     ctx_switches +=
@@ -499,6 +667,15 @@ int run_all(const Flags& flags, int argc, char** argv) {
                    {"ctx_switches", ctx_switches},
                    {"ran_s", ran_s},
                    {"restarts", restarts}};
+  if (deployment) {
+    json hosts = json::object();
+    for (const auto& [name, h] : deployment->hosts)
+      hosts[name] = {{"netns", h.netns ? json(*h.netns) : json()},
+                     {"address", h.address},
+                     {"cpus", h.cpus.empty() ? json() : json(h.cpus)}};
+    doc["deployment"] = {
+        {"file", f.deployment}, {"name", deployment->name}, {"hosts", hosts}, {"links", deployment->links_json()}};
+  }
   if (!f.otlp_endpoint.empty()) {
     // Every service's export counters summed: what reached the backend, what was dropped and why.
     json sum = {{"endpoint", f.otlp_endpoint}, {"http_statuses", json::object()}, {"last_error", nullptr}};
@@ -528,6 +705,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   }
   write_result(doc, f.out);
   for (auto& c : children) ::close(c.listen_fd);
+  for (const auto& [_, fd] : netns_fds) ::close(fd);
   return 0;
 }
 
@@ -542,7 +720,16 @@ int main(int argc, char** argv) {
   app.add_option("--model", f.model, "std-async | std-thread | pool-blocking | pool-callback | coroutine");
   app.add_option("--port", f.port, "Listen port (--all: the front's); default: topology port or ephemeral")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... (single-service mode)");
+  app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... on 127.0.0.1 (single-service mode)");
+  app.add_option("--peers", f.peers_text,
+                 "Downstream services at addresses NAME=ADDR:PORT,... ([V6]:PORT; loopback or 198.18.0.0/15; "
+                 "single-service mode)");
+  app.add_option("--bind", f.bind, "Listen address (single-service mode; loopback or 198.18.0.0/15)");
+  app.add_option("--link-delay", f.link_delay_text,
+                 "Link-delay shim: hold frames to/from ADDR by DELAY_US (+ uniform 0 … JITTER_US), "
+                 "ADDR=DELAY_US[:JITTER_US],... (single service, --ping)");
+  app.add_option("--deployment", f.deployment,
+                 "--all: run each service on its host (JSON: hosts, links, services; docs/lab-hosts.md)");
   app.add_option("--listen-fd", f.listen_fd, "Inherited listening socket (set by --all)");
   auto* workers = app.add_option("--workers", f.runtime.workers,
                                  "pool-blocking / pool-callback processing threads (1 … the machine's thread limit)");
@@ -582,8 +769,9 @@ int main(int argc, char** argv) {
                  "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
                  "error on stderr and exit 1. python -m tailscope.topology validates through this");
   app.add_option("--origin", f.check_origin, "--check-topology: the name errors give the input (default: FILE)");
-  app.add_option("--ping", f.ping.port, "Ping client: __ping calls to the service on 127.0.0.1:PORT, then exit")
+  app.add_option("--ping", f.ping.port, "Ping client: __ping calls to the service on --ping-host:PORT, then exit")
       ->check(CLI::Range(1, 65535));
+  app.add_option("--ping-host", f.ping_host, "--ping: the service's address (default 127.0.0.1; or 198.18.0.0/15)");
   app.add_option("--ping-calls", f.ping.calls, "--ping: measured calls")->check(CLI::Range(1, 100'000'000));
   app.add_option("--ping-warmup", f.ping.warmup_calls, "--ping: calls before measuring")
       ->check(CLI::Range(0, 100'000'000));
@@ -594,10 +782,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (f.ping.port > 0) {  // the transport alone (svc/ping_client.h)
+      f.ping.host = f.ping_host;
+      f.ping.link_delays = LinkDelayTable::parse(f.link_delay_text);
       f.ping.connections = f.runtime.channel_connections;
       if (f.timeout_ms > 0) f.ping.timeout_ns = static_cast<int64_t>(f.timeout_ms * 1e6);
       json doc = new_result_document("tailscope-svc", argc, argv);
-      doc["config"] = {{"mode", "ping"}, {"port", f.ping.port}, {"server_pid", f.ping.server_pid}};
+      doc["config"] = {{"mode", "ping"},
+                       {"host", f.ping.host},
+                       {"port", f.ping.port},
+                       {"server_pid", f.ping.server_pid},
+                       {"link_delays", f.ping.link_delays.to_json()}};
       json ping = run_pings(f.ping);
       doc["unavailable"] = ping["unavailable"];
       ping.erase("unavailable");
@@ -646,6 +840,24 @@ int main(int argc, char** argv) {
     if (!f.all && !f.placements.empty())
       throw std::invalid_argument("--placement needs --all (one service: --cpus LIST)");
     if (f.all && !f.cpus.empty()) throw std::invalid_argument("--cpus is for one service; with --all use --placement");
+    // Addresses: every one passes the allow-list before anything starts.
+    if (f.all) {
+      for (const auto& [flag, text] : {std::pair{"--peers", &f.peers_text}, std::pair{"--link-delay", &f.link_delay_text},
+                                       std::pair{"--ports", &f.ports_text}})
+        if (!text->empty())
+          throw std::invalid_argument(std::string(flag) +
+                                      " is for one service; with --all the supervisor sets it (--deployment: from the "
+                                      "file's hosts and links)");
+      if (f.bind != "127.0.0.1")
+        throw std::invalid_argument("--bind is for one service; with --all give a --deployment (its hosts' addresses)");
+    } else {
+      if (!f.deployment.empty()) throw std::invalid_argument("--deployment needs --all");
+      if (canonical_address(f.bind).empty())
+        throw std::invalid_argument("--bind: '" + f.bind + "' is not a numeric IPv4/IPv6 address");
+      net::check_allowed_target(f.bind, "--bind");
+      parse_peers(f.peers_text);
+      LinkDelayTable::parse(f.link_delay_text);
+    }
     return f.all ? run_all(f, argc, argv) : run_one(f, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "tailscope-svc: " << e.what() << std::endl;
