@@ -75,7 +75,8 @@ def test_ratios_are_split_over_single_and_flagged_points_carry_their_flags():
     table = isolation._ratio_table(rows)
     assert table.rows[1][0] == "std-async [flagged: 3 errors]"
     # The finding uses only the unflagged pair.
-    assert "over the 1 unflagged points: from ×0.50" in table.caption
+    assert "over the 1 unflagged points: from 0.5× (std-async, 20 connections) to 0.5×" in table.caption
+    assert "RPC scheduling p99 5× … 5×" in table.caption
 
 
 def test_a_late_agent_flags_its_point():

@@ -564,8 +564,13 @@ def _ratio_table(rows: list[dict]) -> Table:
         finding = (
             f"Split ÷ single p99 over the {len(clean)} unflagged points: from {fmt_ratio(lo['p99'])} "
             f"({lo['model']}, {lo['connections']} connections) to {fmt_ratio(hi['p99'])} "
-            f"({hi['model']}, {hi['connections']} connections)."
+            f"({hi['model']}, {hi['connections']} connections)"
         )
+        for key, label in DELAYS:
+            vals = [r[key] for r in clean if r[key] is not None]
+            if vals:
+                finding += f"; {label} p99 {fmt_ratio(min(vals))} … {fmt_ratio(max(vals))}"
+        finding += "."
     elif rs:
         finding = "Every compared pair has a flagged point (see the flags in the first column): no clean finding."
     else:
