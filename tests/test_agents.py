@@ -11,6 +11,7 @@ import random
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,18 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
     finally:
         labhosts.down(LAB_PREFIX, stop_processes=True)
     assert labhosts.state(LAB_PREFIX).namespaces == []
+
+
+def test_load_start_at_is_range_checked_and_its_lateness_recorded(tmp_path):
+    from conftest import run_load
+
+    built_engine("tailscope-load")
+    with echo_server("epoll") as (port, _):
+        rc, doc, err = run_load(port, "-c", "1", "-d", "0.2s", "--warmup", "0", "--start-at", "5")
+        assert rc == 1 and doc is None and "--start-at" in err
+        at = time.time() + 0.3
+        rc, doc, err = run_load(port, "-c", "1", "-d", "0.2s", "--warmup", "0", "--start-at", f"{at:.6f}")
+    assert rc == 0, err
+    assert doc is not None
+    assert doc["config"]["start_at_s"] == pytest.approx(at, abs=1e-6)
+    assert doc["config"]["start_late_s"] >= 0

@@ -161,7 +161,7 @@ def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
         lab = {h.name: h.address for h in labhosts.state(prefix).hosts}
         dep_json = deployment.write_engine_json(deployment.engine_json(dep, services, lab), tmp_path / "d.json")
         addresses = deployment.host_addresses(dep, lab)
-        front = addresses[dep.services["nginx-web-server"].host][1]  # type: ignore[index]
+        front = addresses[str(dep.services["nginx-web-server"].host)][1]
         namespaces = sorted({ns for ns, _ in addresses.values() if ns})
         with graph(topo_json, "pool-callback", tmp_path / "g.json", extra=["--deployment", str(dep_json)]) as (port, _):
             done = threading.Event()

@@ -32,7 +32,7 @@ from pathlib import Path
 from . import labhosts, lifetime
 from .engines import EngineError, find_engine, kill_group, spawn
 from .studies._common import measurement
-from .tail import HDR_DIGITS, HDR_HIGHEST_NS, HDR_LOWEST_NS, histogram_from_hlog
+from .tail import HDR_DIGITS, HDR_HIGHEST_NS, HDR_LOWEST_NS, TailError, histogram_from_hlog
 
 LOAD = "tailscope-load"
 ENGINE = "tailscope-load-agents"  # the merged document's engine name
@@ -137,7 +137,7 @@ def run_agents(
     start_at = time.time() + START_LEAD_S + START_LEAD_PER_AGENT_S * len(agents)
     deadline = time.monotonic() + (start_at - time.time()) + warmup_s + duration_s + timeout_s
     procs: list[subprocess.Popen] = []
-    tails: list[collections.deque[str]] = []
+    tails: list[tuple[collections.deque[str], threading.Thread]] = []
     with tempfile.TemporaryDirectory(prefix=lifetime.owned_name("tailscope-agents-") + "-") as tmp:
         outs = [Path(tmp) / f"agent-{i}.json" for i in range(len(agents))]
         hlogs = [artifacts_dir / f"agent-{i}-{_slug(a.name)}.hlog" for i, a in enumerate(agents)]
@@ -188,7 +188,7 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
 
 
-def _drain(proc: subprocess.Popen) -> collections.deque[str]:
+def _drain(proc: subprocess.Popen) -> tuple[collections.deque[str], threading.Thread]:
     """Keeps the last stderr lines of an agent (read in a thread, so a full pipe never blocks it)."""
     tail: collections.deque[str] = collections.deque(maxlen=50)
 
@@ -197,18 +197,23 @@ def _drain(proc: subprocess.Popen) -> collections.deque[str]:
         for raw in proc.stderr:
             tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
-    threading.Thread(target=run, daemon=True).start()
-    return tail
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    return tail, reader
 
 
 def _wait_all(
-    agents: list[Agent], procs: list[subprocess.Popen], tails: list[collections.deque[str]], deadline: float
+    agents: list[Agent],
+    procs: list[subprocess.Popen],
+    tails: list[tuple[collections.deque[str], threading.Thread]],
+    deadline: float,
 ) -> None:
     """Returns when every agent exited 0; raises (the caller stops the rest) when one failed or time ran out."""
     while True:
         codes = [p.poll() for p in procs]
-        for a, rc, tail in zip(agents, codes, tails, strict=True):
+        for a, rc, (tail, reader) in zip(agents, codes, tails, strict=True):
             if rc is not None and rc != 0:
+                reader.join(timeout=2.0)  # the exited agent's last words are still in the pipe
                 message = " | ".join(ln for ln in list(tail)[-5:] if not ln.startswith("{")) or "no message"
                 raise AgentError(f"load agent {a.name} exited with {rc}: {message}; the other agents were stopped")
         if all(rc == 0 for rc in codes):
@@ -278,7 +283,13 @@ def cdf_points(h) -> list[list[float]]:
 def merged_document(results: list[AgentResult], *, host: str, port: int, duration_s: float, warmup_s: float) -> dict:
     """A tailscope.result/1 document for the agents together: the merged latency histogram
     (`latency_intended`, variant `merged`), summed rates and errors, and each agent's own figures."""
-    h = merge_hlogs([r.hlog for r in results])
+    h = new_histogram()
+    unavailable = []
+    for r in results:
+        try:
+            h.add(histogram_from_hlog(r.hlog, TAG))
+        except (OSError, TailError) as e:  # an agent that completed no request wrote no interval
+            unavailable.append({"name": TAG, "variant": r.agent.name, "reason": f"agent {r.agent.name}: {e}"})
     first = results[0].document
     total_achieved = sum(r.achieved_per_s for r in results)
     return {
@@ -305,7 +316,7 @@ def merged_document(results: list[AgentResult], *, host: str, port: int, duratio
                 "cdf": cdf_points(h),
             }
         ],
-        "unavailable": [],
+        "unavailable": unavailable,
         "load": {
             "achieved_per_s": total_achieved,
             "errors_total": sum(r.errors_total for r in results),

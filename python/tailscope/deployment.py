@@ -304,7 +304,7 @@ def host_addresses(dep: Deployment, lab_hosts: dict[str, str]) -> dict[str, tupl
         if h.lab_host:
             address = (lab_hosts.get(h.lab_host) or "").split("/")[0]
             if not address:
-                prefix = _LAB_HOST.match(h.lab_host).group(1)  # type: ignore[union-attr]
+                prefix = h.lab_host.split("-h", 1)[0]
                 raise DeploymentError(
                     f"{where}.lab_host: lab host {h.lab_host} is not up (run `sudo tailscope hosts up --hosts "
                     f"{dep.lab_hosts_needed()}{'' if prefix == 'ts' else ' --prefix ' + prefix}`)"

@@ -264,8 +264,10 @@ class IsolationStudy:
                 engine_doc = deployment.engine_json(dep, services, lab)
                 dep_json = deployment.write_engine_json(engine_doc, art / f"deployment-{layout}.json")
                 addresses = deployment.host_addresses(dep, lab)
-                front_address = addresses[dep.services[front].host][1]  # type: ignore[index]
-                service_netns = {s: addresses[dep.services[s].host][0] for s in services}  # type: ignore[index]
+                # engine_json checked that every service has a host.
+                host_of = {s: str(dep.services[s].host) for s in services}
+                front_address = addresses[host_of[str(front)]][1]
+                service_netns = {s: addresses[host_of[s]][0] for s in services}
                 load_agents = [
                     agents_mod.Agent(f"{h}@{addresses[h][0]}", addresses[h][0], frozenset(load_cpus) or None)
                     for h in dep.load_hosts
