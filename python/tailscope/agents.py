@@ -257,11 +257,11 @@ def merge_hlogs(paths: list[Path], tag: str = TAG):
 
 
 def latency_summary(h) -> dict:
-    """A result/1 latency summary of an HdrHistogram (docs/formats.md); an empty one has null figures."""
+    """A result/1 latency summary of an HdrHistogram, in core/latency_summary.cc's form."""
     n = int(h.get_total_count())
     if n == 0:
-        return {"unit": "ns", "count": 0, "min": None, "mean": None, "stddev": None, "max": None, "percentiles": {}}
-    low = [p for p in PERCENTILES if n * (1 - float(p) / 100) < MIN_TAIL_SAMPLES]
+        return {"unit": "ns", "count": 0, "unavailable": "no samples recorded"}
+    tail = {p: n * (100.0 - float(p)) / 100.0 for p in PERCENTILES}
     return {
         "unit": "ns",
         "count": n,
@@ -270,7 +270,8 @@ def latency_summary(h) -> dict:
         "stddev": float(h.get_stddev()),
         "max": int(h.get_max_value()),
         "percentiles": {p: int(h.get_value_at_percentile(float(p))) for p in PERCENTILES},
-        "low_confidence": low,
+        "tail_samples": tail,
+        "low_confidence": [p for p in PERCENTILES if tail[p] < MIN_TAIL_SAMPLES],
     }
 
 
