@@ -359,6 +359,8 @@ TEST(LinkDelayShim, TheServerHoldsAnswersToAPeerWithADelay) {
     results.wait_for(1);
     EXPECT_EQ(results.ended()[0][0].status, RpcStatus::kOk);
     EXPECT_GE(monotonic_ns() - start, kShimDelayNs);
+    // This client has no delay: its requests never took the shim's path.
+    EXPECT_EQ(client.loop.delayed_batches(), 0);
   }
   server.stop();
   server_timers.stop();
