@@ -104,8 +104,15 @@ std::string LinkDelayTable::to_flag() const {
   std::string out;
   for (const auto& [address, d] : by_address_) {
     if (!out.empty()) out += ',';
-    out += address.find(':') != std::string::npos ? "[" + address + "]" : address;
-    out += "=" + std::to_string(d.delay_ns / 1000) + ":" + std::to_string(d.jitter_ns / 1000);
+    // Appended piece by piece: gcc 12 warns (-Wrestrict, a false positive) on "[" + address + "]".
+    const bool v6 = address.find(':') != std::string::npos;
+    if (v6) out += '[';
+    out += address;
+    if (v6) out += ']';
+    out += '=';
+    out += std::to_string(d.delay_ns / 1000);
+    out += ':';
+    out += std::to_string(d.jitter_ns / 1000);
   }
   return out;
 }

@@ -115,9 +115,9 @@ nlohmann::json run_pings(const PingOptions& o) {
   check_range("--ping-concurrency", o.concurrency, 1, 4096);
   check_range("--connections", static_cast<int64_t>(o.connections), 1, 64);
   net::check_allowed_target(o.host, "--ping-host");  // before any socket exists
-  const std::string where = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   const int fd = connect_to(o.host, o.port, 1000);  // fail early and clearly when nothing listens
-  if (fd < 0) throw std::runtime_error("--ping: nothing answers on " + where + ":" + std::to_string(o.port));
+  if (fd < 0)
+    throw std::runtime_error("--ping: nothing answers on " + o.host + " port " + std::to_string(o.port));
   ::close(fd);
 
   const LinkDelay delay = o.link_delays.for_address(o.host);

@@ -108,7 +108,14 @@ std::pair<std::string, int> parse_address_port(const std::string& text, const st
 }
 
 std::string address_port_text(const std::string& address, int port) {
-  return (address.find(':') != std::string::npos ? "[" + address + "]" : address) + ":" + std::to_string(port);
+  std::string out;
+  const bool v6 = address.find(':') != std::string::npos;
+  if (v6) out += '[';
+  out += address;
+  if (v6) out += ']';
+  out += ':';
+  out += std::to_string(port);
+  return out;
 }
 
 // --peers NAME=ADDR:PORT,... → name → (address, port).
