@@ -35,7 +35,10 @@ def _histogram(values):
 
 def _write_hlog(path: Path, intervals: list[list[int]], tag: str = agents.TAG) -> Path:
     """An .hlog in the form tailscope-load writes: one tagged line per interval histogram."""
-    lines = ["#[tailscope-load interval histograms (ns)]", '"StartTimestamp","Interval_Length","Interval_Max","Payload"']
+    lines = [
+        "#[tailscope-load interval histograms (ns)]",
+        '"StartTimestamp","Interval_Length","Interval_Max","Payload"',
+    ]
     for i, values in enumerate(intervals):
         h = _histogram(values)
         lines.append(f"Tag={tag},{i:.3f},1.000,{h.get_max_value() / 1e6:.3f},{h.encode().decode()}")
@@ -68,7 +71,9 @@ def _agent_doc(achieved: float, errors: int, p50: int, p99: int, count: int, bot
         "machine": {"cpu": "test"},
         "config": {"start_at_s": 1.0, "start_late_s": 0.001},
         "load": {"achieved_per_s": achieved, "errors_total": errors, "generator_bottleneck": bottleneck},
-        "measurements": [{"name": "latency_intended", "latency": {"count": count, "percentiles": {"50": p50, "99": p99}}}],
+        "measurements": [
+            {"name": "latency_intended", "latency": {"count": count, "percentiles": {"50": p50, "99": p99}}}
+        ],
         "unavailable": [],
     }
 
@@ -194,7 +199,16 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
         state = labhosts.up(labhosts.validate(3, LAB_SUBNET, LAB_PREFIX))
         server_addr = state.hosts[2].address.split("/")[0]
         server = subprocess.Popen(
-            [*labhosts.exec_args(f"{LAB_PREFIX}-h3"), str(echo), "--model", "epoll", "--host", server_addr, "--port", "0"],
+            [
+                *labhosts.exec_args(f"{LAB_PREFIX}-h3"),
+                str(echo),
+                "--model",
+                "epoll",
+                "--host",
+                server_addr,
+                "--port",
+                "0",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

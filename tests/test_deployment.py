@@ -104,7 +104,10 @@ BASE = "hosts:\n  a: {lab_host: ts-h1}\n  b: {lab_host: ts-h2}\n"
             "services.x.pin: CPUs 1 are not all among host 'a''s CPUs 0",
         ),
         (BASE + "services:\n  x: {cpus: 1.5}\n", "services.x.cpus: 1.5 must be a whole number of CPUs"),
-        (BASE + "links:\n  - {between: [a, b], delay_us: -1}\n", "links[0].delay_us: -1 must be a whole number in 0 … 10 000 000"),
+        (
+            BASE + "links:\n  - {between: [a, b], delay_us: -1}\n",
+            "links[0].delay_us: -1 must be a whole number in 0 … 10 000 000",
+        ),
         (BASE + "links:\n  - {between: [a, b], delay_us: 20000000}\n", "links[0].delay_us: 20000000 must be"),
         (BASE + "links:\n  - {between: [a, b], delay_us: 2.5}\n", "links[0].delay_us: 2.5 must be a whole number"),
         (
@@ -155,6 +158,8 @@ def test_engine_json_refuses_cpus_this_process_may_not_use(tmp_path):
 
 def test_engine_json_is_written_whole(tmp_path):
     dep = deployment.load(SPLIT, SOCIALNET)
-    out = deployment.write_engine_json(deployment.engine_json(dep, SOCIALNET, LAB, allowed_cpus=ALL_CPUS), tmp_path / "d.json")
+    out = deployment.write_engine_json(
+        deployment.engine_json(dep, SOCIALNET, LAB, allowed_cpus=ALL_CPUS), tmp_path / "d.json"
+    )
     assert yaml.safe_load(out.read_text())["services"]["social-graph-service"] == {"host": "storage"}
     assert [p.name for p in tmp_path.iterdir()] == ["d.json"]

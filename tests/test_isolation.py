@@ -57,7 +57,11 @@ def _load_doc(p50: float, p99: float, count: int, rate: float, errors: int = 0, 
 
 
 def _crit(p99_sched: float) -> dict:
-    return {"measurements": [{"name": "rpc_scheduling", "latency": {"count": 50, "percentiles": {"50": 1e3, "99": p99_sched}}}]}
+    return {
+        "measurements": [
+            {"name": "rpc_scheduling", "latency": {"count": 50, "percentiles": {"50": 1e3, "99": p99_sched}}}
+        ]
+    }
 
 
 def test_ratios_are_split_over_single_and_flagged_points_carry_their_flags():
@@ -117,8 +121,8 @@ def test_link_accuracy_is_added_rtt_over_the_configured_round_trip():
         "with": {"count": 2000, "mean": 186_000, "percentiles": {"50": 170_000}},
     }
     line = isolation.link_accuracy_line({"links": [{}], "ping": ping})
-    # Expected: 2 × (50 + 5/2) = 105 µs added on average; measured 126 µs.
-    assert "added 115.0 µs at p50 and 126.0 µs in the mean, 1.20 × the configured 105 µs round trip" in line
+    # Expected: 2 × (50 + 5/2) = 105 µs added (the sum of two symmetric jitters: median = mean).
+    assert "added 115.0 µs at p50 (126.0 µs in the mean), 1.10 × the configured 105 µs round trip" in line
     assert "unavailable" in isolation.link_accuracy_line({"links": [{}], "ping": None})
 
 
@@ -201,7 +205,10 @@ def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
     outside = {
         (ns, p)
         for ns, p in seen
-        if not (ipaddress.ip_address(p).is_loopback or (ipaddress.ip_address(p).version == 4 and ipaddress.ip_address(p) in lab_range))
+        if not (
+            ipaddress.ip_address(p).is_loopback
+            or (ipaddress.ip_address(p).version == 4 and ipaddress.ip_address(p) in lab_range)
+        )
     }
     assert not outside, f"connections outside loopback and the lab subnet: {sorted(outside)}"
 
@@ -250,4 +257,3 @@ def test_the_models_fall_back_to_pool_callback_without_a_socialnet_run(tmp_path)
     (tmp_path / "socialnet" / "graph-coroutine-tracing-0-0.json").write_text("{}")
     models, why = isolation.choose_models(RunContext("quick", tmp_path, lambda *_: None, {}))
     assert models == ["std-async", "coroutine"] and "highest closed-loop ceiling" in why
-

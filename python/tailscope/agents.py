@@ -22,9 +22,9 @@ from __future__ import annotations
 import collections
 import json
 import signal
-import threading
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path

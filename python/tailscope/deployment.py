@@ -117,7 +117,7 @@ def parse_cpu_list(text: object, where: str) -> tuple[int, ...]:
     """A CPU list in the kernel's cpulist syntax ("0", "0-3", "1,3-4"), ids 0 … 4095."""
     s = str(text).strip() if isinstance(text, (str, int)) and not isinstance(text, bool) else None
     if s is None or not _CPU_LIST.match(s):
-        raise DeploymentError(f"{where}: {text!r} is not a CPU list like \"0\", \"0-3\" or \"1,3\"")
+        raise DeploymentError(f'{where}: {text!r} is not a CPU list like "0", "0-3" or "1,3"')
     cpus: set[int] = set()
     for part in s.split(","):
         lo, _, hi = part.partition("-")
