@@ -257,3 +257,36 @@ def test_the_models_fall_back_to_pool_callback_without_a_socialnet_run(tmp_path)
     (tmp_path / "socialnet" / "graph-coroutine-tracing-0-0.json").write_text("{}")
     models, why = isolation.choose_models(RunContext("quick", tmp_path, lambda *_: None, {}))
     assert models == ["std-async", "coroutine"] and "highest closed-loop ceiling" in why
+
+
+@needs_root
+@needs_engines
+def test_sigterm_mid_study_takes_the_lab_down(tmp_path):
+    import signal
+    import sys
+    import time
+
+    env = dict(os.environ, TAILSCOPE_LAB_STATE_DIR=str(tmp_path / "state"), TAILSCOPE_BUILD_DIR=str(BUILD))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tailscope.cli", "bench", "isolation", "--scale", "2", "--results", str(tmp_path / "r")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        # Wait for the study's lab (the runner's timeout catches a study that never brings it up).
+        while proc.poll() is None and not labhosts.state(isolation.LAB_PREFIX).namespaces:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the study ended before its lab was up"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        leftover = labhosts.state(isolation.LAB_PREFIX)
+        if leftover.namespaces:
+            labhosts.down(isolation.LAB_PREFIX, stop_processes=True)
+    assert leftover.namespaces == [] and leftover.links == []
+    assert proc.returncode != 0  # interrupted, not a complete run
+    assert not list((tmp_path / "r").glob(".staging-*"))
