@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   // value gets one kind of message (option, value, allowed range) and exit 1.
   std::string connections_text = "10", duration_text = "10s", rate_text = "0", warmup_text = "1s", timeout_text = "5s";
   std::string threads_text = "1", pipeline_text = "1", payload_text = "64", port_text, spin_text = "20",
-              seed_text = "1", hlog_interval_text = "1", server_pid_text;
+              seed_text = "1", hlog_interval_text = "1", server_pid_text, start_at_text;
   std::string arrival_text = "fixed";
   std::vector<std::string> mix_specs;
   std::string mix_file;
@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
   app.add_flag("--latency", print_latency, "Print the wrk2-style percentile spectrum to stderr");
   app.add_option("--server-pid", server_pid_text, "Sample this process's CPU, RSS, threads and fds during the window");
   app.add_flag("--allow-errors", allow_errors, "Exit 0 even when errors were counted (the document reports them)");
+  app.add_option("--start-at", start_at_text,
+                 "Connect at this Unix time (seconds, realtime clock): load agents on several hosts start together");
   app.add_option("--out", out_path, "Result document path (default: stdout)");
   app.add_option("--artifacts", artifacts_dir, "Folder for load.hlog (when --hlog is not given)");
   try {
@@ -116,6 +118,13 @@ int main(int argc, char** argv) {
     spin_us = parse_number_in("--spin-us", spin_text, 0, 10'000);
     config.seed = static_cast<uint64_t>(parse_count("--seed", seed_text, 0, int64_t{1} << 53));
     config.hlog_interval_s = parse_number_in("--hlog-interval", hlog_interval_text, 0.01, 3600);
+    // Agents on several lab hosts share one clock (namespaces do not virtualise it), so a common
+    // Unix time aligns their warm-up and measured windows; a time already past starts at once.
+    double start_at_s = 0;
+    if (!start_at_text.empty()) {
+      const double now_s = static_cast<double>(realtime_ns()) / 1e9;
+      start_at_s = parse_number_in("--start-at", start_at_text, now_s - 3600, now_s + 3600);
+    }
     if (!server_pid_text.empty())
       server_pid = static_cast<int>(parse_count("--server-pid", server_pid_text, 1, 1 << 22));
     bool target_is_http = false;
@@ -206,6 +215,13 @@ int main(int argc, char** argv) {
     }
     doc["measurements"] = nlohmann::json::array();
     doc["unavailable"] = nlohmann::json::array();
+    if (start_at_s > 0) {
+      const auto at_ns = static_cast<int64_t>(start_at_s * 1e9);
+      while (!g_interrupted.load() && realtime_ns() < at_ns)
+        sleep_until_ns(monotonic_ns() + std::min<int64_t>(at_ns - realtime_ns(), 10'000'000));
+      doc["config"]["start_at_s"] = start_at_s;
+      doc["config"]["start_late_s"] = static_cast<double>(realtime_ns() - at_ns) / 1e9;
+    }
     const double start_epoch_s = static_cast<double>(realtime_ns()) / 1e9;
     MergedResult result = run_load(config, g_interrupted, server_pid);
     fill_document(doc, config, result);

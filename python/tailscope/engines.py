@@ -275,16 +275,19 @@ def run_engine(
     *,
     timeout_s: float,
     on_progress: Callable[[dict], None] | None = None,
+    wrapper: list[str] | None = None,
 ) -> EngineRun:
     """Runs an engine to completion and returns its validated document.
 
     The document is written by the engine to a temp file (--out), never parsed
     from a half-flushed pipe. On timeout the engine's process group is killed.
+    `wrapper` is an argv prefix that execs the engine, e.g. `ip netns exec NS` to
+    run it inside a lab host (labhosts.exec_args).
     """
     exe = find_engine(name)
     with tempfile.TemporaryDirectory(prefix=lifetime.owned_name(ENGINE_TEMP_PREFIX) + "-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [str(exe), *args, "--out", str(out)]
+        cmd = [*(wrapper or []), str(exe), *args, "--out", str(out)]
         started = time.monotonic()
         proc = spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines: list[str] = []

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from . import deployment as dep_mod
 from . import topology as topo
 
 GROUP_LABEL = "tailscope.io/host-group"
@@ -33,13 +34,11 @@ FRONT_PORT = 8080
 CONFIG_DIR = "/etc/tailscope"
 DEFAULT_IMAGE = "tailscope:dev"
 DEFAULT_OTLP = "http://127.0.0.1:4318"  # an OpenTelemetry collector agent beside each pod (docs/deploy.md)
-MAX_CPUS = 256
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[0-9]+(Ki|Mi|Gi)$")
 
 
-class DeployError(ValueError):
-    """Bad input to `tailscope deploy`: names the file and the field."""
+# One parser for deployment files (deployment.py); its error is this command's bad-input error.
+DeployError = dep_mod.DeploymentError
 
 
 @dataclass
@@ -65,40 +64,13 @@ def _dns_name(text: str, where: str) -> str:
 
 
 def load_deployment(path: Path, services: list[str]) -> Deployment:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise DeployError(f"{path}: cannot read ({e.strerror})") from e
-    except yaml.YAMLError as e:
-        raise DeployError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(doc, dict):
-        raise DeployError(f"{path}: expected a mapping with 'hosts' and 'services'")
-    hosts = doc.get("hosts") or {}
-    placed = doc.get("services") or {}
-    if not isinstance(hosts, dict) or not isinstance(placed, dict):
-        raise DeployError(f"{path}: 'hosts' and 'services' must be mappings")
-    groups = [_dns_name(str(g), f"{path}: hosts") for g in hosts]
-    out = Deployment(name=str(doc.get("name", path.stem)), groups=groups)
-    for name, spec in placed.items():
-        where = f"{path}: services.{name}"
-        if name not in services:
-            raise DeployError(f"{where}: the topology has no service '{name}' (it has: {', '.join(services)})")
-        spec = spec or {}
-        if not isinstance(spec, dict):
-            raise DeployError(f"{where}: expected a mapping (host, cpus, memory)")
-        group = spec.get("host")
-        if group is not None and group not in groups:
-            raise DeployError(f"{where}.host: unknown host '{group}' (hosts: {', '.join(groups) or 'none'})")
-        cpus = spec.get("cpus", 1)
-        if isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= MAX_CPUS:
-            raise DeployError(
-                f"{where}.cpus: {cpus!r} must be a whole number of CPUs in 1 … {MAX_CPUS} "
-                "(the static CPU manager pins only integer requests)"
-            )
-        memory = str(spec.get("memory", "256Mi"))
-        if not _QUANTITY.match(memory):
-            raise DeployError(f"{where}.memory: '{memory}' must be a quantity like 256Mi or 1Gi")
-        out.services[name] = Placement(group=group, cpus=cpus, memory=memory)
+    """Host groups and CPU/memory requests of a deployment file (lab-only fields —
+    lab_host, pin, links — are checked by the parser and not used here)."""
+    dep = dep_mod.load(path, services)
+    groups = [_dns_name(g, f"{path}: hosts") for g in dep.hosts]
+    out = Deployment(name=dep.name, groups=groups)
+    for name, s in dep.services.items():
+        out.services[name] = Placement(group=s.host, cpus=s.cpus, memory=s.memory)
     return out
 
 

@@ -37,7 +37,19 @@ class Study(Protocol):
 
 
 def all_studies() -> list[Study]:
-    from . import analyze, asyncmodels, baseline, collapse, contention, echo, placement, socialnet, threads, twin
+    from . import (
+        analyze,
+        asyncmodels,
+        baseline,
+        collapse,
+        contention,
+        echo,
+        isolation,
+        placement,
+        socialnet,
+        threads,
+        twin,
+    )
 
     # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
     return [
@@ -48,6 +60,7 @@ def all_studies() -> list[Study]:
         threads.STUDY,
         collapse.STUDY,
         contention.STUDY,
+        isolation.STUDY,
         placement.STUDY,
         twin.STUDY,
         analyze.STUDY,
