@@ -33,7 +33,8 @@ endfunction()
 # compiled under a sanitizer.
 add_custom_target(tailscope_tests)
 
-# Precompiled headers (TAILSCOPE_PCH, on by default): gtest and nlohmann/json are
+# Precompiled headers (TAILSCOPE_PCH, off by default until a whole tree has been
+# built with it; docs/testing.md has the measured gain): gtest and nlohmann/json are
 # parsed by most test files and many libraries, in three trees. One PCH, built
 # once per tree by tailscope_test_pch, is reused by every unit test (REUSE_FROM:
 # valid because every test compiles with the same tailscope_flags); multi-file
