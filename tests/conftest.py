@@ -97,7 +97,7 @@ def start_load(port: int, *args: str, out: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-# Files with a test that runs for minutes (test_cli.py: a complete `tailscope run` of every
+# Files with tests that run for minutes (test_cli.py: complete `tailscope run`s of every
 # study). Collected first, so `make test-python` (pytest-xdist, --dist loadfile, which hands
 # files out in collection order) starts the longest file at once instead of last, when the
 # other process would sit idle waiting for it (docs/testing.md).

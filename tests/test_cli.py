@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,25 +29,16 @@ def _needs_engine():
         pytest.skip("tailscope-baseline not built (run `make build`)")
 
 
-@pytest.fixture(scope="module")
-def complete_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """One complete `tailscope run --scale 0.05` (every study), made once for this file: the
-    test of what a run writes reads it, the Ctrl-C test starts from a copy of its results."""
+def test_run_writes_store_report_and_latest(results_dir):
     _needs_engine()
-    results = tmp_path_factory.mktemp("complete-run") / "results"
     r = subprocess.run(
         [*TAILSCOPE, "run", "--scale", "0.05"],
         capture_output=True,
         text=True,
-        env=_env(results),
+        env=_env(results_dir),
         timeout=600,
         cwd=REPO,
     )
-    return results, r
-
-
-def test_run_writes_store_report_and_latest(complete_run):
-    results_dir, r = complete_run
     assert r.returncode == 0, r.stderr + r.stdout
     latest = results_dir / "latest"
     assert latest.is_symlink()
@@ -115,12 +105,14 @@ def test_report_without_database_is_a_clear_error(results_dir):
     assert r.returncode == 2 and "no results database" in r.stderr
 
 
-def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(complete_run, results_dir):
+def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
+    _needs_engine()
     env = _env(results_dir)
-    # A first, complete run so there is a database to keep consistent: a copy of the shared one.
-    first_results, first = complete_run
+    # A first, complete run so there is a database to keep consistent.
+    first = subprocess.run(
+        [*TAILSCOPE, "run", "--scale", "0.02"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
+    )
     assert first.returncode == 0, first.stderr
-    shutil.copytree(first_results, results_dir, symlinks=True)
     proc = subprocess.Popen(
         [*TAILSCOPE, "run", "--scale", "1"],
         stdout=subprocess.PIPE,
