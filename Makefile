@@ -5,6 +5,10 @@ JOBS ?= 2
 # ccache rewrites paths under the checkout to relative ones, so clones and
 # worktrees share cache hits.
 export CCACHE_BASEDIR := $(CURDIR)
+# Precompiled headers (TAILSCOPE_PCH, cmake/Tailscope.cmake) hit in ccache only
+# when it may ignore the PCH's recorded defines and __TIME__/__DATE__ macros, and
+# the just-made .gch's fresh time stamps (ccache's manual, "Precompiled headers").
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 BUILD ?= build
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -26,13 +30,15 @@ build: bootstrap
 	@cmake -S . -B $(BUILD)/release $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD)/release -j $(JOBS)
 
+# The sanitizer trees build the unit tests and what they link, nothing else
+# (target tailscope_tests): engines are tested end to end from the release tree.
 build-asan: bootstrap
 	@cmake -S . -B $(BUILD)/asan $(CMAKE_GEN) -DTAILSCOPE_SANITIZER=asan -DTAILSCOPE_ENGINES=OFF -DTAILSCOPE_BENCHMARKS=OFF >/dev/null
-	@cmake --build $(BUILD)/asan -j $(JOBS)
+	@cmake --build $(BUILD)/asan -j $(JOBS) --target tailscope_tests
 
 build-tsan: bootstrap
 	@cmake -S . -B $(BUILD)/tsan $(CMAKE_GEN) -DTAILSCOPE_SANITIZER=tsan -DTAILSCOPE_ENGINES=OFF -DTAILSCOPE_BENCHMARKS=OFF >/dev/null
-	@cmake --build $(BUILD)/tsan -j $(JOBS)
+	@cmake --build $(BUILD)/tsan -j $(JOBS) --target tailscope_tests
 
 test-native: build
 	cd $(BUILD)/release && ctest --output-on-failure -j $(JOBS)
@@ -48,8 +54,13 @@ test-fuzz: bootstrap
 	@for f in scripts/fuzz-*; do \
 	  if [ -x "$$f" ]; then FUZZ_SECONDS=$${FUZZ_SECONDS:-20} "$$f" || exit 1; fi; done
 
+# pytest in two parts: the test files spread over $(JOBS) processes (pytest-xdist;
+# --dist loadfile keeps a file in one process, so a module fixture — a built
+# graph, a running server — is made once), then the tests marked `serial`
+# (they measure, or need both CPUs) alone. Exit 5 is "none marked serial".
 test-python: build
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" --durations=15 tests
+	$(PY) -m pytest -q -m serial tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # Python lint (ruff: rules and formatting, checked only, never rewritten) and types
 # (mypy, non-strict but checked); configuration in pyproject.toml.

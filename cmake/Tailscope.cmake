@@ -27,12 +27,68 @@ function(tailscope_library name)
   target_link_libraries(${name} PUBLIC tailscope_flags ${ARG_DEPS})
 endfunction()
 
+# tailscope_tests: every unit-test binary and nothing else. The sanitizer trees
+# build this target instead of `all` (make build-asan / build-tsan), so a
+# library no test links (tailscope_asyncbench, the engines' own code) is never
+# compiled under a sanitizer.
+add_custom_target(tailscope_tests)
+
+# Precompiled headers (TAILSCOPE_PCH, off by default until a whole tree has been
+# built with it; docs/testing.md has the measured gain): gtest and nlohmann/json are
+# parsed by most test files and many libraries, in three trees. One PCH, built
+# once per tree by tailscope_test_pch, is reused by every unit test (REUSE_FROM:
+# valid because every test compiles with the same tailscope_flags); multi-file
+# libraries that include nlohmann/json get their own. ccache keeps hitting with
+# PCH only with sloppiness=pch_defines,time_macros (the Makefile exports it) and,
+# for gcc, -fpch-preprocess. clang-tidy cannot read gcc's .gch files:
+# scripts/lint-native removes the PCH flags from the commands it runs.
+# gcc only: the fuzz tree (clang) would need -fno-pch-timestamp for ccache hits,
+# and builds too few files for a PCH to pay.
+option(TAILSCOPE_PCH "Precompiled headers for gtest and nlohmann/json (gcc)" OFF)
+set(TAILSCOPE_PCH_HEADERS <nlohmann/json.hpp> <string> <vector> <string_view> <memory> <cstdint>)
+set(TAILSCOPE_USE_PCH OFF)
+if(TAILSCOPE_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set(TAILSCOPE_USE_PCH ON)
+endif()
+# ccache hashes the preprocessed text of a file built with a PCH only when gcc
+# leaves the #pragma GCC pch_preprocess marker in it: -fpch-preprocess, given
+# only to targets that use a PCH (other files keep their ccache entries).
+set(TAILSCOPE_PCH_OPTIONS -fpch-preprocess)
+if(TAILSCOPE_USE_PCH)
+  # Written only when its content changes, so a re-configure rebuilds nothing.
+  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/tailscope_test_pch.cc
+       CONTENT "// The source of the shared unit-test PCH (cmake/Tailscope.cmake).\n")
+  add_library(tailscope_test_pch OBJECT ${CMAKE_BINARY_DIR}/tailscope_test_pch.cc)
+  target_link_libraries(tailscope_test_pch PRIVATE tailscope_flags GTest::gtest nlohmann_json::nlohmann_json)
+  # No definitions of its own: gcc refuses a PCH (-Winvalid-pch, an error here)
+  # in a file that lacks a macro the PCH was made with, while macros a test adds
+  # (TAILSCOPE_VERSION from tailscope_core, fixture paths) do not affect it.
+  target_compile_options(tailscope_test_pch PRIVATE ${TAILSCOPE_PCH_OPTIONS})
+  target_precompile_headers(tailscope_test_pch PRIVATE <gtest/gtest.h> ${TAILSCOPE_PCH_HEADERS})
+endif()
+
+# tailscope_pch(TARGET): the library's own PCH of the shared heavy headers;
+# used by multi-file libraries (one PCH pays off from the second file on).
+function(tailscope_pch target)
+  if(TAILSCOPE_USE_PCH)
+    target_link_libraries(${target} PRIVATE nlohmann_json::nlohmann_json)
+    target_compile_options(${target} PRIVATE ${TAILSCOPE_PCH_OPTIONS})
+    target_precompile_headers(${target} PRIVATE ${TAILSCOPE_PCH_HEADERS})
+  endif()
+endfunction()
+
 # tailscope_test(NAME SOURCES x_test.cc DEPS lib ...) — one gtest binary, one ctest entry.
 # LABELS "slow" keeps a test out of the sanitizer runs when it is only about speed.
 function(tailscope_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT_S" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE tailscope_flags ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  add_dependencies(tailscope_tests ${name})
+  if(TAILSCOPE_USE_PCH)
+    target_link_libraries(${name} PRIVATE nlohmann_json::nlohmann_json)
+    target_compile_options(${name} PRIVATE ${TAILSCOPE_PCH_OPTIONS})
+    target_precompile_headers(${name} REUSE_FROM tailscope_test_pch)
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT_S)
     set(ARG_TIMEOUT_S 300)

@@ -97,6 +97,18 @@ def start_load(port: int, *args: str, out: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+# Files with tests that run for minutes (test_cli.py: complete `tailscope run`s of every
+# study). Collected first, so `make test-python` (pytest-xdist, --dist loadfile, which hands
+# files out in collection order) starts the longest file at once instead of last, when the
+# other process would sit idle waiting for it (docs/testing.md).
+LONGEST_FILES_FIRST = ("test_cli.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture
 def engine():
     """engine('tailscope-baseline') -> path; skips with a message if not built."""

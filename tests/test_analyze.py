@@ -122,7 +122,9 @@ def test_invalid_trace_file_fails_cleanly(tmp_path):
     f = tmp_path / "bad.json"
     f.write_text('{"data": [{"traceID": "x", "spans": [}')
     results = tmp_path / "results"
-    env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results)}
+    # Wide lines: the error names the file, and a narrow terminal would wrap a long tmp path
+    # (pytest-xdist adds popen-gwN/ to it) in the middle of "bad.json".
+    env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results), "COLUMNS": "1000"}
     r = subprocess.run(
         [sys.executable, "-m", "tailscope.cli", "analyze", str(f)],
         capture_output=True,

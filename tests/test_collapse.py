@@ -24,6 +24,7 @@ def _point(variant: str, users: int, rate: float, workers: int = 1, flags=(), qw
 
 
 @needs_engines
+@pytest.mark.serial  # compares two measured rates: run alone (docs/testing.md)
 def test_tiny_form_callback_serves_at_least_blocking_with_equal_pools(tmp_path):
     from tailscope.runner import run_studies
     from tailscope.store import Store
