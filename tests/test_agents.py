@@ -188,6 +188,7 @@ needs_root = pytest.mark.skipif(
 )
 
 
+@pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
 def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch):
     echo = BUILD / "bin" / "tailscope-echo"

@@ -41,6 +41,7 @@ def _fortio() -> Path:
     pytest.skip(reason)
 
 
+@pytest.mark.serial  # compares two measured rates: run alone (docs/testing.md)
 @pytest.mark.parametrize("model", ["poll", "io-uring"])
 def test_fortio_tcp_echo_has_no_errors_and_a_rate_like_ours(model, tmp_path):
     fortio = _fortio()

@@ -149,6 +149,7 @@ def _ss_peers(netns: str) -> list[str]:
     return peers
 
 
+@pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
 @needs_engines
 def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
@@ -213,6 +214,7 @@ def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
     assert not outside, f"connections outside loopback and the lab subnet: {sorted(outside)}"
 
 
+@pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
 @needs_engines
 def test_tiny_isolation_study_end_to_end_removes_its_lab(tmp_path, monkeypatch):
@@ -259,6 +261,7 @@ def test_the_models_fall_back_to_pool_callback_without_a_socialnet_run(tmp_path)
     assert models == ["std-async", "coroutine"] and "highest closed-loop ceiling" in why
 
 
+@pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
 @needs_engines
 def test_sigterm_mid_study_takes_the_lab_down(tmp_path):

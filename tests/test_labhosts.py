@@ -22,6 +22,10 @@ from click.testing import CliRunner
 from tailscope import labhosts
 from tailscope.cli import main
 
+# Lab namespaces (and their global list) are shared by the whole machine: these tests run
+# alone, after the parallel part of `make test-python` (docs/testing.md).
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
 ECHO = BUILD / "bin" / "tailscope-echo"

@@ -33,6 +33,10 @@ from conftest import built_engine
 from tailscope import labhosts, topology
 from tailscope.engines import serve
 
+# Lab namespaces (and their global list) are shared by the whole machine: these tests run
+# alone, after the parallel part of `make test-python` (docs/testing.md).
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[1]
 PASSTHROUGH = REPO / "topologies" / "passthrough.yaml"
 PREFIX = "tsd"  # this file's lab: never a lab the user has up (ts) nor test_labhosts' (tst)
