@@ -96,9 +96,7 @@ study_run_options = stacked(
 
 def sampling_option(help_text: str):
     """--sampling: the fraction of requests that were traced (a rate read from traces is divided by it)."""
-    return click.option(
-        "--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text
-    )
+    return click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
 
 
 def max_traces_option(help_text: str):
@@ -192,8 +190,8 @@ def _run_given(study_names: list[str], given: dict) -> None:
     _run(
         study_names,
         bool(given["full"]),
-        given["results_dir"],  # type: ignore[arg-type]
-        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"]),  # type: ignore[arg-type]
+        given["results_dir"],
+        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"]),
     )
 
 
@@ -378,6 +376,8 @@ def _print_analysis(results: Path, run_id: str, timeline: bool) -> None:
             elif timeline and t.get("svg_path"):
                 svg = results / run_id / "artifacts" / t["svg_path"]
                 console.print(f"timeline ({t.get('label', '')}): {svg}", markup=False)
+        if timeline and doc.get("timelines_unavailable"):
+            console.print(f"timelines: unavailable: {doc['timelines_unavailable']}", markup=False)
 
 
 @main.command()

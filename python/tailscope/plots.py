@@ -120,6 +120,32 @@ def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99
     return drawn
 
 
+def value_cdf(
+    ax,
+    values_ns: Iterable[float],
+    percentiles: Iterable[float],
+    *,
+    label: str,
+    color: str | None = None,
+    linestyle: str = "-",
+    linewidth: float = 1.4,
+) -> None:
+    """One CDF line the way Jaeger and the capstone draw delays: the value on a log time axis, the
+    fraction of samples on y, as steps (each stored point holds until the next). A log axis cannot
+    show 0, so values below 1 ns (a clamped skew, a clock's resolution) are drawn at 1 ns."""
+    ax.plot(
+        [max(float(v), 1.0) for v in values_ns],
+        [float(p) / 100 for p in percentiles],
+        color=color,
+        linestyle=linestyle,
+        linewidth=linewidth,
+        drawstyle="steps-post",
+        label=label,
+    )
+    ax.set_xscale("log")
+    format_ns_axis(ax.xaxis)
+
+
 def line_panels(
     panels: dict[str, dict[str, tuple[list, list]]],
     xlabel: str,

@@ -35,7 +35,7 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate
+from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate, run_scale
 from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
@@ -87,7 +87,7 @@ SOCIALNET_USERS = [10, 100, 500]
 
 def plan_for(ctx: RunContext) -> Plan:
     p = PLANS[ctx.options.get("threads_form") or ("full" if ctx.form == "full" else "quick")]
-    scale = float(ctx.options.get("scale") or 1.0)
+    scale = run_scale(ctx.options)
     return Plan(
         p.threads,
         p.users,
