@@ -212,9 +212,10 @@ def _timeline_entry(label, e2e_ns, on_path_ns, pairs=1):
 def test_figure6_reads_the_drawn_traces_delay_on_the_path():
     from tailscope.studies.analyze import figure6_check
 
-    doc = {"timelines": [_timeline_entry("median", 29_000_000, 9_500_000), _timeline_entry("p99", 68_000_000, 21e6)]}
+    # Stored p99 first (as the engine wrote them before the fix): read median first all the same.
+    doc = {"timelines": [_timeline_entry("p99", 68_000_000, 21e6), _timeline_entry("median", 29_000_000, 9_500_000)]}
     c = figure6_check(doc)
-    assert c.verdict == "holds" and "median trace 9.5 ms of 29 ms (33 %)" in c.here
+    assert c.verdict == "holds" and c.here.startswith("delay on the critical path: median trace 9.5 ms of 29 ms (33 %)")
     assert "2 of 2 drawn traces reach the capstone's 8 ms" in c.why
     doc["timelines"][0]["analysis"]["delays"]["on_path_ns"] = 2_000_000
     assert figure6_check(doc).verdict == "partly holds"
@@ -398,3 +399,29 @@ def test_bottleneck_figures_the_engine_left_out_print_a_dash_never_zero():
     assert row[5:] == ["—", "—", "—"]
     doc["bottlenecks"]["services_by_mean"][0] |= {"cv_per_trace": 0.5, "share_of_end_to_end": 0.25, "frequency": 1.0}
     assert _bottleneck_table(doc).rows[0][5:] == ["0.50", "25.0 %", "100 %"]
+
+
+def test_paths_table_rows_name_the_services_and_keep_the_operations_under_the_table():
+    import pandas as pd
+
+    from tailscope.studies.analyze import _paths_table, service_chain
+
+    path = "nginx:/compose → nginx:post_client → compose:post_server → compose:text_client → text:text_server"
+    assert service_chain(path) == "nginx → compose → text"
+    paths = pd.DataFrame([{"rank": 1, "path": path, "count": 5, "fraction": 0.5, "p50_ns": 1e6, "p99_ns": 2e6}])
+    t = _paths_table(paths, 10)
+    assert t.rows[0][1] == "nginx → compose → text" and t.details == [("path 1", path)]
+    assert t.details_title == "Operations of each path"
+
+
+def test_a_wide_log_axis_drops_minor_labels_that_would_overlap():
+    from tailscope import plots
+
+    fig, ax = plots.new_figure()
+    plots.value_cdf(ax, [1.0, 5e7], [0.0, 100.0], label="wide")
+    fig.canvas.draw()
+    assert not [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    fig2, ax2 = plots.new_figure()
+    plots.value_cdf(ax2, [1e3, 5e4], [0.0, 100.0], label="narrow")
+    fig2.canvas.draw()
+    assert [t.get_text() for t in ax2.xaxis.get_minorticklabels() if t.get_text()]

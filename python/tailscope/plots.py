@@ -11,7 +11,7 @@ from cycler import cycler
 
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter  # noqa: E402
 
 from .units import fmt_ns  # noqa: E402
 
@@ -83,11 +83,36 @@ def _minor_ns(value, _pos):
 
 ns_minor_formatter = FuncFormatter(_minor_ns)
 
+# Pixels a decade needs before its 2× and 5× labels fit beside the major one ("200 µs" is about
+# 40 px wide and 12 px tall at the report's font size): below this they would overlap, as on a
+# delay CDF whose clamped-to-1-ns samples stretch the axis over 8 decades.
+MINOR_LABEL_PX_PER_DECADE = {"x": 150.0, "y": 45.0}
+
+
+class _MinorNsFormatter(Formatter):
+    """_minor_ns where the labels fit, read at draw time (once the limits and size are known)."""
+
+    def __call__(self, x, pos=None):
+        import math
+
+        from matplotlib.axis import Axis, XAxis
+
+        axis = self.axis
+        if isinstance(axis, Axis):
+            lo, hi = sorted(axis.get_view_interval())
+            if lo > 0 and hi > lo:
+                box = axis.axes.get_window_extent()
+                name = "x" if isinstance(axis, XAxis) else "y"
+                length = box.width if name == "x" else box.height
+                if length / math.log10(hi / lo) < MINOR_LABEL_PX_PER_DECADE[name]:
+                    return ""
+        return _minor_ns(x, pos)
+
 
 def format_ns_axis(axis) -> None:
-    """Time units on both major and minor ticks of a (log) axis."""
+    """Time units on both major and minor ticks of a (log) axis; minor labels only where they fit."""
     axis.set_major_formatter(ns_formatter)
-    axis.set_minor_formatter(ns_minor_formatter)
+    axis.set_minor_formatter(_MinorNsFormatter())  # one per axis: a formatter reads its own axis
 
 
 @dataclass

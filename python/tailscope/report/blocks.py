@@ -29,6 +29,7 @@ class Table:
     # (row label, reading): prose about a row, shown under the table in a collapsed list so
     # that the table keeps to figures and stays one line per row.
     details: list[tuple[str, str]] = field(default_factory=list)
+    details_title: str = "Reading of each row"  # the collapsed list's summary line
     # Lines computed from the data, shown under the table like a figure's finding (always visible).
     findings: list[str] = field(default_factory=list)
 
