@@ -100,6 +100,8 @@ class _MinorNsFormatter(Formatter):
         axis = self.axis
         if isinstance(axis, Axis):
             lo, hi = sorted(axis.get_view_interval())
+            if lo > 0 and hi > lo and math.log10(hi / lo) < 1:
+                return fmt_ns(x)  # less than a decade: no major tick in view, so every minor one speaks
             if lo > 0 and hi > lo:
                 box = axis.axes.get_window_extent()
                 name = "x" if isinstance(axis, XAxis) else "y"
@@ -109,10 +111,26 @@ class _MinorNsFormatter(Formatter):
         return _minor_ns(x, pos)
 
 
+def thin_log_majors(axis, most: int = 6) -> None:
+    """At most `most` major ticks on a log axis (every second or third decade on a wide one), so
+    that labels on a small panel do not run into each other."""
+    from matplotlib.ticker import LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, numticks=most))
+
+
 def format_ns_axis(axis) -> None:
     """Time units on both major and minor ticks of a (log) axis; minor labels only where they fit."""
     axis.set_major_formatter(ns_formatter)
     axis.set_minor_formatter(_MinorNsFormatter())  # one per axis: a formatter reads its own axis
+
+
+def plain_log_axis(axis) -> None:
+    """A log axis of plain quantities (MiB, requests/s) labelled as numbers ("4", "6", "10"),
+    not in matplotlib's 6×10^0 notation."""
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
 
 
 @dataclass
@@ -171,6 +189,12 @@ def value_cdf(
     format_ns_axis(ax.xaxis)
 
 
+# Small multiples (two panels a row) fill the report's figure column: at 7.5 in each panel was
+# ~370 px wide with 7 pt ticks, too small to read at 1400 px (screenshots of the threads section).
+PANEL_GRID_WIDTH_IN = 10.0
+PANEL_ROW_HEIGHT_IN = 3.0
+
+
 def line_panels(
     panels: dict[str, dict[str, tuple[list, list]]],
     xlabel: str,
@@ -190,7 +214,12 @@ def line_panels(
     titles = list(panels) or ["(no data)"]
     rows = math.ceil(len(titles) / columns)
     fig, axes = plt.subplots(
-        rows, columns, figsize=(7.5, 2.6 * rows + 0.6), layout="constrained", squeeze=False, sharey=True
+        rows,
+        columns,
+        figsize=(PANEL_GRID_WIDTH_IN, PANEL_ROW_HEIGHT_IN * rows + 0.6),
+        layout="constrained",
+        squeeze=False,
+        sharey=True,
     )
     by_title = {}
     for i, ax in enumerate(axes.flat):

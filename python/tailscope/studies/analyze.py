@@ -527,17 +527,29 @@ def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
     if calls.empty:
         return None
     points = sorted(calls["point"].unique())
+    import matplotlib.colors
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    # Three panels a row and one legend for all: five models in one row with a legend per panel
+    # left each panel ~200 px wide and covered by its own legend (screenshots at 1400 px).
+    columns = min(3, len(points))
+    rows = -(-len(points) // columns)
     fig, grid = plt.subplots(
-        1, len(points), figsize=(4.2 * len(points), 3.6), layout="constrained", sharey=True, squeeze=False
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 1.4), layout="constrained", sharey=True, squeeze=False
     )
-    axes = list(grid[0])
+    axes = list(grid.flat)
+    for ax in axes[len(points) :]:
+        ax.set_visible(False)
+    # One colour per call in every panel (tab20: the graph has a dozen async calls).
+    all_variants = sorted(calls["variant"].unique())
+    cmap = plt.get_cmap("tab20")
+    colour_of = {v: matplotlib.colors.to_hex(cmap(i % 20)) for i, v in enumerate(all_variants)}
+    handles: dict[str, Line2D] = {}
     worst: tuple[float, str, str, str] | None = None
-    for ax, point in zip(axes, points, strict=True):
+    for ax, point in zip(axes, points, strict=False):
         sub = calls[calls["point"] == point]
-        variants = sorted(sub["variant"].unique())
-        for i, variant in enumerate(variants):
+        for variant in sorted(sub["variant"].unique()):
             for name, style in (("probe_call_scheduling", "-"), ("probe_call_join", ":")):
                 row = sub[(sub["name"] == name) & (sub["variant"] == variant)]
                 if row.empty:
@@ -547,30 +559,37 @@ def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
                     ax,
                     pts["value_ns"],
                     pts["percentile"],
-                    color=plots.PALETTE[i % 8],
+                    color=colour_of[variant],
                     linestyle=style,
-                    linewidth=1.3,
-                    label=f"{variant.split(':')[-1]} {'sched' if name.endswith('scheduling') else 'join'}",
+                    linewidth=1.2,
+                    label=variant.split(":")[-1],
                 )
+                if name.endswith("scheduling"):
+                    handles.setdefault(variant.split(":")[-1], ax.get_lines()[-1])
                 p99 = float(row.iloc[0]["p99_ns"])
                 if worst is None or p99 > worst[0]:
                     worst = (p99, point, variant, "scheduling" if name.endswith("scheduling") else "join")
         for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
             pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
             if not pts.empty:
-                plots.value_cdf(
-                    ax,
-                    pts["value_ns"],
-                    pts["percentile"],
-                    color=colour,
-                    linewidth=2,
-                    label=f"RPC gap {name.split('_')[1]}",
-                )
+                plots.value_cdf(ax, pts["value_ns"], pts["percentile"], color=colour, linewidth=2, label=name)
+                handles.setdefault(f"RPC gap {name.split('_')[1]}", ax.get_lines()[-1])
         ax.set_xscale("log")  # also for a panel with nothing drawn
         plots.format_ns_axis(ax.xaxis)
+        plots.thin_log_majors(ax.xaxis)
         ax.set_title(point or "(input)", fontsize=9)
-        ax.legend(fontsize=6, loc="lower right")
-    axes[0].set_ylabel("fraction of calls")
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=7,
+        frameon=False,
+        title="call (solid: scheduling, dotted: join)",
+        title_fontsize=7,
+    )
+    for r in range(rows):
+        grid[r][0].set_ylabel("fraction of calls")
     assert worst is not None
     n = int(calls["samples"].sum())
     return Figure(

@@ -372,7 +372,7 @@ def _payload_figure(data: BenchData, delay: str, label: str) -> Figure | None:
     plots.format_ns_axis(ax.yaxis)
     ax.set_xticks(x, [f"{a}/{b}" for a, b in variants], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel(f"p50 {label.lower()}")
-    ax.legend(fontsize=8, title="payload")
+    ax.legend(fontsize=8, title="payload", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     rates = data.doc.get("payload_common_rate_per_s", {})
     rate_text = ", ".join(f"{mm} {fmt_count(r)}/s" for mm, r in sorted(rates.items(), key=lambda kv: _model_key(kv[0])))
     return Figure(

@@ -226,6 +226,7 @@ def _cdf_figure(df, cdf, key: str, label: str) -> Figure | None:
             plots.value_cdf(
                 ax, pts["value_ns"], pts["percentile"], color=plots.PALETTE[i % 8], label=f"{_point(point)[1]} conns"
             )
+        plots.thin_log_majors(ax.xaxis)
         ax.set_title(model, fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     grid[0][0].set_ylabel("fraction of async calls")

@@ -652,6 +652,7 @@ def _throughput_figure(closed: list[dict], pin: str) -> Figure:
         ax.set_xlabel("connections")
         ax.set_ylabel("requests/s")
         ax.set_title(f"{scale} y", fontsize=9)
+    plots.plain_log_axis(ax2.yaxis)
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     by_c: dict[int, list[dict]] = {}
     for p in closed:
@@ -739,6 +740,7 @@ def _resource_figure(closed: list[dict], pin: str) -> Figure:
         ax.set_xscale("log")
         ax.set_xlabel("connections")
     ax2.set_yscale("log")
+    plots.plain_log_axis(ax2.yaxis)  # MiB as numbers, not 6×10^0
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     top_c = max(p["c"] for p in closed)
     at_top = [p for p in closed if p["c"] == top_c and p["rss"]]

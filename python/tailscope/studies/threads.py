@@ -637,7 +637,9 @@ def figures(s: dict) -> list:
         fig, _ = plots.line_panels(_panels(s, key), "concurrent users", ylabel, **kw)
         out.append(Figure(title=title, svg=plots.to_svg(fig), caption=cap, finding=_finding_vs_threads(s, key, fmt)))
     # Load and run queue vs N (bars), at the most users.
-    fig, axes = plots.new_figure(height_in=2.6 * math.ceil(len(s["combos"]) / 2) + 0.6)
+    fig, axes = plots.new_figure(
+        plots.PANEL_GRID_WIDTH_IN, plots.PANEL_ROW_HEIGHT_IN * math.ceil(len(s["combos"]) / 2) + 0.6
+    )
     fig.clf()
     grid = fig.subplots(math.ceil(len(s["combos"]) / 2) or 1, 2, squeeze=False)
     top_users = max((r["users"] for r in _closed(s["rows"])), default=0)
@@ -718,7 +720,9 @@ def figures(s: dict) -> list:
 
 
 def _ccdf_figure(s: dict) -> Figure:
-    fig, _ = plots.new_figure(height_in=2.6 * math.ceil(len(s["combos"]) / 2) + 0.6)
+    fig, _ = plots.new_figure(
+        plots.PANEL_GRID_WIDTH_IN, plots.PANEL_ROW_HEIGHT_IN * math.ceil(len(s["combos"]) / 2) + 0.6
+    )
     fig.clf()
     grid = fig.subplots(math.ceil(len(s["combos"]) / 2) or 1, 2, squeeze=False)
     top_users = max((r["users"] for r in _closed(s["rows"])), default=0)
