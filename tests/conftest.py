@@ -109,6 +109,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
+def run_study_alone(study, results: Path, options: dict) -> tuple[str, Path, list]:
+    """One study end to end in its given (tiny) form, as `tailscope bench` runs it: (run id,
+    report path, the stored engine documents). Fails the test when the study failed."""
+    from tailscope.runner import run_studies
+    from tailscope.store import Store
+
+    run_id, report, failures = run_studies([study], form="quick", results_dir=results, options=options)
+    assert failures == []
+    with Store(results / "tailscope.duckdb", read_only=True) as store:
+        docs = store.documents(run_id, study.name)
+    return run_id, report, docs
+
+
+def report_section(report: Path, section_id: str) -> str:
+    """The HTML of one section of a written report (from its start to the end of the page)."""
+    html = report.read_text()
+    start = f'<section id="{section_id}">'
+    assert start in html, f"no section {section_id} in {report}"
+    return html[html.index(start) :]
+
+
 @pytest.fixture
 def engine():
     """engine('tailscope-baseline') -> path; skips with a message if not built."""

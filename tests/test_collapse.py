@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import engine_path
+from conftest import engine_path, report_section, run_study_alone
 from tailscope.studies import collapse
 from tailscope.studies._common import cite, point_flags
 
@@ -26,15 +26,8 @@ def _point(variant: str, users: int, rate: float, workers: int = 1, flags=(), qw
 @needs_engines
 @pytest.mark.serial  # compares two measured rates: run alone (docs/testing.md)
 def test_tiny_form_callback_serves_at_least_blocking_with_equal_pools(tmp_path):
-    from tailscope.runner import run_studies
-    from tailscope.store import Store
-
-    run_id, report, failures = run_studies(
-        [collapse.STUDY], form="quick", results_dir=tmp_path, options={"collapse_form": "tiny"}
-    )
-    assert failures == []
-    with Store(tmp_path / "tailscope.duckdb", read_only=True) as store:
-        points = [d.document["collapse_point"] for d in store.documents(run_id, "collapse")]
+    _, report, docs = run_study_alone(collapse.STUDY, tmp_path, {"collapse_form": "tiny"})
+    points = [d.document["collapse_point"] for d in docs]
     measured = [p for p in points if "achieved_per_s" in p]
     top = max(collapse.PLANS["tiny"].users)
     blocking = next(p for p in measured if p["variant"] == "blocking" and p["users"] == top)
@@ -44,8 +37,7 @@ def test_tiny_form_callback_serves_at_least_blocking_with_equal_pools(tmp_path):
     assert callback["achieved_per_s"] >= blocking["achieved_per_s"]
     # The limbo is measured in the pool models: a count for every request that reached a thread.
     assert blocking["queue_wait"]["count"] > 0 and callback["queue_wait"]["count"] > 0
-    html = report.read_text()
-    section = html[html.index('<section id="collapse">') :]
+    section = report_section(report, "collapse")
     assert ("shape holds here" in section or "shape does not hold here" in section) and "Limbo" in section
 
 

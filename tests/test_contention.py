@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, run_study_alone
 from tailscope.studies.contention import shape_verdict
 
 
@@ -28,18 +28,15 @@ def test_tiny_contention_run_stores_async_call_delays(tmp_path, monkeypatch):
     if not (BUILD / "bin" / "tailscope-svc").exists() or not (BUILD / "bin" / "tailscope-critpath").exists():
         pytest.skip("engines not built (run `make build`)")
     monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
-    from tailscope.runner import run_studies
     from tailscope.store import Store
     from tailscope.studies import study_by_name
 
     results = tmp_path / "results"
-    run_id, report, failures = run_studies(
-        [study_by_name("contention")],
-        form="quick",
-        results_dir=results,
-        options={"contention_models": ["std-async"], "contention_connections": [2, 8], "scale": 0.3},
+    run_id, report, _ = run_study_alone(
+        study_by_name("contention"),
+        results,
+        {"contention_models": ["std-async"], "contention_connections": [2, 8], "scale": 0.3},
     )
-    assert not failures
     with Store(results / "tailscope.duckdb", read_only=True) as store:
         df = store.measurements(run_id, "contention")
         points = set(df[df["name"] == "probe_scheduling"]["point"])

@@ -85,3 +85,16 @@ def test_recommendation_uses_the_thesis_ranges():
     table = E._recommendation_table(closed, [])
     assert [r[0] for r in table.rows] == ["< 100 (8) †", "100–2000 (100) †", "> 2000 (5000) †"]
     assert all(r[1] == "poll" for r in table.rows)
+
+
+def test_self_check_note_states_the_lag_share_from_data_not_a_canned_cause():
+    flagged = _point("poll-pool", 1000, 14_000, 6_890_000, mode="rate") | {"bottleneck": True, "lag_p99": 2_700_000.0}
+    clean = _point("epoll", 1000, 14_000, 2_000_000, mode="rate") | {"bottleneck": False, "lag_p99": 1_000.0}
+    note = E.self_check_note([flagged, clean])
+    assert note is not None and "flagged 1 of 2 fixed-rate points" in note
+    assert "send-lag p99 2.7 ms = 39 % of its latency p99 6.89 ms" in note
+    assert "2-core" not in note and "the scheduler" not in note
+    # A flagged point whose document has no self-check lag: unavailable, never a 0 ns lag.
+    unmeasured = E.self_check_note([flagged | {"lag_p99": None}])
+    assert unmeasured is not None and "Send lag: unavailable" in unmeasured and "0 ns" not in unmeasured
+    assert E.self_check_note([clean]) is None

@@ -399,6 +399,10 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
     assert "std-async ÷ coroutine = 2×" in notes
     assert "kept 4.00 cores busy" in notes  # std-async: 1000/s × 4 ms
     assert "~11 RPCs" not in notes  # the old canned paragraph is gone
+    # The unmeasured premise ("CPU per request does not change with the number of cores") is gone too:
+    # the line states the measured CPU ratio and the 4× it would need.
+    assert "does not change with the number of cores" not in notes
+    assert "CPU per request, std-async ÷ coroutine: measured 2×" in notes and "needs it to reach 4×" in notes
 
 
 def test_decomposition_says_unavailable_with_a_reason_never_zero():

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BUILD, report_section, run_study_alone
 from tailscope import topology
 from tailscope.studies import threads
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
 SVC = BUILD / "bin" / "tailscope-svc"
 LOAD = BUILD / "bin" / "tailscope-load"
 needs_engines = pytest.mark.skipif(
@@ -155,15 +154,8 @@ FIGURES = [
 
 @needs_engines
 def test_study_end_to_end_tiny_form_writes_every_figure(tmp_path):
-    from tailscope.runner import run_studies
-    from tailscope.store import Store
-
-    run_id, report, failures = run_studies(
-        [threads.STUDY], form="quick", results_dir=tmp_path, options={"threads_form": "tiny"}
-    )
-    assert failures == []
-    with Store(tmp_path / "tailscope.duckdb", read_only=True) as store:
-        docs = [d.document for d in store.documents(run_id, "threads")]
+    _, report, stored = run_study_alone(threads.STUDY, tmp_path, {"threads_form": "tiny"})
+    docs = [d.document for d in stored]
     plan = threads.PLANS["tiny"]
     closed = [d for d in docs if d["threads_point"]["kind"] == "closed"]
     assert len(closed) == len(plan.threads) * len(plan.users) * len(plan.variants) * len(plan.workloads)
@@ -175,9 +167,7 @@ def test_study_end_to_end_tiny_form_writes_every_figure(tmp_path):
     graphs = [d for d in docs if d["threads_point"]["kind"] == "graph"]
     for g in graphs:
         assert g["services"]["front"]["model_details"]["workers"] == g["threads_point"]["threads"]
-    html = report.read_text()
-    assert '<section id="threads">' in html
-    section = html[html.index('<section id="threads">') :]
+    section = report_section(report, "threads")
     for title in FIGURES:
         assert title in section, title
     assert "Recommended N =" in section or "No N met the p99 objective" in section

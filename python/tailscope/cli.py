@@ -47,6 +47,62 @@ results_option = click.option(
 )
 
 
+def _check_cpus(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--cpus CLIENT,SERVER: two CPU numbers this process may run on."""
+    if value is None:
+        return None
+    parts = value.split(",")
+    allowed = os.sched_getaffinity(0)
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise click.BadParameter(f"'{value}' is not CLIENT,SERVER (two CPU numbers, e.g. 0,1)")
+    bad = [int(p) for p in parts if int(p) not in allowed]
+    if bad:
+        raise click.BadParameter(f"CPU {bad[0]} is not one this process may use (allowed: {sorted(allowed)})")
+    return value
+
+
+def stacked(*options):
+    """One decorator applying several click options, first one first in --help."""
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+# The options of every command that runs studies (`run`, `bench STUDY`): one definition, so the
+# commands cannot drift apart.
+study_run_options = stacked(
+    click.option("--full", is_flag=True, help="Long form of every study (quick form by default)."),
+    click.option(
+        "--cpus",
+        default=None,
+        callback=_check_cpus,
+        help="CLIENT,SERVER cpus for pinned measurements (default: first,last).",
+    ),
+    click.option(
+        "--scale",
+        type=click.FloatRange(min=0.001),
+        default=None,
+        help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
+    ),
+    objective_option,
+    load_pacing_option,
+    results_option,
+)
+
+
+def sampling_option(help_text: str):
+    """--sampling: the fraction of requests that were traced (a rate read from traces is divided by it)."""
+    return click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
+
+
+def max_traces_option(help_text: str):
+    return click.option("--max-traces", type=click.IntRange(min=0), default=0, help=help_text)
+
+
 def _results(results_dir: Path | None) -> Path:
     return results_dir or default_results_dir()
 
@@ -61,20 +117,6 @@ def _store_failure(e: Exception) -> NoReturn:
         )
     err_console.print(f"[red]error:[/] {e}")
     sys.exit(2)
-
-
-def _check_cpus(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """--cpus CLIENT,SERVER: two CPU numbers this process may run on."""
-    if value is None:
-        return None
-    parts = value.split(",")
-    allowed = os.sched_getaffinity(0)
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise click.BadParameter(f"'{value}' is not CLIENT,SERVER (two CPU numbers, e.g. 0,1)")
-    bad = [int(p) for p in parts if int(p) not in allowed]
-    if bad:
-        raise click.BadParameter(f"CPU {bad[0]} is not one this process may use (allowed: {sorted(allowed)})")
-    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -136,34 +178,21 @@ def _run(
 
 
 @main.command()
-@click.option("--full", is_flag=True, help="Long form of every study (quick form by default).")
 @click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
-@click.option(
-    "--cpus",
-    default=None,
-    callback=_check_cpus,
-    help="CLIENT,SERVER cpus for pinned measurements (default: first,last).",
-)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0.001),
-    default=None,
-    help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
-)
-@objective_option
-@load_pacing_option
-@results_option
-def run(
-    full: bool,
-    study_names: tuple[str, ...],
-    cpus: str | None,
-    scale: float | None,
-    objective_ms: float | None,
-    load_pacing: str | None,
-    results_dir: Path | None,
-) -> None:
+@study_run_options
+def run(study_names: tuple[str, ...], **given: object) -> None:
     """The main job: run every available study, store the results, write the report."""
-    _run(list(study_names), full, results_dir, _options(cpus, scale, objective_ms, load_pacing))
+    _run_given(list(study_names), given)
+
+
+def _run_given(study_names: list[str], given: dict) -> None:
+    """`_run` with the values of study_run_options."""
+    _run(
+        study_names,
+        bool(given["full"]),
+        given["results_dir"],
+        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"]),
+    )
 
 
 def _options(
@@ -187,21 +216,9 @@ def bench() -> None:
 
 
 def _make_bench_command(name: str, title: str):
-    @click.option("--full", is_flag=True, help="Long form.")
-    @click.option("--cpus", default=None, callback=_check_cpus, help="CLIENT,SERVER cpus for pinned measurements.")
-    @click.option("--scale", type=click.FloatRange(min=0.001), default=None, help="Multiply every sample count.")
-    @objective_option
-    @load_pacing_option
-    @results_option
-    def cmd(
-        full: bool,
-        cpus: str | None,
-        scale: float | None,
-        objective_ms: float | None,
-        load_pacing: str | None,
-        results_dir: Path | None,
-    ) -> None:
-        _run([name], full, results_dir, _options(cpus, scale, objective_ms, load_pacing))
+    @study_run_options
+    def cmd(**given: object) -> None:
+        _run_given([name], given)
 
     cmd.__doc__ = title
     return click.command(name=name)(cmd)
@@ -289,7 +306,7 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
     help="Project end-to-end latency with SERVICE's own time removed (repeatable).",
 )
 @click.option("--what-if-no-delays", is_flag=True, help="Project latency with all scheduling/join delay removed.")
-@click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Stop after N traces (0 = all).")
+@max_traces_option("Stop after N traces (0 = all).")
 @click.option(
     "--stagger-window-us",
     type=click.FloatRange(min=0, max=1e9),
@@ -359,6 +376,8 @@ def _print_analysis(results: Path, run_id: str, timeline: bool) -> None:
             elif timeline and t.get("svg_path"):
                 svg = results / run_id / "artifacts" / t["svg_path"]
                 console.print(f"timeline ({t.get('label', '')}): {svg}", markup=False)
+        if timeline and doc.get("timelines_unavailable"):
+            console.print(f"timelines: unavailable: {doc['timelines_unavailable']}", markup=False)
 
 
 @main.command()
@@ -718,14 +737,8 @@ def topology() -> None:
     show_default=True,
     help="Endpoints seen in fewer traces are kept but flagged.",
 )
-@click.option(
-    "--sampling",
-    type=click.FloatRange(1e-6, 1.0),
-    default=1.0,
-    show_default=True,
-    help="Fraction of requests that were traced (for the recorded rate).",
-)
-@click.option("--max-traces", type=click.IntRange(min=0), default=0, help="Read at most N traces (0 = all).")
+@sampling_option("Fraction of requests that were traced (for the recorded rate).")
+@max_traces_option("Read at most N traces (0 = all).")
 @click.option("--name", default=None, help="The topology's name (default: the output file's stem).")
 @click.option(
     "--calibrate",
@@ -821,13 +834,7 @@ def twin() -> None:
     default=None,
     help="Offered rate (default: from the trace timestamps ÷ --sampling).",
 )
-@click.option(
-    "--sampling",
-    type=click.FloatRange(1e-6, 1.0),
-    default=1.0,
-    show_default=True,
-    help="Fraction of requests that were traced.",
-)
+@sampling_option("Fraction of requests that were traced.")
 @click.option(
     "--duration-s",
     type=click.FloatRange(1.0, 3600.0),

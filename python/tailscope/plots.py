@@ -11,7 +11,7 @@ from cycler import cycler
 
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter  # noqa: E402
 
 from .units import fmt_ns  # noqa: E402
 
@@ -83,11 +83,54 @@ def _minor_ns(value, _pos):
 
 ns_minor_formatter = FuncFormatter(_minor_ns)
 
+# Pixels a decade needs before its 2× and 5× labels fit beside the major one ("200 µs" is about
+# 40 px wide and 12 px tall at the report's font size): below this they would overlap, as on a
+# delay CDF whose clamped-to-1-ns samples stretch the axis over 8 decades.
+MINOR_LABEL_PX_PER_DECADE = {"x": 150.0, "y": 45.0}
+
+
+class _MinorNsFormatter(Formatter):
+    """_minor_ns where the labels fit, read at draw time (once the limits and size are known)."""
+
+    def __call__(self, x, pos=None):
+        import math
+
+        from matplotlib.axis import Axis, XAxis
+
+        axis = self.axis
+        if isinstance(axis, Axis):
+            lo, hi = sorted(axis.get_view_interval())
+            if lo > 0 and hi > lo and math.log10(hi / lo) < 1:
+                return fmt_ns(x)  # less than a decade: no major tick in view, so every minor one speaks
+            if lo > 0 and hi > lo:
+                box = axis.axes.get_window_extent()
+                name = "x" if isinstance(axis, XAxis) else "y"
+                length = box.width if name == "x" else box.height
+                if length / math.log10(hi / lo) < MINOR_LABEL_PX_PER_DECADE[name]:
+                    return ""
+        return _minor_ns(x, pos)
+
+
+def thin_log_majors(axis, most: int = 6) -> None:
+    """At most `most` major ticks on a log axis (every second or third decade on a wide one), so
+    that labels on a small panel do not run into each other."""
+    from matplotlib.ticker import LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, numticks=most))
+
 
 def format_ns_axis(axis) -> None:
-    """Time units on both major and minor ticks of a (log) axis."""
+    """Time units on both major and minor ticks of a (log) axis; minor labels only where they fit."""
     axis.set_major_formatter(ns_formatter)
-    axis.set_minor_formatter(ns_minor_formatter)
+    axis.set_minor_formatter(_MinorNsFormatter())  # one per axis: a formatter reads its own axis
+
+
+def plain_log_axis(axis) -> None:
+    """A log axis of plain quantities (MiB, requests/s) labelled as numbers ("4", "6", "10"),
+    not in matplotlib's 6×10^0 notation."""
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
 
 
 @dataclass
@@ -120,6 +163,38 @@ def latency_cdf(ax, curves: Iterable[CdfCurve], *, max_percentile: float = 99.99
     return drawn
 
 
+def value_cdf(
+    ax,
+    values_ns: Iterable[float],
+    percentiles: Iterable[float],
+    *,
+    label: str,
+    color: str | None = None,
+    linestyle: str = "-",
+    linewidth: float = 1.4,
+) -> None:
+    """One CDF line the way Jaeger and the capstone draw delays: the value on a log time axis, the
+    fraction of samples on y, as steps (each stored point holds until the next). A log axis cannot
+    show 0, so values below 1 ns (a clamped skew, a clock's resolution) are drawn at 1 ns."""
+    ax.plot(
+        [max(float(v), 1.0) for v in values_ns],
+        [float(p) / 100 for p in percentiles],
+        color=color,
+        linestyle=linestyle,
+        linewidth=linewidth,
+        drawstyle="steps-post",
+        label=label,
+    )
+    ax.set_xscale("log")
+    format_ns_axis(ax.xaxis)
+
+
+# Small multiples (two panels a row) fill the report's figure column: at 7.5 in each panel was
+# ~370 px wide with 7 pt ticks, too small to read at 1400 px (screenshots of the threads section).
+PANEL_GRID_WIDTH_IN = 10.0
+PANEL_ROW_HEIGHT_IN = 3.0
+
+
 def line_panels(
     panels: dict[str, dict[str, tuple[list, list]]],
     xlabel: str,
@@ -139,7 +214,12 @@ def line_panels(
     titles = list(panels) or ["(no data)"]
     rows = math.ceil(len(titles) / columns)
     fig, axes = plt.subplots(
-        rows, columns, figsize=(7.5, 2.6 * rows + 0.6), layout="constrained", squeeze=False, sharey=True
+        rows,
+        columns,
+        figsize=(PANEL_GRID_WIDTH_IN, PANEL_ROW_HEIGHT_IN * rows + 0.6),
+        layout="constrained",
+        squeeze=False,
+        sharey=True,
     )
     by_title = {}
     for i, ax in enumerate(axes.flat):

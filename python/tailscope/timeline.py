@@ -40,6 +40,7 @@ class TimelineTrace:
     rpc: list[dict]  # client_span_id, server_span_id, scheduling_ns, join_ns, rule
     stagger: list[dict]  # parent_span_id, client_span_id, stagger_ns
     label: str = ""  # why this trace was chosen ("median", "p99", "--trace")
+    delay_on_path_ns: int | None = None  # the engine's scheduling + join delay on the critical path; None: no pair
 
 
 def read_timelines(path: Path) -> list[TimelineTrace]:
@@ -63,7 +64,18 @@ def parse_timeline(obj: dict) -> TimelineTrace:
         sections=list(a.get("sections", [])),
         rpc=list(delays.get("rpc", [])),
         stagger=list(delays.get("launch_stagger", [])),
+        delay_on_path_ns=None if delays.get("on_path_ns") is None else int(delays["on_path_ns"]),
     )
+
+
+# The default traces to draw, in the order the report shows them.
+LABEL_ORDER = (("median", 50), ("p99", 99))
+
+
+def label_rank(label: str) -> int:
+    """Where a chosen trace goes in the report: median first, then p99, then --trace ids."""
+    first = label.split(" and ")[0]
+    return next((i for i, (name, _) in enumerate(LABEL_ORDER) if name == first), len(LABEL_ORDER))
 
 
 def choose_traces(traces: list[dict], wanted: list[str]) -> list[tuple[str, str]]:
@@ -79,7 +91,7 @@ def choose_traces(traces: list[dict], wanted: list[str]) -> list[tuple[str, str]
     if not done:
         return []
     picks: list[tuple[str, str]] = []
-    for label, percent in (("median", 50), ("p99", 99)):
+    for label, percent in LABEL_ORDER:
         rank = max(1, (len(done) * percent + 99) // 100)  # nearest rank: ceil(n p / 100), in integers
         tid = done[rank - 1][1]
         if tid in [p[0] for p in picks]:

@@ -11,9 +11,18 @@ import jinja2
 from ..atomicfile import write_text_atomic
 from ..store import Store
 from ..units import fmt_count
-from .blocks import Figure, Section, Table
+from .blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table, reference_table
 
-__all__ = ["Figure", "Section", "Table", "build_sections", "machine_rows", "render_report"]
+__all__ = [
+    "Figure",
+    "ReferenceCheck",
+    "Section",
+    "Table",
+    "build_sections",
+    "machine_rows",
+    "reference_overview",
+    "render_report",
+]
 
 _HERE = Path(__file__).parent
 
@@ -53,6 +62,9 @@ def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Sectio
         if study.name not in studies:
             continue
         sections.append(study.section(store, run_id))
+    overview = reference_overview(sections)
+    if overview is not None:
+        sections.insert(0, overview)
     failed = [(s, n, v, r) for s, n, v, r in store.unavailable(run_id) if n == "(study)"]
     if failed:
         sec = Section(
@@ -63,6 +75,33 @@ def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Sectio
         sec.notes = [f"{s}: {html.escape(r)}" for s, _, _, r in failed]
         sections.append(sec)
     return sections
+
+
+def reference_overview(sections: list[Section]) -> Section | None:
+    """Every reference result the sections compared with this run, in one table at the top of the
+    report (each section keeps its own table beside its figures); None when no section has one."""
+    checks = [(s, c) for s in sections for c in s.references]
+    if not checks:
+        return None
+    counts = {v: sum(1 for _, c in checks if c.verdict == v) for v in (HOLDS, PARTLY, DOES_NOT_HOLD)}
+    unavailable = sum(1 for _, c in checks if c.verdict == UNAVAILABLE)
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    sec = Section(
+        "references",
+        "Reference results: does each shape hold here?",
+        "The reference studies' central results beside this run's, as computed in each section below "
+        f"({len(checks)} compared: {summary or 'none judged'}"
+        + (f"; {unavailable} unavailable" if unavailable else "")
+        + ").",
+    )
+    table = reference_table([c for _, c in checks], "Reference results beside this run")
+    table.columns.insert(1, "section")
+    for row, (s, _) in zip(table.rows, checks, strict=True):
+        row.insert(1, s.id)  # the anchor of the section that shows it (#id)
+    table.numeric_from += 1
+    table.wrap_columns = tuple(i + 1 for i in table.wrap_columns)
+    sec.blocks.append(table)
+    return sec
 
 
 def render_report(store: Store, run_id: str, out_path: Path) -> Path:

@@ -9,9 +9,13 @@ import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..report.blocks import Section
 from ..store import EngineDocument, Store
+
+if TYPE_CHECKING:
+    from . import RunContext
 
 T = TypeVar("T")
 
@@ -31,6 +35,27 @@ def round_rate(rate_per_s: float) -> float:
 def achieved_per_s(doc: dict) -> float:
     """tailscope-load's achieved rate; 0.0 when the run served nothing (or no load section)."""
     return float(doc.get("load", {}).get("achieved_per_s") or 0.0)
+
+
+# ---- how long a point runs ------------------------------------------------------------
+
+
+def run_scale(options: dict) -> float:
+    """The run's --scale (1.0 unless given): every sample count and window is multiplied by it."""
+    return float(options.get("scale") or 1.0)
+
+
+def point_times(
+    ctx: RunContext,
+    quick: tuple[float, float],
+    full: tuple[float, float],
+    floor: tuple[float, float],
+) -> tuple[float, float]:
+    """(window_s, warmup_s) of one measured point: the form's (window, warm-up) times the run's
+    --scale, never below `floor` (the shortest window and warm-up the study still reads)."""
+    scale = run_scale(ctx.options)
+    window, warmup = full if ctx.form == "full" else quick
+    return max(floor[0], window * scale), max(floor[1], warmup * scale)
 
 
 # ---- CPUs and pinning ---------------------------------------------------------------
@@ -81,6 +106,13 @@ def pinning_text(server: str, server_cpu: object, client: str, client_cpu: objec
 
 
 # ---- notes ------------------------------------------------------------------------------
+
+
+def study_section(study: Any, store: Store, run_id: str, intro: str, section_id: str | None = None) -> Section:
+    """A study's report section, opened with the notes of every figure it could not measure."""
+    sec = Section(section_id or study.name, study.title, intro)
+    sec.notes += unavailable_notes(store, run_id, study.name)
+    return sec
 
 
 def unavailable_notes(store: Store, run_id: str, study: str) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import plots, timeline
 from ..analyze import DELAY_FIGURES, delay_figure_text, pairing_text, run_critpath, summary_tables
+from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
@@ -62,6 +63,9 @@ class AnalyzeStudy:
         }
         doc = run_critpath(files, **common, artifacts_dir=art, on_progress=on_progress)
         doc["timelines"] = self._timelines(ctx, files, common, art, doc)
+        if not any("analysis" in e for e in doc["timelines"]):
+            # Said in the report and by `tailscope analyze`, never a silently missing figure.
+            doc["timelines_unavailable"] = _no_timeline_reason(art, doc)
         return [EngineDocument(self.name, ENGINE, doc, point)]
 
     def _timelines(self, ctx: RunContext, files: list[str], common: dict, art: Path, doc: dict) -> list[dict]:
@@ -92,6 +96,8 @@ class AnalyzeStudy:
         missing = [tid for tid, _ in picks if tid not in {e["analysis"]["trace_id"] for e in entries}]
         for tid in missing:
             entries.append({"missing_trace_id": tid, "reason": "no trace with this id in the input"})
+        # The engine writes traces in input order; the report reads median, then p99, then --trace ids.
+        entries.sort(key=lambda e: timeline.label_rank(e.get("label", "--trace")))
         if ctx.options.get("timeline"):
             drawn = []
             for e in entries:
@@ -131,9 +137,11 @@ class AnalyzeStudy:
         df_all = store.measurements(run_id, self.name)
         cdf_all = store.cdf(run_id, self.name)
         if len(by_point) > 1 or "" not in by_point:
+            from .socialnet import TRACE_SAMPLE  # socialnet imports this module
+
             sec.intro += (
-                " Here: the traces the socialnet study recorded (1 % sampling) under each concurrency "
-                "model, compared first, then the DeathStarBench model in detail."
+                f" Here: the traces the socialnet study recorded ({TRACE_SAMPLE * 100:g} % sampling) under each "
+                "concurrency model, compared first, then the DeathStarBench model in detail."
             )
             sec.blocks.append(_model_comparison_table(by_point, df_all))
         point = "std-async" if "std-async" in by_point else next(iter(by_point))
@@ -179,7 +187,12 @@ class AnalyzeStudy:
         if dfig:
             dfig.title += where
             sec.blocks.append(dfig)
-        sec.blocks += _timeline_figures(doc, where)
+        timeline_figs = _timeline_figures(doc, where)
+        sec.blocks += timeline_figs
+        if not timeline_figs:
+            sec.notes.append(f"trace timelines{where} unavailable: {_timeline_note(doc)}")
+        if point == "std-async":  # the run's own DeathStarBench-model traces: the capstone's setting
+            sec.add_references([figure6_check(doc)], "Capstone Figure 6 vs here")
         if not tables["what_if"].empty:
             sec.blocks.append(_what_if_table(tables["what_if"], doc))
         return sec
@@ -239,16 +252,14 @@ def _service_cdf_figure(df, cdf, doc) -> Figure | None:
     fig, ax = plots.new_figure(9.5, 4.4)
     for i, (_, r) in enumerate(top.iterrows()):
         pts = cdf[(cdf["name"] == "cp_time") & (cdf["variant"] == r["variant"])]
-        ax.plot(
+        plots.value_cdf(
+            ax,
             pts["value_ns"],
-            pts["percentile"] / 100,
+            pts["percentile"],
             color=plots.PALETTE[i % 8],
             linewidth=1.5,
             label=f"{r['variant']} (n={int(r['samples'])})",
-            drawstyle="steps-post",
         )
-    ax.set_xscale("log")
-    plots.format_ns_axis(ax.xaxis)
     ax.set_xlabel("critical-path time per request")
     ax.set_ylabel("fraction of requests")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -271,31 +282,49 @@ def _service_cdf_figure(df, cdf, doc) -> Figure | None:
     )
 
 
+def service_chain(path: str) -> str:
+    """A critical path (service:operation → …) as the services it passes through, a run of spans in
+    one service written once: short enough for a table row, while the operations go under the table."""
+    chain: list[str] = []
+    for hop in path.split(" → "):
+        service = hop.split(":", 1)[0]
+        if not chain or chain[-1] != service:
+            chain.append(service)
+    return " → ".join(chain)
+
+
 def _paths_table(paths, analyzed: int) -> Table:
     rows = []
+    details = []
     for _, p in paths.iterrows():
-        path = p["path"]
-        if len(path) > 400:
-            path = path[:397] + "…"
         rows.append(
             [
                 str(p["rank"]),
-                path,
+                service_chain(p["path"]),
                 fmt_count(p["count"]),
                 f"{p['fraction'] * 100:.1f} %",
                 fmt_ns(p["p50_ns"]),
                 fmt_ns(p["p99_ns"]),
             ]
         )
+        details.append((f"path {p['rank']}", p["path"]))
     return Table(
         "Most frequent critical paths",
-        ["rank", "path", "requests", "share", "p50", "p99"],
+        ["rank", "services on the path", "requests", "share", "p50", "p99"],
         rows,
         f"Distinct sequences of service:operation on the critical path, of {fmt_count(analyzed)} analyzed "
-        "requests. p50/p99: end-to-end latency of the requests that took that path.",
+        "requests, shown as the services they pass through (each path's operations: the list under the "
+        "table). p50/p99: end-to-end latency of the requests that took that path.",
         numeric_from=2,
         wrap_columns=(1,),
+        details=details,
+        details_title="Operations of each path",
     )
+
+
+def _fmt_number(v: float | None, fmt: str, scale: float = 1.0) -> str:
+    """A figure the engine may leave out (a service never on the path has no CV): "—", never 0."""
+    return "—" if v is None else fmt.format(float(v) * scale)
 
 
 def _bottleneck_table(doc) -> Table:
@@ -310,9 +339,9 @@ def _bottleneck_table(doc) -> Table:
                     e["service"],
                     fmt_ns(e.get("mean_per_trace_ns")),
                     fmt_ns(e.get("stddev_per_trace_ns")),
-                    f"{e.get('cv_per_trace', 0):.2f}",
-                    f"{e.get('share_of_end_to_end', 0) * 100:.1f} %",
-                    f"{e.get('frequency', 0) * 100:.0f} %",
+                    _fmt_number(e.get("cv_per_trace"), "{:.2f}"),
+                    _fmt_number(e.get("share_of_end_to_end"), "{:.1f} %", 100),
+                    _fmt_number(e.get("frequency"), "{:.0f} %", 100),
                 ]
             )
     return Table(
@@ -338,16 +367,9 @@ def _delay_figure(df, cdf, doc) -> Figure | None:
     for i, (n, lbl) in enumerate(present):
         pts = cdf[cdf["name"] == n]
         samples = int(df[df["name"] == n].iloc[0]["samples"])
-        ax.plot(
-            pts["value_ns"].clip(lower=1),
-            pts["percentile"] / 100,
-            color=plots.PALETTE[i],
-            linewidth=1.5,
-            label=f"{lbl} (n={samples})",
-            drawstyle="steps-post",
+        plots.value_cdf(
+            ax, pts["value_ns"], pts["percentile"], color=plots.PALETTE[i], linewidth=1.5, label=f"{lbl} (n={samples})"
         )
-    ax.set_xscale("log")
-    plots.format_ns_axis(ax.xaxis)
     ax.set_ylabel("fraction")
     ax.legend(fontsize=8, loc="lower right")
     d = doc.get("delays", {})
@@ -399,15 +421,77 @@ def _delay_table(doc: dict, where: str) -> Table:
     )
 
 
+def _no_timeline_reason(art: Path, doc: dict) -> str:
+    """Why no timeline could be drawn, from what the engine wrote."""
+    if not (doc.get("summary") or {}).get("traces_analyzed"):
+        return "no trace could be analyzed"
+    if not (art / "critical_paths.ndjson").exists():
+        return "the engine wrote no per-trace results (critical_paths.ndjson), so no trace could be chosen"
+    return "the engine's timeline pass returned none of the chosen traces"
+
+
+def _timeline_note(doc: dict) -> str:
+    missing = [e for e in doc.get("timelines", []) if "missing_trace_id" in e]
+    if missing:
+        return "; ".join(f"trace {e['missing_trace_id']}: {e['reason']}" for e in missing)
+    return str(doc.get("timelines_unavailable") or "no timeline was stored with this analysis")
+
+
+def _drawn_timelines(doc: dict) -> list[timeline.TimelineTrace]:
+    out = []
+    for e in doc.get("timelines", []):
+        if "analysis" in e and e["analysis"].get("analyzed"):
+            t = timeline.parse_timeline(e)
+            t.label = e.get("label", "")
+            out.append(t)
+    # Median first, then p99, then --trace ids, whatever order the document holds them in.
+    return sorted(out, key=lambda t: timeline.label_rank(t.label or "--trace"))
+
+
+# The capstone's Figure 6 trace: under load, std::async put 8–23 ms of scheduling and join delay on
+# compose-post's critical path (issue 3's reading of the study).
+CAPSTONE_DELAY_RANGE_NS = (8e6, 23e6)
+
+
+def figure6_check(doc: dict) -> ReferenceCheck:
+    """The capstone's Figure 6 (a compose-post trace, Jaeger-UI style, with its delays) beside this
+    run's median and p99 traces: the scheduling + join delay on each drawn trace's critical path
+    (the engine's exact figure) against the capstone's 8–23 ms."""
+    lo, hi = CAPSTONE_DELAY_RANGE_NS
+    reported = f"a compose-post trace under load with {fmt_ns(lo)}–{fmt_ns(hi)} of scheduling + join delay on its critical path"
+    traces = [t for t in _drawn_timelines(doc) if t.rpc and t.delay_on_path_ns is not None]
+    if not traces:
+        why = (
+            "no drawn trace has an RPC pair"
+            if _drawn_timelines(doc)
+            else f"no timeline was drawn ({_timeline_note(doc)})"
+        )
+        return ReferenceCheck("capstone Figure 6", reported, "unavailable", UNAVAILABLE, why)
+    parts = []
+    reached = []
+    for t in traces:
+        d = int(t.delay_on_path_ns or 0)
+        share = d / t.end_to_end_ns if t.end_to_end_ns else None
+        parts.append(
+            f"{t.label} trace {fmt_ns(d)} of {fmt_ns(t.end_to_end_ns)}"
+            + (f" ({share * 100:.0f} %)" if share is not None else "")
+        )
+        reached.append(d >= lo)
+    verdict = HOLDS if all(reached) else PARTLY if any(reached) else DOES_NOT_HOLD
+    here = "delay on the critical path: " + "; ".join(parts)
+    from .socialnet import SWEEP_FRACTIONS, TRACE_SAMPLE  # socialnet imports this module
+
+    why = (
+        f"{here}; {sum(reached)} of {len(traces)} drawn traces reach the capstone's {fmt_ns(lo)} (traces sampled "
+        f"at {TRACE_SAMPLE * 100:g} % over the model's open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its "
+        "ceiling: overloaded requests are among them)"
+    )
+    return ReferenceCheck("capstone Figure 6", reported, here, verdict, why + ".")
+
+
 def _timeline_figures(doc: dict, where: str) -> list[Figure]:
     figs = []
-    for e in doc.get("timelines", []):
-        if "analysis" not in e:
-            continue
-        if not e["analysis"].get("analyzed"):
-            continue
-        t = timeline.parse_timeline(e)
-        t.label = e.get("label", "")
+    for t in _drawn_timelines(doc):
         on_path_rpcs = [r for r in t.rpc if r["client_span_id"] in t.on_path]
         delay_ns = sum(r["scheduling_ns"] + r["join_ns"] for r in on_path_rpcs)
         finding = (
@@ -443,50 +527,69 @@ def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
     if calls.empty:
         return None
     points = sorted(calls["point"].unique())
+    import matplotlib.colors
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    # Three panels a row and one legend for all: five models in one row with a legend per panel
+    # left each panel ~200 px wide and covered by its own legend (screenshots at 1400 px).
+    columns = min(3, len(points))
+    rows = -(-len(points) // columns)
     fig, grid = plt.subplots(
-        1, len(points), figsize=(4.2 * len(points), 3.6), layout="constrained", sharey=True, squeeze=False
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 1.4), layout="constrained", sharey=True, squeeze=False
     )
-    axes = list(grid[0])
+    axes = list(grid.flat)
+    for ax in axes[len(points) :]:
+        ax.set_visible(False)
+    # One colour per call in every panel (tab20: the graph has a dozen async calls).
+    all_variants = sorted(calls["variant"].unique())
+    cmap = plt.get_cmap("tab20")
+    colour_of = {v: matplotlib.colors.to_hex(cmap(i % 20)) for i, v in enumerate(all_variants)}
+    handles: dict[str, Line2D] = {}
     worst: tuple[float, str, str, str] | None = None
-    for ax, point in zip(axes, points, strict=True):
+    for ax, point in zip(axes, points, strict=False):
         sub = calls[calls["point"] == point]
-        variants = sorted(sub["variant"].unique())
-        for i, variant in enumerate(variants):
+        for variant in sorted(sub["variant"].unique()):
             for name, style in (("probe_call_scheduling", "-"), ("probe_call_join", ":")):
                 row = sub[(sub["name"] == name) & (sub["variant"] == variant)]
                 if row.empty:
                     continue
                 pts = cdf[(cdf["point"] == point) & (cdf["name"] == name) & (cdf["variant"] == variant)]
-                ax.plot(
-                    pts["value_ns"].clip(lower=1),
-                    pts["percentile"] / 100,
-                    color=plots.PALETTE[i % 8],
+                plots.value_cdf(
+                    ax,
+                    pts["value_ns"],
+                    pts["percentile"],
+                    color=colour_of[variant],
                     linestyle=style,
-                    linewidth=1.3,
-                    drawstyle="steps-post",
-                    label=f"{variant.split(':')[-1]} {'sched' if name.endswith('scheduling') else 'join'}",
+                    linewidth=1.2,
+                    label=variant.split(":")[-1],
                 )
+                if name.endswith("scheduling"):
+                    handles.setdefault(variant.split(":")[-1], ax.get_lines()[-1])
                 p99 = float(row.iloc[0]["p99_ns"])
                 if worst is None or p99 > worst[0]:
                     worst = (p99, point, variant, "scheduling" if name.endswith("scheduling") else "join")
         for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
             pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
             if not pts.empty:
-                ax.plot(
-                    pts["value_ns"].clip(lower=1),
-                    pts["percentile"] / 100,
-                    color=colour,
-                    linewidth=2,
-                    drawstyle="steps-post",
-                    label=f"RPC gap {name.split('_')[1]}",
-                )
-        ax.set_xscale("log")
+                plots.value_cdf(ax, pts["value_ns"], pts["percentile"], color=colour, linewidth=2, label=name)
+                handles.setdefault(f"RPC gap {name.split('_')[1]}", ax.get_lines()[-1])
+        ax.set_xscale("log")  # also for a panel with nothing drawn
         plots.format_ns_axis(ax.xaxis)
+        plots.thin_log_majors(ax.xaxis)
         ax.set_title(point or "(input)", fontsize=9)
-        ax.legend(fontsize=6, loc="lower right")
-    axes[0].set_ylabel("fraction of calls")
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=7,
+        frameon=False,
+        title="call (solid: scheduling, dotted: join)",
+        title_fontsize=7,
+    )
+    for r in range(rows):
+        grid[r][0].set_ylabel("fraction of calls")
     assert worst is not None
     n = int(calls["samples"].sum())
     return Figure(
@@ -498,6 +601,57 @@ def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
         "traces (server span start − client span start, client end − server end).",
         f"Largest p99 among the async calls: {fmt_ns(worst[0])} ({worst[3]} delay of {worst[2]} under {worst[1]}).",
     )
+
+
+# A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
+MIN_P99_SAMPLES = 100
+
+
+def figure8_check(store: Store, run_id: str) -> ReferenceCheck | None:
+    """The capstone's Figure 8 (CDFs of every async call's delay in DeathStarBench, std::async) beside
+    this run: std-async's largest async-call p99 against the capstone's 8–23 ms, and against the other
+    models' largest. None when the run analyzed no traces with probe calls."""
+    df = store.measurements(run_id, "analyze")
+    if df.empty:
+        return None
+    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
+    if calls.empty:
+        return None
+    lo, hi = CAPSTONE_DELAY_RANGE_NS
+    reported = f"async-call scheduling and join delays of {fmt_ns(lo)}–{fmt_ns(hi)} under load (std::async)"
+    worst: dict[str, tuple[float, str, str, int]] = {}
+    for _, r in calls[calls["samples"] >= MIN_P99_SAMPLES].iterrows():
+        p99 = float(r["p99_ns"])
+        if r["point"] not in worst or p99 > worst[r["point"]][0]:
+            kind = "scheduling" if r["name"].endswith("scheduling") else "join"
+            worst[r["point"]] = (p99, kind, str(r["variant"]), int(r["samples"]))
+    if "std-async" not in worst:
+        return ReferenceCheck(
+            "capstone Figure 8",
+            reported,
+            "unavailable",
+            UNAVAILABLE,
+            f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces",
+        )
+    p99, kind, call, n = worst["std-async"]
+    others = {m: w for m, w in worst.items() if m != "std-async"}
+    above_all = all(p99 > w[0] for w in others.values())
+    verdict = HOLDS if p99 >= lo else PARTLY if others and above_all else DOES_NOT_HOLD
+    here = f"std-async largest async-call p99 {fmt_ns(p99)} ({kind} delay of {call}, n={fmt_count(n)})"
+    other_text = (
+        "; the other models' largest: " + ", ".join(f"{m} {fmt_ns(w[0])}" for m, w in sorted(others.items()))
+        if others
+        else ""
+    )
+    from .socialnet import SWEEP_FRACTIONS, TRACE_SAMPLE  # socialnet imports this module
+
+    why = (
+        f"{here}, {'within or above' if p99 >= lo else 'below'} the capstone's {fmt_ns(lo)}–{fmt_ns(hi)}"
+        f"{other_text}{' (std-async the highest)' if others and above_all else ''}; calls with fewer than "
+        f"{MIN_P99_SAMPLES} samples not cited; traces sampled at {TRACE_SAMPLE * 100:g} % over each model's "
+        f"open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its ceiling."
+    )
+    return ReferenceCheck("capstone Figure 8", reported, here, verdict, why)
 
 
 def _what_if_table(wi, doc) -> Table:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from .. import plots
 from ..engines import run_engine
+from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import find_document, point_flags, unavailable_notes, unflagged
+from ._common import cite, find_document, point_flags, study_section, unflagged
 
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"
@@ -86,9 +87,11 @@ class AsyncModelsStudy:
         return [EngineDocument(self.name, BASELINE, base.document), EngineDocument(self.name, ENGINE, bench.document)]
 
     def section(self, store: Store, run_id: str) -> Section:
-        sec = Section(
-            id="async",
-            title=self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
+            section_id="async",
             intro=(
                 "A producer thread launches calls at an offered rate (open loop) and a separate consumer thread "
                 "requests their values. Each call carries five timestamps: <em>trigger_async_fn</em>, "
@@ -100,7 +103,6 @@ class AsyncModelsStudy:
                 "measured in the same run."
             ),
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = store.documents(run_id, self.name)
         found = find_document(docs, engine=ENGINE)
         bench = found.document if found else None
@@ -135,6 +137,7 @@ class AsyncModelsStudy:
         sec.blocks.append(_max_rate_table(data, refs))
         sec.blocks.append(_backlog_table(data, refs))
         sec.blocks.append(_targets_table(data, refs))
+        sec.add_references([figure12_check(data), figures13_14_check(data)], "Capstone figures vs here")
         saturated = sorted({m["variant"] for m in data.at(main) if m.get("saturated")})
         if saturated:
             sec.notes.append(
@@ -369,7 +372,7 @@ def _payload_figure(data: BenchData, delay: str, label: str) -> Figure | None:
     plots.format_ns_axis(ax.yaxis)
     ax.set_xticks(x, [f"{a}/{b}" for a, b in variants], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel(f"p50 {label.lower()}")
-    ax.legend(fontsize=8, title="payload")
+    ax.legend(fontsize=8, title="payload", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     rates = data.doc.get("payload_common_rate_per_s", {})
     rate_text = ", ".join(f"{mm} {fmt_count(r)}/s" for mm, r in sorted(rates.items(), key=lambda kv: _model_key(kv[0])))
     return Figure(
@@ -737,6 +740,128 @@ def _targets_table(data: BenchData, refs: dict[str, Ref]) -> Table:
         numeric_from=1,
         details=readings,
     )
+
+
+# ---- the capstone's figures beside this run ------------------------------------
+
+
+def figure12_check(data: BenchData) -> ReferenceCheck:
+    """The capstone's Figure 12, as we read it (its text is not in the repository; issue 3 states its
+    finding): the launch policies side by side — std::async vs std::thread vs deferred, scheduling and
+    join delay. Its finding: std::thread beats std::async. Judged on the p99 of both delays with
+    std::future (the capstone's mechanism) at the main load; a flagged point is never compared."""
+    reported = "as we read its Figure 12 (launch policies): std::thread beats std::async on scheduling and join delay"
+    load = data.main_load
+    pts = {
+        (model, delay): data.one(load, delay, model, "future", data.sweep_payload)
+        for model in ("std-async", "std-thread", "deferred")
+        for delay in ("scheduling_delay", "join_delay")
+    }
+    missing = [f"{m} {d.replace('_', ' ')}" for (m, d), v in pts.items() if v is None and m != "deferred"]
+    if missing:
+        return ReferenceCheck(
+            "capstone Figure 12",
+            reported,
+            "unavailable",
+            UNAVAILABLE,
+            f"not measured in this run: {', '.join(missing)}",
+        )
+    flagged = [
+        cite(f"{m}/future {d.replace('_', ' ')}", point_flags(v))
+        for (m, d), v in pts.items()
+        if v is not None and m != "deferred" and point_flags(v)
+    ]
+    if flagged:
+        return ReferenceCheck(
+            "capstone Figure 12",
+            reported,
+            "unavailable",
+            UNAVAILABLE,
+            f"a point it would compare was flagged at {load:g} % of max: {', '.join(flagged)}",
+        )
+    wins = []
+    parts = []
+    for delay in ("scheduling_delay", "join_delay"):
+        a, th = pts[("std-async", delay)], pts[("std-thread", delay)]
+        assert a is not None and th is not None
+        wins.append(_p(th, "99") <= _p(a, "99"))
+        parts.append(
+            f"{delay.replace('_', ' ')} p99 std::thread {fmt_ns(_p(th, '99'))} vs std::async {fmt_ns(_p(a, '99'))} "
+            f"({fmt_ratio(_p(th, '99') / max(_p(a, '99'), 1.0))})"
+        )
+    verdict = HOLDS if all(wins) else PARTLY if any(wins) else DOES_NOT_HOLD
+    a_s, th_s = pts[("std-async", "scheduling_delay")], pts[("std-thread", "scheduling_delay")]
+    assert a_s is not None and th_s is not None
+    rates = (
+        f"each at {load:g} % of its own max rate (std::async {fmt_count(a_s.get('offered_per_s'))}/s, "
+        f"std::thread {fmt_count(th_s.get('offered_per_s'))}/s offered)"
+    )
+    deferred = pts[("deferred", "scheduling_delay")]
+    deferred_text = (
+        f"; deferred starts its body {fmt_ns(_p(deferred, '50'))} after the request (p50): no hand-off"
+        + (" [flagged: " + "; ".join(point_flags(deferred)) + "]" if point_flags(deferred) else "")
+        if deferred is not None
+        else ""
+    )
+    here = "; ".join(parts)
+    return ReferenceCheck("capstone Figure 12", reported, here, verdict, f"{here}, {rates}{deferred_text}.")
+
+
+# A payload changes a delay when its p50 moves by at least this factor from void to the largest
+# payload: the rule this report applies, stated with every verdict.
+PAYLOAD_CHANGE = 1.5
+
+
+def figures13_14_check(data: BenchData) -> ReferenceCheck:
+    """The capstone's Figures 13/14: scheduling and join delay per return type (void, long long, a vector
+    of 10 000). Its finding: the size of the promised value changes the delays. Judged on std::async with
+    std::future (the capstone's policy and mechanism) at the common rate every payload sustains; other
+    model/mechanisms are counted beside it. Pairs with a flagged point are not compared."""
+    reported = "the size of the promised value (void, long long, vector of 10 000) changes scheduling and join delay"
+    changed: dict[str, list[str]] = {}
+    async_moves: list[tuple[str, float]] = []
+    skipped = 0
+    compared = 0
+    for delay in ("scheduling_delay", "join_delay"):
+        rows = data.common_rate(delay)
+        payloads = sorted({str(m.get("payload")) for m in rows}, key=_payload_key)
+        if len(payloads) < 2:
+            continue
+        small, large = payloads[0], payloads[-1]
+        by = {(m["model"], m["mechanism"], m.get("payload")): m for m in rows}
+        for model, mech in sorted({(m["model"], m["mechanism"]) for m in rows}):
+            ma, mb = by.get((model, mech, small)), by.get((model, mech, large))
+            if not ma or not mb or _p(ma, "50") <= 0 or _p(mb, "50") <= 0:
+                continue
+            if point_flags(ma) or point_flags(mb):
+                skipped += 1
+                continue
+            compared += 1
+            r = _p(mb, "50") / _p(ma, "50")
+            moved = max(r, 1 / r) >= PAYLOAD_CHANGE
+            if moved:
+                changed.setdefault(delay, []).append(f"{model}/{mech}")
+            if model == "std-async" and mech == "future":
+                async_moves.append((f"{delay.replace('_', ' ')} {small} → {large} {fmt_ratio(r)}", r))
+    skipped_text = f"; {skipped} pair(s) with a flagged point not compared" if skipped else ""
+    if not async_moves:
+        return ReferenceCheck(
+            "capstone Figures 13/14",
+            reported,
+            "unavailable",
+            UNAVAILABLE,
+            "std::async/future has no unflagged pair of payload points at a common rate in this run" + skipped_text,
+        )
+    async_changed = [text for text, r in async_moves if max(r, 1 / r) >= PAYLOAD_CHANGE]
+    others = sum(len(v) for v in changed.values()) - len(async_changed)
+    verdict = HOLDS if async_changed else (PARTLY if others else DOES_NOT_HOLD)
+    here = "std::async/future p50: " + ", ".join(text for text, _ in async_moves)
+    why = (
+        f"{here} (a change counts at ×{PAYLOAD_CHANGE:g} or more either way); across every model, "
+        f"{sum(len(v) for v in changed.values())} of {compared} unflagged delay pairs changed that much"
+        f"{skipped_text}; at each model's common rate, {data.main_load:g} % of the lowest of its payloads' max rates."
+    )
+    return ReferenceCheck("capstone Figures 13/14", reported, here, verdict, why)
 
 
 STUDY = AsyncModelsStudy()

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from .. import plots, topology
 from ..engines import EngineError
+from ..report.blocks import DOES_NOT_HOLD, HOLDS, UNAVAILABLE, ReferenceCheck
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, cite, measurement, point_flags, unavailable_notes, unflagged
+from ._common import achieved_per_s, cite, measurement, point_flags, run_scale, study_section, unflagged
 from .threads import SVC, GraphStartError, _flags, cpu_split, pinned_graph, raise_nofile, run_point
 
 LOAD = "tailscope-load"
@@ -61,7 +62,7 @@ PLANS = {
 
 def plan_for(ctx: RunContext) -> Plan:
     p = PLANS[ctx.options.get("collapse_form") or ("full" if ctx.form == "full" else "quick")]
-    scale = float(ctx.options.get("scale") or 1.0)
+    scale = run_scale(ctx.options)
     return Plan(p.users, max(0.3, p.duration_s * scale), max(0.1, p.warmup_s * min(scale, 1.0)))
 
 
@@ -193,9 +194,11 @@ class CollapseStudy:
         return docs
 
     def section(self, store: Store, run_id: str) -> Section:
-        sec = Section(
-            id="collapse",
-            title=self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
+            section_id="collapse",
             intro=(
                 "A front with one IO dispatcher and a fixed processing pool sized to the graph's cores does a little "
                 "JSON work and one remote call per request (backend: lognormal wait, median 1 ms). "
@@ -205,7 +208,6 @@ class CollapseStudy:
                 "See docs/collapse-study.md."
             ),
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         raw = [
             d.document["collapse_point"] for d in store.documents(run_id, self.name) if "collapse_point" in d.document
         ]
@@ -218,6 +220,7 @@ class CollapseStudy:
             return sec
         sec.blocks.append(throughput_figure(points))
         sec.blocks.append(shape_table(points))
+        sec.add_references([article_check(points)], "The article's shape vs here")
         sec.blocks.append(limbo_table(points))
         sized = next((p.get("sizing") for p in points if p.get("sizing")), None)
         if sized:
@@ -287,10 +290,31 @@ def shape(points: list[dict]) -> dict:
             f"so {pb['workers']} thread(s) cap blocking near {fmt_count(ceiling)}/s"
         )
     out["holds"] = holds
+    out["why"] = why
     out["verdict"] = (
         ("The article's shape holds here: " if holds else "The article's shape does not hold here: ") + why + "."
     )
     return out
+
+
+def article_check(points: list[dict]) -> ReferenceCheck:
+    """The article's 40k / 8k / 30k beside this run, as ratios to sync-no-io (shape() judges it)."""
+    reported = (
+        f"{fmt_count(ARTICLE_QPS['sync-no-io'])} QPS without IO, {fmt_count(ARTICLE_QPS['blocking'])} when the "
+        f"fixed pool blocks on a remote call, {fmt_count(ARTICLE_QPS['callback'])} with callbacks: blocking "
+        f"{fmt_ratio(ARTICLE_QPS['blocking'] / ARTICLE_QPS['sync-no-io'])}, callback "
+        f"{fmt_ratio(ARTICLE_QPS['callback'] / ARTICLE_QPS['sync-no-io'])} of sync"
+    )
+    s = shape(points)
+    if "holds" not in s:
+        return ReferenceCheck(
+            "article: 40k / 8k / 30k", reported, "unavailable", UNAVAILABLE, s["verdict"].removeprefix("unavailable: ")
+        )
+    ours = s["ours"]
+    here = f"blocking {fmt_ratio(ours['blocking'])}, callback {fmt_ratio(ours['callback'])} of sync-no-io (peaks)"
+    return ReferenceCheck(
+        "article: 40k / 8k / 30k", reported, here, HOLDS if s["holds"] else DOES_NOT_HOLD, s["why"] + "."
+    )
 
 
 def throughput_figure(points: list[dict]) -> Figure:
@@ -313,7 +337,15 @@ def throughput_figure(points: list[dict]) -> Figure:
     ax.set_xlabel("client concurrency (closed loop)")
     ax.set_ylabel("requests/s")
     ax.legend(fontsize=8, frameon=False)
-    s = shape(points)
+    peaks = [(v, peak(points, v)) for v in variants]
+    finding = (
+        "; ".join(
+            f"{v} peaks at {fmt_count(p['achieved_per_s'])}/s ({cite(_label(p), point_flags(p))})"
+            for v, p in peaks
+            if p
+        )
+        + ". Whether the article's shape holds: the table below."
+    )
     cores = points[0]["cores"]
     return Figure(
         "Throughput vs client concurrency",
@@ -321,7 +353,7 @@ def throughput_figure(points: list[dict]) -> Figure:
         f"Graph pinned to CPU(s) {points[0]['pinning']['graph_cpus'] or 'any'}, load generator to "
         f"{points[0]['pinning']['load_cpus'] or 'any'}; pool sized to {cores} core(s). Red x: a flagged point "
         f"(see the notes).",
-        s["verdict"],
+        finding,
     )
 
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from .. import plots, topology
 from ..analyze import run_critpath
+from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, unavailable_notes
+from ._common import achieved_per_s, http_load_args, point_times, study_section
 from .socialnet import LOAD, MODELS, PATH, graph
 
 CRITPATH = "tailscope-critpath"
@@ -43,9 +44,7 @@ class ContentionStudy:
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         full = ctx.form == "full"
-        scale = float(ctx.options.get("scale") or 1.0)
-        duration = max(0.3, (4.0 if full else 1.0) * scale)
-        warmup = max(0.1, (1.0 if full else 0.3) * scale)
+        duration, warmup = point_times(ctx, quick=(1.0, 0.3), full=(4.0, 1.0), floor=(0.3, 0.1))
         models = list(ctx.options.get("contention_models") or (MODELS if full else MODELS_QUICK))
         counts = [int(c) for c in ctx.options.get("contention_connections") or []] or (
             CONNECTIONS_FULL if full else CONNECTIONS_QUICK
@@ -79,14 +78,14 @@ class ContentionStudy:
         return docs
 
     def section(self, store: Store, run_id: str) -> Section:
-        sec = Section(
-            "contention",
-            self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
             "The capstone's Figure 9: as client connections grow, how the scheduling and join delay of the "
             f"graph's async calls grows, per concurrency model. Closed loop on {PATH}, tracing at "
             f"{TRACE_SAMPLE * 100:.0f} % sampling, a fresh graph per point.",
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = store.documents(run_id, self.name)
         loads = {d.point: d.document for d in docs if d.engine == LOAD}
         analyses = {d.point: d.document for d in docs if d.engine == CRITPATH}
@@ -106,6 +105,7 @@ class ContentionStudy:
         fig = _p99_figure(table[1])
         if fig:
             sec.blocks.append(fig)
+        sec.add_references([figure9_check(table[1])])
         return sec
 
 
@@ -138,9 +138,9 @@ def p99_table(loads: dict[str, dict], df) -> tuple[Table, dict[tuple[str, str], 
             series.setdefault((model, label), {})[c] = p99
             cells.append(f"{fmt_ns(p99)} (n={int(m.iloc[0]['samples'])})")
         rows.append(cells)
-    verdicts = [shape_verdict(model, label, s) for (model, label), s in sorted(series.items())]
-    caption = "p99 of the async-call delays (tailscope's probe) per point; throughput achieved closed loop. " + (
-        " ".join(verdicts) if verdicts else "Shape: unavailable: no point had async-call delays."
+    caption = (
+        "p99 of the async-call delays (tailscope's probe) per point; throughput achieved closed loop. "
+        "Whether the capstone's growth holds: the reference table below."
     )
     return (
         Table(
@@ -154,23 +154,59 @@ def p99_table(loads: dict[str, dict], df) -> tuple[Table, dict[tuple[str, str], 
     )
 
 
-def shape_verdict(model: str, label: str, s: dict[int, float]) -> str:
+def series_shape(model: str, label: str, s: dict[int, float]) -> tuple[bool | None, str]:
     """Whether the capstone's growth (×3 at 80, ×4 at 100 over 20) holds for
-    one series: it holds when the tail grows at least half the reference
-    factor at each count measured and does not shrink from 80 to 100."""
+    one series, and the sentence saying so: it holds when the tail grows at
+    least half the reference factor at each count measured and does not
+    shrink from 80 to 100. None: the series cannot be judged (and why)."""
     base_c = min(s)
     base = s[base_c]
     if base <= 0:
-        return f"{model} {label}: shape unavailable: p99 at {base_c} connections is 0."
+        return None, f"{model} {label}: shape unavailable: p99 at {base_c} connections is 0."
     ratios = {c: s[c] / base for c in s if c != base_c}
     compared = {c: r for c, r in ratios.items() if c in REFERENCE_RATIOS}
     if not compared:
-        return f"{model} {label}: shape unavailable: no point at 80 or 100 connections."
+        return None, f"{model} {label}: shape unavailable: no point at 80 or 100 connections."
     holds = all(r >= REFERENCE_RATIOS[c] / 2 for c, r in compared.items())
     if 80 in compared and 100 in compared:
         holds = holds and compared[100] >= compared[80]
     text = ", ".join(f"×{r:.1f} at {c} (capstone ×{REFERENCE_RATIOS[c]:.0f})" for c, r in sorted(compared.items()))
-    return f"{model} {label} p99 over {base_c} connections: {text}: the capstone's shape {'holds' if holds else 'does not hold'} here."
+    return holds, (
+        f"{model} {label} p99 over {base_c} connections: {text}: "
+        f"the capstone's shape {'holds' if holds else 'does not hold'} here."
+    )
+
+
+def shape_verdict(model: str, label: str, s: dict[int, float]) -> str:
+    return series_shape(model, label, s)[1]
+
+
+def figure9_check(series: dict[tuple[str, str], dict[int, float]]) -> ReferenceCheck:
+    """The capstone's Figure 9 beside this run: every (model, delay) series judged by series_shape;
+    holds when every judged series holds, partly when some do."""
+    judged = [(key, *series_shape(key[0], key[1], s)) for key, s in sorted(series.items())]
+    verdicts = [v for _, v, _ in judged if v is not None]
+    reported = "async-call delay tails grow ×3 from 20 to 80 connections and ×4 at 100 (std::async, DeathStarBench)"
+    if not verdicts:
+        why = " ".join(text for _, _, text in judged) or "no point had async-call delays"
+        return ReferenceCheck("capstone Figure 9", reported, "unavailable", UNAVAILABLE, why)
+    here = "; ".join(
+        f"{model} {label} ×{s[max(s)] / s[min(s)]:.1f} at {max(s)}"
+        for (model, label), s in sorted(series.items())
+        if len(s) > 1 and s[min(s)] > 0
+    )
+    verdict = HOLDS if all(verdicts) else PARTLY if any(verdicts) else DOES_NOT_HOLD
+    held = [f"{m} {lbl}" for (m, lbl), v, _ in judged if v]
+    missed = [f"{m} {lbl}" for (m, lbl), v, _ in judged if v is False]
+    why = (
+        f"p99 over the {min(min(s) for s in series.values())}-connection point grows at least half the capstone's "
+        f"factor for {', '.join(held) or 'no series'}"
+        + (f", not for {', '.join(missed)}" if missed else "")
+        + " (each series: "
+        + "; ".join(text.removesuffix(".") for _, _, text in judged)
+        + ")."
+    )
+    return ReferenceCheck("capstone Figure 9", reported, here, verdict, why)
 
 
 def _cdf_figure(df, cdf, key: str, label: str) -> Figure | None:
@@ -187,16 +223,10 @@ def _cdf_figure(df, cdf, key: str, label: str) -> Figure | None:
         pts_model = sorted((p for p in m["point"] if _point(p)[0] == model), key=_point)
         for i, point in enumerate(pts_model):
             pts = cdf[(cdf["point"] == point) & (cdf["name"] == key)]
-            ax.plot(
-                pts["value_ns"].clip(lower=1),
-                pts["percentile"] / 100,
-                color=plots.PALETTE[i % 8],
-                drawstyle="steps-post",
-                linewidth=1.4,
-                label=f"{_point(point)[1]} conns",
+            plots.value_cdf(
+                ax, pts["value_ns"], pts["percentile"], color=plots.PALETTE[i % 8], label=f"{_point(point)[1]} conns"
             )
-        ax.set_xscale("log")
-        plots.format_ns_axis(ax.xaxis)
+        plots.thin_log_majors(ax.xaxis)
         ax.set_title(model, fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     grid[0][0].set_ylabel("fraction of async calls")

@@ -54,9 +54,11 @@ from ._common import (
     http_load_args,
     measurement,
     pinning_text,
+    point_times,
     requested_cpus,
     round_rate,
-    unavailable_notes,
+    run_scale,
+    study_section,
 )
 
 SVC = "tailscope-svc"
@@ -163,10 +165,8 @@ class SocialnetStudy:
     title = "Microservice graph: compose-post under five concurrency models"
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
-        full = ctx.form == "full"
-        scale = float(ctx.options.get("scale") or 1.0)
-        duration = max(0.3, (5.0 if full else 2.0) * scale)
-        warmup = max(0.1, (1.0 if full else 0.5) * scale)
+        scale = run_scale(ctx.options)
+        duration, warmup = point_times(ctx, quick=(2.0, 0.5), full=(5.0, 1.0), floor=(0.3, 0.1))
         timeout = duration + warmup + 60
         models = list(ctx.options.get("socialnet_models") or MODELS)
         cpus = requested_cpus(ctx.options)
@@ -325,9 +325,11 @@ class SocialnetStudy:
 
     def section(self, store: Store, run_id: str) -> Section:
         docs = store.documents(run_id, self.name)
-        sec = Section(
-            id="socialnet",
-            title=self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
+            section_id="socialnet",
             intro=(
                 "DeathStarBench's social-network compose-post request through 12 services "
                 "(topologies/socialnet.yaml; stores and caches simulated with documented latency distributions), "
@@ -340,7 +342,6 @@ class SocialnetStudy:
                 "send time."
             ),
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         loads = [d.document for d in docs if d.engine == LOAD and "socialnet_point" in d.document]
         graphs = {d.point: d.document for d in docs if d.engine == SVC}
         baseline = next((d.document for d in docs if d.engine == BASELINE), None)
@@ -366,7 +367,12 @@ class SocialnetStudy:
             sec.blocks.append(_connections_figure(conn))
         if summary["tracing"]:
             sec.blocks.append(_tracing_table(summary["tracing"]))
-        sec.blocks += [f for f in [analyze_study.async_call_cdf_figure(store, run_id)] if f]  # capstone Figure 8
+        fig8 = analyze_study.async_call_cdf_figure(store, run_id)  # capstone Figure 8
+        if fig8:
+            sec.blocks.append(fig8)
+        check8 = analyze_study.figure8_check(store, run_id)
+        if check8:
+            sec.add_references([check8], "Capstone Figure 8 vs here")
         return sec
 
 
@@ -570,10 +576,9 @@ def _why_not(per: dict, best: str, ratio: float) -> list[str]:
     if busy:
         notes.append("Ceiling × CPU per request: " + "; ".join(busy) + ".")
     notes.append(
-        f"Scaling with cores: CPU per request does not change with the number of cores, so where both models "
-        f"are CPU-bound each ceiling grows in proportion to cores and best ÷ std-async tends to the CPU ratio, "
-        f"{fmt_ratio(cpu_ratio)}; {TARGET_RATIO:g}× needs std-async to spend {TARGET_RATIO:g}× {best}'s CPU per "
-        f"request (measured {fmt_ratio(cpu_ratio)}), or std-async to run out of something other than CPU "
+        f"CPU per request, std-async ÷ {best}: measured {fmt_ratio(cpu_ratio)}; where both are CPU-bound that "
+        f"ratio sets best ÷ std-async, so {TARGET_RATIO:g}× needs it to reach {TARGET_RATIO:g}×, or std-async to "
+        "run out of something other than CPU "
         f"(threads: {fmt_count(a.get('threads'))} vs {fmt_count(b.get('threads'))}; context switches per request: "
         f"{_fmt_opt(a.get('ctx_switches_per_request'))} vs {_fmt_opt(b.get('ctx_switches_per_request'))})."
     )

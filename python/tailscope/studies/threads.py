@@ -35,7 +35,7 @@ from ..procstat import ProcSampler
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate
+from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate, run_scale
 from .socialnet import SVC, GraphStartError, graph
 
 LOAD = "tailscope-load"
@@ -87,7 +87,7 @@ SOCIALNET_USERS = [10, 100, 500]
 
 def plan_for(ctx: RunContext) -> Plan:
     p = PLANS[ctx.options.get("threads_form") or ("full" if ctx.form == "full" else "quick")]
-    scale = float(ctx.options.get("scale") or 1.0)
+    scale = run_scale(ctx.options)
     return Plan(
         p.threads,
         p.users,
@@ -637,7 +637,9 @@ def figures(s: dict) -> list:
         fig, _ = plots.line_panels(_panels(s, key), "concurrent users", ylabel, **kw)
         out.append(Figure(title=title, svg=plots.to_svg(fig), caption=cap, finding=_finding_vs_threads(s, key, fmt)))
     # Load and run queue vs N (bars), at the most users.
-    fig, axes = plots.new_figure(height_in=2.6 * math.ceil(len(s["combos"]) / 2) + 0.6)
+    fig, axes = plots.new_figure(
+        plots.PANEL_GRID_WIDTH_IN, plots.PANEL_ROW_HEIGHT_IN * math.ceil(len(s["combos"]) / 2) + 0.6
+    )
     fig.clf()
     grid = fig.subplots(math.ceil(len(s["combos"]) / 2) or 1, 2, squeeze=False)
     top_users = max((r["users"] for r in _closed(s["rows"])), default=0)
@@ -718,7 +720,9 @@ def figures(s: dict) -> list:
 
 
 def _ccdf_figure(s: dict) -> Figure:
-    fig, _ = plots.new_figure(height_in=2.6 * math.ceil(len(s["combos"]) / 2) + 0.6)
+    fig, _ = plots.new_figure(
+        plots.PANEL_GRID_WIDTH_IN, plots.PANEL_ROW_HEIGHT_IN * math.ceil(len(s["combos"]) / 2) + 0.6
+    )
     fig.clf()
     grid = fig.subplots(math.ceil(len(s["combos"]) / 2) or 1, 2, squeeze=False)
     top_users = max((r["users"] for r in _closed(s["rows"])), default=0)
