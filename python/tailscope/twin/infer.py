@@ -372,25 +372,29 @@ def _run_end(stage: StageObs, run: list[StageObs] | None) -> int:
     return max([stage.end_ns, *(s.end_ns for s in run or [])])
 
 
-def join_order(o: StageObs) -> list[int]:
-    """Indexes of a group's items (launch order) in the order the parent consumed their results.
+def join_orders(o: StageObs) -> list[list[int]]:
+    """Every order of a group's items (indexes, launch order) in which the parent can have
+    consumed their results: the orders of least violation of the probe's join arithmetic.
 
     A probe's join delay is measured from max(end, the moment the parent asked) to the moment it
     had the value (exec/async_probe.h), and the parent asks one result after the other. So along
     the true order v_k = max(end_k, v_{k-1}) + join_k, and an item whose join delay is a wake-up
     (> WOKEN_JOIN_NS: the parent slept on it) must have ended after v_{k-1}, an item whose join
-    delay is a bare get() must have ended before. The order of least violation (in ns) is chosen,
-    ties by end time; groups wider than MAX_PERMUTED are ordered by end + join delay. Without probe
-    tags the results are taken in the order they ended.
+    delay is a bare get() must have ended before. Every order of least violation (in ns) is
+    returned: results that were all there before the parent asked fit any order among themselves,
+    and such an instance says nothing about their order (a busy machine makes many of them).
+    Groups wider than MAX_PERMUTED are ordered by end + join delay; without probe tags the results
+    are taken in the order they ended.
     """
     items = o.items
     by_end = sorted(range(len(items)), key=lambda n: (items[n].consumed_ns, items[n].end_ns))
     if len(items) > MAX_PERMUTED or not all(i.probed for i in items):
-        return by_end
+        return [by_end]
     deferred = o.deferred or [False] * len(items)
     launched = [i.launch_ns for n, i in enumerate(items) if not deferred[n]]
     v0 = max(launched) if launched else min(i.start_ns for i in items)
-    best, best_cost = by_end, None
+    best: list[list[int]] = []
+    best_cost: int | None = None
     for perm in itertools.permutations(by_end):
         v, cost = v0, 0
         for n in perm:
@@ -401,18 +405,27 @@ def join_order(o: StageObs) -> list[int]:
             elif not waited and it.end_ns > v:
                 cost += it.end_ns - v
             v = max(it.end_ns, v) + (it.consumed_ns - it.end_ns)
-            if best_cost is not None and cost >= best_cost:
+            if best_cost is not None and cost > best_cost:
                 break
         if best_cost is None or cost < best_cost:
-            best, best_cost = list(perm), cost
+            best, best_cost = [list(perm)], cost
+        elif cost == best_cost:
+            best.append(list(perm))
     return best
+
+
+def join_order(o: StageObs) -> list[int]:
+    """The most likely order of join_orders (ties by end time)."""
+    return join_orders(o)[0]
 
 
 def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
     """Members (by launch rank), each member's launch mode and the join order, by majority."""
     ranks: dict[tuple, list[float]] = defaultdict(list)
     deferred: dict[tuple, Counter] = defaultdict(Counter)
-    joins: Counter = Counter()
+    # Each instance's vote is split over the orders its timestamps allow, so instances that cannot
+    # tell (every result already there) do not outvote the ones that can.
+    joins: dict[tuple, float] = defaultdict(float)
     for o in obs:
         seen: Counter = Counter()
         keyed = []
@@ -422,7 +435,9 @@ def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
             keyed.append((k, it))
             ranks[k].append(n)
             deferred[k][bool(o.deferred[n]) if o.deferred else False] += 1
-        joins[tuple(keyed[n][0] for n in join_order(o))] += 1
+        orders = join_orders(o)
+        for allowed in orders:
+            joins[tuple(keyed[n][0] for n in allowed)] += 1.0 / len(orders)
     members = sorted(ranks, key=lambda k: float(np.mean(ranks[k])))[:MAX_GROUP_CALLS]
     call_names: dict[tuple, str] = {}
     used: set[str] = set()
@@ -437,7 +452,8 @@ def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
         call_names[k] = cname
         launch = "deferred" if deferred[k].most_common(1)[0][0] else "async"
         calls.append({"name": cname, "service": svc, "endpoint": names[(svc, op)], "span": span, "launch": launch})
-    order = [k for k in joins.most_common(1)[0][0] if k in call_names]
+    voted = max(joins.items(), key=lambda kv: kv[1])[0]  # first of equal weights: insertion order
+    order = [k for k in voted if k in call_names]
     order += [k for k in members if k not in order]
     return {"calls": calls, "join": [call_names[k] for k in order]}
 
