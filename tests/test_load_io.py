@@ -173,7 +173,10 @@ def test_uring_path_survives_the_server_being_killed(tmp_path):
 
 def test_bad_io_value_is_a_clear_error():
     r = subprocess.run(
-        [str(built_engine("tailscope-load")), "--port", "9", "--io", "io_uring"], capture_output=True, text=True, timeout=30
+        [str(built_engine("tailscope-load")), "--port", "9", "--io", "io_uring"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert r.returncode == 1
     assert "--io: 'io_uring' is none of auto, uring, epoll" in r.stderr

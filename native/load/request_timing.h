@@ -14,7 +14,8 @@
 // queued request with the one now() taken then and accounts it exactly as
 // on_send would have at that moment. So "actual" stays "just before the
 // kernel sees the bytes" on both paths, and the batching delay counts as
-// the generator's send lag, not hidden.
+// the generator's send lag in open loop, not hidden (closed loop defines
+// intended = actual on both paths).
 //
 // A request belongs to the window when its *intended* time is in
 // [measure_start, measure_end): its counts, latencies and bytes (request and

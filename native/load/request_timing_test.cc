@@ -193,7 +193,9 @@ TEST(RequestTiming, QueuedClosedLoopSendsAreIntendedAtTheirSubmission) {
   EXPECT_EQ(slot.actual_ns, 15'040);
   timing.on_response(slot, 15'500, true, 64);
   EXPECT_EQ(w.result.intended.min(), 460);
-  EXPECT_EQ(w.result.send_lag.min(), 140);  // queued at 15000, left at 15040; ready since 14900
+  // Closed loop defines intended = actual on both paths, so send lag is 0 here
+  // as in ClosedLoopIntendedIsTheActualSend; the queueing shows in latency only.
+  EXPECT_EQ(w.result.send_lag.min(), 0);
 }
 
 TEST(RequestTiming, QueuedSendsFollowTheWindowRuleAtTheirStamp) {
