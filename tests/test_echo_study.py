@@ -10,8 +10,10 @@ from tailscope.studies import _common
 from tailscope.studies import echo as E
 
 
-def _point(model: str, c: int, tput: float, p99: float, cpu: float = 99.0, mode: str = "closed") -> dict:
-    return {
+def _point(
+    model: str, c: int, tput: float, p99: float, cpu: float = 99.0, mode: str = "closed", gen_busy: float | None = 0.5
+) -> dict:
+    p = {
         "model": model,
         "c": c,
         "mode": mode,
@@ -24,7 +26,10 @@ def _point(model: str, c: int, tput: float, p99: float, cpu: float = 99.0, mode:
         "load_cpus": [0],
         "load_pacing": "busy-poll",
         "features": {},
+        "gen_busy": gen_busy,
     }
+    p["limit"] = E._limit_of(p)
+    return p
 
 
 def test_load_threads_one_per_250_connections_at_most_one_per_client_cpu():
@@ -66,7 +71,7 @@ def test_ratio_table_states_the_target_from_the_points():
     table = E._ratio_table(closed)
     assert table is not None
     row = next(r for r in table.rows if r[0] == "100" and r[1] == "io-uring")
-    assert row[3] == "1.4×" and row[6] == "yes"
+    assert row[3] == "1.4×" and row[6] == "server (server CPU 99 %, generator busy 50 %)"
     assert row[5].startswith("1.27×")  # io-uring ÷ epoll throughput
     # 100: 1.4× with a lower p99 → met; 1000: 1.33× but p99 higher → not met.
     assert "100 connections: io-uring 1.4× of poll, p99 no higher — met" in table.caption
@@ -98,3 +103,15 @@ def test_self_check_note_states_the_lag_share_from_data_not_a_canned_cause():
     unmeasured = E.self_check_note([flagged | {"lag_p99": None}])
     assert unmeasured is not None and "Send lag: unavailable" in unmeasured and "0 ns" not in unmeasured
     assert E.self_check_note([clean]) is None
+
+
+def test_each_point_says_whether_the_server_or_the_generator_was_the_limit():
+    assert E._limit_of(_point("epoll", 100, 1, 1, cpu=97.0, gen_busy=0.4)) == "server"
+    assert E._limit_of(_point("epoll", 100, 1, 1, cpu=70.0, gen_busy=0.97)) == "generator"
+    assert E._limit_of(_point("epoll", 100, 1, 1, cpu=95.0, gen_busy=0.95)) == "both"
+    assert E._limit_of(_point("epoll", 8, 1, 1, cpu=40.0, gen_busy=0.3)) == "round trip"
+    # A document without the generator's busy share: said, not guessed.
+    assert E._limit_of(_point("epoll", 8, 1, 1, cpu=40.0, gen_busy=None)).startswith("unavailable: ")
+    table = E._ratio_table([_point("poll", 1000, 1000, 10, cpu=60.0, gen_busy=0.99)])
+    assert table is not None
+    assert table.rows[0][6] == "generator (server CPU 60 %, generator busy 99 %)"

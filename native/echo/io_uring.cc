@@ -23,7 +23,6 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,6 +38,7 @@
 #include "echo/server.h"
 #include "net/accept.h"
 #include "net/socket.h"
+#include "net/uring.h"
 
 namespace tailscope::echo {
 namespace {
@@ -51,7 +51,7 @@ constexpr uint16_t kBufferGroup = 0;
 constexpr unsigned kMaxRegisteredFiles = 65536;
 constexpr size_t kFallbackBufferBytes = 16384;
 
-std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+std::string errno_text(int err) { return net::uring_error_text(err); }
 
 // What this kernel gives us; decided once by probing, used by the server.
 struct UringPlan {
@@ -77,19 +77,8 @@ unsigned file_slots_allowed() {
   return static_cast<unsigned>(std::min<rlim_t>(rl.rlim_cur, kMaxRegisteredFiles));
 }
 
-// io_uring_queue_init_params with `flags`; returns 0 or -errno.
 int init_ring(io_uring* ring, unsigned flags, int sq_cpu) {
-  io_uring_params p{};
-  p.flags = flags | IORING_SETUP_CQSIZE;
-  p.cq_entries = kCqEntries;
-  if (flags & IORING_SETUP_SQPOLL) {
-    p.sq_thread_idle = 50;  // ms of idleness before the kernel thread sleeps
-    if (sq_cpu >= 0) {
-      p.flags |= IORING_SETUP_SQ_AFF;
-      p.sq_thread_cpu = static_cast<unsigned>(sq_cpu);
-    }
-  }
-  return io_uring_queue_init_params(kSqEntries, ring, &p);
+  return net::init_uring(ring, kSqEntries, kCqEntries, flags, sq_cpu);
 }
 
 // The SQPOLL thread shares the worker's core unless a second CPU is given:
@@ -100,113 +89,13 @@ int sq_cpu_of(const ServerConfig& config) {
   return config.cpus[config.cpus.size() > 1 ? 1 : 0];
 }
 
-// A provided-buffer ring: kBufferCount buffers of kBufferBytes, registered as
-// group kBufferGroup.
-class BufferRing {
+// kBufferCount buffers of kBufferBytes, registered as group kBufferGroup.
+class BufferRing : public net::UringBufferRing {
  public:
-  ~BufferRing() { release(); }
-  // The ring is about to be torn down (which unregisters the buffers): only
-  // the memory is ours to free then.
-  void detach() { ring_ = nullptr; }
-  // 0 or -errno.
-  int setup(io_uring* ring) {
-    ring_bytes_ = kBufferCount * sizeof(io_uring_buf);
-    void* mem = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
-    if (mem == MAP_FAILED) return -errno;
-    br_ = static_cast<io_uring_buf_ring*>(mem);
-    io_uring_buf_ring_init(br_);
-    io_uring_buf_reg reg{};
-    reg.ring_addr = reinterpret_cast<uint64_t>(br_);
-    reg.ring_entries = kBufferCount;
-    reg.bgid = kBufferGroup;
-    const int r = io_uring_register_buf_ring(ring, &reg, 0);
-    if (r < 0) {
-      release();
-      return r;
-    }
-    ring_ = ring;
-    // Not zeroed: pages are touched only when the kernel fills them.
-    storage_.reset(new char[static_cast<size_t>(kBufferCount) * kBufferBytes]);
-    for (unsigned bid = 0; bid < kBufferCount; ++bid) give_back(static_cast<uint16_t>(bid));
-    publish();
-    return 0;
-  }
-  const char* data(uint16_t bid) const { return storage_.get() + static_cast<size_t>(bid) * kBufferBytes; }
-  // Returns a buffer to the kernel; visible after publish() (once per batch).
-  void give_back(uint16_t bid) {
-    io_uring_buf_ring_add(br_, storage_.get() + static_cast<size_t>(bid) * kBufferBytes, kBufferBytes, bid,
-                          io_uring_buf_ring_mask(kBufferCount), added_++);
-  }
-  void publish() {
-    if (added_ == 0) return;
-    io_uring_buf_ring_advance(br_, added_);
-    added_ = 0;
-  }
-
- private:
-  void release() {
-    if (ring_ != nullptr) io_uring_unregister_buf_ring(ring_, kBufferGroup);
-    if (br_ != nullptr) ::munmap(br_, ring_bytes_);
-    br_ = nullptr;
-    ring_ = nullptr;
-  }
-  io_uring* ring_ = nullptr;
-  io_uring_buf_ring* br_ = nullptr;
-  size_t ring_bytes_ = 0;
-  int added_ = 0;
-  std::unique_ptr<char[]> storage_;
+  BufferRing() : net::UringBufferRing(kBufferCount, kBufferBytes, kBufferGroup) {}
 };
 
-// The probes share one throwaway ring, and an earlier probe's multishot op
-// may still post completions (its end of stream, a second connection): each
-// probe tags its SQE and waits, up to 1 s, for a completion with its tag,
-// consuming (and ignoring) the others. The caller marks the one returned seen.
-constexpr uint64_t kProbeRecvTag = 1, kProbeAcceptTag = 2;
-bool wait_for(io_uring* ring, uint64_t tag, io_uring_cqe** out) {
-  for (int tries = 0; tries < 64; ++tries) {
-    __kernel_timespec ts{1, 0};
-    io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe_timeout(ring, &cqe, &ts) != 0) return false;
-    if (io_uring_cqe_get_data64(cqe) == tag) {
-      *out = cqe;
-      return true;
-    }
-    io_uring_cqe_seen(ring, cqe);
-  }
-  return false;
-}
-
-// Does a multishot recv from the buffer ring deliver and stay armed?
-std::string probe_multishot_recv(io_uring* ring, bool fixed_files) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return "socketpair: " + errno_text(errno);
-  int target = sv[0];
-  if (fixed_files) {
-    if (io_uring_register_files_update(ring, 0, &sv[0], 1) != 1)
-      fixed_files = false;
-    else
-      target = 0;
-  }
-  io_uring_sqe* sqe = io_uring_get_sqe(ring);
-  io_uring_prep_recv_multishot(sqe, target, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT | (fixed_files ? IOSQE_FIXED_FILE : 0);
-  sqe->buf_group = kBufferGroup;
-  io_uring_sqe_set_data64(sqe, kProbeRecvTag);
-  io_uring_submit(ring);
-  std::string reason;
-  [[maybe_unused]] ssize_t w = ::write(sv[1], "x", 1);
-  io_uring_cqe* cqe = nullptr;
-  if (!wait_for(ring, kProbeRecvTag, &cqe))
-    reason = "no completion within 1 s";
-  else if (cqe->res < 0)
-    reason = "multishot recv failed: " + errno_text(cqe->res);
-  else if (!(cqe->flags & IORING_CQE_F_MORE))
-    reason = "recv completed without IORING_CQE_F_MORE (not multishot)";
-  if (cqe != nullptr) io_uring_cqe_seen(ring, cqe);
-  ::close(sv[1]);  // EOF ends the multishot recv
-  ::close(sv[0]);
-  return reason;
-}
+constexpr uint64_t kProbeAcceptTag = 2;
 
 // Does a multishot accept (into the file table when it is registered) stay armed?
 std::string probe_multishot_accept(io_uring* ring, bool direct) {
@@ -226,7 +115,7 @@ std::string probe_multishot_accept(io_uring* ring, bool direct) {
     io_uring_cqe* cqe = nullptr;
     if (client < 0)
       reason = "connect to the probe listener failed: " + errno_text(errno);
-    else if (!wait_for(ring, kProbeAcceptTag + (direct ? 0 : 1), &cqe))
+    else if (!net::wait_for_uring_tag(ring, kProbeAcceptTag + (direct ? 0 : 1), &cqe))
       reason = "no completion within 1 s";
     else if (cqe->res < 0)
       reason = "multishot accept failed: " + errno_text(cqe->res);
@@ -250,18 +139,6 @@ UringPlan uring_plan(const ServerConfig& config) {
   UringPlan plan;
   io_uring ring{};
   int r = -EINVAL;
-  struct Candidate {
-    unsigned flags;
-    const char* text;
-  };
-  // Newest first: SINGLE_ISSUER + DEFER_TASKRUN (6.1) run completions only
-  // when the loop asks for them (no interrupting task work); COOP_TASKRUN
-  // (5.19) at least avoids IPIs.
-  const Candidate candidates[] = {
-      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single_issuer+defer_taskrun"},
-      {IORING_SETUP_COOP_TASKRUN, "coop_taskrun"},
-      {0, "default"},
-  };
   if (config.io_uring_sqpoll) {
     r = init_ring(&ring, IORING_SETUP_SQPOLL, sq_cpu_of(config));
     if (r == 0) {
@@ -275,7 +152,7 @@ UringPlan uring_plan(const ServerConfig& config) {
     plan.sqpoll_reason = "not requested (--sqpoll)";
   }
   std::string first_error;
-  for (const Candidate& c : candidates) {
+  for (const net::UringSetup& c : net::uring_setup_candidates()) {
     if (plan.sqpoll) break;
     r = init_ring(&ring, c.flags, -1);
     if (r == 0) {
@@ -298,7 +175,7 @@ UringPlan uring_plan(const ServerConfig& config) {
     plan.buffer_ring = r == 0;
     if (r != 0) plan.buffer_ring_reason = "IORING_REGISTER_PBUF_RING failed: " + errno_text(r);
     if (plan.buffer_ring) {
-      plan.multishot_recv_reason = probe_multishot_recv(&ring, plan.registered_files);
+      plan.multishot_recv_reason = net::probe_multishot_recv(&ring, kBufferGroup, plan.registered_files);
       plan.multishot_recv = plan.multishot_recv_reason.empty();
     } else {
       plan.multishot_recv_reason = "needs the provided buffer ring";

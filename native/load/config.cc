@@ -51,6 +51,25 @@ std::string format_number(double v) {
 
 }  // namespace
 
+LoadIo parse_load_io(std::string_view text) {
+  if (text == "auto") return LoadIo::kAuto;
+  if (text == "uring") return LoadIo::kUring;
+  if (text == "epoll") return LoadIo::kEpoll;
+  throw std::invalid_argument("--io: '" + std::string(text) + "' is none of auto, uring, epoll");
+}
+
+std::string_view to_string(LoadIo io) {
+  switch (io) {
+    case LoadIo::kUring:
+      return "uring";
+    case LoadIo::kEpoll:
+      return "epoll";
+    case LoadIo::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 double parse_si_number(std::string_view text) {
   size_t used = 0;
   double v = parse_number_prefix(text, &used);

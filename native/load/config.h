@@ -17,6 +17,16 @@ enum class Arrival { kFixed, kPoisson };
 // (docs/protocol.md), which only the load generator speaks as a client.
 enum class LoadProtocol { kEcho, kHttp, kRpc };
 
+// How a load thread moves bytes (--io). epoll: readiness, one send() and one
+// recv() per request. uring: completions, a multishot recv per connection
+// from a provided buffer ring and every send of a loop turn submitted in the
+// one io_uring_enter that also reaps the responses. auto: uring when the
+// kernel has what it needs (probed at start), else epoll with the reason.
+enum class LoadIo { kAuto, kUring, kEpoll };
+// "auto" / "uring" / "epoll"; throws std::invalid_argument naming the text.
+LoadIo parse_load_io(std::string_view text);
+std::string_view to_string(LoadIo io);
+
 struct LoadConfig {
   std::string host = "127.0.0.1";
   int port = 0;
@@ -37,6 +47,7 @@ struct LoadConfig {
   int64_t timeout_ns = 5'000'000'000;
   int64_t spin_ns = 20'000;  // pacing: sleep until this close to a send, then busy-poll
   bool busy_poll = false;    // never sleep: poll epoll with a zero timeout (owns its core)
+  LoadIo io = LoadIo::kAuto;
   uint64_t seed = 1;
   double hlog_interval_s = 1.0;
   bool record_intervals = false;  // --hlog

@@ -18,6 +18,19 @@ TEST(ParseSiNumber, AcceptsWrk2Suffixes) {
   EXPECT_THROW(parse_si_number("-5"), std::invalid_argument);
 }
 
+TEST(ParseLoadIo, NamesTheThreeBackendsAndRejectsOthers) {
+  EXPECT_EQ(parse_load_io("auto"), LoadIo::kAuto);
+  EXPECT_EQ(parse_load_io("uring"), LoadIo::kUring);
+  EXPECT_EQ(parse_load_io("epoll"), LoadIo::kEpoll);
+  EXPECT_EQ(to_string(LoadIo::kUring), "uring");
+  try {
+    parse_load_io("io_uring");
+    FAIL() << "accepted io_uring";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--io: 'io_uring'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParseDuration, AcceptsUnits) {
   EXPECT_DOUBLE_EQ(parse_duration_s("10"), 10);
   EXPECT_DOUBLE_EQ(parse_duration_s("10s"), 10);

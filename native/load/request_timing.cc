@@ -5,8 +5,8 @@
 
 namespace tailscope::load {
 
-InFlightRequest RequestTiming::on_send(int64_t scheduled_ns, int64_t ready_ns, size_t request_bytes) {
-  const int64_t actual = now_();
+InFlightRequest RequestTiming::on_send_at(int64_t actual, int64_t scheduled_ns, int64_t ready_ns,
+                                          size_t request_bytes) {
   const int64_t intended = config_.open_loop() ? scheduled_ns : actual;
   if (in_window(intended)) {
     ++result_.sent_in_window;

@@ -130,5 +130,91 @@ TEST(RequestTiming, IntervalsAreCountedFromTheWindowStart) {
   EXPECT_EQ(w.result.intervals[2]->intended.min(), 2'500);
 }
 
+// ---- the io_uring path: sends queued during a loop turn, stamped at submission ----
+
+// Two requests queued at 11000 and 11100, submitted (stamped) at 11200:
+// both carry actual = 11200, the moment just before the io_uring_enter, and
+// everything recorded is exactly what on_send at 11200 would have recorded.
+TEST(RequestTiming, QueuedSendsAreStampedAtSubmissionExactlyAsImmediateSends) {
+  Window batched(1000), immediate(1000);
+  RequestTiming b(batched.config, batched.clock, batched.result, &fake_now);
+  RequestTiming i(immediate.config, immediate.clock, immediate.result, &fake_now);
+  InFlightRequest slots[2];
+  slots[1].endpoint = 7;  // --mix: the endpoint chosen when the request was built survives the stamp
+  g_fake_now_ns = 11'000;
+  b.queue_send(&slots[0], 10'900, 10'500, 64);
+  g_fake_now_ns = 11'100;
+  b.queue_send(&slots[1], 11'050, 11'000, 32);
+  EXPECT_TRUE(b.has_queued());
+  g_fake_now_ns = 11'200;
+  int stamped = 0;
+  b.stamp_queued([&](const InFlightRequest& r) {
+    EXPECT_EQ(r.actual_ns, 11'200);
+    ++stamped;
+  });
+  EXPECT_EQ(stamped, 2);
+  EXPECT_FALSE(b.has_queued());
+  const InFlightRequest r0 = i.on_send(10'900, 10'500, 64);
+  const InFlightRequest r1 = i.on_send(11'050, 11'000, 32);
+
+  EXPECT_EQ(slots[0].intended_ns, 10'900);  // open loop: the schedule's time, untouched by batching
+  EXPECT_EQ(slots[1].intended_ns, 11'050);
+  EXPECT_EQ(slots[0].actual_ns, r0.actual_ns);
+  EXPECT_EQ(slots[1].actual_ns, r1.actual_ns);
+  EXPECT_EQ(slots[1].endpoint, 7u);
+
+  g_fake_now_ns = 12'000;
+  b.on_response(slots[0], 12'000, true, 64);
+  b.on_response(slots[1], 12'000, true, 32);
+  i.on_response(r0, 12'000, true, 64);
+  i.on_response(r1, 12'000, true, 32);
+  for (const WorkerResult* w : {&batched.result, &immediate.result}) {
+    EXPECT_EQ(w->intended.min(), 950);    // 12000 − 11050: from the intended start
+    EXPECT_EQ(w->intended.max(), 1'100);  // 12000 − 10900
+    EXPECT_EQ(w->actual.min(), 800);      // 12000 − 11200
+    EXPECT_EQ(w->send_lag.min(), 150);    // 11200 − max(11050, 11000): the batching delay is send lag
+    EXPECT_EQ(w->send_lag.max(), 300);    // 11200 − max(10900, 10500)
+    EXPECT_EQ(w->sent_in_window, 2);
+    EXPECT_EQ(w->completed_in_window, 2);
+    EXPECT_EQ(w->bytes_sent, 96);
+    EXPECT_EQ(w->bytes_received, 96);
+  }
+}
+
+TEST(RequestTiming, QueuedClosedLoopSendsAreIntendedAtTheirSubmission) {
+  Window w(0);
+  RequestTiming timing(w.config, w.clock, w.result, &fake_now);
+  InFlightRequest slot;
+  g_fake_now_ns = 15'000;
+  timing.queue_send(&slot, /*ignored*/ 1, 14'900, 64);
+  g_fake_now_ns = 15'040;
+  timing.stamp_queued([](const InFlightRequest&) {});
+  EXPECT_EQ(slot.intended_ns, 15'040);
+  EXPECT_EQ(slot.actual_ns, 15'040);
+  timing.on_response(slot, 15'500, true, 64);
+  EXPECT_EQ(w.result.intended.min(), 460);
+  // Closed loop defines intended = actual on both paths, so send lag is 0 here
+  // as in ClosedLoopIntendedIsTheActualSend; the queueing shows in latency only.
+  EXPECT_EQ(w.result.send_lag.min(), 0);
+}
+
+TEST(RequestTiming, QueuedSendsFollowTheWindowRuleAtTheirStamp) {
+  Window w(0);
+  RequestTiming timing(w.config, w.clock, w.result, &fake_now);
+  InFlightRequest warm, inside;
+  g_fake_now_ns = 9'000;
+  timing.queue_send(&warm, 0, 9'000, 10);
+  g_fake_now_ns = 9'500;
+  timing.stamp_queued([](const InFlightRequest&) {});  // closed loop: intended 9500, warm-up
+  g_fake_now_ns = 9'990;
+  timing.queue_send(&inside, 0, 9'990, 20);
+  g_fake_now_ns = 10'010;
+  timing.stamp_queued([](const InFlightRequest&) {});  // intended 10010: inside
+  EXPECT_EQ(w.result.sent_in_window, 1);
+  EXPECT_EQ(w.result.bytes_sent, 20);
+  EXPECT_FALSE(timing.in_window(warm.intended_ns));
+  EXPECT_TRUE(timing.in_window(inside.intended_ns));
+}
+
 }  // namespace
 }  // namespace tailscope::load

@@ -15,6 +15,31 @@
 
 namespace tailscope::load {
 
+LoadIoPlan plan_load_io(LoadIo requested) {
+  LoadIoPlan plan;
+  plan.document = {{"requested", std::string(to_string(requested))}};
+  if (requested == LoadIo::kEpoll) {
+    plan.document["used"] = "epoll";
+    plan.document["reason"] = "requested (--io epoll)";
+    return plan;
+  }
+  const std::string unavailable = probe_uring_load_plan(&plan.uring);
+  if (!unavailable.empty()) {
+    if (requested == LoadIo::kUring) throw std::runtime_error("--io uring: unavailable on this kernel: " + unavailable);
+    plan.document["used"] = "epoll";
+    plan.document["reason"] = "io_uring unavailable: " + unavailable;
+    return plan;
+  }
+  plan.used = LoadIo::kUring;
+  plan.document["used"] = "uring";
+  plan.document["reason"] =
+      requested == LoadIo::kUring ? "requested (--io uring)" : "auto: io_uring with multishot recv is available";
+  plan.document["ring_setup"] = plan.uring.setup_text;
+  plan.document["registered_files"] = plan.uring.registered_files;
+  if (!plan.uring.registered_files) plan.document["registered_files_reason"] = plan.uring.registered_files_reason;
+  return plan;
+}
+
 MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interrupted, pid_t server_pid) {
   // Each connection is one fd; keep headroom for epoll, pipes, /proc reads.
   const int64_t fd_limit = net::raise_fd_limit(config.connections + 256);
@@ -22,13 +47,15 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     throw std::runtime_error("-c " + std::to_string(config.connections) +
                              " needs more file descriptors than RLIMIT_NOFILE allows (" + std::to_string(fd_limit) +
                              "); raise the hard limit (ulimit -Hn)");
+  const LoadIoPlan io = plan_load_io(config.io);
   RunClock clock;
   const int threads = std::min(config.threads, config.connections);
   std::vector<std::unique_ptr<LoadWorker>> workers;
   int first = 0;
   for (int t = 0; t < threads; ++t) {
     const int count = config.connections / threads + (t < config.connections % threads ? 1 : 0);
-    workers.push_back(std::make_unique<LoadWorker>(config, t, first, count, clock));
+    workers.push_back(std::make_unique<LoadWorker>(config, t, first, count, clock, &monotonic_ns,
+                                                   io.used == LoadIo::kUring ? &io.uring : nullptr));
     first += count;
   }
   std::vector<std::thread> pool;
@@ -44,6 +71,7 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     });
   }
   MergedResult merged;
+  merged.io = io.document;
   auto sleep_ms = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
   emit_progress("tailscope-load", "connect", 0.0, {{"connections", config.connections}});
   while (clock.workers_connected.load() < static_cast<int>(workers.size()) && !clock.stop.load()) {
@@ -130,6 +158,12 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     t.bytes_sent += r.bytes_sent;
     t.bytes_received += r.bytes_received;
     t.connections_established += r.connections_established;
+    t.loop_ns += r.loop_ns;
+    t.idle_loop_ns += r.idle_loop_ns;
+    t.syscalls += r.syscalls;
+    if (r.loop_ns > 0)
+      merged.busy_share_per_thread.push_back(1.0 -
+                                             static_cast<double>(r.idle_loop_ns) / static_cast<double>(r.loop_ns));
     t.errors.add(r.errors);
     if (t.first_violation.empty()) t.first_violation = r.first_violation;
     if (t.first_connect_error.empty()) t.first_connect_error = r.first_connect_error;
@@ -205,6 +239,32 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
          "server_backlog_sends counts requests that left late because the connection still waited for a "
          "response (server-side queueing, charged to latency_intended, not to send lag)."}}},
   };
+  load["io"] = result.io;
+  // The generator's own cost, so a study can tell who limited a point: the
+  // share of its loop time that found work (a thread near 1 was the limit)
+  // and its system calls per completed request (io_uring batches them).
+  nlohmann::json busy = {{"per_thread", result.busy_share_per_thread}};
+  if (result.busy_share_per_thread.empty()) {
+    busy["max"] = nullptr;
+    busy["mean"] = nullptr;
+    busy["reason"] = "no loop turn began inside the measured window";
+  } else {
+    double sum = 0, peak = 0;
+    for (double b : result.busy_share_per_thread) {
+      sum += b;
+      peak = std::max(peak, b);
+    }
+    busy["max"] = peak;
+    busy["mean"] = sum / static_cast<double>(result.busy_share_per_thread.size());
+  }
+  busy["what"] =
+      "per load thread: 1 - (loop time in turns that neither sent nor received) / (loop time), measured window";
+  load["generator_busy_share"] = busy;
+  load["generator_syscalls"] = t.syscalls;
+  load["generator_syscalls_per_request"] =
+      t.completed_in_window > 0
+          ? nlohmann::json(static_cast<double>(t.syscalls) / static_cast<double>(t.completed_in_window))
+          : nlohmann::json(nullptr);
   if (!result.aborted_reason.empty()) load["aborted_reason"] = result.aborted_reason;
   if (!t.first_violation.empty()) load["first_violation"] = t.first_violation;
   if (!t.first_connect_error.empty()) load["first_connect_error"] = t.first_connect_error;

@@ -22,7 +22,20 @@ struct MergedResult {
   bool complete = true;
   std::string aborted_reason;
   nlohmann::json server_resources, generator_resources;
+  nlohmann::json io;                          // which --io path ran and why (plan_load_io)
+  std::vector<double> busy_share_per_thread;  // per load thread: 1 − idle loop time ÷ loop time in the window
 };
+
+// Resolves --io: the path the workers use and the document's "io" object
+// ({requested, used, reason, ring_setup, registered_files}). --io uring on a
+// kernel without what it needs throws std::runtime_error with the reason;
+// auto falls back to epoll and says why.
+struct LoadIoPlan {
+  LoadIo used = LoadIo::kEpoll;
+  UringLoadPlan uring;
+  nlohmann::json document;
+};
+LoadIoPlan plan_load_io(LoadIo requested);
 
 // `interrupted` is polled (SIGINT/SIGTERM); server_pid > 0 samples that
 // process during the window. Progress lines go to stderr.

@@ -28,7 +28,7 @@ int64_t reconnect_backoff_ns(int attempts) {
 }  // namespace
 
 LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock,
-                       NowFn now)
+                       NowFn now, const UringLoadPlan* uring)
     : config_(config),
       index_(index),
       clock_(clock),
@@ -43,6 +43,7 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
     mix_ = std::make_unique<EndpointMixRecorder>(config.mix, config.host, config.seed, index, result_.endpoints);
   if (config.open_loop()) interval_ns_ = static_cast<int64_t>(1e9 * config.connections / config.rate_per_s);
   recv_buffer_.resize(65536);
+  uring_plan_ = uring;
 }
 
 LoadWorker::~LoadWorker() {
@@ -60,7 +61,10 @@ void LoadWorker::connect(Connection& c, int64_t now) {
     c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
     return;
   }
-  events_.add(c.fd, static_cast<uint64_t>(&c - connections_.data()), net::kWritable);  // writable: connected
+  if (uring_)
+    uring_watch_connect(c);
+  else
+    events_.add(c.fd, static_cast<uint64_t>(&c - connections_.data()), net::kWritable);  // writable: connected
 }
 
 void LoadWorker::on_connected(Connection& c, int64_t now) {
@@ -69,7 +73,10 @@ void LoadWorker::on_connected(Connection& c, int64_t now) {
   c.want_out = false;
   ++result_.connections_established;
   clock_.live_connections.fetch_add(1, std::memory_order_relaxed);
-  update_interest(c);
+  if (uring_)
+    uring_attach(c);
+  else
+    update_interest(c);
   const int64_t start = clock_.start_ns.load(std::memory_order_acquire);
   if (start == 0) return;  // still in the connect phase
   if (config_.open_loop() && c.next_intended_ns < now) {
@@ -83,8 +90,13 @@ void LoadWorker::on_connected(Connection& c, int64_t now) {
 
 void LoadWorker::drop(Connection& c, int64_t now, int64_t* error_counter) {
   if (error_counter) ++*error_counter;
+  // Queued (unstamped) sends point into in_flight, cleared below: stamp them first.
+  if (timing_->has_queued()) timing_->stamp_queued([](const InFlightRequest&) {});
   if (c.fd >= 0) {
-    events_.remove(c.fd);
+    if (uring_)
+      uring_detach(c);
+    else
+      events_.remove(c.fd);
     ::close(c.fd);
   }
   if (c.open) clock_.live_connections.fetch_sub(1, std::memory_order_relaxed);
@@ -122,11 +134,20 @@ void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
   } else {
     c.protocol->append_request(c.seq++, c.out);
   }
-  Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
-  sent.endpoint = endpoint;
-  if (mix_ && timing_->in_window(sent.intended_ns)) mix_->on_sent(endpoint);
-  const int64_t actual = sent.actual_ns;
-  c.in_flight.push_back(sent);
+  int64_t actual;
+  if (uring_) {
+    // Stamped just before the io_uring_enter that submits it (stamp_queued);
+    // the deque keeps the slot in place until then (nothing is received meanwhile).
+    c.in_flight.push_back({0, 0, endpoint});
+    timing_->queue_send(&c.in_flight.back(), c.next_intended_ns, c.ready_ns, c.out.size() - queued);
+    actual = timing_->now();  // when a pipelined connection is free for its next request
+  } else {
+    Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
+    sent.endpoint = endpoint;
+    if (mix_ && timing_->in_window(sent.intended_ns)) mix_->on_sent(endpoint);
+    actual = sent.actual_ns;
+    c.in_flight.push_back(sent);
+  }
   ++in_flight_total_;
   if (config_.open_loop()) c.next_intended_ns = advance_schedule(c);
   if (!flush(c)) return;
@@ -135,7 +156,12 @@ void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
 }
 
 bool LoadWorker::flush(Connection& c) {
+  if (uring_) {
+    uring_send_pending(c);  // errors arrive as completions
+    return true;
+  }
   while (c.out_head < c.out.size()) {
+    result_.syscalls += counting_;
     long w = net::send_some(c.fd, c.out.data() + c.out_head, c.out.size() - c.out_head);
     if (w > 0) {
       c.out_head += static_cast<size_t>(w);
@@ -161,13 +187,15 @@ bool LoadWorker::flush(Connection& c) {
 }
 
 void LoadWorker::update_interest(Connection& c) {
+  result_.syscalls += counting_;
   events_.modify(c.fd, static_cast<uint64_t>(&c - connections_.data()),
                  net::kReadable | (c.want_out ? net::kWritable : 0u));
 }
 
-// The receive path: stamp, match each response to its request, record.
+// The receive path (epoll): read what is ready, then on_bytes.
 void LoadWorker::on_readable(Connection& c) {
   for (int round = 0; round < 8 && c.open; ++round) {
+    result_.syscalls += counting_;
     long r = net::recv_some(c.fd, recv_buffer_.data(), recv_buffer_.size());
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
       drop(c, monotonic_ns(), &result_.errors.read);
@@ -175,39 +203,43 @@ void LoadWorker::on_readable(Connection& c) {
     }
     if (r < 0) return;
     const int64_t received = timing_->now();
-    bool unexpected = false;
-    bool freed = false;
-    const bool ok = c.protocol->feed(
-        std::string_view(recv_buffer_.data(), static_cast<size_t>(r)),
-        [&](ClientProtocol::Verdict verdict, size_t position, size_t response_bytes) {
-          if (position >= c.in_flight.size()) {
-            unexpected = true;
-            return;
-          }
-          const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
-          c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
-          --in_flight_total_;
-          freed = true;
-          const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
-          if (!answered_ok) ++result_.errors.bad_status;
-          timing_->on_response(p, received, answered_ok, response_bytes);
-          if (mix_ && answered_ok && timing_->in_window(p.intended_ns)) record_endpoint(p, received);
-        });
-    if (!ok || unexpected) {
-      if (result_.first_violation.empty())
-        result_.first_violation = unexpected ? "response without a request" : c.protocol->violation();
-      int64_t* counter = &result_.errors.bad_status;  // malformed HTTP
-      if (config_.protocol == LoadProtocol::kEcho) counter = &result_.errors.echo_mismatch;
-      if (config_.protocol == LoadProtocol::kRpc) counter = &result_.errors.bad_frame;
-      drop(c, received, counter);
-      return;
-    }
-    if (freed) {
-      c.ready_ns = received;
-      schedule(c, received);
-    }
+    if (!on_bytes(c, std::string_view(recv_buffer_.data(), static_cast<size_t>(r)), received)) return;
     if (static_cast<size_t>(r) < recv_buffer_.size()) return;
   }
+}
+
+// Both paths: stamp, match each response to its request, record.
+bool LoadWorker::on_bytes(Connection& c, std::string_view bytes, int64_t received) {
+  bool unexpected = false;
+  bool freed = false;
+  const bool ok = c.protocol->feed(bytes, [&](ClientProtocol::Verdict verdict, size_t position, size_t response_bytes) {
+    if (position >= c.in_flight.size()) {
+      unexpected = true;
+      return;
+    }
+    const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
+    c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
+    --in_flight_total_;
+    freed = true;
+    const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
+    if (!answered_ok) ++result_.errors.bad_status;
+    timing_->on_response(p, received, answered_ok, response_bytes);
+    if (mix_ && answered_ok && timing_->in_window(p.intended_ns)) record_endpoint(p, received);
+  });
+  if (!ok || unexpected) {
+    if (result_.first_violation.empty())
+      result_.first_violation = unexpected ? "response without a request" : c.protocol->violation();
+    int64_t* counter = &result_.errors.bad_status;  // malformed HTTP
+    if (config_.protocol == LoadProtocol::kEcho) counter = &result_.errors.echo_mismatch;
+    if (config_.protocol == LoadProtocol::kRpc) counter = &result_.errors.bad_frame;
+    drop(c, received, counter);
+    return false;
+  }
+  if (freed) {
+    c.ready_ns = received;
+    schedule(c, received);
+  }
+  return true;
 }
 
 void LoadWorker::record_endpoint(const InFlightRequest& request, int64_t received_ns) {
@@ -217,7 +249,18 @@ void LoadWorker::record_endpoint(const InFlightRequest& request, int64_t receive
   mix_->on_response(request.endpoint, received_ns - request.intended_ns, received_ns - request.actual_ns, interval);
 }
 
-void LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {
+void LoadWorker::on_connect_result(Connection& c, int so_error, bool hangup) {
+  if (so_error != 0 || hangup) {
+    if (result_.first_connect_error.empty())
+      result_.first_connect_error =
+          std::string("connect: ") + (so_error ? std::strerror(so_error) : "connection closed while connecting");
+    drop(c, monotonic_ns(), &result_.errors.connect);
+  } else {
+    on_connected(c, monotonic_ns());
+  }
+}
+
+size_t LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {
   for (const net::ReadyEvent& e : events) {
     Connection& c = connections_[e.token];
     if (c.fd < 0) continue;
@@ -225,18 +268,22 @@ void LoadWorker::handle_events(std::span<const net::ReadyEvent> events) {
       int err = 0;
       socklen_t len = sizeof err;
       getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0 || (e.ready & net::kHangup)) {
-        if (result_.first_connect_error.empty())
-          result_.first_connect_error =
-              std::string("connect: ") + (err ? std::strerror(err) : "connection closed while connecting");
-        drop(c, monotonic_ns(), &result_.errors.connect);
-      } else
-        on_connected(c, monotonic_ns());
+      on_connect_result(c, err, (e.ready & net::kHangup) != 0);
       continue;
     }
     if (e.ready & (net::kReadable | net::kHangup)) on_readable(c);
     if (c.open && (e.ready & net::kWritable)) flush(c);
   }
+  return events.size();
+}
+
+size_t LoadWorker::wait_and_handle(int64_t timeout_ns) {
+  if (uring_) return uring_wait_and_handle(timeout_ns);
+  return handle_events(events_.wait(timeout_ns));
+}
+
+bool LoadWorker::in_measured_window(int64_t now) const {
+  return now >= clock_.measure_start_ns && now < clock_.measure_end_ns;
 }
 
 void LoadWorker::housekeeping(int64_t now) {
@@ -265,6 +312,7 @@ void LoadWorker::run() {
     if (!pin_current_thread(cpu, &error))
       throw std::runtime_error("cannot pin load thread to CPU " + std::to_string(cpu) + ": " + error);
   }
+  if (uring_plan_ != nullptr) uring_start();  // on this thread: the ring's single issuer
 
   // Connect phase: every connection open (or given up on) before the clock
   // starts. At most kMaxConnecting handshakes at once: a burst of 10 000 SYNs
@@ -301,11 +349,11 @@ void LoadWorker::run() {
         }
       }
     }
-    handle_events(events_.wait(10'000'000));
+    wait_and_handle(10'000'000);
   }
   clock_.workers_connected.fetch_add(1);
   while (clock_.start_ns.load(std::memory_order_acquire) == 0 && !clock_.stop.load()) {
-    handle_events(events_.wait(1'000'000));
+    wait_and_handle(1'000'000);
   }
   const int64_t start = clock_.start_ns.load();
   std::uniform_int_distribution<int64_t> offset(0, std::max<int64_t>(interval_ns_ - 1, 0));
@@ -319,6 +367,8 @@ void LoadWorker::run() {
   int64_t drain_deadline = 0;
   for (;;) {
     now = monotonic_ns();
+    const int64_t turn_start = now;
+    counting_ = in_measured_window(now);
     if (!draining_ && (now >= clock_.measure_end_ns || clock_.stop.load(std::memory_order_relaxed))) {
       draining_ = true;
       drain_deadline = now + (clock_.stop.load() ? 100'000'000 : std::min<int64_t>(config_.timeout_ns, 2'000'000'000));
@@ -351,8 +401,22 @@ void LoadWorker::run() {
     // Due now or within the spin margin: busy-poll (a zero timeout) so both
     // the send and any response arriving meanwhile are stamped on time.
     const bool spin = config_.busy_poll || sent >= kMaxSendsPerTurn || wait <= config_.spin_ns;
-    handle_events(events_.wait(spin ? 0 : wait - config_.spin_ns));
+    const size_t handled = wait_and_handle(spin ? 0 : wait - config_.spin_ns);
+    if (counting_) {
+      // Busy share: a turn that sent nothing and found nothing was the
+      // generator waiting for the server (or for the schedule).
+      const int64_t turn_ns = monotonic_ns() - turn_start;
+      result_.loop_ns += turn_ns;
+      // The turn's one wait (epoll_wait / io_uring_enter) counts only when
+      // the turn did work: idle polls measure the server's pace, not the
+      // generator's cost per request.
+      if (sent == 0 && handled == 0)
+        result_.idle_loop_ns += turn_ns;
+      else
+        ++result_.syscalls;
+    }
   }
+  counting_ = false;
   if (config_.open_loop()) {
     for (const Connection& c : connections_)
       if (c.open && c.next_intended_ns < clock_.measure_end_ns)
@@ -363,6 +427,7 @@ void LoadWorker::run() {
   result_.errors.timeout += in_flight_total_ > 0 && !clock_.stop.load() ? in_flight_total_ : 0;
   for (Connection& c : connections_)
     if (c.fd >= 0) drop(c, monotonic_ns(), nullptr);
+  if (uring_) uring_finish();
 }
 
 }  // namespace tailscope::load

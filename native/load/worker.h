@@ -1,12 +1,21 @@
-// One load-generator thread: its own event loop (net/event_loop.h, epoll), its share of the
-// connections, its own histograms (merged after the run, never shared).
+// One load-generator thread: its own event loop, its share of the connections,
+// its own histograms (merged after the run, never shared). Two ways to move
+// bytes (--io, config.h LoadIo), side by side like redis' ae backends:
+//   epoll (worker.cc): readiness through net/event_loop.h, one send() and one
+//     recv() per request;
+//   uring (worker_uring.cc): a multishot recv per connection from a provided
+//     buffer ring, registered files, and every send of a loop turn submitted
+//     in the one io_uring_enter that also reaps the responses.
+// Scheduling, stamping and response matching are the same code for both.
 //
 // The timing-critical path, in one screen (worker.cc, send_due / on_readable):
 //   intended_ns  = when the schedule says the request should leave
 //                  (open loop: fixed or Poisson per-connection schedule;
 //                  closed loop: the moment it could leave);
-//   actual_ns    = now() just before send();
-//   received_ns  = now() just after the recv() that completed it;
+//   actual_ns    = now() just before send() (uring: just before the
+//                  io_uring_enter that submits it, RequestTiming::stamp_queued);
+//   received_ns  = now() just after the recv() that completed it (uring:
+//                  when its recv completion is reaped);
 //   (now() is monotonic_ns unless a test injects a clock; the stamps and what
 //   is recorded from them are request_timing.h, RequestTiming)
 //   latency_intended = received - intended   (coordinated omission corrected)
@@ -30,6 +39,10 @@
 #include "load/client_protocol.h"
 #include "load/config.h"
 #include "net/event_loop.h"
+
+struct io_uring;
+struct io_uring_cqe;
+struct io_uring_sqe;
 
 namespace tailscope::load {
 
@@ -82,15 +95,35 @@ struct WorkerResult {
   std::vector<EndpointLatencies> endpoints;                    // --mix only: per endpoint, in mix order
   std::string first_violation;
   std::string first_connect_error;
+  // What the loop cost during the measured window (loop turns that began in
+  // it): its wall time, the part spent in turns that found nothing to do
+  // (no send due, no event), and the system calls of the turns that did
+  // work (sends, recvs, registration, and their one wait each).
+  int64_t loop_ns = 0, idle_loop_ns = 0, syscalls = 0;
 };
+
+// The io_uring plan every worker uses, decided once by probing (run.cc,
+// plan_load_io): the ring setup mode and whether files can be registered.
+struct UringLoadPlan {
+  unsigned setup_flags = 0;
+  std::string setup_text;
+  bool registered_files = false;
+  std::string registered_files_reason;
+};
+
+// Probes this kernel for the uring path (ring, provided buffer ring,
+// multishot recv, sparse file table). Returns "" and fills *plan, or the
+// reason the uring path cannot run here.
+std::string probe_uring_load_plan(UringLoadPlan* plan);
 
 class RequestTiming;
 
 class LoadWorker {
  public:
   using NowFn = int64_t (*)();
+  // uring: null for the epoll path, else the probed plan (config.io is then kUring).
   LoadWorker(const LoadConfig& config, int index, int first_connection, int connection_count, RunClock& clock,
-             NowFn now = &monotonic_ns);
+             NowFn now = &monotonic_ns, const UringLoadPlan* uring = nullptr);
   ~LoadWorker();
   // Connects, waits for the common start, runs warm-up + window, drains.
   void run();
@@ -111,6 +144,12 @@ class LoadWorker {
     std::string out;
     size_t out_head = 0;
     std::unique_ptr<ClientProtocol> protocol;
+    // uring only. generation changes on every drop, so a completion of the
+    // previous socket (a cancelled recv, a send in flight) is recognised.
+    uint32_t generation = 0;
+    bool connect_armed = false, recv_armed = false, send_in_flight = false, file_registered = false;
+    std::string sending;  // the bytes of the send in flight: stable until it completes
+    size_t sending_head = 0;
   };
   struct Due {
     int64_t due_ns;
@@ -125,7 +164,30 @@ class LoadWorker {
   void send_due(Connection& c, int64_t due_ns);
   bool flush(Connection& c);
   void on_readable(Connection& c);
-  void handle_events(std::span<const net::ReadyEvent> events);
+  // Feeds received bytes to the protocol and records completed responses;
+  // false if that dropped the connection.
+  bool on_bytes(Connection& c, std::string_view bytes, int64_t received_ns);
+  void on_connect_result(Connection& c, int so_error, bool hangup);
+  size_t handle_events(std::span<const net::ReadyEvent> events);
+  // Waits for readiness (epoll) or submits and reaps (uring); returns the
+  // events / completions handled. timeout_ns < 0: until something happens.
+  size_t wait_and_handle(int64_t timeout_ns);
+  bool in_measured_window(int64_t now) const;
+
+  // The uring path (worker_uring.cc).
+  struct UringState;
+  void uring_start();
+  void uring_watch_connect(Connection& c);
+  void uring_attach(Connection& c);
+  void uring_arm_recv(Connection& c);
+  void uring_send_pending(Connection& c);
+  void uring_submit_send(Connection& c);
+  void uring_detach(Connection& c);
+  size_t uring_wait_and_handle(int64_t timeout_ns);
+  void uring_handle(const io_uring_cqe& cqe);
+  void uring_finish();
+  io_uring_sqe* uring_sqe();
+  uint64_t uring_token(const Connection& c, uint64_t op) const;
   void housekeeping(int64_t now);
   int64_t advance_schedule(Connection& c);
   void update_interest(Connection& c);
@@ -146,6 +208,12 @@ class LoadWorker {
   std::unique_ptr<RequestTiming> timing_;     // stamps and records into result_
   std::unique_ptr<EndpointMixRecorder> mix_;  // --mix only
   std::vector<char> recv_buffer_;
+  const UringLoadPlan* uring_plan_;
+  struct UringStateDeleter {
+    void operator()(UringState* state) const;
+  };
+  std::unique_ptr<UringState, UringStateDeleter> uring_;  // uring path only, created on the worker's thread
+  bool counting_ = false;                                 // inside the measured window: count syscalls
 };
 
 }  // namespace tailscope::load

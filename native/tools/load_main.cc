@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   std::string threads_text = "1", pipeline_text = "1", payload_text = "64", port_text, spin_text = "20",
               seed_text = "1", hlog_interval_text = "1", server_pid_text, start_at_text;
   std::string arrival_text = "fixed";
+  std::string io_text = "auto";
   std::vector<std::string> mix_specs;
   std::string mix_file;
   bool print_latency = false, allow_errors = false;
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
   app.add_option("--spin-us", spin_text, "Pacing: sleep until this close to a send, then busy-poll, 0 … 10000");
   app.add_flag("--busy-poll", config.busy_poll,
                "Never sleep: spin on epoll (the load thread owns its core; removes its wake-up latency)");
+  app.add_option("--io", io_text,
+                 "How load threads move bytes: uring (multishot recv, one io_uring_enter per loop turn), epoll "
+                 "(a send and a recv per request) or auto (uring when the kernel has it, else epoll; the document "
+                 "says which and why)");
   app.add_option("--seed", seed_text, "Seed for Poisson gaps and start offsets, 0 … 2^53");
   app.add_option("--hlog", hlog_path, "Write interval histograms (.hlog, tags latency_intended/latency_actual)");
   app.add_option("--hlog-interval", hlog_interval_text, "Interval length in seconds, 0.01 … 3600");
@@ -162,6 +167,7 @@ int main(int argc, char** argv) {
     else if (arrival_text != "fixed")
       throw std::invalid_argument("--arrival: '" + arrival_text + "' is neither fixed nor poisson");
     if (!cpus_text.empty()) config.cpus = parse_cpu_list(cpus_text);
+    config.io = parse_load_io(io_text);
     // Threads are pinned round robin: more threads than listed CPUs share
     // cores, which adds context switches and no cycles (the echo study used
     // to pin -t N to one CPU). Allowed, but said, and recorded below.
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
                      {"timeout_s", static_cast<double>(config.timeout_ns) / 1e9},
                      {"spin_us", spin_us},
                      {"busy_poll", config.busy_poll},
+                     {"io", io_text},
                      {"seed", config.seed}};
     doc["config"]["threads_per_cpu"] = config.cpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(threads_per_cpu);
     if (config.protocol == LoadProtocol::kRpc) {

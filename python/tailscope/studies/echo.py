@@ -94,6 +94,10 @@ TARGET_CONNECTIONS = (100, 1000)
 # A closed-loop point whose server used less than this share of its cores was not limited by
 # the server: the generator (or the round trip at few connections) set its throughput.
 SERVER_SATURATED_CPU_SHARE = 0.9
+# A load thread whose loop found work (a send due or a completion) in at least this share of its
+# time was itself the limit (tailscope-load's generator_busy_share; busy-poll pacing makes its CPU
+# 100 % either way, so CPU cannot tell).
+GENERATOR_SATURATED_BUSY_SHARE = 0.9
 # Seconds a point costs beyond its warm-up and window (server start/stop, connect phase),
 # for the run-time estimate printed at the start (docs/echo-study.md, "How long").
 POINT_OVERHEAD_S = 1.5
@@ -456,8 +460,12 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
                 # The server is pinned to one CPU: 100 % is all it can get.
                 "server_limited": proc.get("cpu_pct_mean") is not None
                 and proc["cpu_pct_mean"] >= 100 * SERVER_SATURATED_CPU_SHARE,
+                "gen_busy": (load.get("generator_busy_share") or {}).get("max"),
+                "gen_syscalls_per_request": load.get("generator_syscalls_per_request"),
+                "gen_io": (load.get("io") or {}).get("used"),
             }
         )
+        out[-1]["limit"] = _limit_of(out[-1])
     return out
 
 
@@ -485,6 +493,31 @@ def self_check_note(rate: list[dict]) -> str | None:
         f"{share * 100:.0f} % of its latency p99 {fmt_ns(worst['lat']['percentiles']['99'])}: the flagged points' "
         "tails include the generator's own lateness, not only the server's."
     )
+
+
+def _limit_of(p: dict) -> str:
+    """Who set a point's throughput, from its own measurements: the server (its core at least
+    SERVER_SATURATED_CPU_SHARE busy), the generator (a load thread's loop found work at least
+    GENERATOR_SATURATED_BUSY_SHARE of its time), both, or neither — then the round trip (few
+    connections: every request waits for the one before it)."""
+    server = p["server_limited"]
+    gen_busy = p.get("gen_busy")
+    if gen_busy is None:
+        return "server" if server else "unavailable: no generator busy share in the document"
+    generator = gen_busy >= GENERATOR_SATURATED_BUSY_SHARE
+    if server and generator:
+        return "both"
+    if server:
+        return "server"
+    if generator:
+        return "generator"
+    return "round trip"
+
+
+def _limit_text(p: dict) -> str:
+    cpu = "—" if p["cpu"] is None else f"{p['cpu']:.0f} %"
+    busy = "—" if p.get("gen_busy") is None else f"{p['gen_busy'] * 100:.0f} %"
+    return f"{p['limit']} (server CPU {cpu}, generator busy {busy})"
 
 
 def _pin_text(points: list[dict]) -> str:
@@ -529,6 +562,13 @@ def _generator_notes(points: list[dict]) -> list[str]:
         f"Load threads per connection count — {'; '.join(parts)} (at most one per client CPU; client CPUs "
         f"{','.join(map(str, cpus))}; one thread per {CONNECTIONS_PER_LOAD_THREAD} connections)."
     )
+    ios = sorted({p["gen_io"] for p in points if p.get("gen_io")})
+    per_req = [p["gen_syscalls_per_request"] for p in points if p.get("gen_syscalls_per_request") is not None]
+    if ios:
+        text = f"tailscope-load moved bytes with {', '.join(ios)}"
+        if per_req:
+            text += f"; its system calls per completed request ranged {min(per_req):.2f}–{max(per_req):.2f}"
+        notes.append(text + ".")
     rate = [p for p in points if p["mode"] == "rate"]
     if rate:
         passed = sum(1 for p in rate if not p["bottleneck"])
@@ -539,9 +579,7 @@ def _generator_notes(points: list[dict]) -> list[str]:
     closed = [p for p in points if p["mode"] == "closed"]
     unsat = [p for p in closed if not p["server_limited"] and p["c"] >= 100]
     if unsat:
-        unsat_text = ", ".join(
-            f"{p['model']}@{p['c']} ({'—' if p['cpu'] is None else format(p['cpu'], '.0f')} %)" for p in unsat[:8]
-        )
+        unsat_text = ", ".join(f"{p['model']}@{p['c']} — {_limit_text(p)}" for p in unsat[:8])
         notes.append(
             f"{len(unsat)} closed-loop point(s) at 100+ connections left the server below "
             f"{SERVER_SATURATED_CPU_SHARE * 100:.0f} % of its core, so the generator or the round trip set "
@@ -603,16 +641,18 @@ def _ratio_table(closed: list[dict]) -> Table | None:
                     tput,
                     p99,
                     vs_epoll,
-                    "yes" if p["server_limited"] else "no",
+                    _limit_text(p),
                 ]
             )
     return Table(
         "In-run ratios: each model ÷ poll, io-uring ÷ epoll (closed loop)",
-        ["conns", "model", "req/s", "req/s ÷ poll", "p99 ÷ poll", "io-uring ÷ epoll", "server-limited"],
+        ["conns", "model", "req/s", "req/s ÷ poll", "p99 ÷ poll", "io-uring ÷ epoll", "limit"],
         rows,
-        "Same run, same cores, same client. server-limited = the server used at least "
-        f"{SERVER_SATURATED_CPU_SHARE * 100:.0f} % of its core; a point that was not is a comparison of the "
-        "generator and the round trip, not of the servers. " + _target_finding(by_c),
+        "Same run, same cores, same client. limit = server when the server used at least "
+        f"{SERVER_SATURATED_CPU_SHARE * 100:.0f} % of its core, generator when a load thread's loop found work "
+        f"at least {GENERATOR_SATURATED_BUSY_SHARE * 100:.0f} % of its time, round trip when neither; a point "
+        "that was not server-limited compares the generator and the round trip, not the servers. "
+        + _target_finding(by_c),
         numeric_from=2,
     )
 
