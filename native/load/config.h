@@ -45,9 +45,9 @@ struct LoadConfig {
   bool rpc_sampled = false;  // rpc: set the trace context's sampled flag (random trace ids)
   std::vector<int> cpus;     // worker i on cpus[i % size]; empty: unpinned
   int64_t timeout_ns = 5'000'000'000;
-  int64_t spin_ns = 20'000;  // pacing: sleep until this close to a send, then busy-poll
-  bool busy_poll = false;    // never sleep: poll epoll with a zero timeout (owns its core)
-  LoadIo io = LoadIo::kAuto;
+  int64_t spin_ns = 20'000;    // pacing: sleep until this close to a send, then busy-poll
+  bool busy_poll = false;      // never sleep: poll epoll with a zero timeout (owns its core)
+  LoadIo io = LoadIo::kEpoll;  // the measured default (docs/load-generator.md, I/O paths)
   uint64_t seed = 1;
   double hlog_interval_s = 1.0;
   bool record_intervals = false;  // --hlog
