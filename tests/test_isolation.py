@@ -293,3 +293,19 @@ def test_sigterm_mid_study_takes_the_lab_down(tmp_path):
     assert leftover.namespaces == [] and leftover.links == []
     assert proc.returncode != 0  # interrupted, not a complete run
     assert not list((tmp_path / "r").glob(".staging-*"))
+
+
+def test_split_check_compares_unflagged_pairs_with_the_capstone():
+    from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+
+    analysis = {"plan": {"split": {"front": [0], "logic": [1], "storage": [0]}}}
+
+    def pair(p99: float, flags: list[str] | None = None) -> dict:
+        return {"p99": p99, "flags": flags or []}
+
+    assert isolation.split_check([pair(0.5), pair(0.8)], analysis).verdict == HOLDS
+    partly = isolation.split_check([pair(0.5), pair(1.3)], analysis)
+    assert partly.verdict == PARTLY and "lowered p99 at 1 of 2" in partly.why and "2 CPU(s)" in partly.why
+    worse = isolation.split_check([pair(1.1), pair(1.5), pair(0.2, ["saturated"])], analysis)
+    assert worse.verdict == DOES_NOT_HOLD and "over 2 unflagged pairs" in worse.here  # the flagged pair is left out
+    assert isolation.split_check([pair(0.2, ["saturated"])], analysis).verdict == UNAVAILABLE
