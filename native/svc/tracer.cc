@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -204,6 +205,91 @@ nlohmann::json span_to_json(const SpanRecord& s) {
   return j;
 }
 
+namespace {
+
+void append_json_string(std::string* out, std::string_view text) {
+  out->push_back('"');
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out->append(esc);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+void append_int(std::string* out, int64_t v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  (void)ec;  // 24 characters hold every int64
+  out->append(digits, end);
+}
+
+void append_hex16(std::string* out, uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int shift = 60; shift >= 0; shift -= 4) out->push_back(kDigits[(v >> shift) & 0xf]);
+}
+
+}  // namespace
+
+void append_span_line(std::string* out, const SpanRecord& s) {
+  out->append("{\"trace_id\":\"");
+  append_hex16(out, s.trace_id_high);
+  append_hex16(out, s.trace_id_low);
+  out->append("\",\"span_id\":\"");
+  append_hex16(out, s.span_id);
+  out->append("\",\"parent_span_id\":\"");
+  if (s.parent_span_id) append_hex16(out, s.parent_span_id);
+  out->append("\",\"service\":");
+  append_json_string(out, s.service ? *s.service : "unknown_service");
+  out->append(",\"operation\":");
+  append_json_string(out, s.operation ? *s.operation : "unknown");
+  out->append(",\"kind\":\"");
+  out->append(role_name(s.role));
+  out->append("\",\"error\":");
+  out->append(s.error ? "true" : "false");
+  out->append(",\"status\":");
+  append_json_string(out, status_name(s.status));
+  out->append(",\"start_unix_ns\":");
+  append_int(out, Tracer::to_unix_ns(s.start_ns));
+  out->append(",\"duration_ns\":");
+  append_int(out, s.end_ns - s.start_ns);
+  if (s.launch) {
+    out->append(",\"launch\":");
+    append_json_string(out, s.launch);
+  }
+  if (s.has_probe) {
+    const auto& p = s.probe;
+    auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
+    out->append(",\"probe\":{\"trigger_async_fn\":");
+    append_int(out, u(p.trigger_async_fn_ns));
+    out->append(",\"fn_start\":");
+    append_int(out, u(p.fn_start_ns));
+    out->append(",\"fn_end\":");
+    append_int(out, u(p.fn_end_ns));
+    out->append(",\"request_val\":");
+    append_int(out, u(p.request_val_ns));
+    out->append(",\"val_received\":");
+    append_int(out, u(p.val_received_ns));
+    out->append(",\"deferred\":");
+    out->append(p.deferred ? "true" : "false");
+    out->push_back('}');
+    if (p.complete()) {
+      out->append(",\"scheduling_delay_ns\":");
+      append_int(out, p.scheduling_delay_ns());
+      out->append(",\"join_delay_ns\":");
+      append_int(out, p.join_delay_ns());
+    }
+  }
+  out->append("}\n");
+}
+
 void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem) {
   ensure_directory(dir);
   std::string text;
@@ -231,10 +317,8 @@ struct SpanSpiller::State {
     batch.clear();
     Tracer::drain(&batch);
     std::string text;
-    for (const auto& s : batch) {
-      text += span_to_json(s).dump();
-      text += '\n';
-    }
+    text.reserve(batch.size() * 320);
+    for (const auto& s : batch) append_span_line(&text, s);
     file.append(text);
     written += static_cast<int64_t>(batch.size());
   }

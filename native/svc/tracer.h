@@ -84,6 +84,10 @@ class Tracer {
 // One span per line (NDJSON), every field including the five probe stamps
 // (Unix ns): the lossless form that per-process files are merged from.
 nlohmann::json span_to_json(const SpanRecord& s);
+// The same object as one line of text (span_to_json(s).dump() + '\n', up to
+// key order), appended to `out` without building a JSON tree: the spiller
+// formats every span of a traced run while the service runs.
+void append_span_line(std::string* out, const SpanRecord& s);
 
 // Streams the recorded spans to `<dir>/<stem>.spans.jsonl` during the run:
 // every `period_ns` a background thread drains the buffers and appends their

@@ -36,6 +36,36 @@ std::filesystem::path temp_dir() {
   return dir;
 }
 
+TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {
+  Tracer::configure(1.0);
+  const std::string odd_service = "svc \"quoted\" \\ tab\t";
+  SpanRecord plain = make_span(42);
+  plain.parent_span_id = 7;
+  plain.service = &odd_service;
+  plain.role = SpanRole::kServer;
+  plain.error = true;
+  plain.status = net::RpcStatus::kTimeout;
+  SpanRecord probed = make_span(43);
+  probed.role = SpanRole::kClient;
+  probed.launch = "async";
+  probed.has_probe = true;
+  probed.probe.trigger_async_fn_ns = 100;
+  probed.probe.fn_start_ns = 150;
+  probed.probe.fn_end_ns = 400;
+  probed.probe.request_val_ns = 300;
+  probed.probe.val_received_ns = 460;
+  SpanRecord unnamed = make_span(44);
+  unnamed.service = nullptr;
+  unnamed.operation = nullptr;
+  for (const SpanRecord& s : {plain, probed, unnamed}) {
+    std::string line;
+    append_span_line(&line, s);
+    ASSERT_FALSE(line.empty());
+    EXPECT_EQ(line.back(), '\n');
+    EXPECT_EQ(nlohmann::json::parse(line), span_to_json(s)) << line;
+  }
+}
+
 TEST(Tracer, DrainWhileRecordingLosesNothing) {
   Tracer::configure(1.0);
   Tracer::clear();
