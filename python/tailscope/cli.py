@@ -99,6 +99,31 @@ def sampling_option(help_text: str):
     return click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
 
 
+def jaeger_urls_option():
+    """--jaeger URL (repeatable): read traces from a Jaeger query API as well as from files."""
+    return click.option(
+        "--jaeger",
+        "jaeger_urls",
+        multiple=True,
+        metavar="URL",
+        help="Also read traces from a Jaeger query API (repeatable).",
+    )
+
+
+def cpu_fraction_option(help_text: str):
+    """--cpu-fraction: the share of a span's own time that is CPU (a trace cannot tell)."""
+    return click.option(
+        "--cpu-fraction", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True, help=help_text
+    )
+
+
+def twin_duration_option(default_s: float, help_text: str):
+    """--duration-s of a twin run."""
+    return click.option(
+        "--duration-s", type=click.FloatRange(1.0, 3600.0), default=default_s, show_default=True, help=help_text
+    )
+
+
 def max_traces_option(help_text: str):
     return click.option("--max-traces", type=click.IntRange(min=0), default=0, help=help_text)
 
@@ -693,13 +718,7 @@ def topology() -> None:
 
 @topology.command("from-traces")
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--jaeger",
-    "jaeger_urls",
-    multiple=True,
-    metavar="URL",
-    help="Also read traces from a Jaeger query API (repeatable).",
-)
+@jaeger_urls_option()
 @click.option(
     "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
 )
@@ -716,13 +735,7 @@ def topology() -> None:
 @click.option(
     "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
 )
-@click.option(
-    "--cpu-fraction",
-    type=click.FloatRange(0.0, 1.0),
-    default=1.0,
-    show_default=True,
-    help="Share of a span's own time that is CPU (the rest is waiting); not in a trace.",
-)
+@cpu_fraction_option("Share of a span's own time that is CPU (the rest is waiting); not in a trace.")
 @click.option(
     "--deferred-gap-us",
     type=click.FloatRange(0.0, 1e6),
@@ -835,13 +848,7 @@ def twin() -> None:
     help="Offered rate (default: from the trace timestamps ÷ --sampling).",
 )
 @sampling_option("Fraction of requests that were traced.")
-@click.option(
-    "--duration-s",
-    type=click.FloatRange(1.0, 3600.0),
-    default=5.0,
-    show_default=True,
-    help="Measured time of the twin run.",
-)
+@twin_duration_option(5.0, "Measured time of the twin run.")
 @click.option(
     "--out",
     "out_path",
@@ -904,13 +911,7 @@ def twin_validate(
 
 @main.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--jaeger",
-    "jaeger_urls",
-    multiple=True,
-    metavar="URL",
-    help="Also read traces from a Jaeger query API (repeatable).",
-)
+@jaeger_urls_option()
 @click.option(
     "--objective-ms",
     type=click.FloatRange(0.001, 600_000.0),
@@ -931,27 +932,9 @@ def twin_validate(
     default=None,
     help="Write the advice document (tailscope.twin.advice/1) here.",
 )
-@click.option(
-    "--cpu-fraction",
-    type=click.FloatRange(0.0, 1.0),
-    default=1.0,
-    show_default=True,
-    help="Share of a span's own time that is CPU (varied ±50 % for the leader).",
-)
-@click.option(
-    "--sampling",
-    type=click.FloatRange(1e-6, 1.0),
-    default=1.0,
-    show_default=True,
-    help="Fraction of requests that were traced (for the recorded rate).",
-)
-@click.option(
-    "--duration-s",
-    type=click.FloatRange(1.0, 3600.0),
-    default=3.0,
-    show_default=True,
-    help="Measured time of each twin run.",
-)
+@cpu_fraction_option("Share of a span's own time that is CPU (varied ±50 % for the leader).")
+@sampling_option("Fraction of requests that were traced (for the recorded rate).")
+@twin_duration_option(3.0, "Measured time of each twin run.")
 def advise(
     files: tuple[Path, ...],
     jaeger_urls: tuple[str, ...],
