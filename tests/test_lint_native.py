@@ -64,6 +64,22 @@ def test_key_is_the_same_in_another_clone(lint, tmp_path, monkeypatch):
     assert lint.tidy_key(entry2, args2, deps2, "c") == key
 
 
+def test_key_does_not_depend_on_where_the_clone_sorts_beside_system_headers(lint, tmp_path, monkeypatch):
+    """Clones under /tmp and /work sort on either side of /usr's headers: the key must not see it."""
+    system = tmp_path / "m" / "usr-include-stddef.h"
+    system.parent.mkdir(parents=True)
+    system.write_text("typedef unsigned long size_t;\n")
+    keys = []
+    for where in ("a-first", "z-last"):  # one sorts before tmp_path/m, the other after it
+        root = tmp_path / where
+        monkeypatch.setattr(lint, "ROOT", root)
+        lint._digests.clear()
+        entry, args, deps = _tree(root)
+        deps["native/a.cc.o"].append(str(system))
+        keys.append(lint.tidy_key(entry, args, deps, "c"))
+    assert keys[0] == keys[1]
+
+
 def test_no_dependency_record_means_no_key_and_a_check(lint, tmp_path):
     entry, args, _ = _tree(lint.ROOT)
     assert lint.tidy_key(entry, args, {}, "c") is None
