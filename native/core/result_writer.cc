@@ -71,6 +71,10 @@ void AtomicFileWriter::append(std::string_view text) {
   if (buffer_.size() >= kBlockBytes) flush_buffer();
 }
 
+void AtomicFileWriter::flush() {
+  if (!buffer_.empty()) flush_buffer();
+}
+
 void AtomicFileWriter::flush_buffer() {
   write_all(buffer_);
   buffer_.clear();

@@ -30,6 +30,11 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void append(std::string_view text);
+  // Writes out what append() holds back (it gathers small appends into blocks
+  // of 1 MiB). A writer fed a little at a time over a long run (the span
+  // spiller) calls it after each batch, so its memory stays one batch, not a
+  // block that fills over minutes (`make soak` read that as RSS growth).
+  void flush();
   void commit();
   const std::string& path() const { return path_; }
   const char* temp_path() const { return temp_.c_str(); }

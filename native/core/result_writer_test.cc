@@ -105,6 +105,22 @@ TEST(ResultWriter, StreamedFileAppearsOnlyOnCommit) {
   fs::remove_all(dir);
 }
 
+TEST(ResultWriter, FlushWritesSmallAppendsToTheTemporaryFile) {
+  fs::path dir = temp_dir();
+  {
+    AtomicFileWriter writer(dir / "lines.ndjson");
+    writer.append("{\"a\": 1}\n");
+    EXPECT_EQ(fs::file_size(writer.temp_path()), 0u);  // held back: below the block size
+    writer.flush();
+    EXPECT_EQ(fs::file_size(writer.temp_path()), 9u);
+    writer.flush();  // nothing held: writes nothing more
+    writer.append("{\"b\": 2}\n");
+    writer.commit();
+  }
+  EXPECT_EQ(fs::file_size(dir / "lines.ndjson"), 18u);
+  fs::remove_all(dir);
+}
+
 TEST(ResultWriter, StreamedFileWithoutCommitLeavesNothing) {
   fs::path dir = temp_dir();
   {

@@ -320,6 +320,7 @@ struct SpanSpiller::State {
     text.reserve(batch.size() * 320);
     for (const auto& s : batch) append_span_line(&text, s);
     file.append(text);
+    file.flush();  // a second's spans at a time: nothing accumulates in memory
     written += static_cast<int64_t>(batch.size());
   }
 };

@@ -128,6 +128,30 @@ TEST(Tracer, SpillerWritesEverySpanOnceAndOnlyOnFinish) {
   std::filesystem::remove_all(dir);
 }
 
+// The spiller's spans reach the disk at every spill, not when the writer's
+// 1 MiB block fills: at the soak's 1 % sampling a service took minutes to fill
+// it, which `make soak` measured as RSS growing interval after interval.
+TEST(Tracer, SpillerWritesEachSpillToDisk) {
+  Tracer::configure(1.0);
+  Tracer::clear();
+  const auto dir = temp_dir();
+  {
+    SpanSpiller spiller(dir.string(), "svc", 1'000'000);  // 1 ms
+    Tracer::record(make_span(1));
+    // One small span is far below the block size: it is on disk only if each spill is written.
+    // Bounded wait (the spill period is 1 ms); the temporary file is the only entry.
+    std::uintmax_t on_disk = 0;
+    for (int i = 0; i < 10'000 && on_disk == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (const auto& e : std::filesystem::directory_iterator(dir)) on_disk = std::filesystem::file_size(e.path());
+    }
+    EXPECT_GT(on_disk, 0u);
+    EXPECT_EQ(spiller.finish(), 1);
+  }
+  std::filesystem::remove_all(dir);
+  Tracer::clear();
+}
+
 TEST(Tracer, SpillerWithoutFinishLeavesNoFile) {
   Tracer::configure(1.0);
   Tracer::clear();
