@@ -65,3 +65,63 @@ def test_settled_samples_waits_until_descriptors_stop_changing(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def _costed(i: int, p99: float, cpu_ns: float, other: float, steal: float = 0.0) -> Interval:
+    from tailscope.soak import IntervalCost
+
+    iv = _iv(i, p99)
+    iv.cost = IntervalCost(60_000, cpu_ns, 0.5, 0.2, steal, other)
+    return iv
+
+
+def test_drift_readings_separate_the_graphs_cost_from_the_machine():
+    # p99 rises with other processes' CPU while the graph's own cost per request is flat.
+    s = _soak(
+        _costed(1, 10e6, 400e3, 0.02),
+        _costed(2, 12e6, 404e3, 0.05),
+        _costed(3, 11e6, 398e3, 0.04),
+        _costed(4, 15e6, 402e3, 0.10, steal=0.03),
+    )
+    lines = verdicts(s)
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "+50.0 %" in drift and "NOT met" in drift
+    cost = next(ln for ln in lines if ln.startswith("graph CPU per request:"))
+    assert "+0.5 %" in cost and "steady" in cost
+    machine = next(ln for ln in lines if ln.startswith("machine"))
+    assert "stolen by the hypervisor 0.0 % → 3.0 %" in machine and "other processes 2.0 % → 10.0 %" in machine
+    rho = next(ln for ln in lines if ln.startswith("p99 vs other processes' CPU over 4 intervals"))
+    assert "ρ +1.00" in rho  # same ranks: 10 < 11 < 12 < 15 and 2 < 4 < 5 < 10 %
+    trend = next(ln for ln in lines if ln.startswith("p99 by interval:"))
+    assert "Theil–Sen trend" in trend
+
+
+def test_a_graph_that_gets_costlier_is_a_cost_drift():
+    lines = verdicts(_soak(_costed(1, 10e6, 400e3, 0.0), _costed(2, 10.5e6, 480e3, 0.0)))
+    assert "DRIFTED" in next(ln for ln in lines if ln.startswith("graph CPU per request:"))
+    assert not any(ln.startswith("p99 vs other") for ln in lines)  # two intervals cannot be ranked
+
+
+def test_theil_sen_ignores_one_burst():
+    from tailscope.soak import theil_sen_slope
+
+    assert theil_sen_slope([(1, 10.0), (2, 10.0), (3, 40.0), (4, 10.0), (5, 10.0)]) == 0.0
+    assert theil_sen_slope([(1, 1.0), (2, 2.0), (3, 3.0)]) == 1.0
+    assert theil_sen_slope([(1, 5.0)]) is None
+
+
+def test_interval_cost_splits_the_machines_cpu():
+    from tailscope.procstat import CLK_TCK, SystemSnapshot
+    from tailscope.soak import CpuMark, interval_cost
+
+    before = CpuMark(SystemSnapshot(1, 0, 1000, 4000, 0.0, 10), 200, 1.0)
+    # 2000 ticks of machine time: 1200 busy, of which 40 stolen, 600 the graph's, the load 2 s of CPU.
+    after = CpuMark(SystemSnapshot(1, 0, 2200, 6000, 0.0, 50), 800, 1.0 + 200 / CLK_TCK)
+    c = interval_cost(before, after, requests=1000)
+    assert c.graph_cpu_per_request_ns == 600 / CLK_TCK * 1e9 / 1000
+    assert c.graph_cpu_share == 0.3 and c.steal_share == 0.02
+    assert abs(c.load_cpu_share - 0.1) < 1e-9
+    assert abs(c.other_cpu_share - (1200 - 40 - 600 - 200) / 2000) < 1e-9
+    gone = interval_cost(before, CpuMark(after.system, None, after.children_cpu_s), requests=1000)
+    assert gone.graph_cpu_per_request_ns is None and gone.other_cpu_share is None
+    assert interval_cost(before, before, 10).steal_share is None  # no time passed: nothing to share

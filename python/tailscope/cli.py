@@ -520,9 +520,18 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         )
         p50 = fmt_ns(iv.p50_ns) if iv.p50_ns is not None else "unavailable"
         p99 = fmt_ns(iv.p99_ns) if iv.p99_ns is not None else "unavailable"
+        c = iv.cost
+        cpu = "unavailable"
+        if c is not None and c.graph_cpu_per_request_ns is not None:
+            cpu = fmt_ns(c.graph_cpu_per_request_ns)
+        machine = (
+            ""
+            if c is None
+            else f" steal {soak_mod.share_text(c.steal_share)} other {soak_mod.share_text(c.other_cpu_share)}"
+        )
         console.print(
             f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
-            f"p50 {p50} p99 {p99} errors {iv.errors} | {procs}"
+            f"p50 {p50} p99 {p99} errors {iv.errors} cpu/req {cpu}{machine} | {procs}"
         )
 
     def on_model(s: soak_mod.ModelSoak) -> None:

@@ -59,22 +59,24 @@ class SystemSnapshot:
     cpu_busy_ticks: int
     cpu_total_ticks: int
     loadavg_1m: float
+    cpu_steal_ticks: int = 0  # time a hypervisor ran something else while this VM's CPUs wanted to run
 
 
 def read_system() -> SystemSnapshot:
     stat = _read("/proc/stat") or ""
-    running = blocked = busy = total = 0
+    running = blocked = busy = total = steal = 0
     for line in stat.splitlines():
         if line.startswith("cpu "):
             ticks = [int(x) for x in line.split()[1:]]
             total = sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
             busy = total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
+            steal = ticks[7] if len(ticks) > 7 else 0
         elif line.startswith("procs_running "):
             running = int(line.split()[1])
         elif line.startswith("procs_blocked "):
             blocked = int(line.split()[1])
     load = (_read("/proc/loadavg") or "0").split()
-    return SystemSnapshot(running, blocked, busy, total, float(load[0]))
+    return SystemSnapshot(running, blocked, busy, total, float(load[0]), steal)
 
 
 def thread_states(pid: int) -> tuple[int, int, int]:
@@ -100,6 +102,15 @@ class ProcessSnapshot:
     cpu_ticks: int  # utime + stime of the whole process (dead threads included)
     threads: dict[str, tuple[int, int, int, int]]  # tid → (voluntary, involuntary, run_ns, wait_ns)
     schedstat: bool  # /proc/PID/task/*/schedstat was readable
+
+
+def process_cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a whole process (its dead threads included), in CLK_TCK ticks; None when gone."""
+    text = _read(f"/proc/{pid}/stat")
+    if not text:
+        return None
+    f = _stat_fields(text)
+    return int(f[11]) + int(f[12])
 
 
 def read_process(pid: int) -> ProcessSnapshot | None:

@@ -14,6 +14,15 @@ first one:
   connection tables are filled by then);
 - drift: the last interval's p99 within 10 % of the first interval's.
 
+Beside the drift verdict, what could explain a drift, read in the same
+intervals: the graph's own CPU time per request (a graph that gets slower
+spends more per request), the CPU the hypervisor stole and the CPU other
+processes used (a machine that gets busier leaves the graph less), the p99 of
+every interval with its Theil–Sen trend (a leak is a trend; noise is not), and
+the rank correlation of p99 with the other processes' CPU. Before the first
+interval a short settle run at the same rate fills pools and caches, so every
+interval is measured alike (no warm-up inside interval 1).
+
 The wall-clock budget is the whole soak (`--minutes`, split evenly over the
 models, at least one interval each). Every figure printed is read from the
 load generator's documents and /proc in this run; the JSON written beside it
@@ -22,21 +31,29 @@ holds the same numbers.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import resource
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import topology
+from . import procstat, topology
 from .engines import EngineError
 from .studies import socialnet
+from .units import fmt_ns
 
 GROWTH_LIMIT = 0.05
 DRIFT_LIMIT = 0.10
 CEILING_DURATION_S = 5.0
+SETTLE_S = 5.0
+# The graph's CPU per request is a reading beside the targets, not a target of the issue; a
+# change larger than this is called a cost drift (the graph's own, not the machine's).
+COST_DRIFT_LIMIT = 0.05
 
 
 @dataclass
@@ -48,6 +65,19 @@ class ProcessSample:
 
 
 @dataclass
+class IntervalCost:
+    """Where the machine's CPU went during one interval's load run (cumulative /proc counters,
+    read before and after it). Shares are of all CPUs' time; None where a counter was unreadable."""
+
+    requests: int
+    graph_cpu_per_request_ns: float | None  # the service processes' user+sys ÷ completed requests
+    graph_cpu_share: float | None
+    load_cpu_share: float | None  # the load generator (a reaped child of this process)
+    steal_share: float | None  # the hypervisor ran something else
+    other_cpu_share: float | None  # busy time that was neither the graph, the load nor stolen
+
+
+@dataclass
 class Interval:
     index: int
     requested_per_s: float
@@ -56,6 +86,7 @@ class Interval:
     p99_ns: float | None
     errors: int
     processes: list[ProcessSample]
+    cost: IntervalCost | None = None
 
 
 @dataclass
@@ -65,6 +96,7 @@ class ModelSoak:
     rate_per_s: float
     intervals: list[Interval] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
+    settle_errors: int = 0
 
 
 def sample_process(service: str, pid: int) -> ProcessSample:
@@ -102,6 +134,51 @@ def settled_samples(pids: dict[str, int], timeout_s: float = 3.0, step_s: float 
     return previous
 
 
+@dataclass
+class CpuMark:
+    """Cumulative CPU counters at one moment: the machine's, the graph's and this process's reaped children's."""
+
+    system: procstat.SystemSnapshot
+    graph_ticks: int | None  # None: a service's /proc entry was gone
+    children_cpu_s: float
+
+
+def cpu_mark(pids: dict[str, int]) -> CpuMark:
+    ticks = [procstat.process_cpu_ticks(p) for p in pids.values()]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    graph = None if any(t is None for t in ticks) else sum(t for t in ticks if t is not None)
+    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime)
+
+
+def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCost:
+    """The interval's CPU split. The load generator is the only child reaped between the marks (it
+    runs as a child of this process and is waited for), so the children's CPU difference is its."""
+    total = after.system.cpu_total_ticks - before.system.cpu_total_ticks
+    if total <= 0:
+        return IntervalCost(requests, None, None, None, None, None)
+    tick_s = 1.0 / procstat.CLK_TCK
+    load = (after.children_cpu_s - before.children_cpu_s) / tick_s
+    steal = after.system.cpu_steal_ticks - before.system.cpu_steal_ticks
+    busy = after.system.cpu_busy_ticks - before.system.cpu_busy_ticks
+    if before.graph_ticks is None or after.graph_ticks is None:
+        return IntervalCost(requests, None, None, load / total, steal / total, None)
+    graph = after.graph_ticks - before.graph_ticks
+    per_request = graph * tick_s * 1e9 / requests if requests > 0 else None
+    # Tick rounding can make the remainder slightly negative on an otherwise idle machine.
+    other = max(0.0, busy - steal - graph - load)
+    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total)
+
+
+def theil_sen_slope(points: list[tuple[float, float]]) -> float | None:
+    """Median of the pairwise slopes: a trend that one burst cannot make (a least-squares line can)."""
+    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in itertools.combinations(points, 2) if x2 != x1]
+    return statistics.median(slopes) if slopes else None
+
+
+def share_text(x: float | None) -> str:
+    return "unavailable" if x is None else f"{x * 100:.1f} %"
+
+
 def _growth(first: int | None, last: int | None) -> float | None:
     if first is None or last is None or first <= 0:
         return None
@@ -114,8 +191,9 @@ def verdicts(soak: ModelSoak) -> list[str]:
     if not iv:
         return ["no interval completed: nothing to judge"]
     out = []
-    errors = sum(i.errors for i in iv)
-    out.append(f"errors: {errors} in {len(iv)} interval(s) — {'met' if errors == 0 else 'NOT met'} (target 0)")
+    errors = sum(i.errors for i in iv) + soak.settle_errors
+    settle = f" (+{soak.settle_errors} in the settle run)" if soak.settle_errors else ""
+    out.append(f"errors: {errors} in {len(iv)} interval(s){settle} — {'met' if errors == 0 else 'NOT met'} (target 0)")
     if len(iv) < 2:
         out.append("growth and drift: unavailable — one interval only (raise --minutes)")
         return out
@@ -146,6 +224,50 @@ def verdicts(soak: ModelSoak) -> list[str]:
         )
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
+    out.extend(drift_readings(iv))
+    return out
+
+
+def drift_readings(iv: list[Interval]) -> list[str]:
+    """What could explain a p99 drift, each read from the intervals: the p99s and their trend, the
+    graph's own CPU per request, and the machine's stolen and other CPU (with their rank
+    correlation to p99 when there are enough intervals to rank)."""
+    out = []
+    p99s = [(float(i.index), i.p99_ns) for i in iv if i.p99_ns]
+    if len(p99s) >= 2:
+        median = statistics.median(v for _, v in p99s)
+        slope = theil_sen_slope(p99s)
+        trend = "unavailable" if slope is None or median <= 0 else f"{slope / median * 100:+.1f} % of the median"
+        out.append(f"p99 by interval: {', '.join(fmt_ns(v) for _, v in p99s)}; Theil–Sen trend {trend} per interval")
+    first, last = iv[0].cost, iv[-1].cost
+    if first is None or last is None:
+        out.append("graph CPU per request: unavailable — the intervals' CPU was not read")
+        return out
+    a, b = first.graph_cpu_per_request_ns, last.graph_cpu_per_request_ns
+    if a and b:
+        d = b / a - 1.0
+        verdict = "steady" if abs(d) <= COST_DRIFT_LIMIT else "DRIFTED"
+        out.append(
+            f"graph CPU per request: {fmt_ns(a)} → {fmt_ns(b)} ({d * 100:+.1f} %, interval {iv[-1].index} vs 1) — "
+            f"{verdict} (a reading, ±{COST_DRIFT_LIMIT * 100:.0f} %: the graph's own cost)"
+        )
+    else:
+        out.append("graph CPU per request: unavailable — a service's /proc entry was gone or no request completed")
+    out.append(
+        f"machine (interval 1 → {iv[-1].index}, of all CPUs' time): stolen by the hypervisor "
+        f"{share_text(first.steal_share)} → {share_text(last.steal_share)}, other processes "
+        f"{share_text(first.other_cpu_share)} → {share_text(last.other_cpu_share)}, load generator "
+        f"{share_text(first.load_cpu_share)} → {share_text(last.load_cpu_share)}"
+    )
+    ranked = [
+        (i.p99_ns, i.cost.other_cpu_share) for i in iv if i.p99_ns and i.cost and i.cost.other_cpu_share is not None
+    ]
+    if len(ranked) >= 4:
+        from scipy.stats import spearmanr
+
+        rho = float(spearmanr([p for p, _ in ranked], [o for _, o in ranked]).statistic)
+        rho_text = "unavailable (a constant series)" if rho != rho else f"{rho:+.2f}"
+        out.append(f"p99 vs other processes' CPU over {len(ranked)} intervals: Spearman ρ {rho_text}")
     return out
 
 
@@ -184,12 +306,17 @@ def soak_model(
         rate = max(1.0, fraction * ceiling)
         soak = ModelSoak(model, ceiling, rate)
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
+        settle = socialnet._load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
+        soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
-            doc = socialnet._load(
-                port, rate, socialnet.CONNECTIONS, interval_s, 1.0 if i == 1 else 0.0, interval_s + 60
-            )
+            before = cpu_mark(pids)
+            doc = socialnet._load(port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60)
+            after = cpu_mark(pids)
             achieved, p50, p99, errors = _summary(doc)
-            iv = Interval(i, rate, achieved, p50, p99, errors, settled_samples(pids))
+            requests = int(doc.get("load", {}).get("requests_completed") or 0)
+            iv = Interval(
+                i, rate, achieved, p50, p99, errors, settled_samples(pids), interval_cost(before, after, requests)
+            )
             soak.intervals.append(iv)
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)
