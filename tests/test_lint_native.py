@@ -111,3 +111,13 @@ def test_pch_flags_are_dropped_and_other_includes_kept(lint):
     pch = "/b/CMakeFiles/tailscope_test_pch.dir/cmake_pch.hxx"
     args = ["c++", "-Winvalid-pch", "-fpch-preprocess", "-include", pch, "-include", "config.h", "-c", "x.cc"]
     assert lint.without_pch(args) == ["c++", "-include", "config.h", "-c", "x.cc"]
+
+
+def test_the_tidy_identity_does_not_name_the_machines_cpu(lint):
+    """`clang-tidy --version` ends with "Host CPU: znver3" on one machine and another name on the
+    next: a ledger recorded on one machine matched 0 files on another CPU until this line was
+    left out of the key."""
+    text = "Debian LLVM version 14.0.6\n  Optimized build.\n  Default target: x86_64-pc-linux-gnu\n  Host CPU: {}\n"
+    a, b = lint.tidy_identity(text.format("znver3")), lint.tidy_identity(text.format("skylake-avx512"))
+    assert a == b and "14.0.6" in a and "Host CPU" not in a
+    assert lint.tidy_identity(text.format("znver3")) != lint.tidy_identity(text.replace("14.0.6", "15.0.7"))

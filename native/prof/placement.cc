@@ -63,21 +63,28 @@ void check_cpus_allowed(const std::vector<int>& cpus, const std::vector<int>& al
                                   " is not one this process may use (allowed: " + format_cpu_list(allowed) + ")");
 }
 
+namespace {
+// One CPU list of a placement: parsed, non-empty and inside this process's allowed set; errors
+// name where the text came from (`what`).
+std::vector<int> allowed_cpu_list(const std::string& text, const std::vector<int>& allowed, const std::string& what) {
+  std::vector<int> cpus;
+  try {
+    cpus = text.empty() ? std::vector<int>{} : parse_cpu_list(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(what + ": " + e.what());
+  }
+  check_cpus_allowed(cpus, allowed, what);
+  return cpus;
+}
+}  // namespace
+
 std::map<std::string, std::vector<int>> resolve_placements(const std::vector<std::string>& flags,
                                                            const std::map<std::string, std::string>& topology_cpus,
                                                            const std::set<std::string>& services,
                                                            const std::vector<int>& allowed) {
   std::map<std::string, std::vector<int>> out;
   for (const auto& [name, text] : topology_cpus) {
-    const std::string what = "topology: service '" + name + "' cpus \"" + text + "\"";
-    std::vector<int> cpus;
-    try {
-      cpus = text.empty() ? std::vector<int>{} : parse_cpu_list(text);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(what + ": " + e.what());
-    }
-    check_cpus_allowed(cpus, allowed, what);
-    out[name] = cpus;
+    out[name] = allowed_cpu_list(text, allowed, "topology: service '" + name + "' cpus \"" + text + "\"");
   }
   std::set<std::string> flagged;
   for (const std::string& item : flags) {
@@ -89,14 +96,7 @@ std::map<std::string, std::vector<int>> resolve_placements(const std::vector<std
     const std::string text = item.substr(eq + 1);
     if (!services.count(name)) throw std::invalid_argument(what + ": the topology has no service '" + name + "'");
     if (!flagged.insert(name).second) throw std::invalid_argument(what + ": service '" + name + "' placed twice");
-    std::vector<int> cpus;
-    try {
-      cpus = text.empty() ? std::vector<int>{} : parse_cpu_list(text);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(what + ": " + e.what());
-    }
-    check_cpus_allowed(cpus, allowed, what);
-    out[name] = cpus;  // the flag wins over the topology's cpus:
+    out[name] = allowed_cpu_list(text, allowed, what);  // the flag wins over the topology's cpus:
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/affinity.h"
+#include "core/stop_signals.h"
 #include "echo/server.h"
 #include "net/socket.h"
 
@@ -68,12 +69,7 @@ int main(int argc, char** argv) {
 
     echo::StopSignal stop;
     g_stop = &stop;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    install_stop_handler(on_signal);
 
     echo::ServerContext ctx{config, {}, stop};
     const int listeners = model->listener_per_thread ? std::max(1, config.threads) : 1;

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/hlog.h"
 #include "core/result_writer.h"
+#include "core/stop_signals.h"
 #include "load/client_protocol.h"
 #include "load/run.h"
 #include "net/allow_list.h"
@@ -185,12 +186,7 @@ int main(int argc, char** argv) {
       hlog_path = artifacts_dir + "/load.hlog";
     }
 
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    signal(SIGPIPE, SIG_IGN);
+    install_stop_handler(on_signal);
 
     nlohmann::json doc = new_result_document("tailscope-load", argc, argv);
     doc["config"] = {{"host", config.host},
