@@ -238,6 +238,26 @@ def test_a_distribution_one_side_lacks_is_unavailable_not_zero():
     assert ok["ratios"]["p50"] == pytest.approx(2.0) and 0 <= ok["ks"]["statistic"] <= 1
 
 
+def test_ratio_intervals_cover_the_truth_and_narrow_with_samples():
+    from tailscope.twin.validate import target_confidence
+
+    rng = np.random.default_rng(1)
+    # The twin is the original × 1.1 exactly in distribution: every interval should hold 1.1.
+    small = compare("svc", rng.lognormal(0, 0.5, 300), 1.1 * rng.lognormal(0, 0.5, 300))
+    large = compare("svc", rng.lognormal(0, 0.5, 20000), 1.1 * rng.lognormal(0, 0.5, 20000))
+    for row in (small, large):
+        for k in ("p50", "p99"):
+            lo, hi = row["ratio_ci95"][k]
+            assert lo < 1.1 < hi
+    width = {n: r["ratio_ci95"]["p99"][1] - r["ratio_ci95"]["p99"][0] for n, r in (("s", small), ("l", large))}
+    assert width["l"] < width["s"] / 3  # 66× the samples: the interval about 8× narrower
+    # 20 000 samples at 1.1× decide the ±15 % band (inside); 300 samples do not.
+    assert target_confidence(large) == "decided" and target_confidence(small) == "undecided"
+    far = compare("svc", rng.lognormal(0, 0.5, 20000), 2.0 * rng.lognormal(0, 0.5, 20000))
+    assert target_confidence(far) == "decided"  # wholly outside
+    assert compare("svc", rng.lognormal(0, 0.5, 50), None).get("ratio_ci95") is None
+
+
 # ---- the closed loop: tailscope's own socialnet traces --------------------------------------------
 
 

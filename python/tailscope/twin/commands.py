@@ -139,9 +139,9 @@ def validation_rows(doc: dict) -> list[list[str]]:
                 f"{o['count']} / {t['count']}",
                 f"{fmt_ns(o['p50_ns'])} / {fmt_ns(t['p50_ns'])}",
                 f"{fmt_ns(o['p99_ns'])} / {fmt_ns(t['p99_ns'])}{mark}",
-                fmt_ratio(r["p50"]),
+                fmt_ratio(r["p50"]) + ci_cell(row, "p50"),
                 fmt_ratio(r["p90"]),
-                fmt_ratio(r["p99"]),
+                fmt_ratio(r["p99"]) + ci_cell(row, "p99"),
                 f"{row['ks']['statistic']:.3f}",
             ]
         )
@@ -153,9 +153,9 @@ VALIDATION_COLUMNS = [
     "samples (orig / twin)",
     "p50 (orig / twin)",
     "p99 (orig / twin)",
-    "p50 ratio",
+    "p50 ratio [95 % CI]",
     "p90 ratio",
-    "p99 ratio",
+    "p99 ratio [95 % CI]",
     "KS D",
 ]
 
@@ -165,11 +165,36 @@ def validation_verdict(doc: dict) -> str:
     if err is None:
         return "end-to-end p50/p99 ratio: unavailable: " + str(doc["end_to_end"].get("unavailable"))
     within = "within" if doc["within_target"] else "outside"
+    e2e = doc["end_to_end"]
     return (
         f"twin under {doc['model']} at {doc['rate_per_s']:.4g}/s ({doc['rate_source']}): end-to-end p50 "
-        f"{fmt_ratio(doc['end_to_end']['ratios']['p50'])}, p99 {fmt_ratio(doc['end_to_end']['ratios']['p99'])} "
-        f"of the traces — largest error {err:.1%}, {within} the {doc['target_ratio_error']:.0%} target"
-        + noise_clause(doc)
+        f"{fmt_ratio(e2e['ratios']['p50'])}{ci_text(e2e, 'p50')}, p99 {fmt_ratio(e2e['ratios']['p99'])}"
+        f"{ci_text(e2e, 'p99')} of the traces — largest error {err:.1%}, {within} the "
+        f"{doc['target_ratio_error']:.0%} target" + confidence_clause(doc) + noise_clause(doc)
+    )
+
+
+def ci_cell(row: dict, key: str) -> str:
+    ci = (row.get("ratio_ci95") or {}).get(key)
+    return "" if ci is None else f" [{ci[0]:.2f}–{ci[1]:.2f}]"
+
+
+def ci_text(row: dict, key: str) -> str:
+    ci = (row.get("ratio_ci95") or {}).get(key)
+    return "" if ci is None else f" (95 % CI {ci[0]:.2f}–{ci[1]:.2f}×)"
+
+
+def confidence_clause(doc: dict) -> str:
+    """Whether the samples can decide the target at all (twin/validate.py target_confidence)."""
+    c = doc.get("target_confidence")
+    if c is None:
+        return ""
+    if c == "decided":
+        return " (the intervals decide it)"
+    o, t = doc["end_to_end"]["original"], doc["end_to_end"]["twin"]
+    return (
+        f" (undecided: an interval straddles the ±{doc['target_ratio_error']:.0%} band with "
+        f"{o['count']} traced and {t['count']} twin requests)"
     )
 
 

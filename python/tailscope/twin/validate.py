@@ -63,6 +63,39 @@ def _pcts(x: np.ndarray) -> dict:
     }
 
 
+BOOTSTRAP_RESAMPLES = 400
+BOOTSTRAP_SEED = 20261125  # fixed: the same traces give the same interval
+
+
+def _resampled_percentiles(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(resamples, 3) nearest-rank p50/p90/p99 of `x` resampled with replacement."""
+    ranks = [max(0, math.ceil(p / 100 * x.size) - 1) for p in (50, 90, 99)]
+    out = np.empty((BOOTSTRAP_RESAMPLES, 3))
+    chunk = max(1, 2_000_000 // x.size)  # bounds memory at ~16 MB a chunk
+    for lo in range(0, BOOTSTRAP_RESAMPLES, chunk):
+        n = min(chunk, BOOTSTRAP_RESAMPLES - lo)
+        draws = np.partition(rng.choice(x, size=(n, x.size), replace=True), ranks, axis=1)
+        out[lo : lo + n] = draws[:, ranks]
+    return out
+
+
+def ratio_ci95(original: np.ndarray, twin: np.ndarray) -> dict[str, list[float] | None]:
+    """95 % percentile-bootstrap intervals of twin ÷ original at p50, p90, p99: both samples are
+    resampled, so the interval holds both sides' sampling error. A p99 from a few hundred traces
+    rests on a handful of them; this is how far it could move on another sample of the same runs."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    o, t = _resampled_percentiles(original, rng), _resampled_percentiles(twin, rng)
+    out: dict[str, list[float] | None] = {}
+    for i, k in enumerate(("p50", "p90", "p99")):
+        ok = o[:, i] > 0
+        if ok.sum() < BOOTSTRAP_RESAMPLES // 2:
+            out[k] = None
+            continue
+        r = t[ok, i] / o[ok, i]
+        out[k] = [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))]
+    return out
+
+
 def compare(name: str, original: np.ndarray | None, twin: np.ndarray | None) -> dict:
     row: dict = {"name": name}
     if original is None or original.size == 0 or twin is None or twin.size == 0:
@@ -73,9 +106,27 @@ def compare(name: str, original: np.ndarray | None, twin: np.ndarray | None) -> 
     o, t = _pcts(original), _pcts(twin)
     row["original"], row["twin"] = o, t
     row["ratios"] = {k: (t[f"{k}_ns"] / o[f"{k}_ns"]) if o[f"{k}_ns"] > 0 else None for k in ("p50", "p90", "p99")}
+    row["ratio_ci95"] = ratio_ci95(original, twin)
     r = stats.ks_2samp(original, twin)
     row["ks"] = {"statistic": float(r.statistic), "pvalue": float(r.pvalue)}
     return row
+
+
+def target_confidence(row: dict) -> str | None:
+    """Whether the samples decide the ±15 % contract at p50 and p99: "decided" when every 95 %
+    interval lies wholly inside or wholly outside [0.85, 1.15], else "undecided" (the traces or the
+    twin have too few samples, or too much run-to-run variation, for the target's width)."""
+    cis = row.get("ratio_ci95") or {}
+    lo_band, hi_band = 1 - ACCEPT_RATIO_ERROR, 1 + ACCEPT_RATIO_ERROR
+    decided = []
+    for k in ("p50", "p99"):
+        ci = cis.get(k)
+        if ci is None:
+            return None
+        inside = lo_band <= ci[0] and ci[1] <= hi_band
+        outside = ci[1] < lo_band or ci[0] > hi_band
+        decided.append(inside or outside)
+    return "decided" if all(decided) else "undecided"
 
 
 def _max_error(row: dict) -> float | None:
@@ -112,6 +163,7 @@ def comparison(original: TraceSet, twin: TraceSet) -> dict:
         "services": [compare(s, os_.get(s), ts_.get(s)) for s in services],
         "max_ratio_error": err,
         "within_target": (err <= ACCEPT_RATIO_ERROR) if err is not None else None,
+        "target_confidence": target_confidence(e2e) if err is not None else None,
         "target_ratio_error": ACCEPT_RATIO_ERROR,
         "original_halves": halves,
         # The twin's error is no larger than the traced system's own run-to-run difference.
