@@ -67,11 +67,11 @@ def test_settled_samples_waits_until_descriptors_stop_changing(tmp_path):
         child.wait()
 
 
-def _costed(i: int, p99: float, cpu_ns: float, other: float, steal: float = 0.0) -> Interval:
+def _costed(i: int, p99: float, cpu_ns: float, other: float, steal: float = 0.0, idle: float = 0.2) -> Interval:
     from tailscope.soak import IntervalCost
 
     iv = _iv(i, p99)
-    iv.cost = IntervalCost(60_000, cpu_ns, 0.5, 0.2, steal, other)
+    iv.cost = IntervalCost(60_000, cpu_ns, 0.5, 0.2, steal, other, idle)
     return iv
 
 
@@ -125,3 +125,14 @@ def test_interval_cost_splits_the_machines_cpu():
     gone = interval_cost(before, CpuMark(after.system, None, after.children_cpu_s), requests=1000)
     assert gone.graph_cpu_per_request_ns is None and gone.other_cpu_share is None
     assert interval_cost(before, before, 10).steal_share is None  # no time passed: nothing to share
+
+
+def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
+    lines = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 900e6, 400e3, 0.3, idle=0.01)))
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "NOT met" in drift and "interval(s) 2 saturated the machine" in drift
+    sat = next(ln for ln in lines if ln.startswith("saturated:"))
+    assert "interval(s) 2 left the machine < 5 % idle" in sat and "20.0 %, 1.0 %" in sat
+    calm = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 10.2e6, 400e3, 0.02)))
+    assert not any(ln.startswith("saturated:") or "(see 'saturated')" in ln for ln in calm)
+    assert any(ln.startswith("idle CPU by interval: 20.0 %, 20.0 %") for ln in calm)

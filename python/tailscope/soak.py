@@ -54,6 +54,9 @@ SETTLE_S = 5.0
 # The graph's CPU per request is a reading beside the targets, not a target of the issue; a
 # change larger than this is called a cost drift (the graph's own, not the machine's).
 COST_DRIFT_LIMIT = 0.05
+# An interval whose machine had less idle CPU than this had no headroom: requests queued for a
+# CPU, and its p99 is that queue (a saturated point), not a property of the graph over time.
+SATURATED_IDLE_SHARE = 0.05
 
 
 @dataclass
@@ -75,6 +78,7 @@ class IntervalCost:
     load_cpu_share: float | None  # the load generator (a reaped child of this process)
     steal_share: float | None  # the hypervisor ran something else
     other_cpu_share: float | None  # busy time that was neither the graph, the load nor stolen
+    idle_share: float | None = None  # idle + iowait: what was left; near 0 the graph queued for CPU
 
 
 @dataclass
@@ -155,18 +159,24 @@ def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCos
     runs as a child of this process and is waited for), so the children's CPU difference is its."""
     total = after.system.cpu_total_ticks - before.system.cpu_total_ticks
     if total <= 0:
-        return IntervalCost(requests, None, None, None, None, None)
+        return IntervalCost(requests, None, None, None, None, None, None)
     tick_s = 1.0 / procstat.CLK_TCK
     load = (after.children_cpu_s - before.children_cpu_s) / tick_s
     steal = after.system.cpu_steal_ticks - before.system.cpu_steal_ticks
     busy = after.system.cpu_busy_ticks - before.system.cpu_busy_ticks
+    idle = max(0.0, 1.0 - busy / total)
     if before.graph_ticks is None or after.graph_ticks is None:
-        return IntervalCost(requests, None, None, load / total, steal / total, None)
+        return IntervalCost(requests, None, None, load / total, steal / total, None, idle)
     graph = after.graph_ticks - before.graph_ticks
     per_request = graph * tick_s * 1e9 / requests if requests > 0 else None
     # Tick rounding can make the remainder slightly negative on an otherwise idle machine.
     other = max(0.0, busy - steal - graph - load)
-    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total)
+    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle)
+
+
+def is_saturated(iv: Interval) -> bool:
+    """The machine had (almost) no idle CPU during the interval."""
+    return bool(iv.cost and iv.cost.idle_share is not None and iv.cost.idle_share < SATURATED_IDLE_SHARE)
 
 
 def theil_sen_slope(points: list[tuple[float, float]]) -> float | None:
@@ -218,9 +228,11 @@ def verdicts(soak: ModelSoak) -> list[str]:
     if first.p99_ns and last.p99_ns:
         drift = last.p99_ns / first.p99_ns - 1.0
         ok = abs(drift) <= DRIFT_LIMIT
+        flagged = [str(i.index) for i in (first, last) if is_saturated(i)]
         out.append(
             f"p99 drift: {drift * 100:+.1f} % (interval {last.index} vs 1) — "
             f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)"
+            + (f"; interval(s) {', '.join(flagged)} saturated the machine (see 'saturated')" if flagged else "")
         )
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
@@ -259,6 +271,17 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         f"{share_text(first.other_cpu_share)} → {share_text(last.other_cpu_share)}, load generator "
         f"{share_text(first.load_cpu_share)} → {share_text(last.load_cpu_share)}"
     )
+    saturated = [i.index for i in iv if is_saturated(i)]
+    idle = ", ".join(share_text(i.cost.idle_share if i.cost else None) for i in iv)
+    if saturated:
+        out.append(
+            f"saturated: interval(s) {', '.join(map(str, saturated))} left the machine < "
+            f"{SATURATED_IDLE_SHARE * 100:.0f} % idle (idle by interval: {idle}): requests queued for a CPU there, "
+            "so their p99 is that queue; a drift between saturated intervals says how busy the machine was, "
+            "not how the graph aged"
+        )
+    else:
+        out.append(f"idle CPU by interval: {idle} (no interval saturated the machine)")
     ranked = [
         (i.p99_ns, i.cost.other_cpu_share) for i in iv if i.p99_ns and i.cost and i.cost.other_cpu_share is not None
     ]
