@@ -1,11 +1,15 @@
 """Shared pytest fixtures: where the engines are, a throwaway results folder, and
-the engine scaffolding the end-to-end tests share (an echo server, a load run)."""
+the engine scaffolding the end-to-end tests share (an echo server, a load run, the
+`tailscope` command, lab hosts)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -40,6 +44,36 @@ def require_fixture(path) -> Path:
     if os.environ.get("TAILSCOPE_REQUIRE_FIXTURES") == "1":
         pytest.fail(reason + "; required here (TAILSCOPE_REQUIRE_FIXTURES=1)", pytrace=False)
     pytest.skip(reason)
+
+
+# The `tailscope` command of the package under test, as a subprocess.
+TAILSCOPE = [sys.executable, "-m", "tailscope.cli"]
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None, reason="lab hosts need root and iproute2 (`ip`)"
+)
+
+
+def tailscope_env(results: Path) -> dict:
+    """The environment of a `tailscope` subprocess: results under `results`, engines from BUILD."""
+    return {**os.environ, "TAILSCOPE_RESULTS": str(results), "TAILSCOPE_BUILD_DIR": str(BUILD)}
+
+
+def start_tailscope(*args: str, env: dict) -> subprocess.Popen:
+    """`tailscope ARGS` started in the background from the repository root, its output piped (text)."""
+    return subprocess.Popen(
+        [*TAILSCOPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL if the process is not gone within `timeout_s`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def engine_path(name: str) -> Path:
@@ -88,6 +122,44 @@ def run_load(port: int, *args: str, out: Path | None = None, timeout: float = 60
     else:
         doc = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
     return r.returncode, doc, r.stderr
+
+
+@contextmanager
+def silent_listener() -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts connections (the kernel's backlog) and never reads or
+    answers: a server that hangs. Yields the port."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield listener.getsockname()[1]
+
+
+@contextmanager
+def echo_server_in_lab_host(echo: Path, netns: str, address: str) -> Iterator[int]:
+    """tailscope-echo (epoll) inside lab host `netns`, bound to `address`; yields its port and
+    stops it at the end (stop)."""
+    from tailscope import labhosts
+
+    server = subprocess.Popen(
+        [*labhosts.exec_args(netns), str(echo), "--model", "epoll", "--host", address, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield json.loads(server.stdout.readline())["listening"]
+    finally:
+        stop(server)
+
+
+def assert_refused_before_start(r: subprocess.CompletedProcess, message: str, out: Path) -> None:
+    """A tailscope-svc run refused at its flags: exit 1 naming the problem, no ready line (no
+    service was started) and no result document."""
+    assert r.returncode == 1
+    assert message in r.stderr
+    assert r.stdout == ""
+    assert not out.exists()
 
 
 def start_load(port: int, *args: str, out: Path) -> subprocess.Popen:

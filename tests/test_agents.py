@@ -5,18 +5,14 @@ lab hosts drive a server in a third (root)."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, built_engine, echo_server
+from conftest import BUILD, built_engine, echo_server, echo_server_in_lab_host, needs_root
 from tailscope import agents, labhosts
 from tailscope.tail import HDR_DIGITS, HDR_HIGHEST_NS, HDR_LOWEST_NS
 
@@ -183,11 +179,6 @@ def test_two_tiny_real_agents_on_loopback_merge_to_their_sum(tmp_path):
     assert len({r.document["config"]["start_at_s"] for r in results}) == 1
 
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None, reason="lab hosts need root and iproute2 (`ip`)"
-)
-
-
 @pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
 def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch):
@@ -199,24 +190,7 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
     try:
         state = labhosts.up(labhosts.validate(3, LAB_SUBNET, LAB_PREFIX))
         server_addr = state.hosts[2].address.split("/")[0]
-        server = subprocess.Popen(
-            [
-                *labhosts.exec_args(f"{LAB_PREFIX}-h3"),
-                str(echo),
-                "--model",
-                "epoll",
-                "--host",
-                server_addr,
-                "--port",
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            port = json.loads(server.stdout.readline())["listening"]
+        with echo_server_in_lab_host(echo, f"{LAB_PREFIX}-h3", server_addr) as port:
             results, doc = agents.run_agents(
                 [agents.Agent("h1", f"{LAB_PREFIX}-h1"), agents.Agent("h2", f"{LAB_PREFIX}-h2")],
                 host=server_addr,
@@ -228,13 +202,6 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
                 args=["--protocol", "echo"],
                 artifacts_dir=tmp_path / "hlog",
             )
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
         assert [a["netns"] for a in doc["agents"]] == [f"{LAB_PREFIX}-h1", f"{LAB_PREFIX}-h2"]
         assert all(r.count > 0 and r.errors_total == 0 for r in results)
         assert doc["measurements"][0]["latency"]["count"] == sum(r.count for r in results)

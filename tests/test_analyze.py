@@ -20,6 +20,13 @@ def _needs_engine():
         pytest.skip("tailscope-critpath not built (run `make build`)")
 
 
+@pytest.fixture
+def critpath_from_build(monkeypatch):
+    """For tailscope.analyze called in this process: the built tailscope-critpath (skips without it)."""
+    _needs_engine()
+    monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
+
+
 def _span(trace, span, parent, service_proc, op, start_us, dur_us, kind=None):
     s = {
         "traceID": trace,
@@ -56,9 +63,7 @@ def write_traces(path: Path, n: int = 20) -> None:
     path.write_text(json.dumps({"data": data}))
 
 
-def test_critical_paths_returns_dataframes(tmp_path, monkeypatch):
-    _needs_engine()
-    monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
+def test_critical_paths_returns_dataframes(tmp_path, critpath_from_build):
     from tailscope.analyze import critical_paths
 
     f = tmp_path / "t.json"
@@ -138,10 +143,8 @@ def test_invalid_trace_file_fails_cleanly(tmp_path):
     assert not list(results.glob(".staging-*"))
 
 
-def test_crisp_fixtures_analyze_end_to_end(tmp_path, monkeypatch):
-    _needs_engine()
+def test_crisp_fixtures_analyze_end_to_end(tmp_path, critpath_from_build):
     fixtures = require_fixture(CRITPATH_FIXTURES / "crisp")
-    monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
     from tailscope.analyze import critical_paths
 
     files = sorted(fixtures.glob("[0-9]*.json"), key=lambda p: int(p.stem))
@@ -187,9 +190,7 @@ def write_dsb_traces(path: Path, n: int = 3) -> None:
     path.write_text(json.dumps({"data": data}))
 
 
-def test_pairs_inferred_from_deathstarbench_traces_without_tags(tmp_path, monkeypatch):
-    _needs_engine()
-    monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
+def test_pairs_inferred_from_deathstarbench_traces_without_tags(tmp_path, critpath_from_build):
     from tailscope.analyze import critical_paths
 
     f = tmp_path / "dsb.json"

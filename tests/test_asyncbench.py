@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,13 @@ SMALL = [
 ]
 
 
+def run_asyncbench(exe: Path, args: list[str], out: Path, timeout_s: float) -> tuple[dict, str]:
+    """One tailscope-asyncbench run that must succeed: (its document, written to `out`; its stderr)."""
+    r = subprocess.run([str(exe), *args, "--out", str(out)], capture_output=True, text=True, timeout=timeout_s)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text()), r.stderr
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     from conftest import engine_path
@@ -37,12 +45,8 @@ def small_run(tmp_path_factory):
     if not exe.exists():
         pytest.skip(f"{exe} not built (run `make build`, or set TAILSCOPE_BUILD_DIR)")
     art = tmp_path_factory.mktemp("asyncbench")
-    out = art / "result.json"
-    r = subprocess.run(
-        [str(exe), *SMALL, "--artifacts", str(art), "--out", str(out)], capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stderr
-    return json.loads(out.read_text()), art, r.stderr
+    doc, stderr = run_asyncbench(exe, [*SMALL, "--artifacts", str(art)], art / "result.json", 300)
+    return doc, art, stderr
 
 
 def test_document_is_valid_and_names_follow_the_contract(small_run):
@@ -158,10 +162,9 @@ def test_progress_lines_are_json(small_run):
 
 
 def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
-    out = tmp_path / "r.json"
-    r = subprocess.run(
+    doc, _ = run_asyncbench(
+        engine(ENGINE),
         [
-            str(engine(ENGINE)),
             "--quick",
             "--scale",
             "0.2",
@@ -177,24 +180,18 @@ def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
             "3000000",
             "--max-in-flight",
             "64",
-            "--out",
-            str(out),
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        tmp_path / "r.json",
+        120,
     )
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(out.read_text())
     steps = doc["ramps"]["std-thread"]["steps"]
     assert steps[0]["saturated"] and doc["ramps"]["std-thread"]["saturation_found"]
 
 
 def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
-    out = tmp_path / "r.json"
-    r = subprocess.run(
+    doc, _ = run_asyncbench(
+        engine(ENGINE),
         [
-            str(engine(ENGINE)),
             "--quick",
             "--scale",
             "0.05",
@@ -212,15 +209,10 @@ def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
             "20000",
             "--placement",
             "unpinned",
-            "--out",
-            str(out),
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        tmp_path / "r.json",
+        120,
     )
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(out.read_text())
     # The sweep payload comes first: the ramp runs with it.
     assert doc["config"]["payloads"] == ["bytes64", "void"] and doc["config"]["sweep_payload"] == "bytes64"
     assert doc["config"]["placement"] == "unpinned" and doc["config"]["sweep_pcts"] == []

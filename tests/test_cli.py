@@ -5,23 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from conftest import BUILD, REPO
-
-TAILSCOPE = [sys.executable, "-m", "tailscope.cli"]
-
-
-def _env(results: Path) -> dict:
-    env = dict(os.environ)
-    env["TAILSCOPE_RESULTS"] = str(results)
-    env["TAILSCOPE_BUILD_DIR"] = str(BUILD)
-    return env
+from conftest import BUILD, REPO, TAILSCOPE, start_tailscope, tailscope_env
 
 
 def _needs_engine():
@@ -35,7 +25,7 @@ def test_run_writes_store_report_and_latest(results_dir):
         [*TAILSCOPE, "run", "--scale", "0.05"],
         capture_output=True,
         text=True,
-        env=_env(results_dir),
+        env=tailscope_env(results_dir),
         timeout=600,
         cwd=REPO,
     )
@@ -64,19 +54,24 @@ def test_run_writes_store_report_and_latest(results_dir):
 
     # runs lists it; report regenerates it; an unknown run lists the known ones.
     r = subprocess.run(
-        [*TAILSCOPE, "runs"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+        [*TAILSCOPE, "runs"], capture_output=True, text=True, env=tailscope_env(results_dir), cwd=REPO, timeout=120
     )
     assert r.returncode == 0 and run_id in r.stdout
     report.unlink()
     r = subprocess.run(
-        [*TAILSCOPE, "report", run_id], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+        [*TAILSCOPE, "report", run_id],
+        capture_output=True,
+        text=True,
+        env=tailscope_env(results_dir),
+        cwd=REPO,
+        timeout=120,
     )
     assert r.returncode == 0 and report.exists()
     r = subprocess.run(
         [*TAILSCOPE, "report", "no-such-run"],
         capture_output=True,
         text=True,
-        env=_env(results_dir),
+        env=tailscope_env(results_dir),
         cwd=REPO,
         timeout=120,
     )
@@ -90,7 +85,7 @@ def test_unwritable_results_folder_is_a_clear_error(tmp_path):
         [*TAILSCOPE, "run", "--scale", "0.01"],
         capture_output=True,
         text=True,
-        env=_env(blocker / "results"),
+        env=tailscope_env(blocker / "results"),
         cwd=REPO,
         timeout=120,
     )
@@ -100,14 +95,14 @@ def test_unwritable_results_folder_is_a_clear_error(tmp_path):
 
 def test_report_without_database_is_a_clear_error(results_dir):
     r = subprocess.run(
-        [*TAILSCOPE, "report"], capture_output=True, text=True, env=_env(results_dir), cwd=REPO, timeout=120
+        [*TAILSCOPE, "report"], capture_output=True, text=True, env=tailscope_env(results_dir), cwd=REPO, timeout=120
     )
     assert r.returncode == 2 and "no results database" in r.stderr
 
 
 def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
     _needs_engine()
-    env = _env(results_dir)
+    env = tailscope_env(results_dir)
     # A first, complete run so there is a database to keep consistent. One short study is enough
     # for that (the complete run of every study is test_run_writes_store_report_and_latest's).
     first = subprocess.run(
@@ -119,14 +114,7 @@ def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
         timeout=600,
     )
     assert first.returncode == 0, first.stderr
-    proc = subprocess.Popen(
-        [*TAILSCOPE, "run", "--scale", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    proc = start_tailscope("run", "--scale", "1", env=env)
     deadline = time.monotonic() + 60
     while not list(results_dir.glob(".staging-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -186,7 +174,7 @@ def test_damaged_database_is_a_clear_error_and_nothing_is_written(tmp_path):
             [*TAILSCOPE, *args],
             capture_output=True,
             text=True,
-            env={**_env(results), "COLUMNS": "1000"},
+            env={**tailscope_env(results), "COLUMNS": "1000"},
             cwd=REPO,
             timeout=120,
         )

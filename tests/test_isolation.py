@@ -8,19 +8,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import shutil
 import subprocess
 import threading
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, needs_root
 from tailscope import agents, deployment, labhosts, topology
 from tailscope.studies import RunContext, isolation
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None, reason="lab hosts need root and iproute2 (`ip`)"
-)
 needs_engines = pytest.mark.skipif(
     not all((BUILD / "bin" / e).exists() for e in ("tailscope-svc", "tailscope-load", "tailscope-critpath")),
     reason="engines not built (run `make build`)",

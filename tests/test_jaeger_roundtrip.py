@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import stop
 from tailscope import jaeger_query as jq
 from tailscope import topology
 from tailscope.cli import main
@@ -126,12 +127,7 @@ def jaeger(jaeger_binary: Path, tmp_path: Path) -> Iterator[dict]:
                 time.sleep(0.25)
         yield {**ports, "query_url": f"http://127.0.0.1:{ports['query']}"}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout_s=20)
         log.close()
 
 

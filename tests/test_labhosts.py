@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import echo_server_in_lab_host, needs_root
 from tailscope import labhosts
 from tailscope.cli import main
 
@@ -31,10 +31,6 @@ BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
 ECHO = BUILD / "bin" / "tailscope-echo"
 PREFIX = "tst"
 SUBNET = "198.19.254.0/28"
-
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None, reason="lab hosts need root and iproute2 (`ip`)"
-)
 
 
 def kernel_view() -> tuple[list[str], list[str]]:
@@ -220,15 +216,7 @@ print(got.decode())
 def test_tcp_echo_between_two_lab_hosts(lab):
     state = labhosts.up(lab)
     h1_addr = state.hosts[0].address.split("/")[0]
-    server = subprocess.Popen(
-        [*labhosts.exec_args("tst-h1"), str(ECHO), "--model", "epoll", "--host", h1_addr, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        port = json.loads(server.stdout.readline())["listening"]
+    with echo_server_in_lab_host(ECHO, "tst-h1", h1_addr) as port:
         r = subprocess.run(
             [*labhosts.exec_args("tst-h2"), sys.executable, "-c", CLIENT, h1_addr, str(port)],
             capture_output=True,
@@ -237,10 +225,3 @@ def test_tcp_echo_between_two_lab_hosts(lab):
         )
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == "tailscope-lab"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()

@@ -18,10 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, REPO, start_tailscope, tailscope_env
 from tailscope import engines, lifetime, runner
-
-TAILSCOPE = [sys.executable, "-m", "tailscope.cli"]
 
 
 def _fake_engine(folder: Path, name: str, body: str) -> str:
@@ -230,15 +228,7 @@ needs_svc = pytest.mark.skipif(
 
 def _start_socialnet_run(results: Path) -> tuple[subprocess.Popen, dict[int, tuple[str, str]]]:
     """`tailscope run --study socialnet`, once its 13-process graph is up: (cli, its engine processes)."""
-    env = {**os.environ, "TAILSCOPE_RESULTS": str(results), "TAILSCOPE_BUILD_DIR": str(BUILD)}
-    cli = subprocess.Popen(
-        [*TAILSCOPE, "run", "--study", "socialnet", "--scale", "0.05"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    cli = start_tailscope("run", "--study", "socialnet", "--scale", "0.05", env=tailscope_env(results))
     deadline = time.monotonic() + 120
     procs: dict[int, tuple[str, str]] = {}
     while time.monotonic() < deadline and cli.poll() is None:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load, start_load
+from conftest import built_engine, echo_server, run_load, silent_listener, start_load
 from tailscope.engines import validate_document
 
 MODELS = [
@@ -442,22 +442,9 @@ def test_bytes_count_the_same_requests_as_the_request_counts(tmp_path):
 def test_a_server_that_never_answers_is_not_called_a_generator_bottleneck(tmp_path):
     """The listener accepts (the kernel's backlog) and never reads: the rate
     shortfall is the server's. Before: generator_bottleneck was true."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
+    with silent_listener() as port:
         rc, doc, err = run_load(
-            listener.getsockname()[1],
-            "-c",
-            "2",
-            "-R",
-            "100",
-            "-d",
-            "0.5s",
-            "--warmup",
-            "0s",
-            "--timeout",
-            "0.3s",
-            out=tmp_path / "r.json",
+            port, "-c", "2", "-R", "100", "-d", "0.5s", "--warmup", "0s", "--timeout", "0.3s", out=tmp_path / "r.json"
         )
     assert rc == 3, err
     assert "no request completed in the measured window" in err

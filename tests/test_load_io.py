@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load, start_load
+from conftest import built_engine, echo_server, run_load, silent_listener, start_load
 from tailscope.engines import validate_document
 
 IO_PATHS = ["uring", "epoll"]
@@ -22,14 +22,12 @@ IO_PATHS = ["uring", "epoll"]
 def _uring_unavailable_reason() -> str | None:
     """None when --io uring runs here, else the engine's reason (then the uring cases skip).
     Probed once, against a listener that accepts (the kernel's backlog) and never answers."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(4)
+    with silent_listener() as port:
         r = subprocess.run(
             [
                 str(built_engine("tailscope-load")),
                 "--port",
-                str(listener.getsockname()[1]),
+                str(port),
                 *("-c", "1", "-d", "1ms", "--warmup", "0s", "--timeout", "50ms", "--io", "uring"),
             ],
             capture_output=True,
@@ -118,23 +116,10 @@ def test_uring_path_counts_timeouts_and_ends_on_time(tmp_path):
     """A server that accepts (the kernel's backlog) and never answers: every request is a
     timeout, nothing is called completed, and the run still ends (bounded by the drain)."""
     _skip_if_unavailable("uring")
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
+    with silent_listener() as port:
         rc, doc, err = run_load(
-            listener.getsockname()[1],
-            "-c",
-            "2",
-            "-R",
-            "100",
-            "-d",
-            "0.5s",
-            "--warmup",
-            "0s",
-            "--timeout",
-            "0.2s",
-            "--io",
-            "uring",
+            port,
+            *("-c", "2", "-R", "100", "-d", "0.5s", "--warmup", "0s", "--timeout", "0.2s", "--io", "uring"),
             out=tmp_path / "r.json",
             timeout=30,
         )

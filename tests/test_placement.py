@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import assert_refused_before_start
 from tailscope import topology
 from tailscope.engines import serve
 from tailscope.studies import socialnet
@@ -142,10 +143,7 @@ def test_bad_placements_are_refused_before_any_process_starts(
         text=True,
         timeout=60,
     )
-    assert r.returncode == 1
-    assert message in r.stderr
-    assert r.stdout == ""  # no ready line: no service started
-    assert not out.exists()
+    assert_refused_before_start(r, message, out)
 
 
 def test_cgroup_mechanism_is_used_or_clearly_unavailable(topo_json: Path, tmp_path: Path) -> None:

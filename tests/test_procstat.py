@@ -44,14 +44,20 @@ def sample(pid: int, seconds: float) -> dict:
     return s.stop()
 
 
-@pytest.mark.parametrize("threads", [0, 1, 3])
-def test_runnable_threads_of_a_child_are_counted(threads):
+def sample_spinning_child(threads: int, seconds: float) -> dict:
+    """The sampler's view of a child spinning `threads` threads for `seconds`; the child is
+    killed afterwards, also when sampling fails."""
     proc = spinning_child(threads)
     try:
-        got = sample(proc.pid, 1.5)
+        return sample(proc.pid, seconds)
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_runnable_threads_of_a_child_are_counted(threads):
+    got = sample_spinning_child(threads, 1.5)
     child = got["processes"]["child"]
     assert got["samples"] >= 5
     assert child["threads_max"] == threads + 1  # the spinners and the sleeping main thread
@@ -66,12 +72,7 @@ def test_runnable_threads_of_a_child_are_counted(threads):
 
 def test_more_spinning_threads_than_cores_wait_in_the_run_queue():
     cpus = len(os.sched_getaffinity(0))
-    proc = spinning_child(cpus + 2)
-    try:
-        got = sample(proc.pid, 1.0)
-    finally:
-        proc.kill()
-        proc.wait()
+    got = sample_spinning_child(cpus + 2, 1.0)
     child = got["processes"]["child"]
     if child.get("runqueue_wait_ns") is None:
         pytest.skip(child.get("runqueue_wait_unavailable", "no schedstat"))

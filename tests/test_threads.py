@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, report_section, run_study_alone
+from conftest import BUILD, assert_refused_before_start, report_section, run_study_alone
 from tailscope import topology
 from tailscope.studies import threads
 
@@ -111,10 +111,7 @@ def test_bad_workers_fail_before_anything_starts(workers, message, mode, passthr
         text=True,
         timeout=60,
     )
-    assert r.returncode == 1
-    assert message in r.stderr
-    assert r.stdout == ""  # no readiness line: nothing was started
-    assert not out.exists()
+    assert_refused_before_start(r, message, out)
 
 
 def test_workload_topologies_validate_and_carry_the_work_stage(tmp_path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -128,8 +130,50 @@ def max_traces_option(help_text: str):
     return click.option("--max-traces", type=click.IntRange(min=0), default=0, help=help_text)
 
 
+# What `--jaeger URL` fetches for the twin commands: every service's traces, this many per service,
+# from this far back. `topology from-traces` can change them (jaeger_fetch_options); `advise` uses them.
+JAEGER_FETCH_LIMIT = 1000
+JAEGER_FETCH_LOOKBACK = "1h"
+
+jaeger_fetch_options = stacked(
+    jaeger_urls_option(),
+    click.option(
+        "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
+    ),
+    click.option(
+        "--jaeger-limit",
+        type=click.IntRange(1, 100_000),
+        default=JAEGER_FETCH_LIMIT,
+        show_default=True,
+        help="Traces per service from --jaeger.",
+    ),
+    click.option(
+        "--jaeger-lookback",
+        default=JAEGER_FETCH_LOOKBACK,
+        show_default=True,
+        help="How far back --jaeger looks (Jaeger's lookback).",
+    ),
+)
+
+
+def traced_model_option(help_text: str):
+    """--model: the concurrency model the traced system ran (checked by _check_model)."""
+    return click.option("--model", default="std-async", show_default=True, help=help_text)
+
+
+def json_out_option(name: str, dest: str, help_text: str):
+    """A file to write a result document (JSON) to, besides what is printed."""
+    return click.option(name, dest, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help_text)
+
+
 def _results(results_dir: Path | None) -> Path:
     return results_dir or default_results_dir()
+
+
+def _fail(message: object, exit_code: int = 2) -> NoReturn:
+    """One red `error:` line on stderr, then exit (2 unless told)."""
+    err_console.print(f"[red]error:[/] {message}")
+    sys.exit(exit_code)
 
 
 def _store_failure(e: Exception) -> NoReturn:
@@ -140,8 +184,7 @@ def _store_failure(e: Exception) -> NoReturn:
             f"the results database could not be read: {str(e).strip().splitlines()[0]} "
             "(move tailscope.duckdb aside to start a new one)"
         )
-    err_console.print(f"[red]error:[/] {e}")
-    sys.exit(2)
+    _fail(e)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -174,8 +217,7 @@ def _run(
     try:
         studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else all_studies())
     except KeyError as e:
-        err_console.print(f"[red]error:[/] {e.args[0]}")
-        sys.exit(2)
+        _fail(e.args[0])
     results = _results(results_dir)
     try:
         # SIGTERM and SIGHUP take Ctrl-C's path: engines stopped, staging removed, nothing stored.
@@ -442,8 +484,7 @@ def report(run_id: str | None, results_dir: Path | None) -> None:
     except (StoreError, duckdb.Error) as e:
         _store_failure(e)
     except OSError as e:
-        err_console.print(f"[red]error:[/] cannot write the report: {e}")
-        sys.exit(2)
+        _fail(f"cannot write the report: {e}")
     console.print(f"report: {out}")
 
 
@@ -464,8 +505,7 @@ def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None
     except (StoreError, duckdb.Error) as e:
         _store_failure(e)
     except OSError as e:
-        err_console.print(f"[red]error:[/] cannot write the export: {e}")
-        sys.exit(2)
+        _fail(f"cannot write the export: {e}")
 
 
 @main.command()
@@ -491,13 +531,7 @@ def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None
     show_default=True,
     help="Offered rate as a fraction of each model's measured closed-loop ceiling.",
 )
-@click.option(
-    "--out",
-    "out_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every interval and verdict as JSON here.",
-)
+@json_out_option("--out", "out_path", "Also write every interval and verdict as JSON here.")
 def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, out_path: Path | None) -> None:
     """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
     from . import soak as soak_mod
@@ -508,8 +542,7 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
     chosen = list(models) or list(MODELS)
     unknown = [m for m in chosen if m not in MODELS]
     if unknown:
-        err_console.print(f"[red]error:[/] unknown model(s) {', '.join(unknown)} (known: {', '.join(MODELS)})")
-        sys.exit(2)
+        _fail(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(MODELS)})")
 
     def on_interval(s: soak_mod.ModelSoak, iv: soak_mod.Interval) -> None:
         procs = "  ".join(
@@ -544,8 +577,7 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
             minutes, chosen, interval_s=interval_s, fraction=fraction, on_interval=on_interval, on_model=on_model
         )
     except EngineError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+        _fail(e)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted: the graph was stopped[/]")
         sys.exit(130)
@@ -560,8 +592,7 @@ def hosts() -> None:
 
 
 def _lab_failure(e: Exception) -> NoReturn:
-    err_console.print(f"[red]error:[/] {e}")
-    sys.exit(getattr(e, "exit_code", 1))
+    _fail(e, getattr(e, "exit_code", 1))
 
 
 lab_prefix_option = click.option(
@@ -707,17 +738,69 @@ def deploy_k8s(
             load_duration_s=duration_s,
         )
         paths = k8s.write(objs, out_dir)
-    except (k8s.DeployError, topo.TopologyError, ValueError) as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
-    except EngineError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+    except (k8s.DeployError, topo.TopologyError, ValueError, EngineError) as e:
+        _fail(e)
     for p in paths:
         console.print(str(p))
 
 
 # ---- from traces to a runnable twin (docs/twin.md) ----------------------------------------------
+
+
+def _progress(message: str) -> None:
+    err_console.print(message, markup=False)
+
+
+def _require_traces(files: tuple[Path, ...], jaeger_urls: tuple[str, ...]) -> None:
+    if not files and not jaeger_urls:
+        _fail("give trace FILES or --jaeger URL")
+
+
+def _check_model(flag: str, model: str) -> None:
+    """Exit 2 naming `flag` unless `model` is one tailscope-svc runs."""
+    from .studies.socialnet import MODELS
+
+    if model not in MODELS:
+        _fail(f"{flag}: unknown model {model} (known: {', '.join(MODELS)})")
+
+
+def _fail_unmarked(e: Exception, exit_code: int) -> NoReturn:
+    err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+    sys.exit(exit_code)
+
+
+@contextmanager
+def _twin_failures(
+    input_errors: tuple[type[Exception], ...], *, engine_exit_1_is_input: bool, interrupted: str | None = None
+) -> Iterator[None]:
+    """How the twin commands end on an error: exit 1 when the traces or the topology cannot be used
+    (`input_errors`; an engine that exited with 1 too where `engine_exit_1_is_input`), 2 for any
+    other engine failure. With `interrupted`, SIGTERM and SIGHUP take Ctrl-C's path and an
+    interrupt ends with `interrupted: <interrupted>`."""
+    from .engines import EngineError
+
+    try:
+        if interrupted is None:
+            yield
+        else:
+            with lifetime.terminate_as_interrupt():
+                yield
+    except input_errors as e:
+        _fail_unmarked(e, 1)
+    except EngineError as e:
+        _fail_unmarked(e, 1 if engine_exit_1_is_input and "exited with 1" in str(e) else 2)
+    except KeyboardInterrupt as e:
+        if interrupted is None:
+            raise
+        err_console.print(f"[yellow]interrupted: {interrupted}[/]")
+        sys.exit(lifetime.interrupt_exit_code(e))
+
+
+def _write_document(path: Path, doc: dict) -> None:
+    import json
+
+    write_text_atomic(path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    console.print(f"written: {path}", markup=False)
 
 
 @main.group()
@@ -727,20 +810,7 @@ def topology() -> None:
 
 @topology.command("from-traces")
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@jaeger_urls_option()
-@click.option(
-    "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
-)
-@click.option(
-    "--jaeger-limit",
-    type=click.IntRange(1, 100_000),
-    default=1000,
-    show_default=True,
-    help="Traces per service from --jaeger.",
-)
-@click.option(
-    "--jaeger-lookback", default="1h", show_default=True, help="How far back --jaeger looks (Jaeger's lookback)."
-)
+@jaeger_fetch_options
 @click.option(
     "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
 )
@@ -788,40 +858,24 @@ def topology_from_traces(
     nothing can be inferred, 2 on usage errors."""
     import tempfile
 
-    from .engines import EngineError
-    from .studies.socialnet import MODELS
     from .topology import TopologyError
-    from .twin.commands import fetch_jaeger, from_traces, inference_lines
+    from .twin.commands import from_traces, inference_lines, trace_inputs
     from .twin.infer import InferenceError, InferOptions
 
-    if not files and not jaeger_urls:
-        err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
-        sys.exit(2)
-    if calibrate_model is not None and calibrate_model not in MODELS:
-        err_console.print(f"[red]error:[/] --calibrate: unknown model {calibrate_model} (known: {', '.join(MODELS)})")
-        sys.exit(2)
+    _require_traces(files, jaeger_urls)
+    if calibrate_model is not None:
+        _check_model("--calibrate", calibrate_model)
     options = InferOptions(cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem)
-    with tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp:
-        inputs = list(files)
-        try:
-            for i, url in enumerate(jaeger_urls):
-                sub = Path(tmp) / str(i)
-                sub.mkdir()
-                inputs += fetch_jaeger(url, sub, service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback)
-            _, report, _ = from_traces(
-                inputs,
-                out,
-                options,
-                max_traces=max_traces,
-                calibrate_model=calibrate_model,
-                progress=lambda m: err_console.print(m, markup=False),
-            )
-        except (OSError, ValueError, InferenceError, TopologyError) as e:
-            err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-            sys.exit(1)
-        except EngineError as e:
-            err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-            sys.exit(1 if "exited with 1" in str(e) else 2)
+    with (
+        tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,
+        _twin_failures((OSError, ValueError, InferenceError, TopologyError), engine_exit_1_is_input=True),
+    ):
+        inputs = trace_inputs(
+            files, jaeger_urls, Path(tmp), service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback
+        )
+        _, report, _ = from_traces(
+            inputs, out, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=_progress
+        )
     for line in inference_lines(report):
         console.print(line, markup=False, highlight=False)
     console.print(f"written: {out} and {out.name}.inference.json", markup=False)
@@ -844,12 +898,7 @@ def twin() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The original traces (repeatable).",
 )
-@click.option(
-    "--model",
-    default="std-async",
-    show_default=True,
-    help="Concurrency model the traced system ran (tailscope-svc --model).",
-)
+@traced_model_option("Concurrency model the traced system ran (tailscope-svc --model).")
 @click.option(
     "--rate-per-s",
     type=click.FloatRange(0.1, 1e6),
@@ -858,13 +907,7 @@ def twin() -> None:
 )
 @sampling_option("Fraction of requests that were traced.")
 @twin_duration_option(5.0, "Measured time of the twin run.")
-@click.option(
-    "--out",
-    "out_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the validation document (JSON) here.",
-)
+@json_out_option("--out", "out_path", "Also write the validation document (JSON) here.")
 def twin_validate(
     topology_path: Path,
     trace_files: tuple[Path, ...],
@@ -875,37 +918,23 @@ def twin_validate(
     out_path: Path | None,
 ) -> None:
     """Run the twin under MODEL at the traces' rate; compare p50/p90/p99 and KS distance per service."""
-    import json
-
-    from .engines import EngineError
-    from .studies.socialnet import MODELS
     from .topology import TopologyError
     from .twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict
     from .twin.validate import validate
 
-    if model not in MODELS:
-        err_console.print(f"[red]error:[/] --model: unknown model {model} (known: {', '.join(MODELS)})")
-        sys.exit(2)
-    try:
-        with lifetime.terminate_as_interrupt():
-            doc = validate(
-                topology_path,
-                list(trace_files),
-                model,
-                rate_per_s=rate_per_s,
-                sampling=sampling,
-                duration_s=duration_s,
-                progress=lambda m: err_console.print(m, markup=False),
-            )
-    except (TopologyError, ValueError) as e:
-        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-        sys.exit(1)
-    except EngineError as e:
-        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-        sys.exit(2)
-    except KeyboardInterrupt as e:
-        err_console.print("[yellow]interrupted: the twin was stopped, nothing written[/]")
-        sys.exit(lifetime.interrupt_exit_code(e))
+    _check_model("--model", model)
+    with _twin_failures(
+        (TopologyError, ValueError), engine_exit_1_is_input=False, interrupted="the twin was stopped, nothing written"
+    ):
+        doc = validate(
+            topology_path,
+            list(trace_files),
+            model,
+            rate_per_s=rate_per_s,
+            sampling=sampling,
+            duration_s=duration_s,
+            progress=_progress,
+        )
     t = RichTable(title=f"twin of {topology_path.name} vs its traces")
     for col in VALIDATION_COLUMNS:
         t.add_column(col)
@@ -914,8 +943,7 @@ def twin_validate(
     console.print(t)
     console.print(validation_verdict(doc), markup=False, highlight=False)
     if out_path is not None:
-        write_text_atomic(out_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-        console.print(f"written: {out_path}", markup=False)
+        _write_document(out_path, doc)
 
 
 @main.command()
@@ -928,19 +956,11 @@ def twin_validate(
     show_default=True,
     help="p99 objective for the max rate (ms).",
 )
-@click.option(
-    "--model", default="std-async", show_default=True, help="Concurrency model the traced system ran (validated)."
-)
+@traced_model_option("Concurrency model the traced system ran (validated).")
 @click.option(
     "--quick", is_flag=True, help="3 alternatives, rates × 1 and 4 (default: every alternative, rates × 1, 2, 4, 8)."
 )
-@click.option(
-    "--json",
-    "json_out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the advice document (tailscope.twin.advice/1) here.",
-)
+@json_out_option("--json", "json_out", "Write the advice document (tailscope.twin.advice/1) here.")
 @cpu_fraction_option("Share of a span's own time that is CPU (varied ±50 % for the leader).")
 @sampling_option("Fraction of requests that were traced (for the recorded rate).")
 @twin_duration_option(3.0, "Measured time of each twin run.")
@@ -957,58 +977,41 @@ def advise(
 ) -> None:
     """Infer the twin of trace FILES, validate it, run it under the alternatives (models, pool
     sizes, placements) and rank them; exit 1 when nothing can be inferred, 2 on usage errors."""
-    import json
     import tempfile
 
-    from .engines import EngineError
-    from .studies.socialnet import MODELS
     from .topology import TopologyError
     from .twin.advise import advice_lines
     from .twin.advise import advise as run_advise
-    from .twin.commands import fetch_jaeger
+    from .twin.commands import trace_inputs
     from .twin.infer import InferenceError, InferOptions
     from .twin.spans import read_traces
 
-    if not files and not jaeger_urls:
-        err_console.print("[red]error:[/] give trace FILES or --jaeger URL")
-        sys.exit(2)
-    if model not in MODELS:
-        err_console.print(f"[red]error:[/] --model: unknown model {model} (known: {', '.join(MODELS)})")
-        sys.exit(2)
-
-    def progress(message: str) -> None:
-        err_console.print(message, markup=False)
-
-    try:
-        with lifetime.terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp:
-            inputs = list(files)
-            for i, url in enumerate(jaeger_urls):
-                sub = Path(tmp) / str(i)
-                sub.mkdir()
-                inputs += fetch_jaeger(url, sub, service=None, limit=1000, lookback="1h")
-            doc = run_advise(
-                read_traces(inputs),
-                model,
-                objective_ms=objective_ms,
-                options=InferOptions(cpu_fraction=cpu_fraction, sampling=sampling, name="advise-twin"),
-                duration_s=duration_s,
-                quick=quick,
-                progress=progress,
-            )
-    except (OSError, ValueError, InferenceError, TopologyError) as e:
-        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-        sys.exit(1)
-    except EngineError as e:
-        err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
-        sys.exit(1 if "exited with 1" in str(e) else 2)
-    except KeyboardInterrupt as e:
-        err_console.print("[yellow]interrupted: every twin was stopped, nothing written[/]")
-        sys.exit(lifetime.interrupt_exit_code(e))
+    _require_traces(files, jaeger_urls)
+    _check_model("--model", model)
+    with (
+        _twin_failures(
+            (OSError, ValueError, InferenceError, TopologyError),
+            engine_exit_1_is_input=True,
+            interrupted="every twin was stopped, nothing written",
+        ),
+        tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,
+    ):
+        inputs = trace_inputs(
+            files, jaeger_urls, Path(tmp), service=None, limit=JAEGER_FETCH_LIMIT, lookback=JAEGER_FETCH_LOOKBACK
+        )
+        doc = run_advise(
+            read_traces(inputs),
+            model,
+            objective_ms=objective_ms,
+            options=InferOptions(cpu_fraction=cpu_fraction, sampling=sampling, name="advise-twin"),
+            duration_s=duration_s,
+            quick=quick,
+            progress=_progress,
+        )
     for line in advice_lines(doc):
         console.print(line, markup=False, highlight=False)
     if json_out is not None:
-        write_text_atomic(json_out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-        console.print(f"written: {json_out}", markup=False)
+        _write_document(json_out, doc)
 
 
 if __name__ == "__main__":

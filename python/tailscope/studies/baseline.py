@@ -14,7 +14,7 @@ from ..engines import run_engine
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import unavailable_notes
+from ._common import study_section
 
 ENGINE = "tailscope-baseline"
 
@@ -52,16 +52,16 @@ class BaselineStudy:
     def section(self, store: Store, run_id: str) -> Section:
         df = store.measurements(run_id, self.name)
         docs = store.documents(run_id, self.name)
-        sec = Section(
-            id="baseline",
-            title=self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
             intro=(
                 "The cheapest version of each mechanism the other studies use. Later figures are "
                 "stated as ratios to these references from the same run. <em>Pinned</em>: the two "
                 "sides on different cores; <em>unpinned</em>: the scheduler decides."
             ),
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         if df.empty:
             sec.notes.append("no baseline measurements were stored for this run")
             return sec

@@ -44,7 +44,7 @@ from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Reference
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import cite, measurement, unavailable_notes
+from ._common import cite, measurement, study_section
 from .contention import _cdf_figure as delay_cdf_figure
 from .socialnet import BASELINE_MODEL, MODELS, PATH, SVC, graph
 from .socialnet import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
@@ -322,16 +322,16 @@ class IsolationStudy:
         return docs
 
     def section(self, store: Store, run_id: str) -> Section:
-        sec = Section(
-            "isolation",
-            self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
             "The capstone's experiment: DeathStarBench's compose-post graph with every service on one lab host, "
             "and split over three (nginx front | compose-post with text, user, media, unique-id, url-shorten and "
             "user-mention | post-storage, the timelines and social-graph), lab hosts being network namespaces on "
             f"one bridge (deployments/socialnet-1-host.yaml, socialnet-3-hosts.yaml). Load agents on a fourth lab "
             f"host drive {PATH} closed loop; tracing at {TRACE_SAMPLE * 100:g} % sampling (the socialnet study's).",
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = store.documents(run_id, self.name)
         analysis = next((d.document for d in docs if d.engine == ANALYSIS), None)
         if analysis is None:

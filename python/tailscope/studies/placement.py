@@ -44,7 +44,7 @@ from ..placement_knapsack import solve as knapsack
 from ..store import EngineDocument, Store
 from ..units import fmt_count, fmt_ns, fmt_ratio
 from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, measurement, round_rate, unavailable_notes
+from ._common import achieved_per_s, http_load_args, measurement, round_rate, study_section
 from .socialnet import graph
 
 SVC, LOAD, STRESS, CRITPATH = "tailscope-svc", "tailscope-load", "tailscope-stress", "tailscope-critpath"
@@ -505,9 +505,10 @@ class PlacementStudy:
 
     def section(self, store: Store, run_id: str) -> Section:
         docs = store.documents(run_id, self.name)
-        sec = Section(
-            id="placement",
-            title=self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
             intro=(
                 "DeathStarBench hotel reservation (topologies/hotel.yaml: 8 services, memcached and MongoDB "
                 "simulated) under the request mix search 60 % / recommend 39 % / login 0.5 % / reserve 0.5 %, "
@@ -517,7 +518,6 @@ class PlacementStudy:
                 "compared with colocated, random and latency-driven ones at the same offered rate."
             ),
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         analysis = next((d.document for d in docs if d.engine == ANALYSIS), None)
         if analysis is None or "pools" not in analysis:
             sec.notes.append("no placement measurements were stored for this run")

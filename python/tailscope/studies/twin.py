@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -36,10 +35,10 @@ from ..twin.advise import advice_lines, advise
 from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from ..twin.infer import InferOptions
 from ..twin.structure import differences
-from ..twin.validate import comparison, load_summary, run_twin
+from ..twin.validate import TwinRun, comparison, load_summary, run_twin
 from ..units import fmt_ns, fmt_ratio
 from . import RunContext, Section, Table
-from ._common import http_load_args, measurement, unavailable_notes
+from ._common import http_load_args, measurement, study_section
 from .socialnet import LOAD, graph
 
 ENGINE = "tailscope-twin"  # the documents this study stores are the driver's, not an engine's
@@ -86,16 +85,18 @@ class TwinStudy:
             yaml.safe_load(topo_path.read_text()), yaml.safe_load(calibrated_path.read_text()), driven_only=True
         )
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
-        with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
-            run = run_twin(
-                topology.load(calibrated_path),
+
+        def twin_of(topology_path: Path) -> TwinRun:
+            return run_twin(
+                topology.load(topology_path),
                 model,
                 twin_rate,
                 duration_s=duration,
                 warmup_s=warmup,
                 connections=CONNECTIONS,
-                workdir=Path(tmp),
             )
+
+        run = twin_of(calibrated_path)
         doc = {
             "schema": "tailscope.twin.validation/1",
             "engine": ENGINE,
@@ -121,17 +122,7 @@ class TwinStudy:
         if ctx.form == "full":  # the uncalibrated twin: how much calibration moved the figures
             inferred_path = art / "inferred.yaml"
             from_traces([traces], inferred_path, options)
-            with tempfile.TemporaryDirectory(prefix="tailscope-twin-") as tmp:
-                raw = run_twin(
-                    topology.load(inferred_path),
-                    model,
-                    twin_rate,
-                    duration_s=duration,
-                    warmup_s=warmup,
-                    connections=CONNECTIONS,
-                    workdir=Path(tmp),
-                )
-            doc["uncalibrated"] = comparison(ts, raw.traces)
+            doc["uncalibrated"] = comparison(ts, twin_of(inferred_path).traces)
         doc["_traces"] = ts  # for advise; removed before storing
         return doc
 
@@ -228,16 +219,16 @@ class TwinStudy:
         }
 
     def section(self, store: Store, run_id: str) -> Section:
-        sec = Section(
-            "twin",
-            self.title,
+        sec = study_section(
+            self,
+            store,
+            run_id,
             "The socialnet and hotel graphs traced at every request; a topology inferred from those traces "
             "(tailscope topology from-traces --calibrate); the twin run under the same model at the rate read "
             "from the trace timestamps; distributions compared (twin ÷ original; KS D = largest gap between the "
             "two CDFs), beside the original against itself (second half ÷ first half in time). Then the twin run "
             "under alternatives (tailscope advise), and the recommendation measured on the real graph.",
         )
-        sec.notes += unavailable_notes(store, run_id, self.name)
         docs = [d.document for d in store.documents(run_id, self.name)]
         if not docs:
             sec.notes.append("no twin validation was stored for this run")

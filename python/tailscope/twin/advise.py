@@ -15,17 +15,15 @@ input: the CPU share of each span's own time, varied ±50 %.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .. import topology as topology_mod
 from ..engines import EngineError
 from ..studies._common import measurement
 from .infer import InferOptions, infer
 from .spans import TraceSet
-from .validate import _connections, comparison, load_summary, run_twin, samples
+from .validate import TwinRun, _connections, comparison, load_summary, run_twin, samples
 
 SCHEMA = "tailscope.twin.advice/1"
 ACHIEVED_FRACTION = 0.95
@@ -158,36 +156,39 @@ def _p99_ns(load: dict) -> float | None:
     return m.p_ns("99") if m else None
 
 
+@dataclass(frozen=True)
+class TwinRuns:
+    """How every twin run of one advice is run: the same measured time, warm-up and connections
+    for the validation, every alternative and the sensitivity runs, so their p99s compare."""
+
+    duration_s: float
+    warmup_s: float
+    connections: int
+    progress: Callable[[str], None] | None
+
+    def run(self, topo: dict, model: str, rate_per_s: float, extra_args: list[str] | None = None) -> TwinRun:
+        return run_twin(
+            topo,
+            model,
+            rate_per_s,
+            duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
+            connections=self.connections,
+            extra_args=extra_args,
+            progress=self.progress,
+        )
+
+
 def evaluate(
-    topo: dict,
-    alt: Alternative,
-    rate: float,
-    ladder: list[float],
-    objective_ns: float,
-    *,
-    duration_s: float,
-    warmup_s: float,
-    connections: int,
-    progress: Callable[[str], None] | None,
+    topo: dict, alt: Alternative, rate: float, ladder: list[float], objective_ns: float, runs: TwinRuns
 ) -> dict:
     points: list[dict] = []
     for k in ladder:
-        with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
-            try:
-                run = run_twin(
-                    topo,
-                    alt.model,
-                    rate * k,
-                    duration_s=duration_s,
-                    warmup_s=warmup_s,
-                    connections=connections,
-                    workdir=Path(tmp),
-                    extra_args=alt.extra_args,
-                    progress=progress,
-                )
-            except EngineError as e:  # e.g. --workers beyond the machine's thread limit: said, not skipped
-                points.append({"rate_per_s": rate * k, "p99_ns": None, "unavailable": str(e), "flags": []})
-                break
+        try:
+            run = runs.run(topo, alt.model, rate * k, alt.extra_args)
+        except EngineError as e:  # e.g. --workers beyond the machine's thread limit: said, not skipped
+            points.append({"rate_per_s": rate * k, "p99_ns": None, "unavailable": str(e), "flags": []})
+            break
         p99 = _p99_ns(run.load)
         flags = point_flags(run.load, rate * k)
         points.append(
@@ -258,9 +259,10 @@ def validation_error(validation: dict, model: str) -> dict:
     }
 
 
-def _inferred(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> dict:
-    topo, _ = infer(ts, options, corrections)
-    return topology_mod.validate(topo, "inferred topology")
+def _inferred(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> tuple[dict, dict]:
+    """The inferred topology, validated by the engine's rules, and the inference report."""
+    topo, report = infer(ts, options, corrections)
+    return topology_mod.validate(topo, "inferred topology"), report
 
 
 def advise(
@@ -280,8 +282,7 @@ def advise(
     """The advice document (schema tailscope.twin.advice/1). `corrections` are a calibration's
     (fit label → ns taken off); `validation` a comparison already made for the same twin (the
     twin study's), else the twin is validated here first."""
-    topo, report = infer(ts, options, corrections)
-    topo = topology_mod.validate(topo, "inferred topology")
+    topo, report = _inferred(ts, options, corrections)
     rate = report["recorded_rate"].get("rate_per_s")
     if rate is None:
         raise ValueError(f"the recording rate is unavailable: {report['recorded_rate']['unavailable']}")
@@ -301,34 +302,11 @@ def advise(
             f"advise: {len(alternatives)} alternatives × ≤ {len(ladder)} rates, "
             f"at most ~{estimate_s(len(alternatives), ladder, duration_s, warmup_s):.0f} s"
         )
+    runs = TwinRuns(duration_s, warmup_s, conns, progress)
     if validation is None:
-        with tempfile.TemporaryDirectory(prefix="tailscope-advise-") as tmp:
-            base = run_twin(
-                topo,
-                model,
-                rate,
-                duration_s=duration_s,
-                warmup_s=warmup_s,
-                connections=conns,
-                workdir=Path(tmp),
-                progress=progress,
-            )
-        validation = comparison(ts, base.traces)
+        validation = comparison(ts, runs.run(topo, model, rate).traces)
     verr = validation_error(validation, model)
-    results = [
-        evaluate(
-            topo,
-            a,
-            rate,
-            ladder,
-            objective_ns,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=conns,
-            progress=progress,
-        )
-        for a in alternatives
-    ]
+    results = [evaluate(topo, a, rate, ladder, objective_ns, runs) for a in alternatives]
     for r in results:
         r["validation_error"] = verr
         r["validated_directly"] = r["model"] == model and not r["args"]
@@ -349,18 +327,7 @@ def advise(
         "validation_error": verr,
         "ranked": ranked,
         "recommendation": recommendation(ranked),
-        "sensitivity": sensitivity(
-            ts,
-            options,
-            corrections,
-            leader,
-            rate,
-            objective_ns,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=conns,
-            progress=progress,
-        ),
+        "sensitivity": sensitivity(ts, options, corrections, leader, rate, objective_ns, runs),
     }
 
 
@@ -390,11 +357,7 @@ def sensitivity(
     leader: dict | None,
     rate: float,
     objective_ns: float,
-    *,
-    duration_s: float,
-    warmup_s: float,
-    connections: int,
-    progress: Callable[[str], None] | None,
+    runs: TwinRuns,
 ) -> dict:
     out: dict = {"varied": f"cpu_fraction ±{SENSITIVITY:.0%}", "points": []}
     if leader is None:
@@ -414,17 +377,7 @@ def sensitivity(
             )
             continue
         varied = InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
-        r2 = evaluate(
-            _inferred(ts, varied, corrections),
-            alt,
-            rate,
-            [1.0],
-            objective_ns,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=connections,
-            progress=progress,
-        )
+        r2 = evaluate(_inferred(ts, varied, corrections)[0], alt, rate, [1.0], objective_ns, runs)
         p = r2["predicted_p99_ns"]
         out["points"].append(
             {

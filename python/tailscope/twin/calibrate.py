@@ -12,9 +12,7 @@ worked — calibration is measured on the same machine as the validation, and in
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 from .. import topology as topology_mod
 from .infer import InferOptions, fit_medians_us, infer
@@ -35,17 +33,15 @@ def calibrate(
     rate = report0["recorded_rate"].get("rate_per_s")
     if rate is None:
         raise ValueError(f"calibration needs the recording rate: {report0['recorded_rate']['unavailable']}")
-    with tempfile.TemporaryDirectory(prefix="tailscope-calibrate-") as tmp:
-        run = run_twin(
-            topology_mod.validate(topo0, "inferred topology"),
-            model,
-            rate,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=_connections(rate, ts.traces),
-            workdir=Path(tmp),
-            progress=progress,
-        )
+    run = run_twin(
+        topology_mod.validate(topo0, "inferred topology"),
+        model,
+        rate,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        connections=_connections(rate, ts.traces),
+        progress=progress,
+    )
     _, report_twin = infer(run.traces, options)
     original, replayed = fit_medians_us(report0), fit_medians_us(report_twin)
     added_us = {k: replayed[k] - v for k, v in original.items() if k in replayed}

@@ -39,6 +39,19 @@ def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookb
     return files
 
 
+def trace_inputs(
+    files: tuple[Path, ...], jaeger_urls: tuple[str, ...], into: Path, *, service: str | None, limit: int, lookback: str
+) -> list[Path]:
+    """The trace FILES, then what each --jaeger URL holds (fetch_jaeger), fetched into its own
+    folder under `into`."""
+    inputs = list(files)
+    for i, url in enumerate(jaeger_urls):
+        sub = into / str(i)
+        sub.mkdir()
+        inputs += fetch_jaeger(url, sub, service=service, limit=limit, lookback=lookback)
+    return inputs
+
+
 def from_traces(
     files: list[Path],
     out: Path,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,41 +186,45 @@ def run_twin(
     duration_s: float,
     warmup_s: float,
     connections: int,
-    workdir: Path,
+    workdir: Path | None = None,
     extra_args: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TwinRun:
     """Runs the (validated) topology under `model` at `rate_per_s`, traced; returns the twin's
-    traces (the warm-up's left out), the load generator's and the graph's documents."""
+    traces (the warm-up's left out), the load generator's and the graph's documents. Its files
+    go to `workdir` (kept) or, without one, to a temporary folder removed after the run."""
     from ..studies.socialnet import graph
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    topo_json = topology_mod.write_json(topology_doc, workdir / "twin-topology.json")
-    requests = rate_per_s * (duration_s + warmup_s)
-    sample = min(1.0, MAX_TWIN_TRACES / max(requests, 1.0))
-    traces_dir = workdir / "traces"
-    if progress:
-        progress(f"twin under {model} at {rate_per_s:.4g}/s for {duration_s:g} s (tracing {sample:.3g})")
-    front = topology_doc["front"]["path"]
-    with graph(topo_json, model, workdir / "graph.json", sample, traces_dir, extra=extra_args) as (port, _):
-        args = http_load_args(
-            port,
-            front,
-            connections,
-            rate_per_s,
-            duration_s,
-            warmup_s,
-            timeout=f"{topology_doc.get('call_timeout_ms', 1000) * 2}ms",
-        )
-        load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
-    import json
+    with ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tailscope-twin-")))
+        workdir.mkdir(parents=True, exist_ok=True)
+        topo_json = topology_mod.write_json(topology_doc, workdir / "twin-topology.json")
+        requests = rate_per_s * (duration_s + warmup_s)
+        sample = min(1.0, MAX_TWIN_TRACES / max(requests, 1.0))
+        traces_dir = workdir / "traces"
+        if progress:
+            progress(f"twin under {model} at {rate_per_s:.4g}/s for {duration_s:g} s (tracing {sample:.3g})")
+        front = topology_doc["front"]["path"]
+        with graph(topo_json, model, workdir / "graph.json", sample, traces_dir, extra=extra_args) as (port, _):
+            args = http_load_args(
+                port,
+                front,
+                connections,
+                rate_per_s,
+                duration_s,
+                warmup_s,
+                timeout=f"{topology_doc.get('call_timeout_ms', 1000) * 2}ms",
+            )
+            load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
+        import json
 
-    graph_doc = json.loads((workdir / "graph.json").read_text()) if (workdir / "graph.json").exists() else {}
-    ts = read_traces([traces_dir / "traces.otlp.json"])
-    if ts.traces:  # the warm-up's traces are not the twin's steady state
-        first = min(t.start_ns for t in ts.traces)
-        ts.traces = [t for t in ts.traces if t.start_ns >= first + warmup_s * 1e9]
-    return TwinRun(ts, load, graph_doc, rate_per_s, sample)
+        graph_doc = json.loads((workdir / "graph.json").read_text()) if (workdir / "graph.json").exists() else {}
+        ts = read_traces([traces_dir / "traces.otlp.json"])
+        if ts.traces:  # the warm-up's traces are not the twin's steady state
+            first = min(t.start_ns for t in ts.traces)
+            ts.traces = [t for t in ts.traces if t.start_ns >= first + warmup_s * 1e9]
+        return TwinRun(ts, load, graph_doc, rate_per_s, sample)
 
 
 def load_summary(load: dict) -> dict:
@@ -261,17 +266,16 @@ def validate(
     if rate is None:
         raise ValueError(f"the recording rate is unavailable ({recorded['unavailable']}): give --rate-per-s")
     rate = min(max(rate, MIN_RATE_PER_S), MAX_RATE_PER_S)
-    with tempfile.TemporaryDirectory(prefix="tailscope-twin-run-") as tmp:
-        run = run_twin(
-            topo,
-            model,
-            rate,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            connections=_connections(rate, original.traces),
-            workdir=workdir or Path(tmp),
-            progress=progress,
-        )
+    run = run_twin(
+        topo,
+        model,
+        rate,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        connections=_connections(rate, original.traces),
+        workdir=workdir,
+        progress=progress,
+    )
     cmp = comparison(original, run.traces)
     return {
         "schema": "tailscope.twin.validation/1",
