@@ -150,6 +150,7 @@ def test_no_cross_service_span_is_a_clear_error(tmp_path, engine):
     r = CliRunner().invoke(main, ["topology", "from-traces", str(path), "-o", str(tmp_path / "t.yaml")])
     assert r.exit_code == 1
     assert "no cross-service span" in r.output
+    assert "error: " in r.output and "[red]" not in r.output  # the prefix styled, not printed as markup
     assert not (tmp_path / "t.yaml").exists() and not (tmp_path / "t.yaml.inference.json").exists()
 
 

@@ -13,6 +13,7 @@ import click
 import duckdb
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from . import lifetime, machine
 from .atomicfile import write_text_atomic
@@ -765,7 +766,10 @@ def _check_model(flag: str, model: str) -> None:
 
 
 def _fail_unmarked(e: Exception, exit_code: int) -> NoReturn:
-    err_console.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+    """The red `error:` line for messages that may hold brackets (paths, JSON): the message is
+    plain text, never read as markup (with markup off for the whole line the prefix printed as
+    the literal `[red]error:[/]`)."""
+    err_console.print(Text.assemble(("error:", "red"), " ", str(e)), highlight=False)
     sys.exit(exit_code)
 
 
