@@ -143,3 +143,27 @@ def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces
         line.startswith("recommended:") and "[flagged: generator-limited]" in line
         for line in advise_mod.advice_lines(doc)
     )
+
+
+def test_the_closing_line_gives_both_runs_samples_and_carries_flags():
+    from tailscope.studies.twin import closing_line
+
+    c = {
+        "alternative": "pool-blocking --workers 10",
+        "rate_per_s": 100.0,
+        "duration_s": 10.0,
+        "predicted_p99_ns": 9e6,
+        "predicted_flags": [],
+        "predicted_samples": 1000,
+        "advise_rung_p99_ns": 12e6,
+        "measured_p99_ns": 10e6,
+        "measured_flags": ["generator-limited"],
+        "measured_samples": 998,
+        "ratio": 0.9,
+        "p50_ratio": 1.02,
+    }
+    line = closing_line(c)
+    assert "predicted (its twin) p99 9 ms" in line.replace(".00", "")
+    assert "(1000 / 998 requests)" in line and "predicted ÷ measured 0.9" in line
+    assert "[flagged: generator-limited]" in line  # a flagged measurement is never cited bare
+    assert closing_line({"ratio": None, "unavailable": "no leader"}) == "unavailable: no leader"

@@ -34,6 +34,7 @@ from ..store import EngineDocument, Store
 from ..twin.advise import advice_lines, advise
 from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from ..twin.infer import InferOptions
+from ..twin.spans import TraceSet
 from ..twin.structure import differences
 from ..twin.validate import TwinRun, comparison, load_summary, run_twin
 from ..units import fmt_ns, fmt_ratio
@@ -53,6 +54,12 @@ GRAPHS = {"socialnet": (topology.SOCIALNET, "/wrk2-api/post/compose"), "hotel": 
 def _p50_p99(load: dict) -> tuple[float | None, float | None]:
     m = measurement(load, "latency_intended")
     return (m.p_ns("50"), m.p_ns("99")) if m else (None, None)
+
+
+def _samples(load: dict) -> int | None:
+    """How many requests stand behind the load generator's percentiles."""
+    m = measurement(load, "latency_intended")
+    return m.count if m else None
 
 
 def _measure(
@@ -129,7 +136,10 @@ class TwinStudy:
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         scale = float(ctx.options.get("scale") or 1.0)
         full = ctx.form == "full"
-        duration = max(1.0, (10.0 if full else 4.0) * scale)
+        # socialnet's source, calibration, twin and closing runs: 1000 traced requests at 100/s in the
+        # quick form, so a p99 has 10 samples beyond it (hotel, a second check, stays shorter).
+        duration = max(1.0, (30.0 if full else 10.0) * scale)
+        hotel_duration = max(1.0, (10.0 if full else 4.0) * scale)
         advise_duration = max(1.0, (5.0 if full else 1.5) * scale)
         model = str(ctx.options.get("twin_model") or "std-async")
         rate = float(ctx.options.get("twin_rate_per_s") or RATE_PER_S)
@@ -157,11 +167,11 @@ class TwinStudy:
             progress=lambda m: ctx.progress(m, 0.6),
         )
         doc["advice"] = advice
-        doc["closing_loop"] = self._closing_loop(ctx, advice, model, rate, advise_duration, art)
+        doc["closing_loop"] = self._closing_loop(ctx, advice, rate, duration, art, ts, corrections)
 
         ctx.progress(f"twin: hotel under {model} at {rate:g}/s, traced", 0.85)
         try:
-            hotel = self._loop(ctx, "hotel", model, rate, duration, art / "hotel")
+            hotel = self._loop(ctx, "hotel", model, rate, hotel_duration, art / "hotel")
             hotel.pop("_traces")
         except (ValueError, EngineError) as e:  # InferenceError, TopologyError: the socialnet loop stands
             hotel = {"graph": "hotel", "unavailable": f"the hotel loop failed: {e}"}
@@ -187,34 +197,63 @@ class TwinStudy:
         ctx.progress("twin: done", 1.0)
         return [EngineDocument(self.name, ENGINE, doc)]
 
-    def _closing_loop(self, ctx: RunContext, advice: dict, model: str, rate: float, duration: float, art: Path) -> dict:
-        """The recommended configuration run on the real graph at the source rate."""
+    def _closing_loop(
+        self,
+        ctx: RunContext,
+        advice: dict,
+        rate: float,
+        duration: float,
+        art: Path,
+        ts: TraceSet,
+        corrections: dict[str, float],
+    ) -> dict:
+        """The recommended configuration run twice at the source rate for the same time: on its twin
+        (the prediction) and on the real graph (the measurement). Advise ranked on short rungs; the
+        closing comparison runs both for the source run's length, so each p99 has as many samples
+        behind it as the validation's (a 1.5 s rung's p99 is its 2nd slowest request)."""
         rec = advice["recommendation"]
         if not rec.get("alternative"):
             return {"predicted_p99_ns": None, "measured_p99_ns": None, "ratio": None, "unavailable": rec["unavailable"]}
-        ctx.progress(f"twin: closing loop: {rec['alternative']} on socialnet.yaml at {rate:g}/s", 0.8)
+        from ..twin.advise import inferred_twin, point_flags
+
+        ctx.progress(f"twin: closing loop: {rec['alternative']} on its twin and on socialnet.yaml at {rate:g}/s", 0.8)
+        topo, _ = inferred_twin(ts, InferOptions(name="socialnet-twin"), corrections)
+        twin = run_twin(
+            topo,
+            rec["model"],
+            rate,
+            duration_s=duration,
+            warmup_s=advice["warmup_s"],
+            connections=advice["connections"],
+            extra_args=rec["args"],
+        )
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "closing-socialnet.json")
         path = GRAPHS["socialnet"][1]
         with graph(topo_json, rec["model"], art / "closing-graph.json", 0.0, None, extra=rec["args"]) as (port, _):
-            # The advise runs' connections and warm-up: the prediction and the measurement differ
-            # only in the graph (twin or real).
+            # The twin run's connections and warm-up: prediction and measurement differ only in the
+            # graph (twin or real).
             args = http_load_args(port, path, advice["connections"], rate, duration, advice["warmup_s"], timeout="2s")
             load = run_engine(LOAD, args, timeout_s=duration + advice["warmup_s"] + 120).document
-        from ..twin.advise import point_flags
-
-        _, measured = _p50_p99(load)
-        predicted = rec["predicted_p99_ns"]
+        predicted_p50, predicted = _p50_p99(twin.load)
+        measured_p50, measured = _p50_p99(load)
         return {
             "alternative": rec["alternative"],
             "model": rec["model"],
             "args": rec["args"],
             "rate_per_s": rate,
+            "duration_s": duration,
             "predicted_p99_ns": predicted,
-            "predicted_flags": rec.get("flags", []),
+            "predicted_p50_ns": predicted_p50,
+            "predicted_flags": point_flags(twin.load, rate),
+            "predicted_samples": _samples(twin.load),
+            "advise_rung_p99_ns": rec["predicted_p99_ns"],
             "measured_p99_ns": measured,
+            "measured_p50_ns": measured_p50,
             "measured_flags": point_flags(load, rate),
+            "measured_samples": _samples(load),
             "ratio": predicted / measured if predicted and measured else None,
-            "unavailable": None if measured else "the measured run completed no request",
+            "p50_ratio": predicted_p50 / measured_p50 if predicted_p50 and measured_p50 else None,
+            "unavailable": None if measured and predicted else "a closing run completed no request",
             "load": load_summary(load),
         }
 
@@ -276,9 +315,19 @@ def closing_line(c: dict | None) -> str:
         return f"unavailable: {c.get('unavailable')}"
     flags = f" [flagged: {'; '.join(c['measured_flags'])}]" if c.get("measured_flags") else ""
     pflags = f" [flagged: {'; '.join(c['predicted_flags'])}]" if c.get("predicted_flags") else ""
+    n_pred, n_meas = c.get("predicted_samples"), c.get("measured_samples")
+    samples = f" ({n_pred} / {n_meas} requests)" if n_pred and n_meas else ""
+    seconds = f" for {c['duration_s']:g} s" if c.get("duration_s") else ""
+    p50 = f"; p50 {fmt_ratio(c['p50_ratio'])}" if c.get("p50_ratio") else ""
+    rung = (
+        f"; advise's {fmt_ns(c['advise_rung_p99_ns'])} came from its short rung"
+        if c.get("advise_rung_p99_ns") and c.get("duration_s")
+        else ""
+    )
     return (
-        f"{c['alternative']} on the real graph at {c['rate_per_s']:g}/s: predicted p99 {fmt_ns(c['predicted_p99_ns'])}"
-        f"{pflags}, measured {fmt_ns(c['measured_p99_ns'])}{flags} — predicted ÷ measured {fmt_ratio(c['ratio'])}"
+        f"{c['alternative']} at {c['rate_per_s']:g}/s{seconds}: predicted (its twin) p99 "
+        f"{fmt_ns(c['predicted_p99_ns'])}{pflags}, measured (the real graph) {fmt_ns(c['measured_p99_ns'])}{flags}"
+        f"{samples} — predicted ÷ measured {fmt_ratio(c['ratio'])}{p50}{rung}"
     )
 
 

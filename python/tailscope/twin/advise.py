@@ -259,7 +259,7 @@ def validation_error(validation: dict, model: str) -> dict:
     }
 
 
-def _inferred(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> tuple[dict, dict]:
+def inferred_twin(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> tuple[dict, dict]:
     """The inferred topology, validated by the engine's rules, and the inference report."""
     topo, report = infer(ts, options, corrections)
     return topology_mod.validate(topo, "inferred topology"), report
@@ -282,7 +282,7 @@ def advise(
     """The advice document (schema tailscope.twin.advice/1). `corrections` are a calibration's
     (fit label → ns taken off); `validation` a comparison already made for the same twin (the
     twin study's), else the twin is validated here first."""
-    topo, report = _inferred(ts, options, corrections)
+    topo, report = inferred_twin(ts, options, corrections)
     rate = report["recorded_rate"].get("rate_per_s")
     if rate is None:
         raise ValueError(f"the recording rate is unavailable: {report['recorded_rate']['unavailable']}")
@@ -377,7 +377,7 @@ def sensitivity(
             )
             continue
         varied = InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
-        r2 = evaluate(_inferred(ts, varied, corrections)[0], alt, rate, [1.0], objective_ns, runs)
+        r2 = evaluate(inferred_twin(ts, varied, corrections)[0], alt, rate, [1.0], objective_ns, runs)
         p = r2["predicted_p99_ns"]
         out["points"].append(
             {
