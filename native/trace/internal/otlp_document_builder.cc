@@ -358,25 +358,59 @@ void OtlpDocumentBuilder::span_attribute(std::string_view key, const JsonScalar&
   if (Span* span = open_span()) apply_span_tag(*span, classify_span_tag(key), value);
 }
 
-bool OtlpDocumentBuilder::finish(const TraceCallback& on_trace) {
+void OtlpDocumentBuilder::group_spans_by_trace() {
+  // A document holds few traces and many spans: each span's traceId is looked
+  // up in a small open-addressing table of the distinct ids, only those are
+  // sorted, and the spans are placed by counting. The order is that of a
+  // stable sort of the spans by traceId, without comparing ids per span
+  // (measured: the per-span sort was a tenth of reading OTLP).
   const std::size_t n = document_.spans.size();
+  std::size_t capacity = 16;
+  while (capacity < 2 * n) capacity *= 2;
+  id_slots_.assign(capacity, kNoGroup);
+  groups_.clear();
+  span_groups_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string_view id = document_.str(span_trace_ids_[i]);
+    for (std::size_t slot = quick_hash(id) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
+      std::uint32_t& group = id_slots_[slot];
+      if (group == kNoGroup) {
+        group = static_cast<std::uint32_t>(groups_.size());
+        groups_.push_back(TraceGroup{id, 0, 0});
+      } else if (groups_[group].trace_id != id) {
+        continue;
+      }
+      ++groups_[group].spans;
+      span_groups_[i] = group;
+      break;
+    }
+  }
+  // Distinct ids in order; each group's first position in order_.
+  group_order_.resize(groups_.size());
+  std::iota(group_order_.begin(), group_order_.end(), 0u);
+  std::sort(group_order_.begin(), group_order_.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return groups_[a].trace_id < groups_[b].trace_id; });
+  std::uint32_t next = 0;
+  for (const std::uint32_t g : group_order_) {
+    groups_[g].next = next;
+    next += groups_[g].spans;
+  }
   order_.resize(n);
-  std::iota(order_.begin(), order_.end(), 0u);
-  // Group by traceId, keeping input order inside a trace.
-  std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return document_.str(span_trace_ids_[a]) < document_.str(span_trace_ids_[b]);
-  });
-  for (std::size_t begin = 0; begin < n;) {
-    const std::string_view trace_id = document_.str(span_trace_ids_[order_[begin]]);
-    std::size_t end = begin;
+  for (std::size_t i = 0; i < n; ++i) order_[groups_[span_groups_[i]].next++] = static_cast<std::uint32_t>(i);
+}
+
+bool OtlpDocumentBuilder::finish(const TraceCallback& on_trace) {
+  group_spans_by_trace();
+  std::size_t begin = 0;
+  for (const std::uint32_t g : group_order_) {
+    const std::size_t end = begin + groups_[g].spans;
     out_.clear();
-    out_.trace_id.assign(trace_id);
-    while (end < n && document_.str(span_trace_ids_[order_[end]]) == trace_id) {
-      Span span = document_.spans[order_[end]];
+    out_.trace_id.assign(groups_[g].trace_id);
+    for (std::size_t k = begin; k < end; ++k) {
+      Span span = document_.spans[order_[k]];
       span.span_id = out_.store(document_.str(span.span_id));
       span.parent_span_id = out_.store(document_.str(span.parent_span_id));
       out_.spans.push_back(span);
-      ++end;
     }
     ++stats_.traces;
     ++stats_.otlp_traces;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trace/internal/json_scalar.h"
@@ -121,8 +122,20 @@ class OtlpDocumentBuilder {
   std::string attribute_key_;
   OwnedScalar attribute_value_;
 
+  // finish(): spans grouped by traceId (group_spans_by_trace()).
+  struct TraceGroup {
+    std::string_view trace_id;  // in document_.arena
+    std::uint32_t spans = 0;
+    std::uint32_t next = 0;  // where its next span goes in order_
+  };
+  static constexpr std::uint32_t kNoGroup = 0xFFFFFFFFu;
+  void group_spans_by_trace();
+  std::vector<std::uint32_t> id_slots_;
+  std::vector<TraceGroup> groups_;
+  std::vector<std::uint32_t> span_groups_;  // parallel to document_.spans
+  std::vector<std::uint32_t> group_order_;  // groups by traceId
+  std::vector<std::uint32_t> order_;        // spans by traceId, input order inside one
   Trace out_;
-  std::vector<std::uint32_t> order_;
 };
 
 }  // namespace tailscope::trace::internal
