@@ -1,16 +1,61 @@
 #include "analyze/analysis_json.h"
 
+#include <array>
 #include <charconv>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace tailscope::analyze {
 
 namespace {
+
+// True when `text` is printable ASCII without '"' or '\\': valid UTF-8 that
+// needs no escape, as span and trace ids almost always are. Checked 16 bytes
+// a compare (the last block overlapping the one before, never past the
+// text); byte by byte, this check and the escape loop below were most of
+// the output's own time (perf annotate).
+bool is_plain_ascii(std::string_view text) {
+  const char* p = text.data();
+  const std::size_t n = text.size();
+#if defined(__SSE2__)
+  if (n >= 16) {
+    // Signed bytes: below 0x20 is a control character or (negative) not ASCII.
+    const __m128i space = _mm_set1_epi8(0x20);
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    auto clean = [&](const char* at) {
+      const __m128i block = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+      const __m128i bad = _mm_or_si128(_mm_cmplt_epi8(block, space),
+                                       _mm_or_si128(_mm_cmpeq_epi8(block, quote), _mm_cmpeq_epi8(block, backslash)));
+      return _mm_movemask_epi8(bad) == 0;
+    };
+    for (std::size_t i = 0; i + 16 < n; i += 16) {
+      if (!clean(p + i)) return false;
+    }
+    return clean(p + n - 16);
+  }
+#endif
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(p[i]);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
 
 // Appends `text` as a JSON string: quotes, backslashes and control
 // characters escaped as RapidJSON's writer does, invalid UTF-8 repaired to
 // U+FFFD (span ids come straight from the input).
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  if (is_plain_ascii(text)) {
+    out.push_back('"');
+    out.append(text);
+    out.push_back('"');
+    return;
+  }
   if (!trace::is_valid_utf8(text)) {
     append_json_string(out, trace::valid_utf8(text));
     return;
@@ -55,16 +100,53 @@ void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
-void append_int(std::string& out, std::int64_t v) {
-  char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  out.append(digits, static_cast<std::size_t>(end - digits));
+// The two ASCII digits of every number below 100.
+constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> pairs{};
+  for (int i = 0; i < 100; ++i) {
+    pairs[2 * i] = static_cast<char>('0' + i / 10);
+    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return pairs;
+}();
+
+// out[0, 8) = the 8 digits of v < 10^8, leading zeros kept: four pairs that
+// do not wait on each other, where std::to_chars chains a division per pair.
+inline void eight_digits(std::uint32_t v, char* out) {
+  const std::uint32_t high = v / 10000;
+  const std::uint32_t low = v % 10000;
+  std::memcpy(out, &kDigitPairs[2 * (high / 100)], 2);
+  std::memcpy(out + 2, &kDigitPairs[2 * (high % 100)], 2);
+  std::memcpy(out + 4, &kDigitPairs[2 * (low / 100)], 2);
+  std::memcpy(out + 6, &kDigitPairs[2 * (low % 100)], 2);
 }
 
+// Times since the epoch are 19 digits (two in every section of the path):
+// those go 8 digits at a time from the end, the leading ones by to_chars.
 void append_uint(std::string& out, std::uint64_t v) {
   char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  out.append(digits, static_cast<std::size_t>(end - digits));
+  char* const end = digits + sizeof digits;
+  char* p = end;
+  while (v >= 100'000'000) {
+    p -= 8;
+    eight_digits(static_cast<std::uint32_t>(v % 100'000'000), p);
+    v /= 100'000'000;
+  }
+  char lead[8];
+  const auto [lead_end, ec] = std::to_chars(lead, lead + sizeof lead, static_cast<std::uint32_t>(v));
+  const auto lead_size = static_cast<std::size_t>(lead_end - lead);
+  p -= lead_size;
+  std::memcpy(p, lead, lead_size);
+  out.append(p, static_cast<std::size_t>(end - p));
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  if (v < 0) {
+    out.push_back('-');
+    append_uint(out, 0 - static_cast<std::uint64_t>(v));  // exact for INT64_MIN too
+    return;
+  }
+  append_uint(out, static_cast<std::uint64_t>(v));
 }
 
 void append_int_array(std::string& out, const std::vector<std::int64_t>& values) {
