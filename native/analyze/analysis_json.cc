@@ -1,16 +1,63 @@
 #include "analyze/analysis_json.h"
 
-#include <charconv>
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace tailscope::analyze {
 
 namespace {
 
+// True when `text` is printable ASCII without '"' or '\\': valid UTF-8 that
+// needs no escape, as span and trace ids almost always are. Checked 16 bytes
+// a compare (the last block overlapping the one before, never past the
+// text); byte by byte, this check and the escape loop below were most of
+// the output's own time (perf annotate).
+bool is_plain_ascii(std::string_view text) {
+  const char* p = text.data();
+  const std::size_t n = text.size();
+#if defined(__SSE2__)
+  if (n >= 16) {
+    // Signed bytes: below 0x20 is a control character or (negative) not ASCII.
+    const __m128i space = _mm_set1_epi8(0x20);
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    auto clean = [&](const char* at) {
+      const __m128i block = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+      const __m128i bad = _mm_or_si128(_mm_cmplt_epi8(block, space),
+                                       _mm_or_si128(_mm_cmpeq_epi8(block, quote), _mm_cmpeq_epi8(block, backslash)));
+      return _mm_movemask_epi8(bad) == 0;
+    };
+    for (std::size_t i = 0; i + 16 < n; i += 16) {
+      if (!clean(p + i)) return false;
+    }
+    return clean(p + n - 16);
+  }
+#endif
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(p[i]);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
 // Appends `text` as a JSON string: quotes, backslashes and control
 // characters escaped as RapidJSON's writer does, invalid UTF-8 repaired to
 // U+FFFD (span ids come straight from the input).
-void append_json_string(std::string& out, std::string_view text) {
+template <typename Out>
+void append_json_string(Out& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  if (is_plain_ascii(text)) {
+    out.push_back('"');
+    out.append(text);
+    out.push_back('"');
+    return;
+  }
   if (!trace::is_valid_utf8(text)) {
     append_json_string(out, trace::valid_utf8(text));
     return;
@@ -55,19 +102,89 @@ void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
-void append_int(std::string& out, std::int64_t v) {
-  char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  out.append(digits, static_cast<std::size_t>(end - digits));
+// The two ASCII digits of every number below 100.
+constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> pairs{};
+  for (int i = 0; i < 100; ++i) {
+    pairs[2 * i] = static_cast<char>('0' + i / 10);
+    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return pairs;
+}();
+
+// out[0, 8) = the 8 digits of v < 10^8, leading zeros kept: four pairs that
+// do not wait on each other, where std::to_chars chains a division per pair.
+inline void eight_digits(std::uint32_t v, char* out) {
+  const std::uint32_t high = v / 10000;
+  const std::uint32_t low = v % 10000;
+  std::memcpy(out, &kDigitPairs[2 * (high / 100)], 2);
+  std::memcpy(out + 2, &kDigitPairs[2 * (high % 100)], 2);
+  std::memcpy(out + 4, &kDigitPairs[2 * (low / 100)], 2);
+  std::memcpy(out + 6, &kDigitPairs[2 * (low % 100)], 2);
 }
 
-void append_uint(std::string& out, std::uint64_t v) {
-  char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  out.append(digits, static_cast<std::size_t>(end - digits));
+// The number of decimal digits of v (1 for 0).
+inline std::size_t decimal_digits(std::uint64_t v) {
+  static constexpr std::uint64_t kPowers[] = {1,
+                                              10,
+                                              100,
+                                              1'000,
+                                              10'000,
+                                              100'000,
+                                              1'000'000,
+                                              10'000'000,
+                                              100'000'000,
+                                              1'000'000'000,
+                                              10'000'000'000,
+                                              100'000'000'000,
+                                              1'000'000'000'000,
+                                              10'000'000'000'000,
+                                              100'000'000'000'000,
+                                              1'000'000'000'000'000,
+                                              10'000'000'000'000'000,
+                                              100'000'000'000'000'000,
+                                              1'000'000'000'000'000'000,
+                                              10'000'000'000'000'000'000u};
+  // log10(2) ~ 1233 / 4096: a guess from the bit width, off by at most one.
+  const auto guess = static_cast<std::size_t>((std::bit_width(v) * 1233) >> 12);
+  return guess + (v >= kPowers[guess] ? 1 : 0) + (v == 0 ? 1 : 0);
 }
 
-void append_int_array(std::string& out, const std::vector<std::int64_t>& values) {
+// Written in place from the end: times since the epoch are 19 digits (two in
+// every section of the path) and go 8 digits at a time, the rest by pairs.
+void append_uint(internal::JsonTextBuffer& out, std::uint64_t v) {
+  const std::size_t n = decimal_digits(v);
+  char* p = out.reserve_more(n) + n;
+  while (v >= 100'000'000) {
+    p -= 8;
+    eight_digits(static_cast<std::uint32_t>(v % 100'000'000), p);
+    v /= 100'000'000;
+  }
+  auto rest = static_cast<std::uint32_t>(v);
+  while (rest >= 100) {
+    p -= 2;
+    std::memcpy(p, &kDigitPairs[2 * (rest % 100)], 2);
+    rest /= 100;
+  }
+  if (rest >= 10) {
+    p -= 2;
+    std::memcpy(p, &kDigitPairs[2 * rest], 2);
+  } else {
+    *--p = static_cast<char>('0' + rest);
+  }
+  out.commit(n);
+}
+
+void append_int(internal::JsonTextBuffer& out, std::int64_t v) {
+  if (v < 0) {
+    out.push_back('-');
+    append_uint(out, 0 - static_cast<std::uint64_t>(v));  // exact for INT64_MIN too
+    return;
+  }
+  append_uint(out, static_cast<std::uint64_t>(v));
+}
+
+void append_int_array(internal::JsonTextBuffer& out, const std::vector<std::int64_t>& values) {
   out.push_back('[');
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out.push_back(',');
@@ -77,6 +194,8 @@ void append_int_array(std::string& out, const std::vector<std::int64_t>& values)
 }
 
 }  // namespace
+
+void internal::JsonTextBuffer::grow(std::size_t n) { data_.resize(std::max(2 * data_.size(), size_ + n + 256)); }
 
 TraceAnalysisJsonWriter::TraceAnalysisJsonWriter(const trace::NameTable& names,
                                                  const std::vector<WhatIfScenario>& scenarios)
@@ -91,7 +210,7 @@ void TraceAnalysisJsonWriter::name(trace::NameId id) {
 
 void TraceAnalysisJsonWriter::maybe_flush(const JsonChunkSink* sink) {
   if (sink != nullptr && out_.size() >= kTraceJsonChunkBytes) {
-    (*sink)(out_);
+    (*sink)(out_.view());
     out_.clear();
   }
 }
@@ -111,7 +230,8 @@ void TraceAnalysisJsonWriter::span_ref(const TraceAnalysis& a, std::uint32_t spa
 void TraceAnalysisJsonWriter::operations(const std::vector<OperationTime>& ops) {
   out_.push_back('[');
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    out_.append(i > 0 ? ",{\"service\":" : "{\"service\":");
+    if (i > 0) out_.push_back(',');
+    out_.append("{\"service\":");
     name(ops[i].service);
     out_.append(",\"operation\":");
     name(ops[i].operation);
@@ -125,7 +245,7 @@ void TraceAnalysisJsonWriter::operations(const std::vector<OperationTime>& ops) 
 void TraceAnalysisJsonWriter::write(const TraceAnalysis& analysis, const JsonChunkSink& sink) {
   out_.clear();
   write_object(analysis, &sink);
-  if (!out_.empty()) sink(out_);
+  if (!out_.empty()) sink(out_.view());
   out_.clear();
 }
 
@@ -138,7 +258,10 @@ void TraceAnalysisJsonWriter::append(const TraceAnalysis& analysis, std::string&
 void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChunkSink* sink) {
   out_.append("{\"trace_id\":");
   append_json_string(out_, a.trace->trace_id);
-  out_.append(a.analyzed ? ",\"analyzed\":true" : ",\"analyzed\":false");
+  if (a.analyzed)
+    out_.append(",\"analyzed\":true");
+  else
+    out_.append(",\"analyzed\":false");
   out_.append(",\"span_count\":");
   append_uint(out_, a.trace->spans.size());
   if (a.analyzed) {
@@ -157,13 +280,14 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
       out_.back() = ':';
       const std::size_t at = out_.size();
       name(s.operation);
-      out_.erase(at, 1);
+      out_.erase_one(at);
       maybe_flush(sink);
     }
     out_.append("],\"sections\":[");
     for (std::size_t i = 0; i < a.path.sections.size(); ++i) {
       const CriticalPathSection& section = a.path.sections[i];
-      out_.append(i > 0 ? ",{" : "{");
+      if (i > 0) out_.push_back(',');
+      out_.append("{");
       span_ref(a, section.span, "span_id");
       out_.append(",\"start_ns\":");
       append_int(out_, section.start_ns);
@@ -175,7 +299,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     out_.append("],\"spans_on_path\":[");
     for (std::size_t i = 0; i < a.path.spans.size(); ++i) {
       const SpanOnPath& p = a.path.spans[i];
-      out_.append(i > 0 ? ",{" : "{");
+      if (i > 0) out_.push_back(',');
+      out_.append("{");
       span_ref(a, p.span, "span_id");
       out_.append(",\"exclusive_ns\":");
       append_int(out_, p.exclusive_ns);
@@ -187,7 +312,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     maybe_flush(sink);
     out_.append(",\"services\":[");
     for (std::size_t i = 0; i < a.by_service.size(); ++i) {
-      out_.append(i > 0 ? ",{\"service\":" : "{\"service\":");
+      if (i > 0) out_.push_back(',');
+      out_.append("{\"service\":");
       name(a.by_service[i].service);
       out_.append(",\"exclusive_ns\":");
       append_int(out_, a.by_service[i].exclusive_ns);
@@ -202,7 +328,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     out_.append(",\"rpc\":[");
     for (std::size_t i = 0; i < a.rpc_delays.size(); ++i) {
       const RpcDelay& d = a.rpc_delays[i];
-      out_.append(i > 0 ? ",{" : "{");
+      if (i > 0) out_.push_back(',');
+      out_.append("{");
       span_ref(a, d.client_span, "client_span_id");
       const trace::Span& server = a.trace->spans[d.server_span];
       out_.append(",\"server_span_id\":");
@@ -225,7 +352,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     out_.append(",\"launch_stagger\":[");
     for (std::size_t i = 0; i < a.launch_stagger.size(); ++i) {
       const LaunchStagger& l = a.launch_stagger[i];
-      out_.append(i > 0 ? ",{\"parent_span_id\":" : "{\"parent_span_id\":");
+      if (i > 0) out_.push_back(',');
+      out_.append("{\"parent_span_id\":");
       append_json_string(out_, a.trace->span_id(a.trace->spans[l.parent_span]));
       out_.push_back(',');
       span_ref(a, l.client_span, "client_span_id");
@@ -237,7 +365,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     out_.append("],\"probe_calls\":[");
     for (std::size_t i = 0; i < a.probe_spans.size(); ++i) {
       const trace::Span& span = a.trace->spans[a.probe_spans[i]];
-      out_.append(i > 0 ? ",{" : "{");
+      if (i > 0) out_.push_back(',');
+      out_.append("{");
       span_ref(a, a.probe_spans[i], "span_id");
       out_.append(",\"scheduling_ns\":");
       if (span.probe_scheduling_delay_ns >= 0) {
@@ -260,7 +389,8 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     append_int_array(out_, a.probe_join_ns);
     out_.append("},\"what_if\":[");
     for (std::size_t i = 0; i < a.what_if.size() && i < scenarios_.size(); ++i) {
-      out_.append(i > 0 ? ",{\"scenario\":" : "{\"scenario\":");
+      if (i > 0) out_.push_back(',');
+      out_.append("{\"scenario\":");
       append_json_string(out_, scenarios_[i].name);
       out_.append(",\"end_to_end_ns\":");
       append_int(out_, a.what_if[i].end_to_end_ns);

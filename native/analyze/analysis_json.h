@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,58 @@ namespace tailscope::analyze {
 // trace with a million spans is hundreds of MB, streamed, never held whole.
 inline constexpr std::size_t kTraceJsonChunkBytes = 64 * 1024;
 using JsonChunkSink = std::function<void(std::string_view)>;
+
+namespace internal {
+
+// The writer's text: a byte buffer whose appends inline to a bounds check and
+// a copy. A trace's result is hundreds of small pieces, and std::string's
+// append is an out-of-line call per piece (measured: most of the writer's
+// own time once strings and integers were fast).
+class JsonTextBuffer {
+ public:
+  std::string_view view() const { return {data_.data(), size_}; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  void clear() { size_ = 0; }
+  char& back() { return data_[size_ - 1]; }
+  void erase_one(std::size_t at) {
+    std::memmove(data_.data() + at, data_.data() + at + 1, size_ - at - 1);
+    --size_;
+  }
+  void push_back(char c) { *reserve_more(1) = c, ++size_; }
+  // A literal: its length is a constant, so the copy is a few moves.
+  template <std::size_t N>
+  void append(const char (&literal)[N]) {
+    std::memcpy(reserve_more(N - 1), literal, N - 1);
+    size_ += N - 1;
+  }
+  void append(const char* text, std::size_t n) {
+    std::memcpy(reserve_more(n), text, n);
+    size_ += n;
+  }
+  void append(std::string_view text) { append(text.data(), text.size()); }
+  // Room for n more bytes at the end; commit(k) keeps k of them.
+  char* reserve_more(std::size_t n) {
+    if (data_.size() - size_ < n) [[unlikely]]
+      grow(n);
+    return data_.data() + size_;
+  }
+  void commit(std::size_t n) { size_ += n; }
+  // Exchanges the text with `text` (whose bytes appends then follow): a
+  // large result is appended to the caller's string in place, not copied.
+  void swap(std::string& text) {
+    data_.resize(size_);
+    data_.swap(text);
+    size_ = data_.size();
+  }
+
+ private:
+  void grow(std::size_t n);  // out of line: the appends stay small enough to inline
+  std::string data_;         // [0, size_) is the text; the rest is room
+  std::size_t size_ = 0;
+};
+
+}  // namespace internal
 
 // Writes per-trace results. Output formatting is a large share of the
 // engine's time (the result is about as big as the input), so service and
@@ -42,7 +95,7 @@ class TraceAnalysisJsonWriter {
   const trace::NameTable& names_;
   const std::vector<WhatIfScenario>& scenarios_;
   std::vector<std::string> escaped_names_;  // by NameId; empty until first used
-  std::string out_;
+  internal::JsonTextBuffer out_;
 };
 
 // One-off forms of the writer (no name cache kept between calls).

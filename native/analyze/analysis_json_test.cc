@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "analyze/test_trace_builder.h"
 #include "analyze/trace_analyzer.h"
@@ -74,6 +77,49 @@ TEST(AnalysisJsonTest, ChunkedAndCachedWritersWriteTheSameText) {
   EXPECT_EQ(joined, whole);
   EXPECT_GT(chunks, 1u);
   EXPECT_EQ(nlohmann::json::parse(whole)["spans_on_path"].size(), 3000u);
+}
+
+// Integers are written 8 digits at a time: every boundary of that comes out
+// as the number it is.
+TEST(AnalysisJsonTest, WritesEveryIntegerExactly) {
+  trace::NameTable names;
+  TraceBuilder b(names, "t");
+  b.span("r", "", 0, 10, "svc", "op", SpanKind::kServer);
+  TraceAnalysis a;
+  a.trace = &b.trace();
+  a.analyzed = true;
+  a.root = 0;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  a.probe_scheduling_ns = {0,
+                           1,
+                           9,
+                           10,
+                           99,
+                           100,
+                           9'999'999,
+                           99'999'999,
+                           100'000'000,
+                           100'000'001,
+                           1'000'000'007,
+                           9'999'999'999'999'999,
+                           10'000'000'000'000'000,
+                           1'700'000'000'010'002'000,
+                           kMax,
+                           -1,
+                           -100'000'000,
+                           -1'700'000'000'000'000'000,
+                           kMin};
+  a.start_ns = kMin;
+  a.end_to_end_ns = kMax;
+  std::string line;
+  append_trace_analysis_json(a, names, {}, line);
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["delays"]["probe_scheduling_ns"].get<std::vector<std::int64_t>>(), a.probe_scheduling_ns);
+  EXPECT_EQ(j["start_ns"].get<std::int64_t>(), kMin);
+  EXPECT_EQ(j["end_to_end_ns"].get<std::int64_t>(), kMax);
+  EXPECT_NE(line.find("\"probe_scheduling_ns\":[0,1,9,10,99,100,9999999,99999999,100000000,100000001,"),
+            std::string::npos);
 }
 
 }  // namespace

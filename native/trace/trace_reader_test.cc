@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -266,6 +267,45 @@ TEST(TraceReaderTest, ReadsOtlpGroupingSpansByTrace) {
   EXPECT_EQ(t1.spans[0].duration_ns, 150);
 }
 
+// OTLP groups a document's spans by traceId through a table of the distinct
+// ids: traces come out in traceId order (byte order, "" first), each with its
+// spans in input order, however the ids interleave and however many there are.
+TEST(TraceReaderTest, OtlpTracesComeOutInTraceIdOrderWithSpansInInputOrder) {
+  std::string doc = R"({"resourceSpans": [{"scopeSpans": [{"spans": [)";
+  std::map<std::string, std::vector<std::string>> expected;  // sorted by id, as the reader emits
+  constexpr int kSpans = 600;
+  for (int i = 0; i < kSpans; ++i) {
+    // 97 ids, interleaved; "" (no traceId) and ids that differ in one byte only.
+    const int t = (i * 37) % 97;
+    std::string id;  // appended piecewise: GCC 12 warns (-Wrestrict) on "literal" + std::string
+    if (t != 0) id.append("t").append(std::to_string(t % 10)).append("x").append(std::to_string(t));
+    std::string span_id = "s";
+    span_id += std::to_string(i);
+    if (i > 0) doc += ", ";
+    doc += "{";
+    if (t != 0) doc.append(R"("traceId": ")").append(id).append(R"(", )");
+    doc.append(R"("spanId": ")").append(span_id).append(R"("})");
+    expected[id].push_back(span_id);
+  }
+  doc += "]}]}]}";
+  using TraceSpanIds = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  const TraceSpanIds want(expected.begin(), expected.end());
+  for (const bool use_simdjson : {true, false}) {
+    NameTable names;
+    ReadOptions options;
+    options.use_simdjson = use_simdjson;
+    TraceSpanIds got;
+    const ReadResult result = read_trace_text(doc, names, options, [&](Trace& t) {
+      std::vector<std::string> ids;
+      for (const Span& span : t.spans) ids.emplace_back(t.span_id(span));
+      got.emplace_back(t.trace_id, std::move(ids));
+      return true;
+    });
+    ASSERT_TRUE(result.ok) << result.error;
+    EXPECT_EQ(got, want) << "use_simdjson=" << use_simdjson;
+  }
+}
+
 TEST(TraceReaderTest, InvalidJsonReportsByteOffset) {
   NameTable names;
   const std::string text = R"({"data": [{"traceID": "a",, "spans": []}]})";
@@ -518,6 +558,83 @@ TEST(TraceReaderTest, SimdjsonAndRapidJsonPathsBuildTheSameTraces) {
   two_spans.max_spans_per_trace = 2;
   const std::string over = R"({"traceID": "x", "spans": [{"spanID": "1"}, {"spanID": "2"}, {"spanID": "3"}]})";
   EXPECT_EQ(transcript(over, true, two_spans).traces, transcript(over, false, two_spans).traces);
+}
+
+// The simdjson path reads spans with typed walks of their members in
+// document order, not through the builders' SAX events: members in any
+// order, repeated, of unexpected types, with escapes, past the span limit —
+// the same traces and counters as the RapidJSON path, read by simdjson.
+TEST(TraceReaderTest, TypedWalksBuildWhatTheSaxEventsBuild) {
+  const std::vector<std::string> jaeger = {
+      // A tag's value before its key; values of every type; unused tags with containers.
+      R"({"spans": [{"tags": [{"value": "client", "type": "string", "key": "span.kind"},
+          {"value": 1, "key": "error"}, {"key": "tailscope.scheduling_delay_ns", "value": "42"},
+          {"key": "tailscope.join_delay_ns", "value": 7.0}, {"key": "other", "value": {"a": [1, {"b": 2}]}},
+          {"key": "otel.status_code", "value": "ERROR"}, {"value": [1], "key": "error"}, 3, [4], {"key": 5}],
+          "spanID": "a", "startTime": "17", "duration": -2.5, "processID": "p"}], "traceID": "t1",
+          "processes": {"p": {"tags": [], "serviceName": "svc"}}})",
+      // Members repeated (the last wins, or the first for processes), of the
+      // wrong type, and escaped keys and strings.
+      R"({"traceID": "t2", "traceID": 5, "spans": [{"spanID": "x", "spanID": 7, "span\u0049D": "y\u00e9",
+          "operationName": "o1", "operationName": null, "operation\u004eame": "o\"2", "parentSpanID": "0",
+          "parentSpanID": "q", "references": [{"spanID": "r1", "refType": "FOLLOWS_FROM"}, 5, [],
+          {"refType": 3, "spanID": "r2"}, {"spanID": ""}], "process": {"serviceName": "own"},
+          "processID": "p", "startTime": true, "duration": {"x": 1}, "traceID": "inner"},
+          {"spanID": "z", "process": "x", "tags": {"key": "error"}, "references": "none", "startTime": null}],
+          "processes": {"p": {"serviceName": "first"}, "p": {"serviceName": "second"}, "q": 5,
+          "r": {"serviceName": 3}, "s": [{"serviceName": "no"}]}})",
+      // Containers and scalars where the trace's own members belong.
+      R"({"traceID": {"x": 1}, "spans": {"spanID": "a"}, "processes": []})"
+      "\n"
+      R"({"traceID": [], "spans": 5, "processes": "p"})"
+      "\n"
+      R"({"spans": [{"traceID": "from-span", "spanID": "a", "processID": 5, "process": {"serviceName": ["x"]}}]})",
+      // A span without an id, one without a process, one over the limit
+      // (whose traceID still counts when the trace has none).
+      R"({"spans": [{"operationName": "none"}, {"spanID": "a", "processID": "missing"}, {"spanID": "b"},
+          {"spanID": "c", "traceID": "late"}], "processes": {}})",
+      // Envelopes: items are traces, other members of the envelope a trace of their own.
+      R"({"data": [{"traceID": "d1", "spans": [{"spanID": "a", "tags": [{"key": "span.kind", "value": "server"}]}],
+          "data": [1]}, {"spans": [], "processes": {"p": {"serviceName": "s"}}}], "traceID": "outer"})",
+  };
+  const std::vector<std::string> otlp = {
+      // Resource after its spans; attributes with the value before the key,
+      // every value type, repeated values; kind and status as strings and numbers.
+      R"({"resourceSpans": [{"scopeSpans": [{"scope": {"name": "s"}, "spans": [{"traceId": "T1", "spanId": "a",
+          "name": "n\u00e9", "kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": "100", "endTimeUnixNano": 250,
+          "attributes": [{"value": {"boolValue": true}, "key": "error"},
+          {"key": "tailscope.join_delay_ns", "value": {"intValue": "9"}},
+          {"key": "tailscope.scheduling_delay_ns", "value": {"stringValue": "x", "intValue": 4}},
+          {"key": "span.kind", "value": {"arrayValue": {"values": []}}}, {"key": "k", "value": 5}, 7],
+          "status": {"code": "STATUS_CODE_ERROR"}}, {"traceId": "T2", "spanId": "b", "parentSpanId": "a",
+          "kind": 2, "startTimeUnixNano": 1.5e3, "endTimeUnixNano": "x", "status": {"code": 2}}]}],
+          "resource": {"attributes": [{"value": {"stringValue": "svc"}, "key": "service.name"},
+          {"key": "service.name", "value": {"stringValue": 5}}]}}]})",
+      // instrumentationLibrarySpans, escaped keys, wrong types, no resource,
+      // a span without an id, a span without times.
+      R"({"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [{"trace\u0049d": "T", "spanId": "c",
+          "name": 5, "kind": 9, "attributes": {"key": "error"}, "status": 2}, {"name": "no-id"}, 3]}, 4,
+          {"spans": {"spanId": "d"}}], "resource": [1]}, 5, {"resource": {"attributes": [{"key": "service.name",
+          "value": {"stringValue": "s2"}}]}, "scopeSpans": [{"spans": [{"traceId": "T", "spanId": "e",
+          "startTimeUnixNano": "1", "endTimeUnixNano": "2"}]}]}], "resourceSpans": [{"scopeSpans": 3}]})",
+  };
+  ReadOptions three_spans;
+  three_spans.max_spans_per_trace = 3;
+  for (const std::vector<std::string>* inputs : {&jaeger, &otlp}) {
+    for (const std::string& input : *inputs) {
+      for (const ReadOptions& options : {ReadOptions{}, three_spans}) {
+        const Transcript fast = transcript(input, true, options);
+        EXPECT_EQ(fast.traces, transcript(input, false, options).traces) << input;
+        EXPECT_TRUE(fast.result.ok) << input << ": " << fast.result.error;
+        EXPECT_EQ(fast.result.stats.values_rapidjson, 0u) << input;
+      }
+    }
+  }
+  // A number beyond 64 bits where a string belongs still hands the value to
+  // RapidJSON (which reads it as a double), as the generic walk did.
+  const std::string big = R"({"spans": [{"spanID": 99999999999999999999, "operationName": "o"}]})";
+  EXPECT_EQ(transcript(big, true).traces, transcript(big, false).traces);
+  EXPECT_EQ(transcript(big, true).result.stats.values_rapidjson, 1u);
 }
 
 TEST(TraceReaderTest, ValidObjectsAreReadBySimdjsonAndTheRestByRapidJson) {

@@ -1,7 +1,7 @@
-// Builds one Trace from the SAX events inside a Jaeger JSON trace object
-// ({"traceID", "spans": [...], "processes": {...}}). Keys may come in any
-// order: processes usually follow the spans, so services are resolved when
-// the trace object ends. Defined inline: it runs for every JSON event of
+// Builds one Trace from the SAX events (or the typed events, below) inside a
+// Jaeger JSON trace object ({"traceID", "spans": [...], "processes": {...}}).
+// Keys may come in any order: processes usually follow the spans, so services
+// are resolved when the trace object ends. Defined inline: it runs for every JSON event of
 // every span, and inlining into the reader's SAX handler is most of its speed.
 #pragma once
 
@@ -30,15 +30,6 @@ class JaegerTraceBuilder {
   void begin();
   // True once the object showed a trace key (traceID, spans, processes).
   bool has_content() const { return has_content_; }
-  // For readers that skip what the builder ignores (the simdjson path): the
-  // value of the last key is used, and the container just started is skipped.
-  // (The value of a tag whose key came first and is not one we use is not.)
-  bool wants_value() const {
-    return skip_depth_ == 0 && field_ != Field::kNone &&
-           !(field_ == Field::kTagValue && tag_has_key_ && tag_ == SpanTag::kOther);
-  }
-  bool skipping() const { return skip_depth_ > 0; }
-
   void key(std::string_view key);
   void scalar(const JsonScalar& value);
   void start_object();
@@ -46,6 +37,52 @@ class JaegerTraceBuilder {
   void end_container();
   // Resolves processIDs to services. The trace stays valid until begin().
   Trace& finish();
+
+  // Typed events, for a reader that walks a trace object itself (the
+  // simdjson path) instead of sending SAX events: each call is what the SAX
+  // events of that member do, so both paths build the same traces. Strings
+  // are views valid for the call; the trace's own members:
+  void saw_trace_key() { has_content_ = true; }  // traceID, spans or processes
+  void trace_id(std::string_view text) { trace_.trace_id.assign(text); }
+  // A "processes" entry's serviceName (each one counts; the first wins).
+  void process_service(std::string_view process_key, std::string_view service_name);
+  // A span object: begin_span(), its members, end_span().
+  void begin_span();
+  void end_span();
+  void span_trace_id(std::string_view text) {
+    if (trace_.trace_id.empty()) trace_.trace_id.assign(text);
+  }
+  void span_id(std::string_view text);
+  void parent_span_id(std::string_view text);
+  void operation_name(std::string_view text);
+  // startTime / duration in microseconds, any scalar.
+  void span_time(bool is_start, const JsonScalar& value);
+  void process_id(std::string_view text);
+  void span_service_name(std::string_view text);  // the span's own "process"
+  // A references[] object: begin_reference(), refType / spanID, end_reference().
+  void begin_reference() {
+    ref_type_ = RefType::kChildOf;  // Jaeger's default when refType is absent
+    ref_has_id_ = false;
+  }
+  void reference_type(std::string_view text) {
+    ref_type_ = is_literal(text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
+  }
+  void reference_span_id(std::string_view text) {
+    ref_span_id_.assign(text);
+    ref_has_id_ = !text.empty();
+  }
+  void end_reference();
+  // A tags[] object: begin_tag(), then key and value in either order.
+  void begin_tag() {
+    tag_has_key_ = false;
+    tag_ = SpanTag::kOther;
+    tag_value_.reset();
+  }
+  void tag_key(std::string_view text);
+  // False once the key is known and is not one the analyzer uses: the value
+  // need not be read.
+  bool tag_wants_value() const { return !(tag_has_key_ && tag_ == SpanTag::kOther); }
+  void tag_value(const JsonScalar& value);
 
  private:
   enum class Frame : std::uint8_t {
@@ -85,10 +122,6 @@ class JaegerTraceBuilder {
 
   Frame frame() const { return frames_[top_]; }
   void start_container(bool is_object);
-  void begin_span();
-  void end_span();
-  void end_reference();
-  void end_tag();
   Span* current_span() { return dropping_span_ ? nullptr : &trace_.spans.back(); }
 
   NameTable& names_;
@@ -217,86 +250,115 @@ inline void JaegerTraceBuilder::scalar(const JsonScalar& value) {
   const Field field = field_;
   if (field == Field::kNone) return;  // a key we skip ("type", "flags", …)
   field_ = Field::kNone;
-  // Frames inside a span: [kTrace, kSpans, kSpan, ...].
-  Span* span = top_ >= 2 && frames_[2] == Frame::kSpan ? current_span() : nullptr;
+  if (field == Field::kTagValue) {
+    tag_value(value);
+    return;
+  }
+  if (field == Field::kStartTime || field == Field::kDuration) {
+    span_time(field == Field::kStartTime, value);
+    return;
+  }
+  if (!value.is_string()) return;  // every other member we use is a string
+  const std::string_view text = value.text;
   switch (field) {
     case Field::kTraceId:
-      if (value.is_string()) trace_.trace_id.assign(value.text);
+      trace_id(text);
       break;
     case Field::kSpanTraceId:
-      if (value.is_string() && trace_.trace_id.empty()) trace_.trace_id.assign(value.text);
+      span_trace_id(text);
       break;
     case Field::kSpanId:
-      if (span != nullptr && value.is_string() && !value.text.empty()) {
-        span->span_id = trace_.store(value.text);
-        span_has_id_ = true;
-      }
+      span_id(text);
       break;
     case Field::kParentSpanId:
-      // Older Jaeger JSON: a bare parentSpanID; references[] take precedence.
-      if (span != nullptr && value.is_string() && !value.text.empty() && value.text != "0" &&
-          span->parent_ref == RefType::kNone) {
-        span->parent_span_id = trace_.store(value.text);
-        span->parent_ref = RefType::kChildOf;
-      }
+      parent_span_id(text);
       break;
     case Field::kOperationName:
-      if (span != nullptr && value.is_string()) span->operation = names_.intern(value.text);
-      break;
-    case Field::kStartTime:
-    case Field::kDuration:
-      if (span != nullptr) {
-        std::int64_t ns = 0;
-        if (value.to_nanoseconds(1000, &ns)) {
-          (field == Field::kStartTime ? span->start_ns : span->duration_ns) = ns;
-        } else {
-          span_time_ok_ = false;
-        }
-      }
+      operation_name(text);
       break;
     case Field::kProcessId:
-      if (span != nullptr && value.is_string()) span->process_id = trace_.store(value.text);
+      process_id(text);
       break;
     case Field::kServiceName:
-      if (!value.is_string()) break;
-      if (frame() == Frame::kSpanProcess) {
-        if (span != nullptr) span->service = names_.intern(value.text);
-      } else {
-        if (process_count_ == processes_.size()) processes_.emplace_back();
-        auto& slot = processes_[process_count_++];
-        slot.first.assign(process_key_);
-        slot.second = names_.intern(value.text);
-      }
+      if (frame() == Frame::kSpanProcess)
+        span_service_name(text);
+      else
+        process_service(process_key_, text);
       break;
     case Field::kRefType:
-      if (value.is_string()) {
-        ref_type_ = is_literal(value.text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
-      }
+      reference_type(text);
       break;
     case Field::kRefSpanId:
-      if (value.is_string()) {
-        ref_span_id_.assign(value.text);
-        ref_has_id_ = !value.text.empty();
-      }
+      reference_span_id(text);
       break;
     case Field::kTagKey:
-      if (value.is_string()) {
-        tag_has_key_ = true;
-        tag_ = classify_span_tag(value.text);
-        if (tag_ != SpanTag::kOther && tag_value_.present && span != nullptr) {
-          apply_span_tag(*span, tag_, tag_value_.scalar);
-        }
-      }
-      break;
-    case Field::kTagValue:
-      if (tag_has_key_) {
-        if (tag_ != SpanTag::kOther && span != nullptr) apply_span_tag(*span, tag_, value);
-      } else {
-        tag_value_.set(value);  // key still to come
-      }
+      tag_key(text);
       break;
     default:
       break;
+  }
+}
+
+inline void JaegerTraceBuilder::process_service(std::string_view process_key, std::string_view service_name) {
+  if (process_count_ == processes_.size()) processes_.emplace_back();
+  auto& slot = processes_[process_count_++];
+  slot.first.assign(process_key);
+  slot.second = names_.intern(service_name);
+}
+
+inline void JaegerTraceBuilder::span_id(std::string_view text) {
+  Span* span = current_span();
+  if (span != nullptr && !text.empty()) {
+    span->span_id = trace_.store(text);
+    span_has_id_ = true;
+  }
+}
+
+inline void JaegerTraceBuilder::parent_span_id(std::string_view text) {
+  // Older Jaeger JSON: a bare parentSpanID; references[] take precedence.
+  Span* span = current_span();
+  if (span != nullptr && !text.empty() && text != "0" && span->parent_ref == RefType::kNone) {
+    span->parent_span_id = trace_.store(text);
+    span->parent_ref = RefType::kChildOf;
+  }
+}
+
+inline void JaegerTraceBuilder::operation_name(std::string_view text) {
+  if (Span* span = current_span()) span->operation = names_.intern(text);
+}
+
+inline void JaegerTraceBuilder::span_time(bool is_start, const JsonScalar& value) {
+  Span* span = current_span();
+  if (span == nullptr) return;
+  std::int64_t ns = 0;
+  if (value.to_nanoseconds(1000, &ns)) {
+    (is_start ? span->start_ns : span->duration_ns) = ns;
+  } else {
+    span_time_ok_ = false;
+  }
+}
+
+inline void JaegerTraceBuilder::process_id(std::string_view text) {
+  if (Span* span = current_span()) span->process_id = trace_.store(text);
+}
+
+inline void JaegerTraceBuilder::span_service_name(std::string_view text) {
+  if (Span* span = current_span()) span->service = names_.intern(text);
+}
+
+inline void JaegerTraceBuilder::tag_key(std::string_view text) {
+  tag_has_key_ = true;
+  tag_ = classify_span_tag(text);
+  Span* span = current_span();
+  if (tag_ != SpanTag::kOther && tag_value_.present && span != nullptr) apply_span_tag(*span, tag_, tag_value_.scalar);
+}
+
+inline void JaegerTraceBuilder::tag_value(const JsonScalar& value) {
+  if (tag_has_key_) {
+    Span* span = current_span();
+    if (tag_ != SpanTag::kOther && span != nullptr) apply_span_tag(*span, tag_, value);
+  } else {
+    tag_value_.set(value);  // key still to come
   }
 }
 
@@ -351,13 +413,10 @@ inline void JaegerTraceBuilder::start_container(bool is_object) {
       begin_span();
       break;
     case Frame::kReference:
-      ref_type_ = RefType::kChildOf;  // Jaeger's default when refType is absent
-      ref_has_id_ = false;
+      begin_reference();
       break;
     case Frame::kTag:
-      tag_has_key_ = false;
-      tag_ = SpanTag::kOther;
-      tag_value_.reset();
+      begin_tag();
       break;
     default:
       break;

@@ -1,10 +1,11 @@
-// Builds traces from the SAX events inside an OTLP JSON "resourceSpans" array.
-// OTLP groups spans by resource, not by trace, so the spans of one document
-// are buffered and split by traceId when the array ends.
+// Builds traces from the SAX events (or the typed events) inside an OTLP JSON
+// "resourceSpans" array. OTLP groups spans by resource, not by trace, so the
+// spans of one document are buffered and split by traceId when the array ends.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trace/internal/json_scalar.h"
@@ -29,10 +30,29 @@ class OtlpDocumentBuilder {
   // Emits the buffered spans as one Trace per traceId (in traceId order, spans
   // in input order). Returns false when the callback asked to stop.
   bool finish(const TraceCallback& on_trace);
-  // For readers that skip what the builder ignores (the simdjson path): the
-  // value of the last key is used, and the container just started is skipped.
-  bool wants_value() const { return skip_depth_ == 0 && field_ != Field::kNone; }
-  bool skipping() const { return skip_depth_ > 0; }
+
+  // Typed events, for a reader that walks the documents itself (the simdjson
+  // path) instead of sending SAX events: each call is what the SAX events of
+  // that member do, so both paths build the same traces. Strings are views
+  // valid for the call. A resourceSpans object: begin_resource_spans(), its
+  // members, end_resource_spans().
+  void begin_resource_spans();
+  void end_resource_spans();
+  // An attribute {"key", "value": {"stringValue" | "intValue" | …}} of the
+  // resource, or of the open span: its key and its value's last scalar.
+  void resource_attribute(std::string_view key, const JsonScalar& value);
+  void span_attribute(std::string_view key, const JsonScalar& value);
+  // A span object: begin_span(), its members, end_span().
+  void begin_span();
+  void end_span();
+  void span_trace_id(std::string_view text);
+  void span_id(std::string_view text);
+  void parent_span_id(std::string_view text);
+  void span_name(std::string_view text);
+  void span_kind(const JsonScalar& value);
+  // startTimeUnixNano / endTimeUnixNano, any scalar.
+  void span_time(bool is_start, const JsonScalar& value);
+  void status_code(const JsonScalar& value);
 
  private:
   enum class Frame : std::uint8_t {
@@ -73,9 +93,9 @@ class OtlpDocumentBuilder {
 
   Frame frame() const { return frames_.back(); }
   void start_container(bool is_object);
-  void end_span();
   void end_attribute();
   bool in_span() const;
+  Span* open_span() { return dropping_span_ ? nullptr : &document_.spans.back(); }
 
   NameTable& names_;
   const ReadOptions& options_;
@@ -102,8 +122,20 @@ class OtlpDocumentBuilder {
   std::string attribute_key_;
   OwnedScalar attribute_value_;
 
+  // finish(): spans grouped by traceId (group_spans_by_trace()).
+  struct TraceGroup {
+    std::string_view trace_id;  // in document_.arena
+    std::uint32_t spans = 0;
+    std::uint32_t next = 0;  // where its next span goes in order_
+  };
+  static constexpr std::uint32_t kNoGroup = 0xFFFFFFFFu;
+  void group_spans_by_trace();
+  std::vector<std::uint32_t> id_slots_;
+  std::vector<TraceGroup> groups_;
+  std::vector<std::uint32_t> span_groups_;  // parallel to document_.spans
+  std::vector<std::uint32_t> group_order_;  // groups by traceId
+  std::vector<std::uint32_t> order_;        // spans by traceId, input order inside one
   Trace out_;
-  std::vector<std::uint32_t> order_;
 };
 
 }  // namespace tailscope::trace::internal

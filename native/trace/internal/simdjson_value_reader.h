@@ -1,9 +1,9 @@
 // The fast path of the trace readers: one whole top-level JSON value (a Jaeger
 // trace, a {"data": [...]} envelope or an OTLP {"resourceSpans": [...]}
-// document), parsed with simdjson's On-Demand API. It walks only the members
-// the builders use and feeds them to the same JaegerTraceBuilder and
-// OtlpDocumentBuilder as the RapidJSON path, so both paths build the same
-// traces. Anything simdjson rejects (or reads differently: numbers beyond
+// document), parsed with simdjson's On-Demand API. Typed walks read only the
+// members the builders use, in document order, and call the same
+// JaegerTraceBuilder and OtlpDocumentBuilder events the RapidJSON path's SAX
+// events call, so both paths build the same traces. Anything simdjson rejects (or reads differently: numbers beyond
 // 64 bits, invalid UTF-8) makes it give up, and the caller re-reads the value
 // with RapidJSON, which reports the exact error and offset.
 #pragma once
