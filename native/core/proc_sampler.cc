@@ -177,18 +177,52 @@ void ResourceSampler::take_sample() {
                            static_cast<double>(sys->cpu_total_ticks - prev_sys_->cpu_total_ticks);
   }
   std::lock_guard lock(mu_);
-  // The first sample only establishes the baseline for rates; it is kept for
-  // RSS/threads/fds but its CPU % fields are zero by construction, so the
-  // summary skips it for CPU.
-  samples_.push_back(s);
+  fold(s);
+  if (recent_.size() < kKeptSamples) {
+    recent_.push_back(s);
+  } else {
+    recent_[recent_next_] = s;
+    recent_next_ = (recent_next_ + 1) % kKeptSamples;
+  }
   prev_proc_ = proc;
   prev_sys_ = sys;
   prev_t_ns_ = now_ns;
 }
 
+void ResourceSampler::fold(const ResourceSample& p) {
+  Totals& t = totals_;
+  if (t.count == 0) t.first_t_ns = p.t_ns;
+  t.last_t_ns = p.t_ns;
+  // The first sample only establishes the baseline for rates; it counts for
+  // RSS/threads/fds but its CPU % fields are zero by construction, so the
+  // summary skips it for CPU.
+  if (t.count > 0) {
+    const double cpu = p.proc_cpu_user_pct + p.proc_cpu_sys_pct;
+    t.cpu_sum += cpu;
+    t.user_sum += p.proc_cpu_user_pct;
+    t.sys_sum += p.proc_cpu_sys_pct;
+    t.cpu_max = std::max(t.cpu_max, cpu);
+    t.busy_sum += p.sys_cpu_busy_pct;
+    t.load_sum += p.sys_load1;
+    t.rq_sum += p.sys_procs_running;
+    t.rq_max = std::max(t.rq_max, p.sys_procs_running);
+    t.alive_points += p.proc_alive ? 1 : 0;
+  }
+  t.rss_max = std::max(t.rss_max, p.proc_rss_bytes);
+  t.threads_max = std::max(t.threads_max, p.proc_threads);
+  t.fds_max = std::max(t.fds_max, p.proc_open_fds);
+  if (p.proc_alive) {
+    if (!t.first_alive) t.first_alive = p;
+    t.last_alive = p;
+  }
+  ++t.count;
+}
+
 std::vector<ResourceSample> ResourceSampler::samples() const {
   std::lock_guard lock(mu_);
-  return samples_;
+  std::vector<ResourceSample> out(recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_), recent_.end());
+  out.insert(out.end(), recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_));
+  return out;
 }
 
 int64_t ResourceSampler::sampler_cpu_ns() const {
@@ -197,61 +231,42 @@ int64_t ResourceSampler::sampler_cpu_ns() const {
 }
 
 nlohmann::json ResourceSampler::summary() const {
-  std::vector<ResourceSample> s = samples();
-  nlohmann::json out = {{"interval_ms", interval_ms_}, {"samples", s.size()}, {"sampler_cpu_ns", sampler_cpu_ns()}};
-  if (s.size() < 2) {
+  Totals t;
+  {
+    std::lock_guard lock(mu_);
+    t = totals_;
+  }
+  nlohmann::json out = {{"interval_ms", interval_ms_}, {"samples", t.count}, {"sampler_cpu_ns", sampler_cpu_ns()}};
+  if (t.count < 2) {
     out["unavailable"] = "fewer than two samples (run shorter than the sampling interval)";
     return out;
   }
-  double cpu_sum = 0, cpu_max = 0, user_sum = 0, sys_sum = 0, busy_sum = 0, load_sum = 0, rq_sum = 0;
-  int64_t rss_max = 0;
-  int threads_max = 0, fds_max = -1, rq_max = 0, alive_points = 0;
-  for (size_t i = 1; i < s.size(); ++i) {
-    const ResourceSample& p = s[i];
-    double cpu = p.proc_cpu_user_pct + p.proc_cpu_sys_pct;
-    cpu_sum += cpu;
-    user_sum += p.proc_cpu_user_pct;
-    sys_sum += p.proc_cpu_sys_pct;
-    cpu_max = std::max(cpu_max, cpu);
-    busy_sum += p.sys_cpu_busy_pct;
-    load_sum += p.sys_load1;
-    rq_sum += p.sys_procs_running;
-    rq_max = std::max(rq_max, p.sys_procs_running);
-    alive_points += p.proc_alive ? 1 : 0;
-  }
-  for (const ResourceSample& p : s) {
-    rss_max = std::max(rss_max, p.proc_rss_bytes);
-    threads_max = std::max(threads_max, p.proc_threads);
-    fds_max = std::max(fds_max, p.proc_open_fds);
-  }
-  const double n = static_cast<double>(s.size() - 1);
-  const double span_s = static_cast<double>(s.back().t_ns - s.front().t_ns) / 1e9;
-  out["system"] = {{"cpu_busy_pct_mean", busy_sum / n},
-                   {"load1_mean", load_sum / n},
-                   {"procs_running_mean", rq_sum / n},
-                   {"procs_running_max", rq_max}};
+  const double n = static_cast<double>(t.count - 1);
+  const double span_s = static_cast<double>(t.last_t_ns - t.first_t_ns) / 1e9;
+  out["system"] = {{"cpu_busy_pct_mean", t.busy_sum / n},
+                   {"load1_mean", t.load_sum / n},
+                   {"procs_running_mean", t.rq_sum / n},
+                   {"procs_running_max", t.rq_max}};
   if (pid_ > 0) {
-    auto first_alive = std::find_if(s.begin(), s.end(), [](const ResourceSample& p) { return p.proc_alive; });
-    auto last_alive = std::find_if(s.rbegin(), s.rend(), [](const ResourceSample& p) { return p.proc_alive; });
     nlohmann::json proc = {{"pid", pid_},
-                           {"cpu_pct_mean", cpu_sum / n},
-                           {"cpu_user_pct_mean", user_sum / n},
-                           {"cpu_sys_pct_mean", sys_sum / n},
-                           {"cpu_pct_max", cpu_max},
-                           {"rss_bytes_max", rss_max},
-                           {"threads_max", threads_max},
-                           {"alive_fraction", alive_points / n}};
-    if (fds_max >= 0)
-      proc["open_fds_max"] = fds_max;
+                           {"cpu_pct_mean", t.cpu_sum / n},
+                           {"cpu_user_pct_mean", t.user_sum / n},
+                           {"cpu_sys_pct_mean", t.sys_sum / n},
+                           {"cpu_pct_max", t.cpu_max},
+                           {"rss_bytes_max", t.rss_max},
+                           {"threads_max", t.threads_max},
+                           {"alive_fraction", t.alive_points / n}};
+    if (t.fds_max >= 0)
+      proc["open_fds_max"] = t.fds_max;
     else
       proc["open_fds_max"] = nullptr, proc["open_fds_unavailable"] = "/proc/PID/fd not readable";
-    if (first_alive != s.end() && span_s > 0) {
+    if (t.first_alive && span_s > 0) {
       proc["voluntary_ctx_switches_per_s"] =
-          static_cast<double>(last_alive->proc_voluntary_ctx_switches - first_alive->proc_voluntary_ctx_switches) /
+          static_cast<double>(t.last_alive->proc_voluntary_ctx_switches - t.first_alive->proc_voluntary_ctx_switches) /
           span_s;
-      proc["involuntary_ctx_switches_per_s"] =
-          static_cast<double>(last_alive->proc_involuntary_ctx_switches - first_alive->proc_involuntary_ctx_switches) /
-          span_s;
+      proc["involuntary_ctx_switches_per_s"] = static_cast<double>(t.last_alive->proc_involuntary_ctx_switches -
+                                                                   t.first_alive->proc_involuntary_ctx_switches) /
+                                               span_s;
     }
     out["process"] = proc;
   }

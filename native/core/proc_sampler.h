@@ -58,8 +58,16 @@ struct ResourceSample {
   bool proc_alive = true;
 };
 
+// Samples on its own thread every interval_ms for as long as it runs, which
+// for a service is the whole life of the process: the summary is folded in as
+// each sample is taken, and only the latest kKeptSamples samples are kept.
+// (It used to keep every sample for summary(): 5 a second in every
+// tailscope-svc process, so `tailscope soak` saw every service's RSS grow by
+// the same ~25-50 KB a minute whatever its load.)
 class ResourceSampler {
  public:
+  static constexpr size_t kKeptSamples = 256;
+
   // pid <= 0: sample only the system. interval_ms >= 1.
   ResourceSampler(pid_t pid, int interval_ms);
   ~ResourceSampler();
@@ -68,8 +76,9 @@ class ResourceSampler {
 
   void start();
   void stop();  // idempotent; joins the thread
+  // The latest samples (at most kKeptSamples), oldest first.
   std::vector<ResourceSample> samples() const;
-  // Summary over the samples: mean/max CPU %, max RSS/threads/fds, context
+  // Summary over every sample taken: mean/max CPU %, max RSS/threads/fds, context
   // switches per second, mean/max load and run queue, and the sampler's own CPU time.
   nlohmann::json summary() const;
   int64_t sampler_cpu_ns() const;
@@ -85,7 +94,22 @@ class ResourceSampler {
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
   bool running_ = false;
-  std::vector<ResourceSample> samples_;
+  // What summary() reports, folded in by take_sample() (every sample, not only the kept ones).
+  struct Totals {
+    int64_t count = 0;
+    int64_t first_t_ns = 0, last_t_ns = 0;
+    // Over every sample but the first (its CPU % fields are zero by construction).
+    double cpu_sum = 0, cpu_max = 0, user_sum = 0, sys_sum = 0, busy_sum = 0, load_sum = 0, rq_sum = 0;
+    int rq_max = 0, alive_points = 0;
+    // Over every sample.
+    int64_t rss_max = 0;
+    int threads_max = 0, fds_max = -1;
+    std::optional<ResourceSample> first_alive, last_alive;
+  };
+  void fold(const ResourceSample& s);  // caller holds mu_
+  Totals totals_;
+  std::vector<ResourceSample> recent_;  // a ring of at most kKeptSamples; recent_next_ is the oldest once full
+  size_t recent_next_ = 0;
   std::optional<ProcessCounters> prev_proc_;
   std::optional<SystemCounters> prev_sys_;
   int64_t prev_t_ns_ = 0;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -111,6 +112,58 @@ TEST(ProcSampler, ProcessThatExitsMidRunIsReportedNotFatal) {
   EXPECT_LT(alive, 1.0);
   auto samples = sampler.samples();
   EXPECT_FALSE(samples.back().proc_alive);
+}
+
+// A sampler runs for the life of a service (tailscope-svc samples itself
+// every 200 ms): what it holds must not grow with the number of samples, while
+// the summary still covers every one of them. It used to keep every sample,
+// and `tailscope soak` saw every service's RSS grow by the same amount a minute.
+TEST(ProcSampler, HoldsABoundedWindowWhileTheSummaryCoversEverySample) {
+  ResourceSampler sampler(getpid(), 1);
+  sampler.start();
+  const int64_t give_up = monotonic_ns() + 30'000'000'000;
+  while (sampler.summary()["samples"].get<int64_t>() <= int64_t{3 * ResourceSampler::kKeptSamples} &&
+         monotonic_ns() < give_up)
+    usleep(20 * 1000);
+  sampler.stop();
+  const nlohmann::json s = sampler.summary();
+  const int64_t taken = s["samples"].get<int64_t>();
+  ASSERT_GT(taken, int64_t{3 * ResourceSampler::kKeptSamples}) << "the sampler took too few samples in 30 s";
+  const std::vector<ResourceSample> kept = sampler.samples();
+  EXPECT_EQ(kept.size(), ResourceSampler::kKeptSamples);
+  for (size_t i = 1; i < kept.size(); ++i) EXPECT_LT(kept[i - 1].t_ns, kept[i].t_ns) << "oldest first, at " << i;
+  // The summary still covers the whole run, not only the kept window.
+  EXPECT_GT(s["process"]["alive_fraction"].get<double>(), 0.99);
+  EXPECT_GE(s["process"]["threads_max"].get<int>(), 2);  // this thread and the sampler's
+  EXPECT_GT(s["process"]["rss_bytes_max"].get<int64_t>(), 0);
+  EXPECT_GT(s["process"].value("voluntary_ctx_switches_per_s", 0.0), 0.0);
+}
+
+TEST(ProcSampler, SummaryMatchesTheKeptSamplesOfAShortRun) {
+  pid_t pid = spawn_known_child(/*threads=*/2, /*extra_fds=*/5, /*rss_mib=*/8, /*spin=*/false);
+  ASSERT_GT(pid, 0);
+  ResourceSampler sampler(pid, 20);
+  sampler.start();
+  usleep(300 * 1000);
+  sampler.stop();
+  stop_child(pid);
+  const nlohmann::json s = sampler.summary();
+  const std::vector<ResourceSample> kept = sampler.samples();
+  ASSERT_LT(kept.size(), ResourceSampler::kKeptSamples);
+  ASSERT_EQ(s["samples"].get<size_t>(), kept.size());
+  int64_t rss_max = 0;
+  int threads_max = 0, fds_max = -1;
+  double cpu_sum = 0;
+  for (const ResourceSample& p : kept) {
+    rss_max = std::max(rss_max, p.proc_rss_bytes);
+    threads_max = std::max(threads_max, p.proc_threads);
+    fds_max = std::max(fds_max, p.proc_open_fds);
+  }
+  for (size_t i = 1; i < kept.size(); ++i) cpu_sum += kept[i].proc_cpu_user_pct + kept[i].proc_cpu_sys_pct;
+  EXPECT_EQ(s["process"]["rss_bytes_max"].get<int64_t>(), rss_max);
+  EXPECT_EQ(s["process"]["threads_max"].get<int>(), threads_max);
+  EXPECT_EQ(s["process"]["open_fds_max"].get<int>(), fds_max);
+  EXPECT_DOUBLE_EQ(s["process"]["cpu_pct_mean"].get<double>(), cpu_sum / static_cast<double>(kept.size() - 1));
 }
 
 TEST(ProcSampler, SystemOnlySamplerAndReadersWork) {
