@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -120,11 +121,30 @@ int ThreadAffinityObserver::sample(pid_t pid) {
     if (at == std::string::npos) continue;
     const auto end = status.find('\n', at);
     applied_.insert(trim(status.substr(at + 18, end - at - 18)));
-    tids_.insert(std::to_string(pid) + "/" + entry.path().filename().string());
+    const std::string name = entry.path().filename().string();
+    char* end_of_number = nullptr;
+    const unsigned long tid = std::strtoul(name.c_str(), &end_of_number, 10);
+    if (end_of_number != name.c_str() && tid < kMaxTid) record_thread(static_cast<uint32_t>(tid));
     ++seen;
   }
   if (seen > 0) ++samples_;
   return seen;
+}
+
+void ThreadAffinityObserver::record_thread(uint32_t tid) {
+  if (tid >= kMaxTid) return;
+  const size_t word = tid / 64;
+  if (word >= seen_tids_.size()) {
+    // Doubling, but never past the last possible id's word: the record stays ≤ kMaxTid / 8 bytes.
+    constexpr size_t kWords = kMaxTid / 64;
+    seen_tids_.reserve(std::min(kWords, std::max(word + 1, 2 * seen_tids_.size())));
+    seen_tids_.resize(word + 1, 0);
+  }
+  const uint64_t bit = uint64_t{1} << (tid % 64);
+  if ((seen_tids_[word] & bit) == 0) {
+    seen_tids_[word] |= bit;
+    ++distinct_threads_;
+  }
 }
 
 bool ThreadAffinityObserver::all_within(const std::vector<int>& requested) const {
@@ -147,7 +167,7 @@ json ThreadAffinityObserver::to_json(const std::vector<int>& requested, const st
   for (const auto& a : applied_) applied.push_back(a);
   json out = {{"requested_cpus", requested.empty() ? json(nullptr) : json(format_cpu_list(requested))},
               {"mechanism", requested.empty() ? "none" : mechanism},
-              {"threads", tids_.size()},
+              {"threads", distinct_threads_},
               {"applied_cpus", applied},
               {"samples", samples_}};
   if (samples_ == 0) {

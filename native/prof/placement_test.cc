@@ -80,6 +80,19 @@ TEST(Placement, ThreadsStartedLaterInheritTheProcessAffinity) {
   }
 }
 
+TEST(Placement, ObserverCountsDistinctThreadsInBoundedMemory) {
+  // A std-async service observed for half an hour: hundreds of thousands of short-lived thread ids,
+  // each seen in several samples. The record stays within one bit per possible id.
+  ThreadAffinityObserver observer;
+  for (int pass = 0; pass < 3; ++pass)
+    for (uint32_t tid = 1000; tid < 401'000; ++tid) observer.record_thread(tid);
+  EXPECT_EQ(observer.distinct_threads(), 400'000U);
+  EXPECT_LE(observer.record_bytes(), ThreadAffinityObserver::kMaxTid / 8);
+  observer.record_thread(ThreadAffinityObserver::kMaxTid);  // beyond Linux's limit: ignored, not stored
+  EXPECT_EQ(observer.distinct_threads(), 400'000U);
+  EXPECT_LE(observer.record_bytes(), ThreadAffinityObserver::kMaxTid / 8);
+}
+
 TEST(Placement, GateHoldsTheChildUntilReleased) {
   ChildStartGate gate;
   int out[2];
