@@ -136,3 +136,8 @@ def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
     calm = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 10.2e6, 400e3, 0.02)))
     assert not any(ln.startswith("saturated:") or "(see 'saturated')" in ln for ln in calm)
     assert any(ln.startswith("idle CPU by interval: 20.0 %, 20.0 %") for ln in calm)
+
+
+def test_a_quiet_machine_has_no_rank_correlation_to_report():
+    lines = verdicts(_soak(*[_costed(i, (10 + i) * 1e6, 400e3, 0.0) for i in range(1, 5)]))
+    assert any(ln.endswith("Spearman ρ unavailable (a constant series)") for ln in lines)

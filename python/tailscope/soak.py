@@ -288,8 +288,11 @@ def drift_readings(iv: list[Interval]) -> list[str]:
     if len(ranked) >= 4:
         from scipy.stats import spearmanr
 
-        rho = float(spearmanr([p for p, _ in ranked], [o for _, o in ranked]).statistic)
-        rho_text = "unavailable (a constant series)" if rho != rho else f"{rho:+.2f}"
+        xs, ys = [p for p, _ in ranked], [o for _, o in ranked]
+        if len(set(xs)) < 2 or len(set(ys)) < 2:  # ranks of a constant series say nothing
+            rho_text = "unavailable (a constant series)"
+        else:
+            rho_text = f"{float(spearmanr(xs, ys).statistic):+.2f}"
         out.append(f"p99 vs other processes' CPU over {len(ranked)} intervals: Spearman ρ {rho_text}")
     return out
 
