@@ -1,5 +1,9 @@
 """The soak's verdicts are computed from its intervals (tailscope.soak)."""
 
+import time
+
+import pytest
+
 from tailscope.soak import Interval, ModelSoak, ProcessSample, verdicts
 
 
@@ -141,3 +145,128 @@ def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
 def test_a_quiet_machine_has_no_rank_correlation_to_report():
     lines = verdicts(_soak(*[_costed(i, (10 + i) * 1e6, 400e3, 0.0) for i in range(1, 5)]))
     assert any(ln.endswith("Spearman ρ unavailable (a constant series)") for ln in lines)
+
+
+def _write_hlog(path, start_s: float, per_second_ms: list[float], count: int = 100) -> None:
+    """A load generator's .hlog: one latency_intended histogram per second, `count` requests each at
+    that second's latency."""
+    from hdrh.histogram import HdrHistogram
+
+    from tailscope.tail import HDR_DIGITS, HDR_HIGHEST_NS, HDR_LOWEST_NS
+
+    lines = [f"#[StartTime: {start_s:.3f} (seconds since epoch), test]", f"#[BaseTime: {start_s:.3f}]"]
+    for k, ms in enumerate(per_second_ms):
+        h = HdrHistogram(HDR_LOWEST_NS, HDR_HIGHEST_NS, HDR_DIGITS)
+        h.record_value(int(ms * 1e6), count)
+        lines.append(f"Tag=latency_intended,{k:.3f},1.000,{ms / 1e3:.6f},{h.encode().decode()}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _machine(start_s: float, seconds: int, saturated: set[int]) -> list:
+    """Machine samples every 100 ms: 2 CPUs (20 ticks per sample), 30 % idle, none in `saturated`."""
+    from tailscope.soak import MachinePoint
+
+    points, busy, total = [], 0, 0
+    for j in range(seconds * 10 + 1):
+        sec = j // 10
+        points.append(MachinePoint(start_s + j * 0.1, busy, total, 60 if sec in saturated else 8))
+        busy += 20 if sec in saturated else 14
+        total += 20
+    return points
+
+
+def test_an_episode_is_found_and_left_out_of_the_outside_p99(tmp_path):
+    from tailscope.soak import find_episodes
+
+    start = 1_700_000_000.0
+    latency = [10.0] * 12
+    latency[5] = latency[6] = 200.0
+    hlog = tmp_path / "i.hlog"
+    _write_hlog(hlog, start, latency)
+    e = find_episodes(_machine(start, 12, {5, 6}), hlog)
+    assert e is not None
+    assert e.saturated_s == [5, 6] and e.windows == 12
+    assert e.runnable_max == 60 and e.runnable_median == 8
+    assert e.worst_second_s == 5 and e.worst_second_p99_ns == pytest.approx(200e6, rel=0.01)
+    # Seconds 4–7 are the episode with its 1 s margin: 8 seconds of 100 requests are left.
+    assert e.samples_total == 1200 and e.samples_outside == 800
+    assert e.p99_outside_ns == pytest.approx(10e6, rel=0.01)
+
+
+def test_the_drift_verdict_says_what_it_is_outside_the_episodes(tmp_path):
+    from tailscope.soak import find_episodes
+
+    start = 1_700_000_000.0
+    calm, spiky = tmp_path / "a.hlog", tmp_path / "b.hlog"
+    _write_hlog(calm, start, [10.0] * 10)
+    _write_hlog(spiky, start, [10.5] * 4 + [300.0, 300.0] + [10.5] * 4)
+    first, last = _iv(1, 10e6), _iv(2, 150e6)
+    first.episodes = find_episodes(_machine(start, 10, set()), calm)
+    last.episodes = find_episodes(_machine(start, 10, {4, 5}), spiky)
+    lines = verdicts(_soak(first, last))
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "NOT met" in drift and "outside CPU-saturation episodes +5.0 % (within the target)" in drift
+    episodes = next(ln for ln in lines if ln.startswith("CPU-saturation episodes"))
+    assert "#1: none saturated of 10 s" in episodes
+    assert "#2: 2 s saturated (4–6 s) of 10 s, runnable tasks up to 60 (median 8)" in episodes
+    assert "p99 outside the episodes 10.5 ms (600 of 1,000 requests)" in episodes
+
+
+def test_episodes_without_samples_say_unavailable(tmp_path):
+    from tailscope.soak import find_episodes
+
+    assert find_episodes([], tmp_path / "missing.hlog") is None
+    lines = verdicts(_soak(_iv(1, 10e6), _iv(2, 10e6)))
+    assert any(ln.startswith("CPU-saturation episodes: unavailable") for ln in lines)
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "outside" not in drift
+
+
+def test_spans_text_joins_consecutive_seconds():
+    from tailscope.soak import spans_text
+
+    assert spans_text([3, 4, 5, 9]) == "3–6 s, 9–10 s"
+    assert spans_text([]) == ""
+
+
+def test_the_machine_sampler_reads_proc_until_stopped():
+    from tailscope.soak import MachineSampler
+
+    with MachineSampler(period_s=0.01) as m:
+        while len(m.points) < 3:
+            time.sleep(0.005)
+    assert len(m.points) >= 4  # the last sample is taken on exit
+    assert all(a.t <= b.t and a.total_ticks <= b.total_ticks for a, b in zip(m.points, m.points[1:]))
+    assert all(p.runnable >= 0 for p in m.points)
+
+
+def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
+    """End to end on the real graph, with every phase cut to seconds: each interval carries its
+    machine samples and per-second histograms (the .hlog is removed once read)."""
+    from conftest import built_engine
+
+    from tailscope import soak, topology
+
+    built_engine("tailscope-svc")
+    built_engine("tailscope-load")
+    monkeypatch.setattr(soak, "CEILING_DURATION_S", 1.0)
+    monkeypatch.setattr(soak, "SETTLE_S", 0.5)
+    topo = topology.to_engine_json(topology.SOCIALNET, tmp_path / "socialnet.json")
+    seen = []
+    s = soak.soak_model(
+        "coroutine",
+        topo,
+        tmp_path,
+        intervals=2,
+        interval_s=2.0,
+        fraction=0.2,
+        on_interval=lambda _s, iv: seen.append(iv.index),
+    )
+    assert seen == [1, 2]
+    for iv in s.intervals:
+        e = iv.episodes
+        assert e is not None, "the interval's episodes were not read"
+        assert e.windows >= 1 and e.samples_total > 0
+        assert e.runnable_max is not None and e.worst_second_p99_ns is not None
+    assert not list(tmp_path.glob("*.hlog"))
+    assert any(ln.startswith("CPU-saturation episodes (1 s windows") for ln in s.verdicts)

@@ -465,3 +465,41 @@ def test_http_front_answers_bad_requests_with_a_status_line_and_closes(
         conn = front(ready)
         assert compose(conn) == 200  # everyone else is still served
         conn.close()
+
+
+@needs_engine
+def test_blocking_pools_close_connections_a_burst_left_idle(topo_json, tmp_path):
+    """std-thread's client pools grow to a burst's concurrency; with --pool-idle-s they shrink
+    back once those connections idle, instead of keeping the high-water mark (make soak saw a
+    +30 % fd 'growth' that was one burst's pools)."""
+    from tailscope.soak import sample_process
+
+    with running_graph(topo_json, "std-thread", tmp_path, "--pool-idle-s", "0.3") as (ready, out, proc):
+        pid = int(ready["pids"]["compose-post-service"])
+        base = sample_process("compose-post", pid).fds
+        barrier = threading.Barrier(12)
+        statuses: list[int] = []
+
+        def burst() -> None:
+            conn = front(ready, timeout_s=20)
+            barrier.wait()
+            statuses.append(compose(conn))
+            conn.close()
+
+        callers = [threading.Thread(target=burst) for _ in range(12)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+        assert statuses == [200] * 12
+        high = sample_process("compose-post", pid).fds
+        time.sleep(1.0)  # every pooled connection is now idle for longer than 0.3 s
+        conn = front(ready)
+        assert compose(conn) == 200  # each pool it calls closes its expired connections
+        conn.close()
+        low = sample_process("compose-post", pid).fds
+        assert base is not None and high is not None and low is not None
+        assert high > base, "the burst opened no extra pooled connection"
+        assert low < high, f"pools kept the burst's connections: {base} → {high} → {low} fds"
+    config = json.loads(out.read_text())["config"]
+    assert config["pool_idle_s"] == 0.3

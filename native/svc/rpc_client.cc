@@ -356,12 +356,13 @@ void MultiplexedChannel::call(std::string_view method, std::string_view payload,
 // ---------------------------------------------------------------- blocking pool
 
 BlockingClientPool::BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay,
-                                       size_t max_frame_bytes)
+                                       int64_t idle_timeout_ns, size_t max_frame_bytes)
     : host_(std::move(host)),
       port_(port),
       max_connections_(std::max<size_t>(1, max_connections)),
       max_frame_bytes_(max_frame_bytes),
-      delay_(delay) {
+      delay_(delay),
+      idle_timeout_ns_(std::max<int64_t>(0, idle_timeout_ns)) {
   net::check_allowed_target(host_, "peer");
 }
 
@@ -370,7 +371,7 @@ BlockingClientPool::~BlockingClientPool() { close(); }
 void BlockingClientPool::close() {
   std::lock_guard lock(mu_);
   closed_ = true;
-  for (int fd : idle_) ::close(fd);
+  for (const Idle& c : idle_) ::close(c.fd);
   open_ -= idle_.size();
   idle_.clear();
   idle_cv_.notify_all();
@@ -381,18 +382,39 @@ size_t BlockingClientPool::open_connections() const {
   return open_;
 }
 
+void BlockingClientPool::take_expired(std::vector<int>& out) {
+  if (idle_timeout_ns_ <= 0) return;
+  const int64_t oldest_kept_ns = monotonic_ns() - idle_timeout_ns_;
+  while (!idle_.empty() && idle_.front().since_ns < oldest_kept_ns) {
+    out.push_back(idle_.front().fd);
+    idle_.pop_front();
+    --open_;
+  }
+}
+
+namespace {
+void close_all(const std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+}
+}  // namespace
+
 int BlockingClientPool::borrow(int64_t deadline_ns) {
+  std::vector<int> expired;
   std::unique_lock lock(mu_);
+  take_expired(expired);
   for (;;) {
-    if (closed_) return -1;
+    if (closed_) break;
     if (!idle_.empty()) {
-      const int fd = idle_.back();
+      const int fd = idle_.back().fd;
       idle_.pop_back();
+      lock.unlock();
+      close_all(expired);
       return fd;
     }
     if (open_ < max_connections_) {
       ++open_;
       lock.unlock();
+      close_all(expired);
       const int fd = connect_to(host_, port_, 200);
       if (fd < 0) {
         lock.lock();
@@ -402,20 +424,31 @@ int BlockingClientPool::borrow(int64_t deadline_ns) {
       return fd;
     }
     if (idle_cv_.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns))) ==
-        std::cv_status::timeout)
+        std::cv_status::timeout) {
+      lock.unlock();
+      close_all(expired);
       return -2;
+    }
   }
+  lock.unlock();
+  close_all(expired);
+  return -1;
 }
 
 void BlockingClientPool::give_back(int fd, bool reusable) {
-  std::lock_guard lock(mu_);
-  if (reusable && !closed_) {
-    idle_.push_back(fd);
-  } else {
-    ::close(fd);
-    --open_;
+  std::vector<int> expired;
+  {
+    std::lock_guard lock(mu_);
+    if (reusable && !closed_) {
+      idle_.push_back(Idle{fd, monotonic_ns()});
+    } else {
+      expired.push_back(fd);
+      --open_;
+    }
+    take_expired(expired);
+    idle_cv_.notify_one();
   }
-  idle_cv_.notify_one();
+  close_all(expired);
 }
 
 CallResult BlockingClientPool::call(std::string_view method, std::string_view payload, const TraceContext& trace,

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -198,11 +199,13 @@ class MultiplexedChannel {
 class BlockingClientPool {
  public:
   // Throws std::invalid_argument when host is not on the allow-list.
-  BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay,
+  // `idle_timeout_ns` > 0: a pooled connection idle that long is closed at the
+  // next borrow or give-back (0: kept until close()).
+  BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay, int64_t idle_timeout_ns = 0,
                      size_t max_frame_bytes = kDefaultMaxFrameBytes);
   // 127.0.0.1:port, no delay.
   BlockingClientPool(int port, size_t max_connections, size_t max_frame_bytes = kDefaultMaxFrameBytes)
-      : BlockingClientPool("127.0.0.1", port, max_connections, LinkDelay{}, max_frame_bytes) {}
+      : BlockingClientPool("127.0.0.1", port, max_connections, LinkDelay{}, 0, max_frame_bytes) {}
   ~BlockingClientPool();
   BlockingClientPool(const BlockingClientPool&) = delete;
   BlockingClientPool& operator=(const BlockingClientPool&) = delete;
@@ -214,15 +217,27 @@ class BlockingClientPool {
  private:
   int borrow(int64_t deadline_ns);
   void give_back(int fd, bool reusable);
+  // Caller holds mu_: moves every idle connection older than the idle timeout
+  // into `out` (closed by the caller once the lock is released).
+  void take_expired(std::vector<int>& out);
+
+  struct Idle {
+    int fd;
+    int64_t since_ns;  // when it was given back
+  };
 
   std::string host_;
   int port_;
   size_t max_connections_;
   size_t max_frame_bytes_;
   LinkDelay delay_;
+  int64_t idle_timeout_ns_;
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
-  std::vector<int> idle_;
+  // Most recently given back at the back (reused first), so the front holds
+  // the longest idle: a burst's extra connections sink to the front and
+  // expire there, instead of the pool keeping its high-water mark for good.
+  std::deque<Idle> idle_;
   size_t open_ = 0;
   bool closed_ = false;
   std::atomic<uint64_t> next_id_{1};

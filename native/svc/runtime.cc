@@ -115,7 +115,7 @@ BlockingClientPool& ServiceRuntime::client_pool(const std::string& service) {
   if (!p) {
     const std::string& host = host_of(service);
     p = std::make_unique<BlockingClientPool>(host, port_of(service), options_.pool_max_connections,
-                                             options_.link_delays.for_address(host));
+                                             options_.link_delays.for_address(host), options_.pool_idle_timeout_ns);
   }
   return *p;
 }

@@ -75,6 +75,7 @@ struct Flags {
   int64_t restart_ms = 1000;
   RuntimeOptions runtime;
   double timeout_ms = 0;
+  double pool_idle_s = 10.0;  // --pool-idle-s: RuntimeOptions::pool_idle_timeout_ns
   // Placement and counters (docs/microservices.md, docs/prof.md).
   std::vector<std::string> placements;  // --placement NAME=CPULIST, repeatable (--all)
   std::string placement_mechanism = "affinity";
@@ -308,6 +309,7 @@ int run_one(const Flags& f, int argc, char** argv) {
   // --timeout-ms used to be parsed and passed to children but never applied: every call
   // waited the topology's call_timeout_ms.
   if (f.timeout_ms > 0) options.call_timeout_ns = static_cast<int64_t>(f.timeout_ms * 1e6);
+  options.pool_idle_timeout_ns = static_cast<int64_t>(f.pool_idle_s * 1e9);
   json peers_json = json::object();
   for (const auto& [name, at] : parse_peers(f.peers_text)) {
     if (!topology.services.count(name))
@@ -391,7 +393,8 @@ int run_one(const Flags& f, int argc, char** argv) {
                    {"peers", peers_json},
                    {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
-                   {"loops", f.runtime.loops}};
+                   {"loops", f.runtime.loops},
+                   {"pool_idle_s", f.pool_idle_s}};
   doc["services"] = {{f.service, result}};
   doc["measurements"] = json::array();
   doc["unavailable"] = json::array();
@@ -446,6 +449,7 @@ pid_t spawn(const Flags& f, const Child& c, const std::string& ports_text, const
   args.insert(args.end(), {"--queue", std::to_string(f.runtime.queue_capacity), "--connections",
                            std::to_string(f.runtime.channel_connections)});
   if (f.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(f.timeout_ms)});
+  args.insert(args.end(), {"--pool-idle-s", std::to_string(f.pool_idle_s)});
   if (!c.link_delays.empty()) args.insert(args.end(), {"--link-delay", c.link_delays.to_flag()});
   prof::ChildStartGate gate;  // the child execs only once its counters and cgroup are in place
   if (!f.otlp_endpoint.empty())
@@ -641,6 +645,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},
                    {"queue_capacity", f.runtime.queue_capacity},
+                   {"pool_idle_s", f.pool_idle_s},
                    {"restart_ms", f.restart_ms},
                    {"placement_mechanism", prof::to_string(profiling.mechanism)},
                    {"counters", prof::to_string(profiling.counter_mode)}};
@@ -753,6 +758,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--timeout-ms", f.timeout_ms, "Per-call timeout (default: the topology's call_timeout_ms)")
       ->check(CLI::Range(1.0, 600000.0));
+  app.add_option("--pool-idle-s", f.pool_idle_s,
+                 "std-async / std-thread: close a pooled downstream connection idle this long (0: keep them all)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--trace-sample", f.trace_sample, "Fraction of requests traced (0 = tracing off)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--otlp-endpoint", f.otlp_endpoint,

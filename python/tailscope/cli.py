@@ -563,9 +563,17 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
             if c is None
             else f" steal {soak_mod.share_text(c.steal_share)} other {soak_mod.share_text(c.other_cpu_share)}"
         )
+        e = iv.episodes
+        if e is None:
+            episodes = " saturated s unavailable"
+        elif e.saturated_s:
+            outside = fmt_ns(e.p99_outside_ns) if e.p99_outside_ns else "unavailable"
+            episodes = f" saturated {len(e.saturated_s)} s ({soak_mod.spans_text(e.saturated_s)}) p99 outside {outside}"
+        else:
+            episodes = " saturated 0 s"
         console.print(
             f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
-            f"p50 {p50} p99 {p99} errors {iv.errors} cpu/req {cpu}{machine} | {procs}"
+            f"p50 {p50} p99 {p99} errors {iv.errors} cpu/req {cpu}{machine}{episodes} | {procs}"
         )
 
     def on_model(s: soak_mod.ModelSoak) -> None:

@@ -23,6 +23,16 @@ the rank correlation of p99 with the other processes' CPU. Before the first
 interval a short settle run at the same rate fills pools and caches, so every
 interval is measured alike (no warm-up inside interval 1).
 
+An interval's p99 can come from a few seconds inside it. While each interval
+runs, the machine is sampled every 100 ms (idle CPU from /proc/stat, runnable
+tasks from procs_running) and the load generator writes one histogram per
+second; a second with less than 5 % idle CPU is a CPU-saturation episode, and
+the p99 of the requests started more than a second away from any episode is
+reported beside the interval's p99. A thread-per-call model at 80 % of its
+ceiling on 2 cores showed why: most intervals held a steady p99, one held a
+3-second episode (idle under 2 %, 40–90 runnable tasks instead of ~10) that
+made its p99 ten times larger.
+
 The wall-clock budget is the whole soak (`--minutes`, split evenly over the
 models, at least one interval each). Every figure printed is read from the
 load generator's documents and /proc in this run; the JSON written beside it
@@ -37,10 +47,12 @@ import os
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import procstat, topology
 from .engines import EngineError
@@ -57,6 +69,13 @@ COST_DRIFT_LIMIT = 0.05
 # An interval whose machine had less idle CPU than this had no headroom: requests queued for a
 # CPU, and its p99 is that queue (a saturated point), not a property of the graph over time.
 SATURATED_IDLE_SHARE = 0.05
+# Inside an interval: the machine is sampled this often, and judged (idle share, runnable tasks)
+# per window of this length, the load generator's histogram interval too.
+MACHINE_SAMPLE_S = 0.1
+EPISODE_WINDOW_S = 1.0
+# A load second within this many windows of a saturated one is counted in the episode: its
+# requests queued behind the episode's, or were still queued when it began.
+EPISODE_MARGIN_WINDOWS = 1
 
 
 @dataclass
@@ -82,6 +101,24 @@ class IntervalCost:
 
 
 @dataclass
+class Episodes:
+    """CPU-saturation episodes inside one interval, and the p99 without them.
+
+    Offsets are seconds from the interval's load start. None where it could not be read (no
+    machine samples, no per-second histograms)."""
+
+    windows: int  # 1-second windows with machine samples at both ends
+    saturated_s: list[int]  # offsets of the windows with < SATURATED_IDLE_SHARE idle
+    runnable_max: int | None  # most runnable tasks seen (procs_running, this sampler excluded)
+    runnable_median: float | None
+    worst_second_s: int | None  # offset of the load second with the highest p99
+    worst_second_p99_ns: float | None
+    p99_outside_ns: float | None  # p99 of requests started away from every episode
+    samples_outside: int = 0
+    samples_total: int = 0
+
+
+@dataclass
 class Interval:
     index: int
     requested_per_s: float
@@ -91,6 +128,7 @@ class Interval:
     errors: int
     processes: list[ProcessSample]
     cost: IntervalCost | None = None
+    episodes: Episodes | None = None
 
 
 @dataclass
@@ -174,6 +212,137 @@ def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCos
     return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle)
 
 
+@dataclass
+class MachinePoint:
+    t: float  # time.time(), the clock of the load generator's hlog timestamps
+    busy_ticks: int
+    total_ticks: int
+    runnable: int  # procs_running minus the sampling thread itself
+
+
+class MachineSampler:
+    """Samples /proc/stat every MACHINE_SAMPLE_S on a thread while an interval's load runs."""
+
+    def __init__(self, period_s: float = MACHINE_SAMPLE_S) -> None:
+        self.period_s = period_s
+        self.points: list[MachinePoint] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-machine-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        snap = procstat.read_system()
+        if snap.cpu_total_ticks > 0:
+            self.points.append(
+                MachinePoint(time.time(), snap.cpu_busy_ticks, snap.cpu_total_ticks, max(0, snap.procs_running - 1))
+            )
+
+    def _run(self) -> None:
+        self._sample()
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def __enter__(self) -> MachineSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def window_idle(points: list[MachinePoint], start: float, n: int, window_s: float = EPISODE_WINDOW_S):
+    """Idle share (None: too few samples) and the runnable counts of each of n windows from `start`."""
+    out: list[tuple[float | None, list[int]]] = []
+    for k in range(n):
+        lo, hi = start + k * window_s, start + (k + 1) * window_s
+        inside = [p for p in points if lo <= p.t < hi]
+        # The counters' difference spans the samples nearest the window's edges (one before it).
+        before = [p for p in points if p.t < lo]
+        a = before[-1] if before else (inside[0] if inside else None)
+        b = inside[-1] if inside else None
+        idle = None
+        if a is not None and b is not None and b.total_ticks > a.total_ticks:
+            idle = max(0.0, 1.0 - (b.busy_ticks - a.busy_ticks) / (b.total_ticks - a.total_ticks))
+        out.append((idle, [p.runnable for p in inside]))
+    return out
+
+
+def per_second_histograms(hlog: Path, tag: str = "latency_intended") -> tuple[float, list[tuple[float, Any]]]:
+    """(the log's start, epoch seconds; [(offset_s, histogram)]) from the load generator's .hlog."""
+    from .tail import _decode_payload
+
+    start = None
+    rows: list[tuple[float, Any]] = []
+    for line in hlog.read_text().splitlines():
+        if line.startswith("#[StartTime:"):
+            start = float(line.split()[1])
+        elif line.startswith(f"Tag={tag},"):
+            parts = line.split(",")
+            rows.append((float(parts[1]), _decode_payload(parts[-1])))
+    if start is None:
+        raise ValueError(f"{hlog}: no StartTime line")
+    return start, rows
+
+
+def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | None:
+    """The interval's saturated windows, its worst second and its p99 away from them."""
+    if hlog is None or not hlog.exists() or len(points) < 2:
+        return None
+    try:
+        start, rows = per_second_histograms(hlog)
+    except (OSError, ValueError):
+        return None
+    if not rows:
+        return None
+    n = int(max(off for off, _ in rows) // EPISODE_WINDOW_S) + 1
+    windows = window_idle(points, start, n)
+    saturated = [k for k, (idle, _) in enumerate(windows) if idle is not None and idle < SATURATED_IDLE_SHARE]
+    runnable = [r for _, rs in windows for r in rs]
+    from hdrh.histogram import HdrHistogram
+
+    from .tail import HDR_DIGITS, HDR_HIGHEST_NS, HDR_LOWEST_NS
+
+    outside = HdrHistogram(HDR_LOWEST_NS, HDR_HIGHEST_NS, HDR_DIGITS)
+    total = 0
+    worst: tuple[float, int] | None = None
+    near = {k + d for k in saturated for d in range(-EPISODE_MARGIN_WINDOWS, EPISODE_MARGIN_WINDOWS + 1)}
+    for off, h in rows:
+        count = h.get_total_count()
+        if count == 0:
+            continue
+        total += count
+        second = int(off // EPISODE_WINDOW_S)
+        p99 = float(h.get_value_at_percentile(99))
+        if worst is None or p99 > worst[0]:
+            worst = (p99, second)
+        if second not in near:
+            outside.add(h)
+    kept = outside.get_total_count()
+    return Episodes(
+        windows=sum(1 for idle, _ in windows if idle is not None),
+        saturated_s=saturated,
+        runnable_max=max(runnable) if runnable else None,
+        runnable_median=float(statistics.median(runnable)) if runnable else None,
+        worst_second_s=worst[1] if worst else None,
+        worst_second_p99_ns=worst[0] if worst else None,
+        p99_outside_ns=float(outside.get_value_at_percentile(99)) if kept else None,
+        samples_outside=kept,
+        samples_total=total,
+    )
+
+
+def spans_text(seconds: list[int]) -> str:
+    """[3, 4, 5, 9] -> "3–6 s, 9–10 s": runs of consecutive windows as time ranges."""
+    runs: list[list[int]] = []
+    for s in seconds:
+        if runs and s == runs[-1][1]:
+            runs[-1][1] = s + 1
+        else:
+            runs.append([s, s + 1])
+    return ", ".join(f"{a}–{b} s" for a, b in runs)
+
+
 def is_saturated(iv: Interval) -> bool:
     """The machine had (almost) no idle CPU during the interval."""
     return bool(iv.cost and iv.cost.idle_share is not None and iv.cost.idle_share < SATURATED_IDLE_SHARE)
@@ -233,11 +402,59 @@ def verdicts(soak: ModelSoak) -> list[str]:
             f"p99 drift: {drift * 100:+.1f} % (interval {last.index} vs 1) — "
             f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)"
             + (f"; interval(s) {', '.join(flagged)} saturated the machine (see 'saturated')" if flagged else "")
+            + _outside_drift_text(first, last)
         )
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
     out.extend(drift_readings(iv))
     return out
+
+
+def _outside_drift_text(first: Interval, last: Interval) -> str:
+    """The same drift over the requests started away from CPU-saturation episodes, when both
+    intervals had episodes to leave out (otherwise it is the drift above)."""
+    a, b = first.episodes, last.episodes
+    if a is None or b is None or not (a.saturated_s or b.saturated_s):
+        return ""
+    if not a.p99_outside_ns or not b.p99_outside_ns:
+        return "; outside CPU-saturation episodes: unavailable (an interval was all episode)"
+    d = b.p99_outside_ns / a.p99_outside_ns - 1.0
+    ok = abs(d) <= DRIFT_LIMIT
+    return f"; outside CPU-saturation episodes {d * 100:+.1f} % ({'within' if ok else 'beyond'} the target)"
+
+
+def episode_readings(iv: list[Interval]) -> list[str]:
+    """Per interval: its seconds of CPU saturation, its runnable tasks, its worst second, and its p99
+    away from the episodes — whether a p99 is one episode's or the whole interval's."""
+    eps = [(i, i.episodes) for i in iv]
+    if all(e is None for _, e in eps):
+        return ["CPU-saturation episodes: unavailable — no per-second machine samples or load histograms were read"]
+    parts = []
+    for i, e in eps:
+        if e is None:
+            parts.append(f"#{i.index} unavailable")
+            continue
+        runnable = (
+            f"runnable tasks up to {e.runnable_max} (median {e.runnable_median:g})"
+            if e.runnable_max is not None and e.runnable_median is not None
+            else "runnable tasks unavailable"
+        )
+        sat = f"{len(e.saturated_s)} s saturated ({spans_text(e.saturated_s)})" if e.saturated_s else "none saturated"
+        worst = (
+            f"worst second {fmt_ns(e.worst_second_p99_ns)} p99 at {e.worst_second_s} s"
+            if e.worst_second_p99_ns is not None
+            else "no second recorded"
+        )
+        outside = (
+            f"p99 outside the episodes {fmt_ns(e.p99_outside_ns)} ({e.samples_outside:,} of {e.samples_total:,} requests)"
+            if e.saturated_s and e.p99_outside_ns
+            else ""
+        )
+        parts.append(f"#{i.index}: {sat} of {e.windows} s, {runnable}, {worst}" + (f", {outside}" if outside else ""))
+    return [
+        f"CPU-saturation episodes (1 s windows with < {SATURATED_IDLE_SHARE * 100:.0f} % idle; requests started within "
+        f"{EPISODE_MARGIN_WINDOWS} s of one are left out of 'p99 outside'): " + "; ".join(parts)
+    ]
 
 
 def drift_readings(iv: list[Interval]) -> list[str]:
@@ -251,6 +468,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         slope = theil_sen_slope(p99s)
         trend = "unavailable" if slope is None or median <= 0 else f"{slope / median * 100:+.1f} % of the median"
         out.append(f"p99 by interval: {', '.join(fmt_ns(v) for _, v in p99s)}; Theil–Sen trend {trend} per interval")
+    out.extend(episode_readings(iv))
     first, last = iv[0].cost, iv[-1].cost
     if first is None or last is None:
         out.append("graph CPU per request: unavailable — the intervals' CPU was not read")
@@ -335,14 +553,28 @@ def soak_model(
         settle = socialnet._load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
+            hlog = workdir / f"{model}-interval-{i}.hlog"
+            hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
             before = cpu_mark(pids)
-            doc = socialnet._load(port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60)
+            with MachineSampler() as machine:
+                doc = socialnet._load(
+                    port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60, extra=hlog_args
+                )
             after = cpu_mark(pids)
             achieved, p50, p99, errors = _summary(doc)
             requests = int(doc.get("load", {}).get("requests_completed") or 0)
             iv = Interval(
-                i, rate, achieved, p50, p99, errors, settled_samples(pids), interval_cost(before, after, requests)
+                i,
+                rate,
+                achieved,
+                p50,
+                p99,
+                errors,
+                settled_samples(pids),
+                interval_cost(before, after, requests),
+                find_episodes(machine.points, hlog),
             )
+            hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)

@@ -138,6 +138,7 @@ def _load(
     warmup_s: float,
     timeout_s: float,
     client_cpu: int | None = None,
+    extra: list[str] | None = None,
 ) -> dict:
     args = http_load_args(
         port,
@@ -149,7 +150,7 @@ def _load(
         timeout="2s",
         cpus=None if client_cpu is None else [client_cpu],
     )
-    return run_engine(LOAD, args, timeout_s=timeout_s).document
+    return run_engine(LOAD, args + (extra or []), timeout_s=timeout_s).document
 
 
 def _p99(doc: dict) -> float | None:
