@@ -244,7 +244,6 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
     """End to end on the real graph, with every phase cut to seconds: each interval carries its
     machine samples and per-second histograms (the .hlog is removed once read)."""
     from conftest import built_engine
-
     from tailscope import soak, topology
 
     built_engine("tailscope-svc")

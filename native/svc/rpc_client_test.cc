@@ -381,14 +381,14 @@ TEST(LinkDelayShim, TheBlockingPoolHoldsItsRequestToo) {
   EXPECT_EQ(server.dispatched(), 1);
 }
 
-// Two calls held in flight at once make the pool open two connections; this
-// returns once both are answered and back in the pool.
-void two_calls_at_once(TestServer& server, BlockingClientPool& pool) {
+// `n` calls held in flight at once make the pool use n connections (opening
+// those it lacks); this returns once all are answered and back in the pool.
+void calls_at_once(TestServer& server, BlockingClientPool& pool, size_t n) {
   std::vector<std::thread> callers;
-  for (int i = 0; i < 2; ++i)
+  for (size_t i = 0; i < n; ++i)
     callers.emplace_back(
         [&pool] { EXPECT_EQ(pool.call("m", "p", TraceContext{}, kLongTimeoutNs).status, RpcStatus::kOk); });
-  while (server.held_count() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (server.held_count() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server.answer_held();
   for (auto& t : callers) t.join();
 }
@@ -397,28 +397,20 @@ TEST(BlockingClientPool, ClosesConnectionsIdleLongerThanItsTimeout) {
   TestServer server(/*answer=*/false);
   constexpr int64_t kIdleNs = 20'000'000;
   BlockingClientPool pool("127.0.0.1", server.port(), 8, LinkDelay{}, kIdleNs);
-  two_calls_at_once(server, pool);
+  calls_at_once(server, pool, 2);
   EXPECT_EQ(pool.open_connections(), 2u);
   std::this_thread::sleep_for(std::chrono::nanoseconds(3 * kIdleNs));
   // Both idled past the timeout: the next call closes them and opens one.
-  std::thread caller(
-      [&pool] { EXPECT_EQ(pool.call("m", "q", TraceContext{}, kLongTimeoutNs).status, RpcStatus::kOk); });
-  while (server.held_count() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  server.answer_held();
-  caller.join();
+  calls_at_once(server, pool, 1);
   EXPECT_EQ(pool.open_connections(), 1u);
 }
 
 TEST(BlockingClientPool, WithoutATimeoutKeepsItsHighWaterMark) {
   TestServer server(/*answer=*/false);
   BlockingClientPool pool("127.0.0.1", server.port(), 8, LinkDelay{}, 0);
-  two_calls_at_once(server, pool);
+  calls_at_once(server, pool, 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  std::thread caller(
-      [&pool] { EXPECT_EQ(pool.call("m", "q", TraceContext{}, kLongTimeoutNs).status, RpcStatus::kOk); });
-  while (server.held_count() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  server.answer_held();
-  caller.join();
+  calls_at_once(server, pool, 1);
   EXPECT_EQ(pool.open_connections(), 2u);
 }
 

@@ -144,6 +144,41 @@ def read_process(pid: int) -> ProcessSnapshot | None:
     return snap
 
 
+class PeriodicSampler:
+    """A daemon thread that calls `tick()` every `period_s` between `__enter__` and `__exit__`:
+    the shell of the samplers that run beside a load (the soak's machine sampler, the placement
+    study's CPU series). `begin()` runs on the thread before the first period, `end()` on the
+    caller's thread after the last."""
+
+    def __init__(self, period_s: float, name: str) -> None:
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def begin(self) -> None:
+        pass
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def end(self) -> None:
+        pass
+
+    def _run(self) -> None:
+        self.begin()
+        while not self._stop.wait(self.period_s):
+            self.tick()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.end()
+
+
 @dataclass
 class _Series:
     runnable: list[int] = field(default_factory=list)

@@ -47,7 +47,6 @@ import os
 import resource
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -220,35 +219,22 @@ class MachinePoint:
     runnable: int  # procs_running minus the sampling thread itself
 
 
-class MachineSampler:
-    """Samples /proc/stat every MACHINE_SAMPLE_S on a thread while an interval's load runs."""
+class MachineSampler(procstat.PeriodicSampler):
+    """Samples /proc/stat every MACHINE_SAMPLE_S on a thread while an interval's load runs (and
+    once at each end)."""
 
     def __init__(self, period_s: float = MACHINE_SAMPLE_S) -> None:
-        self.period_s = period_s
+        super().__init__(period_s, "soak-machine-sampler")
         self.points: list[MachinePoint] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="soak-machine-sampler", daemon=True)
 
-    def _sample(self) -> None:
+    def tick(self) -> None:
         snap = procstat.read_system()
         if snap.cpu_total_ticks > 0:
             self.points.append(
                 MachinePoint(time.time(), snap.cpu_busy_ticks, snap.cpu_total_ticks, max(0, snap.procs_running - 1))
             )
 
-    def _run(self) -> None:
-        self._sample()
-        while not self._stop.wait(self.period_s):
-            self._sample()
-
-    def __enter__(self) -> MachineSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+    begin = end = tick
 
 
 def window_idle(points: list[MachinePoint], start: float, n: int, window_s: float = EPISODE_WINDOW_S):

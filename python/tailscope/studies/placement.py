@@ -276,36 +276,28 @@ def placement_flags(performance: Sequence[str] | None, pools: Pools, services: S
     return flags
 
 
-class CpuSeries:
+class CpuSeries(procstat.PeriodicSampler):
     """CPU % of each process from /proc every SAMPLE_INTERVAL_S (procstat.read_process), for sizing."""
 
     def __init__(self, pids: dict[str, int]):
+        super().__init__(SAMPLE_INTERVAL_S, "placement-cpu")
         self.pids = pids
         self.samples: dict[str, list[float]] = {n: [] for n in pids}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="placement-cpu", daemon=True)
 
-    def _run(self) -> None:
-        last = {n: procstat.read_process(p) for n, p in self.pids.items()}
-        t_last = time.monotonic()
-        while not self._stop.wait(SAMPLE_INTERVAL_S):
-            now = time.monotonic()
-            for n, p in self.pids.items():
-                snap = procstat.read_process(p)
-                before = last.get(n)
-                if snap is not None and before is not None and now > t_last:
-                    ticks = snap.cpu_ticks - before.cpu_ticks
-                    self.samples[n].append(100.0 * ticks / procstat.CLK_TCK / (now - t_last))
-                last[n] = snap
-            t_last = now
+    def begin(self) -> None:
+        self._last = {n: procstat.read_process(p) for n, p in self.pids.items()}
+        self._t_last = time.monotonic()
 
-    def __enter__(self) -> CpuSeries:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def tick(self) -> None:
+        now = time.monotonic()
+        for n, p in self.pids.items():
+            snap = procstat.read_process(p)
+            before = self._last.get(n)
+            if snap is not None and before is not None and now > self._t_last:
+                ticks = snap.cpu_ticks - before.cpu_ticks
+                self.samples[n].append(100.0 * ticks / procstat.CLK_TCK / (now - self._t_last))
+            self._last[n] = snap
+        self._t_last = now
 
 
 @contextmanager
