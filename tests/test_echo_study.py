@@ -8,6 +8,7 @@ import pytest
 
 from tailscope.studies import _common
 from tailscope.studies import echo as E
+from tailscope.units import fmt_ns
 
 
 def _point(
@@ -76,6 +77,30 @@ def test_ratio_table_states_the_target_from_the_points():
     # 100: 1.4× with a lower p99 → met; 1000: 1.33× but p99 higher → not met.
     assert "100 connections: io-uring 1.4× of poll, p99 no higher — met" in table.caption
     assert "1000 connections: io-uring 1.33× of poll, p99 higher — not met" in table.caption
+
+
+def test_server_cpu_per_echo_bounds_what_one_core_carries_whatever_limited_the_point():
+    closed = [
+        _point("poll", 100, 200_000, 200_000, cpu=90.0),  # 4.5 us of server CPU per echo
+        _point("io-uring", 100, 180_000, 150_000, cpu=54.0, gen_busy=0.99),  # 3 us: generator-limited
+        _point("poll", 1000, 100_000, 2_000_000, cpu=50.0),
+        _point("epoll", 1000, 100_000, 2_000_000, cpu=48.0),
+    ]
+    table = E._ratio_table(closed)
+    assert table is not None
+    row = next(r for r in table.rows if r[0] == "100" and r[1] == "io-uring")
+    assert row[7] == fmt_ns(3000.0) and row[8] == "1.5×"
+    assert (
+        "100 connections: io-uring 3 µs per echo vs poll's 4.5 µs = 1.5× the echoes per core-second (at least 1.3×)"
+        in (table.caption)
+    )
+    assert "1000 connections: epoll" in table.caption and "(below 1.3×)" in table.caption
+    # A point without the server's CPU: unavailable, never 0.
+    no_cpu = _point("epoll", 100, 1000, 10) | {"cpu": None}
+    assert E.cpu_per_echo_ns(no_cpu) is None
+    t2 = E._ratio_table([_point("poll", 100, 1000, 10) | {"cpu": None}, no_cpu])
+    assert t2 is not None and t2.rows[0][7] == "unavailable"
+    assert "100 connections: unavailable (no server CPU for poll or any model at 100)" in t2.caption
 
 
 def test_target_without_a_poll_point_is_unavailable_not_zero():

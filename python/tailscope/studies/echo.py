@@ -607,6 +607,16 @@ def _io_uring_notes(points: list[dict]) -> list[str]:
     return [text + "."]
 
 
+def cpu_per_echo_ns(p: dict) -> float | None:
+    """The server's CPU time per echo (its pinned core's busy share ÷ echoes per second): what one
+    server core could carry is 1 / this, a figure that stands even where the generator limited the
+    point. None when the server's CPU or the throughput was not measured."""
+    cpu, tput = p.get("cpu"), p.get("throughput")
+    if cpu is None or not tput:
+        return None
+    return cpu / 100.0 / tput * 1e9
+
+
 def _ratio_table(closed: list[dict]) -> Table | None:
     """In-run ratios at every connection count: each model ÷ poll (throughput and p99), io-uring ÷ epoll."""
     by_c: dict[int, dict[str, dict]] = {}
@@ -633,6 +643,7 @@ def _ratio_table(closed: list[dict]) -> Table | None:
                     f"{fmt_ratio(p['throughput'] / e['throughput'])} req/s, "
                     f"{fmt_ratio(p['lat']['percentiles']['99'] / max(e['lat']['percentiles']['99'], 1))} p99"
                 )
+            cpe, poll_cpe = cpu_per_echo_ns(p), cpu_per_echo_ns(poll) if poll else None
             rows.append(
                 [
                     str(c),
@@ -642,19 +653,55 @@ def _ratio_table(closed: list[dict]) -> Table | None:
                     p99,
                     vs_epoll,
                     _limit_text(p),
+                    fmt_ns(cpe) if cpe is not None else "unavailable",
+                    fmt_ratio(poll_cpe / cpe) if cpe and poll_cpe else "—",
                 ]
             )
     return Table(
         "In-run ratios: each model ÷ poll, io-uring ÷ epoll (closed loop)",
-        ["conns", "model", "req/s", "req/s ÷ poll", "p99 ÷ poll", "io-uring ÷ epoll", "limit"],
+        [
+            "conns",
+            "model",
+            "req/s",
+            "req/s ÷ poll",
+            "p99 ÷ poll",
+            "io-uring ÷ epoll",
+            "limit",
+            "server CPU / echo",
+            "echoes per core-second ÷ poll",
+        ],
         rows,
         "Same run, same cores, same client. limit = server when the server used at least "
         f"{SERVER_SATURATED_CPU_SHARE * 100:.0f} % of its core, generator when a load thread's loop found work "
         f"at least {GENERATOR_SATURATED_BUSY_SHARE * 100:.0f} % of its time, round trip when neither; a point "
-        "that was not server-limited compares the generator and the round trip, not the servers. "
-        + _target_finding(by_c),
+        "that was not server-limited compares the generator and the round trip, not the servers. Server CPU "
+        "per echo is its core's busy share ÷ echoes per second; its inverse, echoes per core-second, is what "
+        "one server core could carry, and stands where the generator was the limit. "
+        + _target_finding(by_c)
+        + _cpu_finding(by_c),
         numeric_from=2,
     )
+
+
+def _cpu_finding(by_c: dict[int, dict[str, dict]]) -> str:
+    """At each target connection count: the model with the least server CPU per echo, as poll's ÷
+    its own (echoes per core-second ÷ poll), beside the target ratio."""
+    parts = []
+    for c in TARGET_CONNECTIONS:
+        ms = by_c.get(c, {})
+        poll = ms.get("poll")
+        poll_cpe = cpu_per_echo_ns(poll) if poll else None
+        costs = [(cpe, m) for m, p in ms.items() if (cpe := cpu_per_echo_ns(p))]
+        if not poll_cpe or not costs:
+            parts.append(f"{c} connections: unavailable (no server CPU for poll or any model at {c})")
+            continue
+        cpe, best = min(costs)
+        ratio = poll_cpe / cpe
+        parts.append(
+            f"{c} connections: {best} {fmt_ns(cpe)} per echo vs poll's {fmt_ns(poll_cpe)} = {fmt_ratio(ratio)} "
+            f"the echoes per core-second ({'at least' if ratio >= TARGET_RATIO else 'below'} {TARGET_RATIO}×)"
+        )
+    return " By server CPU per echo: " + "; ".join(parts) + "."
 
 
 def _target_finding(by_c: dict[int, dict[str, dict]]) -> str:
