@@ -1,6 +1,7 @@
 #include "svc/ping_client.h"
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -25,11 +26,26 @@ int64_t self_cpu_ns() {
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
 
+// How the server's CPU time was read: its POSIX CPU-time clock counts
+// nanoseconds; /proc's utime + stime count clock ticks (10 ms), an error of
+// tens of percent over a few thousand pings of ~8 µs each — the socialnet
+// study's per-model CPU per RPC once ranged 12–37 µs from that alone.
+enum class CpuClock { kPosixCpuClock, kProcTicks };
+
+const char* to_string(CpuClock c) { return c == CpuClock::kPosixCpuClock ? "posix_cpu_clock" : "proc_ticks"; }
+
 // -1 when the process cannot be read.
-int64_t process_cpu_ns(pid_t pid) {
+int64_t process_cpu_ns(pid_t pid, CpuClock* how) {
+  clockid_t clock{};
+  timespec ts{};
+  if (clock_getcpuclockid(pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
+    *how = CpuClock::kPosixCpuClock;
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
   const auto c = read_process_counters(pid);
   if (!c) return -1;
   static const int64_t ticks_per_s = sysconf(_SC_CLK_TCK);
+  *how = CpuClock::kProcTicks;
   return (c->utime_ticks + c->stime_ticks) * 1'000'000'000 / ticks_per_s;
 }
 
@@ -130,13 +146,14 @@ nlohmann::json run_pings(const PingOptions& o) {
   const int64_t delayed_before = loop.delayed_batches();
 
   HdrHistogram rtt = HdrHistogram::for_latency_ns();
-  const int64_t server_cpu_before = o.server_pid > 0 ? process_cpu_ns(o.server_pid) : -1;
+  CpuClock clock_before = CpuClock::kProcTicks, clock_after = CpuClock::kProcTicks;
+  const int64_t server_cpu_before = o.server_pid > 0 ? process_cpu_ns(o.server_pid, &clock_before) : -1;
   const int64_t client_cpu_before = self_cpu_ns();
   const int64_t start_ns = monotonic_ns();
   driver.run(o.calls, o.concurrency, &rtt);
   const int64_t wall_ns = monotonic_ns() - start_ns;
   const int64_t client_cpu_ns = self_cpu_ns() - client_cpu_before;
-  const int64_t server_cpu_after = o.server_pid > 0 ? process_cpu_ns(o.server_pid) : -1;
+  const int64_t server_cpu_after = o.server_pid > 0 ? process_cpu_ns(o.server_pid, &clock_after) : -1;
   const int64_t iterations = loop.iterations() - iterations_before, sends = loop.sends() - sends_before;
   const int64_t delayed_batches = loop.delayed_batches() - delayed_before;
   channel.close();
@@ -148,9 +165,11 @@ nlohmann::json run_pings(const PingOptions& o) {
   nlohmann::json server_cpu_s = nullptr, cpu_per_call_ns = nullptr;
   if (o.server_pid <= 0) {
     unavailable.push_back({{"name", "server_cpu"}, {"reason", "no server pid given (--ping-pid)"}});
-  } else if (server_cpu_before < 0 || server_cpu_after < 0) {
+  } else if (server_cpu_before < 0 || server_cpu_after < 0 || clock_before != clock_after) {
     unavailable.push_back(
-        {{"name", "server_cpu"}, {"reason", "/proc/" + std::to_string(o.server_pid) + "/stat could not be read"}});
+        {{"name", "server_cpu"},
+         {"reason", "process " + std::to_string(o.server_pid) +
+                        "'s CPU time could not be read consistently (its CPU clock and /proc/PID/stat)"}});
   } else if (ok == 0) {
     unavailable.push_back({{"name", "cpu_per_call"}, {"reason", "no ping was answered"}});
   } else {
@@ -170,6 +189,8 @@ nlohmann::json run_pings(const PingOptions& o) {
           {"rtt", latency_summary(rtt)},
           {"client_cpu_s", static_cast<double>(client_cpu_ns) / 1e9},
           {"server_cpu_s", server_cpu_s},
+          {"server_cpu_clock",
+           o.server_pid > 0 && server_cpu_s.is_number() ? nlohmann::json(to_string(clock_after)) : nlohmann::json()},
           {"cpu_per_call_ns", cpu_per_call_ns},
           {"client_cpu_per_call_ns",
            ok ? nlohmann::json(static_cast<double>(client_cpu_ns) / static_cast<double>(ok)) : nlohmann::json()},
