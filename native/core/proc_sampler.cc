@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/machine_info.h"
+#include "core/thread_name.h"
 
 namespace tailscope {
 namespace {
@@ -115,7 +116,10 @@ void ResourceSampler::start() {
   if (running_) return;
   running_ = true;
   stop_requested_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("proc-sampler");
+    run();
+  });
 }
 
 void ResourceSampler::stop() {

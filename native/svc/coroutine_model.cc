@@ -44,14 +44,15 @@ struct CallAwaiter {
   void await_resume() const noexcept {}
 };
 
-// co_await: a simulated store latency, on the timer.
+// co_await: a simulated store latency, on the handler's own loop (a loop
+// timer: the loop sleeps in its readiness wait until it is due and resumes
+// the handler itself — no timer thread, no cross-thread post).
 struct SleepAwaiter {
-  TimerService& timers;
   int64_t ns;
   LoopRef loop;
   bool await_ready() const noexcept { return ns <= 0; }
   void await_suspend(std::coroutine_handle<> h) {
-    timers.schedule(monotonic_ns() + ns, [loop = loop, h] { loop.resume_later(h); });
+    loop.server->schedule_on_loop(loop.index, monotonic_ns() + ns, [h] { h.resume(); });
   }
   void await_resume() const noexcept {}
 };
@@ -72,7 +73,7 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
       case Stage::Kind::kStore:
         for (int i = 0; i < stage.store.count; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);
-          co_await SleepAwaiter{rt.timers(), stage.store.latency.sample_ns(), loop};
+          co_await SleepAwaiter{stage.store.latency.sample_ns(), loop};
           rt.end_store(span);
         }
         if (stage.store.on_miss && rt.store_missed(stage.store))

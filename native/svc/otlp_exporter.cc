@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "core/clock.h"
+#include "core/thread_name.h"
 #include "net/allow_list.h"
 #include "net/http.h"
 #include "net/socket.h"
@@ -173,7 +174,10 @@ bool OtlpExporter::try_pop(SpanRecord* out) {
 
 void OtlpExporter::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("svc-otlp");
+    run();
+  });
 }
 
 void OtlpExporter::stop() {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "core/clock.h"
+#include "core/thread_name.h"
 #include "net/allow_list.h"
 #include "net/socket.h"
 
@@ -103,7 +104,10 @@ using internal::ChannelConnection;
 // ---------------------------------------------------------------- channel loop
 
 ChannelLoop::ChannelLoop(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes), read_buf_(kReadBytes, '\0') {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("svc-channel");
+    run();
+  });
 }
 
 ChannelLoop::~ChannelLoop() { stop(); }
@@ -293,6 +297,12 @@ void ChannelLoop::fail(ChannelConnection& c) {
 
 // ---------------------------------------------------------------- multiplexed channel
 
+int64_t coarse_deadline_ns(int64_t now_ns, int64_t timeout_ns) {
+  const int64_t step = std::clamp<int64_t>(timeout_ns / 100, 1'000, 10'000'000);
+  const int64_t due = now_ns + std::max<int64_t>(0, timeout_ns);
+  return (due + step - 1) / step * step;
+}
+
 MultiplexedChannel::MultiplexedChannel(const std::string& host, int port, size_t connections, TimerService& timers,
                                        ChannelLoop& loop, LinkDelay delay)
     : host_(host), port_(port), timers_(timers), loop_(loop) {
@@ -343,7 +353,7 @@ void MultiplexedChannel::call(std::string_view method, std::string_view payload,
     c.flush_queued = true;
   }
   if (queue) loop_.queue(&c);
-  timers_.schedule(monotonic_ns() + timeout_ns, [conn = &c, id] {
+  timers_.schedule(coarse_deadline_ns(monotonic_ns(), timeout_ns), [conn = &c, id] {
     CallCallback cb;
     {
       std::lock_guard lock(conn->mu);

@@ -414,6 +414,23 @@ TEST(BlockingClientPool, WithoutATimeoutKeepsItsHighWaterMark) {
   EXPECT_EQ(pool.open_connections(), 2u);
 }
 
+TEST(CoarseDeadline, RoundsUpToOnePercentOfTheTimeoutWithinBounds) {
+  // 1 s timeout: a 10 ms grid; never early, at most one step late.
+  EXPECT_EQ(coarse_deadline_ns(5'000'000, 1'000'000'000), 1'010'000'000);
+  EXPECT_EQ(coarse_deadline_ns(10'000'000, 1'000'000'000), 1'010'000'000);
+  EXPECT_EQ(coarse_deadline_ns(10'000'001, 1'000'000'000), 1'020'000'000);
+  // Calls started a few ms apart share one deadline: one timer wake-up for all.
+  EXPECT_EQ(coarse_deadline_ns(1'000'000, 1'000'000'000), coarse_deadline_ns(9'000'000, 1'000'000'000));
+  // The grid is at most 10 ms (a 60 s timeout) and at least 1 µs (a 50 µs one).
+  EXPECT_EQ(coarse_deadline_ns(1, 60'000'000'000), 60'010'000'000);
+  EXPECT_EQ(coarse_deadline_ns(1, 50'000), 51'000);
+  for (int64_t now : {0L, 123'456'789L, 999'999'999L}) {
+    const int64_t d = coarse_deadline_ns(now, 300'000'000);
+    EXPECT_GE(d, now + 300'000'000);
+    EXPECT_LT(d, now + 300'000'000 + 3'000'000);
+  }
+}
+
 TEST(AllowList, ClientsRefuseAPeerOutsideItBeforeAnySocketExists) {
   TimerService timers;
   ChannelLoop loop;

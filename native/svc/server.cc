@@ -1,6 +1,7 @@
 #include "svc/server.h"
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <system_error>
 
 #include "core/clock.h"
+#include "core/thread_name.h"
 #include "net/accept.h"
 #include "net/socket.h"
 
@@ -29,7 +31,10 @@ ThreadPerConnectionServer::ThreadPerConnectionServer(ListenSpec listen, ServiceC
 ThreadPerConnectionServer::~ThreadPerConnectionServer() { stop(); }
 
 void ThreadPerConnectionServer::start() {
-  acceptor_ = std::thread([this] { accept_loop(); });
+  acceptor_ = std::thread([this] {
+    name_this_thread("svc-accept");
+    accept_loop();
+  });
 }
 
 void ThreadPerConnectionServer::accept_loop() {
@@ -55,6 +60,7 @@ void ThreadPerConnectionServer::accept_loop() {
       std::thread thread;
       try {
         thread = std::thread([this, conn, done] {
+          name_this_thread("svc-conn");  // once per connection, not per request
           serve(conn);
           done->store(true, std::memory_order_release);
         });
@@ -142,7 +148,11 @@ EventLoopServer::EventLoopServer(ListenSpec listen, size_t loops, ServiceCounter
 EventLoopServer::~EventLoopServer() { stop(); }
 
 void EventLoopServer::start() {
-  for (size_t i = 0; i < loops_.size(); ++i) loops_[i]->thread = std::thread([this, i] { run(i); });
+  for (size_t i = 0; i < loops_.size(); ++i)
+    loops_[i]->thread = std::thread([this, i] {
+      name_this_thread("svc-loop-" + std::to_string(i));
+      run(i);
+    });
 }
 
 void EventLoopServer::post(size_t index, std::function<void()> fn) {
@@ -157,6 +167,23 @@ void EventLoopServer::post(size_t index, std::function<void()> fn) {
     l.posted.push_back(std::move(fn));
   }
   if (wake) l.events.wake();
+}
+
+void EventLoopServer::schedule_on_loop(size_t index, int64_t deadline_ns, std::function<void()> fn) {
+  Loop& l = *loops_[index % loops_.size()];
+  l.timers.push(LoopTimer{deadline_ns, l.timer_seq++, std::move(fn)});
+}
+
+int64_t EventLoopServer::fire_due_timers(Loop& loop, int64_t idle_wait_ns) {
+  while (!loop.timers.empty()) {
+    const int64_t now = monotonic_ns();
+    const int64_t due = loop.timers.top().deadline_ns;
+    if (due > now) return std::min(idle_wait_ns, due - now);
+    auto fn = std::move(const_cast<LoopTimer&>(loop.timers.top()).fn);
+    loop.timers.pop();
+    fn();  // may set more timers on this loop
+  }
+  return idle_wait_ns;
 }
 
 void EventLoopServer::drop_conn(Loop& loop, int fd, bool close_now) {
@@ -195,12 +222,16 @@ void EventLoopServer::expire_requests(Loop& loop) {
 
 void EventLoopServer::run(size_t index) {
   Loop& loop = *loops_[index];
+  // Loop timers (simulated store latencies) are ~100 µs: the default 50 µs
+  // timer slack of the readiness wait would be half of one.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   if (on_loop_start) on_loop_start(index);
   net::Acceptor acceptor(listen_.fd);
   std::vector<std::function<void()>> posted;
   int64_t next_expiry_check_ns = 0;
+  int64_t wait_ns = kIdleWaitNs;
   while (!stop_.load(std::memory_order_acquire)) {
-    for (const net::ReadyEvent& e : loop.events.wait(kIdleWaitNs)) {
+    for (const net::ReadyEvent& e : loop.events.wait(wait_ns)) {
       const int fd = static_cast<int>(e.token);
       if (fd != listen_.fd) {
         read_conn(loop, index, fd);
@@ -222,6 +253,9 @@ void EventLoopServer::run(size_t index) {
     }
     for (auto& fn : posted) fn();
     posted.clear();
+    // A post that came after the swap above has written the eventfd, so the
+    // wait returns at once for it; timers bound the wait from above.
+    wait_ns = fire_due_timers(loop, kIdleWaitNs);
   }
   for (auto& [fd, conn] : loop.conns) conn->close();
   loop.conns.clear();
@@ -247,7 +281,10 @@ BoundedPool::BoundedPool(size_t workers, size_t queue_capacity) : capacity_(std:
   // and with none it rejects every request (try_submit) instead of hanging.
   for (size_t i = 0; i < std::max<size_t>(1, workers); ++i) {
     try {
-      threads_.emplace_back([this] { work(); });
+      threads_.emplace_back([this] {
+        name_this_thread("svc-worker");
+        work();
+      });
     } catch (const std::system_error&) {
       threads_failed_.fetch_add(1, std::memory_order_relaxed);
     }

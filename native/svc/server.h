@@ -26,6 +26,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -91,19 +92,39 @@ class EventLoopServer {
   void stop();
   // Runs fn on loop `index`'s thread, soon. Safe from any thread; dropped after stop().
   void post(size_t index, std::function<void()> fn);
+  // Runs fn on loop `index`'s thread at deadline_ns (monotonic) or as soon
+  // after as the loop is free. Only from that loop's own thread (a handler
+  // running on it): the loop keeps its timers without a lock and sleeps in its
+  // readiness wait until the earliest one, so a timer costs no other thread's
+  // wake-up and no cross-thread post. Dropped after stop().
+  void schedule_on_loop(size_t index, int64_t deadline_ns, std::function<void()> fn);
   size_t loops() const { return loops_.size(); }
   // Called on each loop thread when it starts (the coroutine model records
   // which loop a thread is).
   std::function<void(size_t)> on_loop_start;
 
  private:
+  struct LoopTimer {
+    int64_t deadline_ns;
+    uint64_t seq;  // equal deadlines fire in the order they were set
+    std::function<void()> fn;
+    bool operator>(const LoopTimer& o) const {
+      return deadline_ns != o.deadline_ns ? deadline_ns > o.deadline_ns : seq > o.seq;
+    }
+  };
   struct Loop {
     net::EventLoop events;
     std::thread thread;
     std::mutex mu;
     std::vector<std::function<void()>> posted;
     std::unordered_map<int, std::shared_ptr<ServerConnection>> conns;
+    // The loop thread's own: no lock.
+    std::priority_queue<LoopTimer, std::vector<LoopTimer>, std::greater<LoopTimer>> timers;
+    uint64_t timer_seq = 0;
   };
+  // Fires the loop's due timers; returns how long the loop may wait for
+  // events before the next one is due (at most kIdleWaitNs).
+  int64_t fire_due_timers(Loop& loop, int64_t idle_wait_ns);
   void run(size_t index);
   void read_conn(Loop& loop, size_t index, int fd);
   // Stops reading fd; close_now also ends the connection (EOF, reset),

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/clock.h"
+#include "core/thread_name.h"
 
 namespace tailscope::svc {
 
@@ -42,6 +43,7 @@ size_t TimerService::pending() const {
 void TimerService::run() {
   // Simulated store latencies are ~100 µs: the default 50 µs timer slack would be half of it.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  name_this_thread("svc-timer");
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (heap_.empty()) {

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/result_writer.h"
+#include "core/thread_name.h"
 #include "trace/trace.h"
 #include "trace/trace_writer.h"
 
@@ -331,6 +332,7 @@ SpanSpiller::SpanSpiller(const std::string& dir, const std::string& stem, int64_
   state_ = std::make_unique<State>(dir + "/" + stem + ".spans.jsonl", period_ns);
   State* st = state_.get();
   st->thread = std::thread([st] {
+    name_this_thread("svc-spill");
     std::unique_lock lock(st->mu);
     while (!st->wake.wait_for(lock, std::chrono::nanoseconds(st->period_ns), [st] { return st->stop; })) {
       try {
