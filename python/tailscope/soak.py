@@ -29,9 +29,9 @@ tasks from procs_running) and the load generator writes one histogram per
 second; a second with less than 5 % idle CPU is a CPU-saturation episode, and
 the p99 of the requests started more than a second away from any episode is
 reported beside the interval's p99. A thread-per-call model at 80 % of its
-ceiling on 2 cores showed why: most intervals held a steady p99, one held a
-3-second episode (idle under 2 %, 40–90 runnable tasks instead of ~10) that
-made its p99 ten times larger.
+ceiling on 2 cores showed why (docs/soak.md): most intervals held a steady
+p99, one held a ~4-second episode (idle 1–2 %, 30–90 runnable tasks instead
+of ~10) that made its p99 six times larger.
 
 The wall-clock budget is the whole soak (`--minutes`, split evenly over the
 models, at least one interval each). Every figure printed is read from the
@@ -41,6 +41,7 @@ holds the same numbers.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import os
@@ -238,14 +239,15 @@ class MachineSampler(procstat.PeriodicSampler):
 
 
 def window_idle(points: list[MachinePoint], start: float, n: int, window_s: float = EPISODE_WINDOW_S):
-    """Idle share (None: too few samples) and the runnable counts of each of n windows from `start`."""
+    """Idle share (None: too few samples) and the runnable counts of each of n windows from `start`.
+    The counters' difference spans the last sample before the window to the last one inside it."""
+    times = [p.t for p in points]
     out: list[tuple[float | None, list[int]]] = []
     for k in range(n):
-        lo, hi = start + k * window_s, start + (k + 1) * window_s
-        inside = [p for p in points if lo <= p.t < hi]
-        # The counters' difference spans the samples nearest the window's edges (one before it).
-        before = [p for p in points if p.t < lo]
-        a = before[-1] if before else (inside[0] if inside else None)
+        lo_i = bisect.bisect_left(times, start + k * window_s)
+        hi_i = bisect.bisect_left(times, start + (k + 1) * window_s)
+        inside = points[lo_i:hi_i]
+        a = points[lo_i - 1] if lo_i > 0 else (inside[0] if inside else None)
         b = inside[-1] if inside else None
         idle = None
         if a is not None and b is not None and b.total_ticks > a.total_ticks:
@@ -397,8 +399,8 @@ def verdicts(soak: ModelSoak) -> list[str]:
 
 
 def _outside_drift_text(first: Interval, last: Interval) -> str:
-    """The same drift over the requests started away from CPU-saturation episodes, when both
-    intervals had episodes to leave out (otherwise it is the drift above)."""
+    """The same drift over the requests started away from CPU-saturation episodes, when either
+    interval had an episode to leave out (otherwise it is the drift above)."""
     a, b = first.episodes, last.episodes
     if a is None or b is None or not (a.saturated_s or b.saturated_s):
         return ""
