@@ -59,10 +59,27 @@ def tailscope_env(results: Path) -> dict:
     return {**os.environ, "TAILSCOPE_RESULTS": str(results), "TAILSCOPE_BUILD_DIR": str(BUILD)}
 
 
+# Runs its arguments with SIGINT at its default first. A command started in the background by a
+# non-interactive shell (`make test &`, some CI runners) inherits SIGINT *ignored*, and Python then
+# keeps ignoring it: a test that sends SIGINT would wait for a run that never hears it (a helper's
+# `make test` saw exactly that: the Ctrl-C test timed out while the run went on).
+_WITH_DEFAULT_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
 def start_tailscope(*args: str, env: dict) -> subprocess.Popen:
-    """`tailscope ARGS` started in the background from the repository root, its output piped (text)."""
+    """`tailscope ARGS` started in the background from the repository root, its output piped (text),
+    with SIGINT handled whatever the test runner inherited."""
     return subprocess.Popen(
-        [*TAILSCOPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+        [*_WITH_DEFAULT_SIGINT, *TAILSCOPE, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
     )
 
 
