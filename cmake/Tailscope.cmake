@@ -11,9 +11,9 @@ target_include_directories(tailscope_flags INTERFACE ${PROJECT_SOURCE_DIR}/nativ
 
 # A sanitizer report needs function names, files and lines in its stack traces,
 # not the types and locals full debug info describes: line tables only (gcc -g1,
-# clang -gline-tables-only) compile the sanitizer trees in about a third less
-# time (docs/testing.md). -O1 stays: UBSan's object-size check needs the
-# optimizer, and TSan runs the tests several times slower without it.
+# clang -gline-tables-only) compile the sanitizer trees in about a fifth less
+# time (docs/testing.md). -O1 stays: gcc's UBSan object-size check finds
+# nothing at -O0, and TSan's run time wants the optimizer.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set(TAILSCOPE_SANITIZER_DEBUG -g1)
 else()
