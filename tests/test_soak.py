@@ -269,3 +269,17 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
         assert e.runnable_max is not None and e.worst_second_p99_ns is not None
     assert not list(tmp_path.glob("*.hlog"))
     assert any(ln.startswith("CPU-saturation episodes (1 s windows") for ln in s.verdicts)
+
+
+def test_a_growth_that_fell_between_intervals_is_not_called_a_climb():
+    follows_load = verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=11), _iv(3, 10e6, fds=16)))
+    growth = next(ln for ln in follows_load if ln.startswith("growth:"))
+    assert "NOT met" in growth and "not a steady climb: it fell between intervals (12, 11, 16)" in growth
+    leak = verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=14), _iv(3, 10e6, fds=16)))
+    growth = next(ln for ln in leak if ln.startswith("growth:"))
+    assert "it never fell between intervals (12, 14, 16)" in growth
+    # Within the limit, nothing is added; with two intervals there is no series to read.
+    assert "climb" not in next(ln for ln in verdicts(_soak(_iv(1, 10e6), _iv(2, 10e6))) if ln.startswith("growth:"))
+    assert "fell" not in next(
+        ln for ln in verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=16))) if ln.startswith("growth:")
+    )

@@ -365,20 +365,21 @@ def verdicts(soak: ModelSoak) -> list[str]:
         out.append("growth and drift: unavailable — one interval only (raise --minutes)")
         return out
     first, last = iv[0], iv[-1]
-    worst: tuple[float, str] | None = None
+    worst: tuple[float, str, int, str] | None = None
     unknown = []
-    for a, b in zip(first.processes, last.processes):
+    for k, (a, b) in enumerate(zip(first.processes, last.processes)):
         for what, x, y in (("RSS", a.rss_bytes, b.rss_bytes), ("fds", a.fds, b.fds)):
             g = _growth(x, y)
             if g is None:
                 unknown.append(f"{a.service} {what}")
             elif worst is None or g > worst[0]:
-                worst = (g, f"{a.service} {what}")
+                worst = (g, f"{a.service} {what}", k, what)
     if worst is not None:
         ok = worst[0] <= GROWTH_LIMIT
         out.append(
             f"growth: largest {worst[0] * 100:+.1f} % ({worst[1]}, interval {last.index} vs 1) — "
             f"{'met' if ok else 'NOT met'} (target ≤ {GROWTH_LIMIT * 100:.0f} %)"
+            + ("" if ok else _climb_text(iv, worst[2], worst[3]))
         )
     if unknown:
         out.append(f"growth unavailable for {', '.join(unknown)}: /proc could not be read (process gone?)")
@@ -396,6 +397,22 @@ def verdicts(soak: ModelSoak) -> list[str]:
         out.append("p99 drift: unavailable — an interval recorded no latency")
     out.extend(drift_readings(iv))
     return out
+
+
+def _climb_text(iv: list[Interval], k: int, what: str) -> str:
+    """Whether a growth beyond the limit climbed in every interval (what a leak does) or fell
+    between them (a count that follows the load, e.g. pooled connections), from the series."""
+    series = []
+    for i in iv:
+        p = i.processes[k] if k < len(i.processes) else None
+        series.append(None if p is None else (p.rss_bytes if what == "RSS" else p.fds))
+    if len(series) < 3 or any(v is None for v in series):
+        return ""
+    values = [v for v in series if v is not None]
+    text = ", ".join(f"{v / 2**20:.1f} MiB" if what == "RSS" else str(v) for v in values)
+    if any(b < a for a, b in zip(values, values[1:])):
+        return f"; not a steady climb: it fell between intervals ({text})"
+    return f"; it never fell between intervals ({text})"
 
 
 def _outside_drift_text(first: Interval, last: Interval) -> str:
