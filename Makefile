@@ -5,6 +5,12 @@ JOBS ?= 2
 # ccache rewrites paths under the checkout to relative ones, so clones and
 # worktrees share cache hits.
 export CCACHE_BASEDIR := $(CURDIR)
+# The trees built with debug info (sanitizers -g1, fuzzers -g) would otherwise also
+# hash the build directory (ccache's hash_dir), so a clone at another path missed
+# on every file: ~4.5 min of ASan and ~3 min of TSan compiles per fresh clone.
+# The cost: a cached object's DW_AT_comp_dir names the clone that first built it
+# (file names are relative to the checkout, so stack traces still read right).
+export CCACHE_NOHASHDIR := 1
 # Precompiled headers (TAILSCOPE_PCH, cmake/Tailscope.cmake) hit in ccache only
 # when it may ignore the PCH's recorded defines and __TIME__/__DATE__ macros, and
 # the just-made .gch's fresh time stamps (ccache's manual, "Precompiled headers").

@@ -85,6 +85,40 @@ def test_failed_insert_rolls_back_whole_run(tmp_path):
             assert n == 0, table
 
 
+def test_cdf_points_of_every_document_are_stored_with_their_keys(tmp_path):
+    # A run's CDF points are inserted in one statement after every document (store._CdfColumns).
+    db = tmp_path / "t.duckdb"
+    a, b = _doc(name="a", p50=100.0), _doc(name="b", p50=200.0)
+    b["measurements"][0]["cdf"].append([None, 99.0])  # an unknown value is NULL, not 0
+    docs = [EngineDocument("baseline", "e", a, point="p1"), EngineDocument("baseline", "e", b, point="p2")]
+    now = datetime(2026, 1, 1)
+    with Store(db) as s:
+        s.save_run(RunRecord("r1", now, now, "quick", ["baseline"], {}, "test", docs))
+        rows = s.con.execute(
+            "SELECT name, point, value_ns, percentile FROM cdf_points WHERE run_id = 'r1' ORDER BY name, percentile"
+        ).fetchall()
+    assert rows == [
+        ("a", "p1", 10.0, 0.0),
+        ("a", "p1", 100.0, 50.0),
+        ("a", "p1", 9000.0, 100.0),
+        ("b", "p2", 10.0, 0.0),
+        ("b", "p2", 200.0, 50.0),
+        ("b", "p2", None, 99.0),
+        ("b", "p2", 9000.0, 100.0),
+    ]
+
+
+def test_a_cdf_point_that_is_not_a_number_rolls_back_the_run(tmp_path):
+    db = tmp_path / "t.duckdb"
+    bad = _doc()
+    bad["measurements"][0]["cdf"].append(["fast", 99.0])
+    with Store(db) as s:
+        with pytest.raises(StoreError, match="not a number"):
+            s.save_run(_run("bad", [_doc(), bad]))
+        for table in ("runs", "documents", "measurements", "cdf_points"):
+            assert s.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
 def test_duplicate_run_id_is_rejected_and_first_kept(tmp_path):
     db = tmp_path / "t.duckdb"
     with Store(db) as s:
