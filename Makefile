@@ -55,10 +55,10 @@ test-asan: build-asan
 test-tsan: build-tsan
 	cd $(BUILD)/tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(NOASLR) ctest --output-on-failure -j $(JOBS)
 
-# Short, bounded fuzzing of the parsers (FUZZ_SECONDS each).
+# Short, bounded fuzzing of the parsers: every scripts/fuzz-* for FUZZ_SECONDS,
+# as many at once as there are CPUs (scripts/run-fuzzers).
 test-fuzz: bootstrap
-	@for f in scripts/fuzz-*; do \
-	  if [ -x "$$f" ]; then FUZZ_SECONDS=$${FUZZ_SECONDS:-20} "$$f" || exit 1; fi; done
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-20} scripts/run-fuzzers
 
 # pytest in two parts: the test files spread over $(JOBS) processes (pytest-xdist;
 # --dist loadfile keeps a file in one process, so a module fixture — a built

@@ -131,10 +131,15 @@ function(tailscope_benchmark name)
 endfunction()
 
 # tailscope_fuzzer(NAME SOURCES x_fuzz.cc DEPS lib ...) — libFuzzer target (clang only).
+# tailscope_fuzzers: all of them (scripts/build-fuzzers builds it before they run at once).
+if(TAILSCOPE_FUZZERS)
+  add_custom_target(tailscope_fuzzers)
+endif()
 function(tailscope_fuzzer name)
   if(NOT TAILSCOPE_FUZZERS)
     return()
   endif()
+  add_dependencies(tailscope_fuzzers ${name})
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address,undefined)
