@@ -405,6 +405,28 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
     assert "CPU per request, std-async ÷ coroutine: measured 2×" in notes and "needs it to reach 4×" in notes
 
 
+def test_a_ping_dearer_than_the_graphs_rpcs_leaves_the_remainder_unavailable_not_negative():
+    # Coroutine's loops batch their calls: 11 RPCs at the ping's 300 µs (one call in flight) would be
+    # 3.3 ms, more than its 2 ms of CPU per request. The remainder is unavailable, said why.
+    loads = _two_models_at_two_x()
+    graphs = {
+        "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
+        "std-async/ping": _ping_doc(100e3),
+        "coroutine/graph": _graph_doc(2.0, 1000, [5000, 6000], 0, 20_000, 80),
+        "coroutine/ping": _ping_doc(300e3),
+    }
+    s = socialnet.summarize(loads, graphs, _THREAD_CREATE)
+    c = s["per"]["coroutine"]["decomposition"]
+    assert c["transport_share"] == pytest.approx(1.65)
+    assert c["rest_cpu_per_request_ns"] is None
+    assert "overstates" in c["unavailable"]["rest_cpu_per_request_ns"]
+    notes = " ".join(s["notes"])
+    assert "165 % of its CPU per request (more than all of it" in notes
+    assert "coroutine unavailable: the attributed costs (3.3 ms) exceed the CPU per request (2 ms)" in notes
+    assert "std-async 2.84 ms" in notes  # 4 ms − 1.1 ms − 60 µs
+    assert "coroutine -" not in notes  # never a negative remainder
+
+
 def test_decomposition_says_unavailable_with_a_reason_never_zero():
     loads = _two_models_at_two_x()
     graphs = {

@@ -200,6 +200,26 @@ def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage
     assert db.read_bytes() == before  # nothing written, not even a checkpoint
 
 
+def test_a_file_duckdb_shrank_after_freeing_its_last_blocks_is_whole_not_damaged(tmp_path):
+    # A checkpoint that frees the blocks at the end of the file shrinks it, while the header still
+    # counts them (as free) in total_blocks: a whole database, once mistaken for a truncated one.
+    db = _big_store(tmp_path / "tailscope.duckdb")
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE scratch AS SELECT range AS i, random() AS r FROM range(3000000)")
+    con.execute("CHECKPOINT")
+    grown = db.stat().st_size
+    con.execute("DROP TABLE scratch")
+    con.execute("CHECKPOINT")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    block_size, total_blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+    con.close()
+    assert db.stat().st_size < grown
+    assert db.stat().st_size < block_size * total_blocks  # what the old check called truncated
+    with Store(db, read_only=True) as s:
+        assert [r["run_id"] for r in s.runs()]
+
+
 def test_study_wall_times_round_trip_and_old_databases_gain_the_column(tmp_path):
     db = tmp_path / "t.duckdb"
     # A database written before study_wall_s existed: the runs table without the column.

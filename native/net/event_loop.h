@@ -45,4 +45,21 @@ class EventLoop {
   std::array<ReadyEvent, kMaxEventsPerWait> events_;
 };
 
+// Work another component does on a loop's own thread, so that its
+// descriptors need no thread of their own: it registers them in the loop
+// with tokens that have kTokenTag set (the loop's owner gives those events to
+// on_ready), and the owner calls service() once per iteration, before it
+// waits, to send what was queued meanwhile. svc's coroutine model drives its
+// RPC client connections this way (svc/rpc_client.h, ChannelLoop).
+class LoopDriven {
+ public:
+  // User-space pointers and descriptors never have the top bit set.
+  static constexpr uint64_t kTokenTag = uint64_t{1} << 63;
+  virtual ~LoopDriven() = default;
+  virtual void on_ready(const ReadyEvent& e) = 0;
+  // Returns the monotonic time (ns) by which it must be serviced again;
+  // INT64_MAX: only when one of its descriptors is ready.
+  virtual int64_t service() = 0;
+};
+
 }  // namespace tailscope::net

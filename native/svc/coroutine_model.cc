@@ -1,12 +1,19 @@
 // coroutine: one event loop per core; each loop reads its connections and
 // runs the handlers of their requests as C++20 coroutines (exec::Task). A
 // downstream call or a simulated store suspends the handler; its completion
-// (channel callback, timer) posts the resumption back to the handler's own
-// loop, so a handler's code always runs on one thread and needs no locks.
+// (channel callback, timer) resumes it on the handler's own loop, so a
+// handler's code always runs on one thread and needs no locks.
+// Each loop owns its own client connections (a ChannelLoop it drives,
+// svc/rpc_client.h): a call's frame leaves when the loop finishes its
+// iteration, the response is read by the same loop, and the resumption is a
+// post to itself — no channel thread, no cross-thread hand-off per call.
 // A group's async calls start eagerly and are joined with exec::when_all;
 // deferred calls start when the join reaches them. CPU stages run on the loop.
 // In-flight handlers per loop are bounded (queue_capacity): beyond, reject.
 #include <coroutine>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "core/clock.h"
 #include "exec/coroutine.h"
@@ -17,9 +24,22 @@ namespace {
 
 using exec::Task;
 
+// One loop's client side: its ChannelLoop (driven by the loop) and a channel
+// per downstream service, made on first use. Only that loop's thread touches it.
+struct LoopClients {
+  std::unique_ptr<ChannelLoop> loop;  // declared first: it outlives the channels it serves
+  std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels;
+  MultiplexedChannel& channel(ServiceRuntime& rt, const std::string& service) {
+    auto& c = channels[service];
+    if (!c) c = rt.make_channel(service, *loop);
+    return *c;
+  }
+};
+
 struct LoopRef {
   EventLoopServer* server;
   size_t index;
+  LoopClients* clients;
   void resume_later(std::coroutine_handle<> h) const {
     server->post(index, [h] { h.resume(); });
   }
@@ -33,7 +53,7 @@ struct CallAwaiter {
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
     call.probe().stamp_fn_start();
-    rt.channel(call.spec->service)
+    loop.clients->channel(rt, call.spec->service)
         .call(call.spec->endpoint, call.payload, call.child, rt.call_timeout_ns(),
               [c = &call, loop = loop, h](CallResult&& r) {
                 c->result = r.status;
@@ -153,24 +173,37 @@ class CoroutineModel final : public ConcurrencyModel {
           auto rs = rt.begin(std::move(r));
           if (!rs) return;
           ++in_flight_[i];
-          handle(rt, std::move(*rs), LoopRef{server_.get(), i}, &in_flight_[i]);
+          handle(rt, std::move(*rs), LoopRef{server_.get(), i, clients_[i].get()}, &in_flight_[i]);
         });
+    for (size_t i = 0; i < loops; ++i) {
+      auto c = std::make_unique<LoopClients>();
+      c->loop = std::make_unique<ChannelLoop>(ChannelLoop::Driven{}, server_->events(i));
+      server_->drive(i, c->loop.get());
+      rt.count_channel_loop(c->loop.get());
+      clients_.push_back(std::move(c));
+    }
     server_->start();
   }
   void stop() override {
     // Handlers suspended at this point are never resumed; their frames are
     // abandoned with the process (stop is the end of a service's life).
     if (server_) server_->stop();
+    // The loops have stopped: their calls in flight fail, their sockets close.
+    for (auto& c : clients_) {
+      for (auto& [_, ch] : c->channels) ch->close();
+      c->loop->stop();
+    }
   }
   nlohmann::json describe() const override {
     return {{"server", "one epoll loop per core, handlers as C++20 coroutines"},
             {"loops", in_flight_.size()},
             {"max_in_flight_per_loop", capacity_},
-            {"client", "multiplexed channel, resumption posted to the handler's loop"}};
+            {"client", "multiplexed channels owned by each event loop, resumed on that loop"}};
   }
 
  private:
-  std::unique_ptr<EventLoopServer> server_;
+  std::unique_ptr<EventLoopServer> server_;  // declared first: its loops' event sets outlive clients_
+  std::vector<std::unique_ptr<LoopClients>> clients_;
   std::vector<int64_t> in_flight_;
   int64_t capacity_ = 0;
 };

@@ -103,12 +103,26 @@ using internal::ChannelConnection;
 
 // ---------------------------------------------------------------- channel loop
 
-ChannelLoop::ChannelLoop(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes), read_buf_(kReadBytes, '\0') {
+namespace {
+uint64_t token_of(ChannelConnection* c) { return reinterpret_cast<uint64_t>(c) | net::LoopDriven::kTokenTag; }
+ChannelConnection* connection_of(uint64_t token) {
+  return reinterpret_cast<ChannelConnection*>(token & ~net::LoopDriven::kTokenTag);
+}
+}  // namespace
+
+ChannelLoop::ChannelLoop(size_t max_frame_bytes)
+    : max_frame_bytes_(max_frame_bytes),
+      own_events_(std::make_unique<net::EventLoop>()),
+      events_(own_events_.get()),
+      read_buf_(kReadBytes, '\0') {
   thread_ = std::thread([this] {
     name_this_thread("svc-channel");
     run();
   });
 }
+
+ChannelLoop::ChannelLoop(Driven, net::EventLoop& host, size_t max_frame_bytes)
+    : max_frame_bytes_(max_frame_bytes), events_(&host), read_buf_(kReadBytes, '\0') {}
 
 ChannelLoop::~ChannelLoop() { stop(); }
 
@@ -117,8 +131,12 @@ void ChannelLoop::stop() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  events_.wake();
-  if (thread_.joinable()) thread_.join();
+  if (!driven()) {
+    events_->wake();
+    if (thread_.joinable()) thread_.join();  // run() ends with close_all()
+  } else {
+    close_all();  // the host loop has stopped: nothing else touches the connections
+  }
 }
 
 void ChannelLoop::queue(ChannelConnection* c) {
@@ -128,10 +146,38 @@ void ChannelLoop::queue(ChannelConnection* c) {
     queued_.push_back(c);
     // Only a sleeping loop needs the eventfd: an awake one takes the list
     // before it waits again. Under load most calls cost no wake-up at all.
+    // A driven loop never sleeps here: its host calls service() before it waits.
     wake = sleeping_;
     sleeping_ = false;
   }
-  if (wake) events_.wake();
+  if (wake) events_->wake();
+}
+
+int64_t ChannelLoop::flush_queued(std::vector<ChannelConnection*>& batch) {
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(queued_);
+  }
+  // Everything queued since the last iteration: one send per connection.
+  for (ChannelConnection* c : batch) flush(*c);
+  batch.clear();
+  return release_delayed();
+}
+
+void ChannelLoop::on_ready(const net::ReadyEvent& e) {
+  ChannelConnection* c = connection_of(e.token);
+  if (c->loop_fd < 0) return;  // failed earlier in this batch
+  if (e.ready & (net::kReadable | net::kHangup)) read_ready(*c);
+  if (c->loop_fd >= 0 && (e.ready & net::kWritable)) send_some(*c);
+}
+
+int64_t ChannelLoop::service() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return std::numeric_limits<int64_t>::max();
+  }
+  iterations_.fetch_add(1, std::memory_order_relaxed);
+  return flush_queued(driven_batch_);
 }
 
 void ChannelLoop::run() {
@@ -143,12 +189,8 @@ void ChannelLoop::run() {
     {
       std::lock_guard lock(mu_);
       if (stop_) break;
-      batch.swap(queued_);
     }
-    // Everything queued since the last iteration: one send per connection.
-    for (ChannelConnection* c : batch) flush(*c);
-    batch.clear();
-    const int64_t next_deadline_ns = release_delayed();
+    const int64_t next_deadline_ns = flush_queued(batch);
     iterations_.fetch_add(1, std::memory_order_relaxed);
     bool idle;
     {
@@ -162,18 +204,19 @@ void ChannelLoop::run() {
     int64_t timeout_ns = idle ? -1 : 0;
     if (idle && next_deadline_ns != std::numeric_limits<int64_t>::max())
       timeout_ns = std::max<int64_t>(0, next_deadline_ns - monotonic_ns());
-    const auto ready = events_.wait(timeout_ns);
+    const auto ready = events_->wait(timeout_ns);
     {
       std::lock_guard lock(mu_);
       sleeping_ = false;
     }
-    for (const net::ReadyEvent& e : ready) {
-      auto* c = reinterpret_cast<ChannelConnection*>(e.token);
-      if (c->loop_fd < 0) continue;  // failed earlier in this batch
-      if (e.ready & (net::kReadable | net::kHangup)) read_ready(*c);
-      if (c->loop_fd >= 0 && (e.ready & net::kWritable)) send_some(*c);
-    }
+    for (const net::ReadyEvent& e : ready) on_ready(e);
   }
+  close_all();
+}
+
+void ChannelLoop::close_all() {
+  if (stopped_) return;
+  stopped_ = true;
   for (ChannelConnection* c : known_)
     if (c->loop_fd >= 0) fail(*c);
   // Connections opened by a call the loop never saw: close them here.
@@ -196,7 +239,7 @@ void ChannelLoop::flush(ChannelConnection& c) {
     c.flush_queued = false;
     if (c.fd < 0) return;  // failed (or closed) after it was queued
     if (c.fd != c.loop_fd) {
-      events_.add(c.fd, reinterpret_cast<uint64_t>(&c), net::kReadable);
+      events_->add(c.fd, token_of(&c), net::kReadable);
       c.loop_fd = c.fd;
       c.loop_want_write = false;
     }
@@ -249,7 +292,7 @@ void ChannelLoop::send_some(ChannelConnection& c) {
   // Write interest only while output is blocked: an idle connection costs no wake-ups.
   const bool want_write = c.loop_sent < c.loop_sending.size();
   if (want_write != c.loop_want_write) {
-    events_.modify(c.loop_fd, reinterpret_cast<uint64_t>(&c), net::kReadable | (want_write ? net::kWritable : 0));
+    events_->modify(c.loop_fd, token_of(&c), net::kReadable | (want_write ? net::kWritable : 0));
     c.loop_want_write = want_write;
   }
 }
@@ -284,7 +327,7 @@ void ChannelLoop::fail(ChannelConnection& c) {
     c.out.clear();
     c.fd = -1;  // the next call opens a new connection
   }
-  events_.remove(c.loop_fd);
+  events_->remove(c.loop_fd);
   ::close(c.loop_fd);
   c.loop_fd = -1;
   c.loop_sending.clear();

@@ -128,18 +128,32 @@ struct ChannelConnection {
 
 // The event loop that owns every multiplexed client connection of a process
 // (one thread). Started on construction, stopped by stop() or the destructor.
-class ChannelLoop {
+//
+// Or, constructed with Driven, no thread at all: its sockets live in a host
+// loop (a server's event loop) and are serviced on that loop's thread
+// (net::LoopDriven). A call made on the host thread then costs no hand-off:
+// its frame leaves in the host's service() at the end of the iteration, and
+// its response is read and its callback run when the host sees the socket
+// ready. Calls may then be made only on the host thread, and stop() only
+// after the host loop has stopped.
+class ChannelLoop final : public net::LoopDriven {
  public:
+  struct Driven {};
   explicit ChannelLoop(size_t max_frame_bytes = kDefaultMaxFrameBytes);
-  ~ChannelLoop();
+  ChannelLoop(Driven, net::EventLoop& host, size_t max_frame_bytes = kDefaultMaxFrameBytes);
+  ~ChannelLoop() override;
   ChannelLoop(const ChannelLoop&) = delete;
   ChannelLoop& operator=(const ChannelLoop&) = delete;
-  // Joins the thread and closes every connection it owns; calls still in
-  // flight are the channels' to fail (MultiplexedChannel::close).
+  // Joins the thread (if any) and closes every connection it owns; calls
+  // still in flight are the channels' to fail (MultiplexedChannel::close).
   void stop();
-  // Any thread: the loop services `c` (registers a new socket, sends what
-  // was queued) in its next iteration.
+  // Any thread (driven: the host's only): the loop services `c` (registers a
+  // new socket, sends what was queued) in its next iteration.
   void queue(internal::ChannelConnection* c);
+  // Driven only, on the host's thread (net::LoopDriven).
+  void on_ready(const net::ReadyEvent& e) override;
+  int64_t service() override;
+  bool driven() const { return own_events_ == nullptr; }
   int64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
   int64_t iterations() const { return iterations_.load(std::memory_order_relaxed); }
   int64_t sends() const { return sends_.load(std::memory_order_relaxed); }
@@ -149,6 +163,11 @@ class ChannelLoop {
 
  private:
   void run();
+  // Flushes every connection queued since the last call, then what the shim
+  // holds that is due; returns the shim's next deadline (INT64_MAX: none).
+  int64_t flush_queued(std::vector<internal::ChannelConnection*>& batch);
+  // Closes every connection it owns (the loop has stopped).
+  void close_all();
   // Sends what the shim holds that is due; returns the next deadline (INT64_MAX: none).
   int64_t release_delayed();
   void read_ready(internal::ChannelConnection& c);
@@ -157,13 +176,16 @@ class ChannelLoop {
   void fail(internal::ChannelConnection& c);
 
   size_t max_frame_bytes_;
-  net::EventLoop events_;
-  std::mutex mu_;  // guards queued_, sleeping_, stop_
+  std::unique_ptr<net::EventLoop> own_events_;  // null when driven
+  net::EventLoop* events_;                      // own_events_ or the host's
+  std::mutex mu_;                               // guards queued_, sleeping_, stop_
   std::vector<internal::ChannelConnection*> queued_;
   bool sleeping_ = false;
   bool stop_ = false;
-  std::vector<internal::ChannelConnection*> known_;  // loop thread only
-  std::string read_buf_;                             // loop thread only
+  std::vector<internal::ChannelConnection*> known_;         // loop thread only
+  std::string read_buf_;                                    // loop thread only
+  std::vector<internal::ChannelConnection*> driven_batch_;  // driven: service()'s, kept for its capacity
+  bool stopped_ = false;                                    // close_all() ran
   // Loop thread only: (deadline, connection) for every batch the shim holds;
   // a min-heap, so the loop knows the earliest deadline. An entry of a
   // connection that failed meanwhile finds nothing due and is dropped.

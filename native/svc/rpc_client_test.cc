@@ -4,13 +4,16 @@
 // a late response is counted and dropped, and every service answers the ping
 // method at once without running its handler. The link-delay shim holds
 // frames at least their delay, keeps their order, and never holds up the loop;
-// a peer outside the allow-list is refused before any socket exists.
+// a peer outside the allow-list is refused before any socket exists. Driven
+// by a server's event loop, a channel's calls start and end on that loop's thread.
 #include "svc/rpc_client.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -143,6 +146,111 @@ TEST(MultiplexedChannel, ManyCallsInFlightFromManyThreadsEachEndOnceWithTheirOwn
   }
   EXPECT_EQ(server.dispatched(), kThreads * kCallsPerThread);
   EXPECT_EQ(client.loop.late_responses(), 0);
+}
+
+// A ChannelLoop driven by a server's event loop (the coroutine model's
+// client side): calls made on that loop's thread are sent, answered and
+// completed on that same thread, and the loop has no thread of its own.
+class DrivenClient {
+ public:
+  explicit DrivenClient(int peer_port)
+      : listen_fd_(net::make_listener("127.0.0.1", 0)),
+        host_(ListenSpec{listen_fd_}, 1, counters_, [](size_t, InboundRequest&&) {}),
+        loop_(ChannelLoop::Driven{}, host_.events(0)),
+        channel_(peer_port, 1, timers_, loop_) {
+    host_.drive(0, &loop_);
+    host_.start();
+  }
+  ~DrivenClient() {
+    host_.stop();
+    channel_.close();
+    loop_.stop();
+    timers_.stop();
+    ::close(listen_fd_);
+  }
+  // Runs fn on the host loop's thread and waits for it.
+  void on_host(std::function<void()> fn) {
+    std::promise<void> done;
+    host_.post(0, [&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+  MultiplexedChannel& channel() { return channel_; }
+  ChannelLoop& loop() { return loop_; }
+
+ private:
+  int listen_fd_;
+  ServiceCounters counters_;
+  TimerService timers_;
+  EventLoopServer host_;
+  ChannelLoop loop_;
+  MultiplexedChannel channel_;
+};
+
+TEST(DrivenChannelLoop, CallsMadeOnTheHostThreadEndThereWithTheirOwnResponse) {
+  TestServer server;
+  DrivenClient client(server.port());
+  EXPECT_TRUE(client.loop().driven());
+  constexpr int kCalls = 200;
+  Results results;
+  std::thread::id host_thread;
+  std::mutex ids_mu;
+  std::vector<std::thread::id> callback_threads;
+  client.on_host([&] {
+    host_thread = std::this_thread::get_id();
+    for (int key = 0; key < kCalls; ++key) {
+      auto record = results.callback(key);
+      client.channel().call("echo", "payload-" + std::to_string(key), TraceContext{}, kLongTimeoutNs,
+                            [&, record](CallResult&& r) mutable {
+                              {
+                                std::lock_guard lock(ids_mu);
+                                callback_threads.push_back(std::this_thread::get_id());
+                              }
+                              record(std::move(r));
+                            });
+    }
+  });
+  results.wait_for(kCalls);
+  const auto ended = results.ended();
+  ASSERT_EQ(ended.size(), static_cast<size_t>(kCalls));
+  for (const auto& [key, rs] : ended) {
+    ASSERT_EQ(rs.size(), 1u) << key;
+    EXPECT_EQ(rs[0].status, RpcStatus::kOk) << key;
+    EXPECT_EQ(rs[0].payload, "payload-" + std::to_string(key));
+  }
+  std::lock_guard lock(ids_mu);
+  ASSERT_EQ(callback_threads.size(), static_cast<size_t>(kCalls));
+  for (const auto& id : callback_threads) EXPECT_EQ(id, host_thread);
+  // Calls queued in one host iteration left together: far fewer sends than calls.
+  EXPECT_LT(client.loop().sends(), kCalls);
+  EXPECT_GE(client.loop().iterations(), 1);
+}
+
+TEST(DrivenChannelLoop, APeerThatGoesAwayFailsTheCallsInFlightAndTheNextCallReconnects) {
+  auto server = std::make_unique<TestServer>(/*answer=*/false);
+  const int port = server->port();
+  DrivenClient client(port);
+  Results results;
+  client.on_host([&] {
+    for (int key = 0; key < 5; ++key)
+      client.channel().call("echo", "x", TraceContext{}, kLongTimeoutNs, results.callback(key));
+  });
+  while (server->held_count() < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  server->stop();  // EOF on the client's connection
+  results.wait_for(5);
+  for (const auto& [key, rs] : results.ended()) {
+    ASSERT_EQ(rs.size(), 1u) << key;
+    EXPECT_EQ(rs[0].status, RpcStatus::kUnavailable) << key;
+  }
+  server->start(/*answer=*/true);
+  client.on_host([&] { client.channel().call("echo", "back", TraceContext{}, kLongTimeoutNs, results.callback(99)); });
+  results.wait_for(6);
+  const auto again = results.ended().at(99);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].status, RpcStatus::kOk);
+  EXPECT_EQ(again[0].payload, "back");
 }
 
 TEST(MultiplexedChannel, CallsQueuedInOneLoopIterationLeaveInOneSend) {

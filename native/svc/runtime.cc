@@ -68,11 +68,36 @@ void ServiceRuntime::close_clients() {
 
 nlohmann::json ServiceRuntime::channel_stats() {
   std::lock_guard lock(clients_mu_);
-  const ChannelLoop* l = channel_loop_.get();
-  return {{"loop_iterations", l ? l->iterations() : 0},
-          {"sends", l ? l->sends() : 0},
-          {"late_responses", l ? l->late_responses() : 0},
-          {"delayed_batches", l ? l->delayed_batches() : 0}};
+  std::vector<const ChannelLoop*> loops = counted_loops_;
+  if (channel_loop_) loops.push_back(channel_loop_.get());
+  int64_t iterations = 0, sends = 0, late = 0, delayed = 0;
+  for (const ChannelLoop* l : loops) {
+    iterations += l->iterations();
+    sends += l->sends();
+    late += l->late_responses();
+    delayed += l->delayed_batches();
+  }
+  return {{"loop_iterations", iterations}, {"sends", sends}, {"late_responses", late}, {"delayed_batches", delayed}};
+}
+
+void ServiceRuntime::count_channel_loop(const ChannelLoop* loop) {
+  std::lock_guard lock(clients_mu_);
+  counted_loops_.push_back(loop);
+}
+
+std::unique_ptr<MultiplexedChannel> ServiceRuntime::make_channel(const std::string& service, ChannelLoop& loop) {
+  std::lock_guard lock(clients_mu_);
+  return new_channel_locked(service, loop);
+}
+
+std::unique_ptr<MultiplexedChannel> ServiceRuntime::new_channel_locked(const std::string& service, ChannelLoop& loop) {
+  const std::string& host = host_of(service);
+  auto c = std::make_unique<MultiplexedChannel>(host, port_of(service), options_.channel_connections, timers_, loop,
+                                                options_.link_delays.for_address(host));
+  // A handler still running after shutdown began gets a closed channel: its
+  // calls fail at once instead of waiting on a loop that no longer runs.
+  if (clients_closed_) c->close();
+  return c;
 }
 
 void ServiceRuntime::run_compute(const Stage& stage) {
@@ -99,12 +124,7 @@ MultiplexedChannel& ServiceRuntime::channel(const std::string& service) {
   auto& c = channels_[service];
   if (!c) {
     if (!channel_loop_) channel_loop_ = std::make_unique<ChannelLoop>();
-    const std::string& host = host_of(service);
-    c = std::make_unique<MultiplexedChannel>(host, port_of(service), options_.channel_connections, timers_,
-                                             *channel_loop_, options_.link_delays.for_address(host));
-    // A handler still running after shutdown began gets a closed channel: its
-    // calls fail at once instead of waiting on a loop that no longer runs.
-    if (clients_closed_) c->close();
+    c = new_channel_locked(service, *channel_loop_);
   }
   return *c;
 }

@@ -99,13 +99,21 @@ class ServiceRuntime {
   // Downstream clients (created on first use, live as long as the runtime).
   // Every multiplexed channel of the service shares one ChannelLoop.
   MultiplexedChannel& channel(const std::string& service);
+  // A channel to `service` on a model's own loop (coroutine: one driven by
+  // each of its event loops). The caller owns it, closes it before the loop
+  // stops, and counts the loop in channel_stats() with count_channel_loop.
+  // Closed at once when close_clients() has already run.
+  std::unique_ptr<MultiplexedChannel> make_channel(const std::string& service, ChannelLoop& loop);
+  // `loop` must outlive every later channel_stats().
+  void count_channel_loop(const ChannelLoop* loop);
   BlockingClientPool& client_pool(const std::string& service);
   // The blocking call std-async and std-thread make (DeathStarBench's ClientPool).
   RpcStatus call_via_client_pool(CallScope& call);
 
   // Fails the calls in flight (kUnavailable), refuses new ones and stops the channel loop.
   void close_clients();
-  // The channel loop's counters (iterations, sends, late responses); zeros before the first channel.
+  // The channel loops' counters (iterations, sends, late responses), summed over the
+  // runtime's own loop and those counted with count_channel_loop; zeros before the first channel.
   nlohmann::json channel_stats();
   // Where a downstream service is called: its numeric address.
   const std::string& host_of(const std::string& service) const;
@@ -121,6 +129,8 @@ class ServiceRuntime {
 
  private:
   int port_of(const std::string& service) const;
+  // Caller holds clients_mu_.
+  std::unique_ptr<MultiplexedChannel> new_channel_locked(const std::string& service, ChannelLoop& loop);
   const Topology& topology_;
   const Service& service_;
   std::map<std::string, int> ports_;
@@ -131,6 +141,7 @@ class ServiceRuntime {
   std::mutex clients_mu_;
   std::unique_ptr<ChannelLoop> channel_loop_;  // declared first: it outlives the channels it serves
   std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels_;
+  std::vector<const ChannelLoop*> counted_loops_;  // guarded by clients_mu_
   std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
   bool clients_closed_ = false;  // guarded by clients_mu_
   std::string store_span_kind_;

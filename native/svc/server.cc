@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <stdexcept>
 #include <system_error>
 
@@ -132,6 +134,9 @@ namespace {
 // The longest a loop waits without an event: the cadence of its
 // request-timeout checks (stop and posted closures wake it at once).
 constexpr int64_t kIdleWaitNs = 100'000'000;
+// The loop whose thread this is (null on any other thread): a post from a
+// loop to itself needs no eventfd write.
+thread_local const void* tl_this_loop = nullptr;
 }  // namespace
 
 EventLoopServer::EventLoopServer(ListenSpec listen, size_t loops, ServiceCounters& counters, Dispatch dispatch)
@@ -163,7 +168,7 @@ void EventLoopServer::post(size_t index, std::function<void()> fn) {
     // A non-empty list has been (or is being) announced by the post that
     // filled it first, and the loop takes the whole list at once: one
     // eventfd write per batch of completions, not per completion.
-    wake = l.posted.empty();
+    wake = l.posted.empty() && tl_this_loop != &l;
     l.posted.push_back(std::move(fn));
   }
   if (wake) l.events.wake();
@@ -226,12 +231,17 @@ void EventLoopServer::run(size_t index) {
   // timer slack of the readiness wait would be half of one.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   if (on_loop_start) on_loop_start(index);
+  tl_this_loop = &loop;
   net::Acceptor acceptor(listen_.fd);
   std::vector<std::function<void()>> posted;
   int64_t next_expiry_check_ns = 0;
   int64_t wait_ns = kIdleWaitNs;
   while (!stop_.load(std::memory_order_acquire)) {
     for (const net::ReadyEvent& e : loop.events.wait(wait_ns)) {
+      if (e.token & net::LoopDriven::kTokenTag) {
+        if (loop.driven) loop.driven->on_ready(e);  // e.g. a response: its callback posts to this loop
+        continue;
+      }
       const int fd = static_cast<int>(e.token);
       if (fd != listen_.fd) {
         read_conn(loop, index, fd);
@@ -253,10 +263,21 @@ void EventLoopServer::run(size_t index) {
     }
     for (auto& fn : posted) fn();
     posted.clear();
-    // A post that came after the swap above has written the eventfd, so the
-    // wait returns at once for it; timers bound the wait from above.
+    // A post from another thread that came after the swap above has written
+    // the eventfd, so the wait returns at once for it; timers bound the wait from above.
     wait_ns = fire_due_timers(loop, kIdleWaitNs);
+    if (loop.driven) {
+      // Last, so what every handler above queued leaves before the loop waits.
+      const int64_t due_ns = loop.driven->service();
+      if (due_ns != std::numeric_limits<int64_t>::max())
+        wait_ns = std::min(wait_ns, std::max<int64_t>(0, due_ns - monotonic_ns()));
+    }
+    {
+      std::lock_guard lock(loop.mu);  // posts from this thread (no eventfd) run before it sleeps
+      if (!loop.posted.empty()) wait_ns = 0;
+    }
   }
+  tl_this_loop = nullptr;
   for (auto& [fd, conn] : loop.conns) conn->close();
   loop.conns.clear();
 }

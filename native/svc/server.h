@@ -91,6 +91,7 @@ class EventLoopServer {
   void start();
   void stop();
   // Runs fn on loop `index`'s thread, soon. Safe from any thread; dropped after stop().
+  // From the loop's own thread it costs no wake-up: fn runs before the loop waits again.
   void post(size_t index, std::function<void()> fn);
   // Runs fn on loop `index`'s thread at deadline_ns (monotonic) or as soon
   // after as the loop is free. Only from that loop's own thread (a handler
@@ -99,6 +100,12 @@ class EventLoopServer {
   // wake-up and no cross-thread post. Dropped after stop().
   void schedule_on_loop(size_t index, int64_t deadline_ns, std::function<void()> fn);
   size_t loops() const { return loops_.size(); }
+  // Before start(): loop `index` also drives `d` on its thread (net::LoopDriven):
+  // it hands `d` the ready events whose token has kTokenTag set and calls
+  // d->service() once per iteration before it waits. `d` registers its
+  // descriptors in events(index) and must outlive the loop's thread.
+  void drive(size_t index, net::LoopDriven* d) { loops_[index % loops_.size()]->driven = d; }
+  net::EventLoop& events(size_t index) { return loops_[index % loops_.size()]->events; }
   // Called on each loop thread when it starts (the coroutine model records
   // which loop a thread is).
   std::function<void(size_t)> on_loop_start;
@@ -121,6 +128,7 @@ class EventLoopServer {
     // The loop thread's own: no lock.
     std::priority_queue<LoopTimer, std::vector<LoopTimer>, std::greater<LoopTimer>> timers;
     uint64_t timer_seq = 0;
+    net::LoopDriven* driven = nullptr;  // set before start()
   };
   // Fires the loop's due timers; returns how long the loop may wait for
   // events before the next one is due (at most kIdleWaitNs).

@@ -59,13 +59,17 @@ class StoreDamaged(StoreError):
         self.path = path
 
 
+# DuckDB's file begins with three 4 KiB headers, then the blocks.
+_HEADER_BYTES = 3 * 4096
+
+
 def check_database(path: Path) -> None:
     """Raises StoreDamaged unless `path` (if it exists) is a whole, readable database.
 
     Opened read-only, so a damaged file is never written to. Two checks: the file
-    holds every block the database says it has (a truncated file fails here even
-    where the missing blocks are not read yet), and every row of every table
-    reads back (DuckDB verifies each block's checksum on read)."""
+    holds every block the database uses (a truncated file fails here even where
+    the missing blocks are not read yet), and every row of every table reads
+    back (DuckDB verifies each block's checksum on read)."""
     path = Path(path)
     if not path.exists():
         return
@@ -74,22 +78,34 @@ def check_database(path: Path) -> None:
     except duckdb.Error as e:
         raise StoreDamaged(path, _first_line(e)) from e
     try:
-        block_size, total_blocks = con.execute(
-            "SELECT block_size, total_blocks FROM pragma_database_size()"
+        block_size, used_blocks = con.execute(
+            "SELECT block_size, used_blocks FROM pragma_database_size()"
         ).fetchone() or (0, 0)
-        size_bytes = path.stat().st_size
-        if size_bytes < int(block_size) * int(total_blocks):
-            raise StoreDamaged(
-                path,
-                f"the file is {size_bytes} bytes, shorter than its "
-                f"{total_blocks} blocks of {block_size} bytes: truncated",
-            )
         tables = [
             r[0]
             for r in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
             ).fetchall()
         ]
+        # Not total_blocks: it counts free blocks, and a checkpoint that frees the blocks at the
+        # end of the file shrinks the file (a dropped table, rewritten row groups), so a whole
+        # file can be shorter than total_blocks. A whole file does hold every used block, and
+        # every block a table's storage names.
+        last_block = -1
+        for table in tables:
+            (m,) = con.execute(
+                "SELECT max(block_id) FROM pragma_storage_info(?) WHERE block_id >= 0", [table]
+            ).fetchone() or (None,)
+            if m is not None:
+                last_block = max(last_block, int(m))
+        needed = _HEADER_BYTES + max(int(used_blocks), last_block + 1) * int(block_size)
+        size_bytes = path.stat().st_size
+        if size_bytes < needed:
+            raise StoreDamaged(
+                path,
+                f"the file is {size_bytes} bytes, shorter than the {needed} bytes its "
+                f"{used_blocks} used blocks of {block_size} bytes need: truncated",
+            )
         for table in tables:
             # hash() of the whole row makes DuckDB read every column of every block.
             con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{table}" t').fetchone()
