@@ -498,6 +498,16 @@ def test_blocking_pools_close_connections_a_burst_left_idle(topo_json, tmp_path)
 
     with running_graph(topo_json, "std-thread", tmp_path, "--pool-idle-s", "0.3") as (ready, out, proc):
         pid = int(ready["pids"]["compose-post-service"])
+        # Settle first: connections the graph's start-up opened close once idle (at a pool's next
+        # borrow), so a base read at once could sit above the burst's high-water mark.
+        for _ in range(2):
+            conn = front(ready)
+            assert compose(conn) == 200
+            conn.close()
+            time.sleep(0.6)
+        conn = front(ready)
+        assert compose(conn) == 200  # the pools close what idled through the sleeps above
+        conn.close()
         base = sample_process("compose-post", pid).fds
         barrier = threading.Barrier(12)
         statuses: list[int] = []
