@@ -316,6 +316,13 @@ def test_summary_ratio_at_the_p99_objective():
     assert s["tracing"]["cost"] == pytest.approx(0.03)
     # "met" alone would also match "not met": check the whole verdict.
     assert any("coroutine reached 4.02× (met)" in n for n in s["notes"]), s["notes"]
+    # The grid's bracket: each max lies between the highest rate that met and the next that missed.
+    assert s["per"]["std-async"]["first_miss"] == 900 and s["per"]["coroutine"]["first_miss"] == 2600
+    assert any(
+        "std-async met it at 500/s and missed at 900/s; coroutine met it at 2\u2009010/s and missed at 2\u2009600/s, "
+        "so the ratio lies between 2.23× and 5.2×" in n
+        for n in s["notes"]
+    ), s["notes"]
     assert not any("decomposition" in n for n in s["notes"]), "no explanation is printed when the target is met"
     assert any("measured 3.0 % on coroutine (met;" in n for n in s["notes"]), s["notes"]
 

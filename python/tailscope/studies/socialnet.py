@@ -402,6 +402,15 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         )
         ok_points = [d for d in sweep if _meets(d)]
         at_objective = max((_achieved(d) for d in ok_points), default=0.0)
+        # The grid's other side: the lowest offered rate above it that missed the objective.
+        first_miss = min(
+            (
+                d["socialnet_point"]["rate_per_s"]
+                for d in sweep
+                if not _meets(d) and d["socialnet_point"]["rate_per_s"] > at_objective
+            ),
+            default=None,
+        )
         common = next((d for d in sweep if d["socialnet_point"]["kind"] == "common"), None)
         if common is not None:
             common_rate = common["socialnet_point"]["rate_per_s"]
@@ -415,6 +424,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         per[m] = {
             "ceiling": _achieved(closed[0]) if closed else None,
             "at_objective": at_objective,
+            "first_miss": first_miss,
             "sweep": [
                 (_achieved(d), _p99(d), d["socialnet_point"]["rate_per_s"], d["load"].get("errors_total", 0))
                 for d in sweep
@@ -436,7 +446,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         r = per[best]["at_objective"] / base
         notes.append(
             f"Target best model ≥ {TARGET_RATIO:g}× std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {best} reached "
-            f"{fmt_ratio(r)} ({'met' if r >= TARGET_RATIO else 'not met'})."
+            f"{fmt_ratio(r)} ({'met' if r >= TARGET_RATIO else 'not met'}){_grid_bracket(per, best)}."
         )
         if r < TARGET_RATIO and best != BASELINE_MODEL:
             notes += _why_not(per, best, r)
@@ -624,6 +634,30 @@ def _why_not(per: dict, best: str, ratio: float) -> list[str]:
 
 def _fmt_opt(v: float | None) -> str:
     return "unavailable" if v is None else f"{v:.1f}"
+
+
+def _grid_bracket(per: dict, best: str) -> str:
+    """How far the sweep's grid pins the ratio at the objective: each model's max lies between the
+    highest rate that met it and the next rate tried, which missed."""
+    if best == BASELINE_MODEL:
+        return ""
+    a, b = per[BASELINE_MODEL], per[best]
+    said = [
+        f"{m} met it at {fmt_count(p['at_objective'])}/s and "
+        + (f"missed at {fmt_count(p['first_miss'])}/s" if p.get("first_miss") else "at every higher rate tried")
+        for m, p in ((BASELINE_MODEL, a), (best, b))
+    ]
+    low = b["at_objective"] / a["first_miss"] if a.get("first_miss") else None
+    high = b["first_miss"] / a["at_objective"] if b.get("first_miss") else None
+    if low is not None and high is not None:
+        span = f"the ratio lies between {fmt_ratio(low)} and {fmt_ratio(high)}"
+    elif low is not None:
+        span = f"the ratio is at least {fmt_ratio(low)}"
+    elif high is not None:
+        span = f"the ratio is at most {fmt_ratio(high)}"
+    else:
+        span = "the grid does not bound the ratio"
+    return f"; on the sweep's grid {'; '.join(said)}, so {span}"
 
 
 def _meets(d: dict) -> bool:
