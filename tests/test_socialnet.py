@@ -371,16 +371,19 @@ def _two_models_at_two_x() -> list[dict]:
     ]
 
 
-def test_decomposition_from_the_runs_own_counters_and_pings():
-    loads = _two_models_at_two_x()
-    graphs = {
+def _decomposed_graphs(coroutine_ping_ns: float) -> dict:
+    return {
         # 1000 requests, 11 000 RPCs, 4 s of CPU: 4 ms per request; 3000 async threads.
         "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
         "std-async/ping": _ping_doc(100e3),
+        # 1000 requests, 11 000 RPCs, 2 s of CPU: 2 ms per request.
         "coroutine/graph": _graph_doc(2.0, 1000, [5000, 6000], 0, 20_000, 80),
-        "coroutine/ping": _ping_doc(80e3),
+        "coroutine/ping": _ping_doc(coroutine_ping_ns),
     }
-    s = socialnet.summarize(loads, graphs, _THREAD_CREATE)
+
+
+def test_decomposition_from_the_runs_own_counters_and_pings():
+    s = socialnet.summarize(_two_models_at_two_x(), _decomposed_graphs(80e3), _THREAD_CREATE)
     a = s["per"]["std-async"]["decomposition"]
     assert a["cpu_per_request_ns"] == pytest.approx(4e6)
     assert a["rpcs_per_request"] == pytest.approx(11.0)
@@ -415,14 +418,7 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
 def test_a_ping_dearer_than_the_graphs_rpcs_leaves_the_remainder_unavailable_not_negative():
     # Coroutine's loops batch their calls: 11 RPCs at the ping's 300 µs (one call in flight) would be
     # 3.3 ms, more than its 2 ms of CPU per request. The remainder is unavailable, said why.
-    loads = _two_models_at_two_x()
-    graphs = {
-        "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
-        "std-async/ping": _ping_doc(100e3),
-        "coroutine/graph": _graph_doc(2.0, 1000, [5000, 6000], 0, 20_000, 80),
-        "coroutine/ping": _ping_doc(300e3),
-    }
-    s = socialnet.summarize(loads, graphs, _THREAD_CREATE)
+    s = socialnet.summarize(_two_models_at_two_x(), _decomposed_graphs(300e3), _THREAD_CREATE)
     c = s["per"]["coroutine"]["decomposition"]
     assert c["transport_share"] == pytest.approx(1.65)
     assert c["rest_cpu_per_request_ns"] is None
