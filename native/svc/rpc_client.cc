@@ -155,7 +155,9 @@ void ChannelLoop::queue(ChannelConnection* c) {
 
 int64_t ChannelLoop::flush_queued(std::vector<ChannelConnection*>& batch) {
   {
+    // One lock per iteration: the stop check rides with taking the list.
     std::lock_guard lock(mu_);
+    if (stop_) return kStopped;
     batch.swap(queued_);
   }
   // Everything queued since the last iteration: one send per connection.
@@ -172,12 +174,10 @@ void ChannelLoop::on_ready(const net::ReadyEvent& e) {
 }
 
 int64_t ChannelLoop::service() {
-  {
-    std::lock_guard lock(mu_);
-    if (stop_) return std::numeric_limits<int64_t>::max();
-  }
+  const int64_t next_deadline_ns = flush_queued(driven_batch_);
+  if (next_deadline_ns == kStopped) return std::numeric_limits<int64_t>::max();
   iterations_.fetch_add(1, std::memory_order_relaxed);
-  return flush_queued(driven_batch_);
+  return next_deadline_ns;
 }
 
 void ChannelLoop::run() {
@@ -186,11 +186,8 @@ void ChannelLoop::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   std::vector<ChannelConnection*> batch;
   for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) break;
-    }
     const int64_t next_deadline_ns = flush_queued(batch);
+    if (next_deadline_ns == kStopped) break;
     iterations_.fetch_add(1, std::memory_order_relaxed);
     bool idle;
     {

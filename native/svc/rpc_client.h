@@ -164,7 +164,9 @@ class ChannelLoop final : public net::LoopDriven {
  private:
   void run();
   // Flushes every connection queued since the last call, then what the shim
-  // holds that is due; returns the shim's next deadline (INT64_MAX: none).
+  // holds that is due; returns the shim's next deadline (INT64_MAX: none), or
+  // kStopped (nothing flushed) once stop() has begun.
+  static constexpr int64_t kStopped = -1;
   int64_t flush_queued(std::vector<internal::ChannelConnection*>& batch);
   // Closes every connection it owns (the loop has stopped).
   void close_all();

@@ -168,8 +168,13 @@ void EventLoopServer::post(size_t index, std::function<void()> fn) {
     // A non-empty list has been (or is being) announced by the post that
     // filled it first, and the loop takes the whole list at once: one
     // eventfd write per batch of completions, not per completion.
-    wake = l.posted.empty() && tl_this_loop != &l;
     l.posted.push_back(std::move(fn));
+    if (tl_this_loop == &l) {
+      l.posted_by_self = true;  // the loop checks it before it waits: no eventfd
+      wake = false;
+    } else {
+      wake = l.posted.size() == 1;
+    }
   }
   if (wake) l.events.wake();
 }
@@ -260,6 +265,7 @@ void EventLoopServer::run(size_t index) {
     {
       std::lock_guard lock(loop.mu);
       posted.swap(loop.posted);
+      loop.posted_by_self = false;  // what it announced is in this batch
     }
     for (auto& fn : posted) fn();
     posted.clear();
@@ -272,9 +278,10 @@ void EventLoopServer::run(size_t index) {
       if (due_ns != std::numeric_limits<int64_t>::max())
         wait_ns = std::min(wait_ns, std::max<int64_t>(0, due_ns - monotonic_ns()));
     }
-    {
-      std::lock_guard lock(loop.mu);  // posts from this thread (no eventfd) run before it sleeps
-      if (!loop.posted.empty()) wait_ns = 0;
+    // Posts from this thread wrote no eventfd: run them before sleeping (the flag is this thread's own).
+    if (loop.posted_by_self) {
+      loop.posted_by_self = false;
+      wait_ns = 0;
     }
   }
   tl_this_loop = nullptr;

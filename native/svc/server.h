@@ -129,6 +129,7 @@ class EventLoopServer {
     std::priority_queue<LoopTimer, std::vector<LoopTimer>, std::greater<LoopTimer>> timers;
     uint64_t timer_seq = 0;
     net::LoopDriven* driven = nullptr;  // set before start()
+    bool posted_by_self = false;        // the loop thread's own: it posted to itself (no eventfd)
   };
   // Fires the loop's due timers; returns how long the loop may wait for
   // events before the next one is due (at most kIdleWaitNs).
