@@ -10,7 +10,9 @@
 // A group's async calls start eagerly and are joined with exec::when_all;
 // deferred calls start when the join reaches them. CPU stages run on the loop.
 // In-flight handlers per loop are bounded (queue_capacity): beyond, reject.
+#include <chrono>
 #include <coroutine>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -185,14 +187,27 @@ class CoroutineModel final : public ConcurrencyModel {
     server_->start();
   }
   void stop() override {
-    // Handlers suspended at this point are never resumed; their frames are
-    // abandoned with the process (stop is the end of a service's life).
-    if (server_) server_->stop();
-    // The loops have stopped: their calls in flight fail, their sockets close.
-    for (auto& c : clients_) {
-      for (auto& [_, ch] : c->channels) ch->close();
-      c->loop->stop();
+    if (!server_ || stopped_) return;
+    stopped_ = true;
+    // What close_clients() does for the runtime's channels, for each loop's own
+    // (on its thread: only it touches them): the calls in flight fail while the
+    // loops still run, so suspended handlers resume, answer and end instead of
+    // being abandoned. Bounded: a handler still in flight after kDrainNs is
+    // abandoned with the loops.
+    const int64_t deadline_ns = monotonic_ns() + kDrainNs;
+    std::vector<std::future<void>> drained;
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      auto done = std::make_shared<std::promise<void>>();
+      drained.push_back(done->get_future());
+      server_->post(i, [this, i, done, deadline_ns] {
+        for (auto& [_, ch] : clients_[i]->channels) ch->close();
+        drain(i, done, deadline_ns);
+      });
     }
+    for (auto& d : drained) d.wait_for(std::chrono::nanoseconds(kDrainNs + 100'000'000));
+    server_->stop();
+    // The loops have stopped: their sockets close.
+    for (auto& c : clients_) c->loop->stop();
   }
   nlohmann::json describe() const override {
     return {{"server", "one epoll loop per core, handlers as C++20 coroutines"},
@@ -202,6 +217,18 @@ class CoroutineModel final : public ConcurrencyModel {
   }
 
  private:
+  static constexpr int64_t kDrainNs = 1'000'000'000;
+  // On loop i: signals `done` once no handler is in flight there (or at the
+  // deadline), looking again every millisecond on a loop timer.
+  void drain(size_t i, const std::shared_ptr<std::promise<void>>& done, int64_t deadline_ns) {
+    if (in_flight_[i] == 0 || monotonic_ns() >= deadline_ns) {
+      done->set_value();
+      return;
+    }
+    server_->schedule_on_loop(i, monotonic_ns() + 1'000'000,
+                              [this, i, done, deadline_ns] { drain(i, done, deadline_ns); });
+  }
+  bool stopped_ = false;
   std::unique_ptr<EventLoopServer> server_;  // declared first: its loops' event sets outlive clients_
   std::vector<std::unique_ptr<LoopClients>> clients_;
   std::vector<int64_t> in_flight_;
