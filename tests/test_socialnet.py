@@ -327,6 +327,40 @@ def test_summary_ratio_at_the_p99_objective():
     assert any("measured 3.0 % on coroutine (met;" in n for n in s["notes"]), s["notes"]
 
 
+def test_the_objective_bracket_is_the_highest_rate_that_met_and_the_next_that_missed():
+    sweep = [
+        _load_doc("coroutine", "rate", 1000, 1000, 5),
+        _load_doc("coroutine", "rate", 2000, 2000, 20),
+        _load_doc("coroutine", "rate", 2600, 2000, 300),  # not served: a miss
+        _load_doc("coroutine", "rate", 3000, 1900, 900),
+    ]
+    assert socialnet.objective_bracket(sweep) == (2000, 2600)
+    assert socialnet.objective_bracket(sweep[:2]) is None  # nothing above missed
+    assert socialnet.objective_bracket(sweep[2:]) is None  # nothing met
+
+
+def test_bisection_points_narrow_the_bracket_and_are_named_in_the_target_line():
+    loads = [
+        _load_doc("std-async", "rate", 500, 500, 10),
+        _load_doc("std-async", "rate", 900, 880, 90),
+        _load_doc("std-async", "refine", 700, 700, 30),
+        _load_doc("std-async", "refine", 800, 800, 70),
+        _load_doc("coroutine", "rate", 2000, 2010, 30),
+        _load_doc("coroutine", "rate", 2600, 2000, 300),
+        _load_doc("coroutine", "refine", 2300, 2300, 60),
+    ]
+    s = socialnet.summarize(loads, {})
+    sa, co = s["per"]["std-async"], s["per"]["coroutine"]
+    assert (sa["at_objective"], sa["first_miss"], sa["bisections"]) == (700, 800, 2)
+    assert (co["at_objective"], co["first_miss"], co["bisections"]) == (2010, 2300, 1)
+    assert any(
+        "on the sweep's grid and its bisections (std-async 2, coroutine 1) std-async met it at 700/s and missed "
+        "at 800/s; coroutine met it at 2\u2009010/s and missed at 2\u2009300/s, so the ratio lies between 2.51× "
+        "and 3.29×" in n
+        for n in s["notes"]
+    ), s["notes"]
+
+
 def test_summary_says_not_met_when_the_targets_are_missed():
     loads = [
         _load_doc("std-async", "closed", 0, 1000, 80),

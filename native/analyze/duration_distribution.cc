@@ -59,6 +59,7 @@ std::int64_t DurationDistribution::bucket_value(std::uint32_t bucket) {
 DurationDistribution::Moments DurationDistribution::compute_moments() const {
   if (values_.empty())
     return Moments{static_cast<double>(count_), shift_, shifted_sum_, shifted_squares_, sum_, min_, max_};
+  if (moments_valid_) return moments_;
   Moments m;
   m.n = static_cast<double>(values_.size());
   m.shift = static_cast<double>(values_[0]);
@@ -71,6 +72,8 @@ DurationDistribution::Moments DurationDistribution::compute_moments() const {
     m.min = std::min(m.min, v);
     m.max = std::max(m.max, v);
   }
+  moments_ = m;
+  moments_valid_ = true;
   return m;
 }
 

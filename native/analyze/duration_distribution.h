@@ -35,6 +35,7 @@ class DurationDistribution {
   // asked for.
   void add(std::int64_t ns) {
     if (ns < 0) ns = 0;
+    moments_valid_ = false;
     if (!bucketed_) {
       values_.push_back(ns);
       sorted_ = false;
@@ -81,6 +82,11 @@ class DurationDistribution {
   std::int64_t max_ = 0;
   mutable std::vector<std::int64_t> values_;  // sorted lazily by percentile()
   mutable bool sorted_ = true;
+  // The exact samples' moments, computed once per change: a result asks for
+  // mean, stddev, cv, min, max and the top percentile, each of which would
+  // otherwise walk every sample again (7.9 % of a 300 000-span analysis).
+  mutable Moments moments_;
+  mutable bool moments_valid_ = false;
   // Bucket counts in groups of 1024 (one group per power of two past 2047),
   // allocated when first used: a few groups cover the latencies of a service.
   static constexpr std::size_t kGroupSize = 1024;

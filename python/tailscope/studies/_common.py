@@ -23,12 +23,12 @@ T = TypeVar("T")
 # ---- rates -----------------------------------------------------------------------
 
 
-def round_rate(rate_per_s: float) -> float:
-    """Rounds down to two significant digits, so a derived rate reads as a round
+def round_rate(rate_per_s: float, digits: int = 2) -> float:
+    """Rounds down to `digits` significant digits, so a derived rate reads as a round
     number (and never exceeds what it was derived from)."""
     if rate_per_s <= 0:
         return 0.0
-    mag = 10 ** (int(math.floor(math.log10(rate_per_s))) - 1)
+    mag = 10 ** (int(math.floor(math.log10(rate_per_s))) - digits + 1)
     return math.floor(rate_per_s / mag) * mag
 
 

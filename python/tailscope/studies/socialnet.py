@@ -10,7 +10,9 @@ Per model (one graph process tree per model, every point of the model against it
 
 - a closed-loop run (-R 0) gives the model's ceiling;
 - open-loop rates at fractions of that ceiling, up to and beyond saturation,
-  give the latency-vs-throughput curve;
+  give the latency-vs-throughput curve; for std-async and the best model the
+  bracket of the p99 objective (highest rate that met it, next that missed) is
+  then bisected REFINE_STEPS times, each rate on a fresh graph;
 - one common rate (a fraction of the *slowest* model's ceiling) gives latency
   CDFs that compare like with like;
 - the graph's result document gives CPU per request (user + sys of every
@@ -78,6 +80,11 @@ SWEEP_FRACTIONS = [0.3, 0.6, 0.8, 0.95, 1.1, 1.3, 1.6]
 COMMON_RATE_FRACTION = 0.6  # of the slowest model's ceiling: every model sustains it
 P99_OBJECTIVE_NS = 50e6
 TARGET_RATIO = 4.0  # best ÷ std-async max rate at the p99 objective (issue 14; the article's 30k/8k ≈ 3.75)
+# Bisections of the objective's bracket (the highest swept rate that met it, the next that missed) for
+# std-async and the best model on the grid: the ratio's two ends. The grid's fractions lie 16–33 %
+# apart and the ratio's bracket compounds both models' steps (3.15–4.8× in one run); each halving
+# halves each model's step.
+REFINE_STEPS = 2
 BASELINE = "tailscope-baseline"
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
@@ -156,6 +163,19 @@ def _load(
     return run_engine(LOAD, args + (extra or []), timeout_s=timeout_s).document
 
 
+def objective_bracket(sweep: list[dict]) -> tuple[float, float] | None:
+    """(the highest offered rate that met the p99 objective, the lowest offered rate above it that
+    missed), or None when no rate met it or none above the best one missed."""
+    met = [d["socialnet_point"]["rate_per_s"] for d in sweep if _meets(d)]
+    if not met:
+        return None
+    low = max(met)
+    above = [
+        d["socialnet_point"]["rate_per_s"] for d in sweep if not _meets(d) and d["socialnet_point"]["rate_per_s"] > low
+    ]
+    return (low, min(above)) if above else None
+
+
 def _p99(doc: dict) -> float | None:
     m = measurement(doc, "latency_intended")
     return m.p_ns("99") if m else None
@@ -195,7 +215,9 @@ class SocialnetStudy:
         front = (json.loads(topo_json.read_text()).get("front") or {}).get("service")
         docs: list[EngineDocument] = []
         fractions = SWEEP_FRACTIONS
-        steps = len(models) * (3 + len(fractions)) + 2 * len(CONNECTION_SWEEP) + 2 * TRACING_PAIRS + 2
+        steps = (
+            len(models) * (3 + len(fractions)) + 2 * REFINE_STEPS + 2 * len(CONNECTION_SWEEP) + 2 * TRACING_PAIRS + 2
+        )
         step = 0
 
         def progress(what: str) -> None:
@@ -233,6 +255,7 @@ class SocialnetStudy:
         )
 
         # 2. Per model: the open-loop sweep and the common rate, traces at 1 % sampling.
+        sweeps: dict[str, list[dict]] = {}
         for model in models:
             rates = sorted({round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
             out = art / f"graph-{model}.json"
@@ -243,7 +266,24 @@ class SocialnetStudy:
                     d = load(port, rate, CONNECTIONS)
                     kind = "common" if rate == common else "rate"
                     store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
+                    sweeps.setdefault(model, []).append(d)
             self._store_graph(docs, out, f"{model}/graph", model)
+
+        # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
+        # after a rate that missed, a graph that is still working off its backlog would fail the next.
+        met_on_grid = {m: max((_achieved(d) for d in ds if _meets(d)), default=0.0) for m, ds in sweeps.items()}
+        grid_best = max(met_on_grid, key=lambda m: met_on_grid[m]) if met_on_grid else None
+        for model in dict.fromkeys(m for m in (BASELINE_MODEL, grid_best) if m in sweeps):
+            bracket = objective_bracket(sweeps[model])
+            for _ in range(REFINE_STEPS):
+                mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
+                if bracket is None or not bracket[0] < mid < bracket[1]:
+                    break  # nothing met, nothing above missed, or the bracket is one rounding step wide
+                progress(f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)")
+                with start_graph(model, art / f"graph-{model}-refine-{mid:.0f}.json") as (port, _):
+                    d = load(port, mid, CONNECTIONS)
+                store_load(d, model, "refine", mid, CONNECTIONS, f"{model}/refine/{mid:.0f}")
+                bracket = (mid, bracket[1]) if _meets(d) else (bracket[0], mid)
 
         # What starting a thread costs here, for std-async's thread per async call (same run).
         progress("thread creation baseline")
@@ -397,7 +437,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         mine = [d for d in loads if d["socialnet_point"]["model"] == m]
         closed = [d for d in mine if d["socialnet_point"]["kind"] == "closed"]
         sweep = sorted(
-            (d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common")),
+            (d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common", "refine")),
             key=lambda d: d["socialnet_point"]["rate_per_s"],
         )
         ok_points = [d for d in sweep if _meets(d)]
@@ -425,6 +465,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             "ceiling": _achieved(closed[0]) if closed else None,
             "at_objective": at_objective,
             "first_miss": first_miss,
+            "bisections": sum(1 for d in sweep if d["socialnet_point"]["kind"] == "refine"),
             "sweep": [
                 (_achieved(d), _p99(d), d["socialnet_point"]["rate_per_s"], d["load"].get("errors_total", 0))
                 for d in sweep
@@ -637,8 +678,9 @@ def _fmt_opt(v: float | None) -> str:
 
 
 def _grid_bracket(per: dict, best: str) -> str:
-    """How far the sweep's grid pins the ratio at the objective: each model's max lies between the
-    highest rate that met it and the next rate tried, which missed."""
+    """How far the rates tried pin the ratio at the objective: each model's max lies between the
+    highest rate that met it and the next rate tried, which missed (the grid, then the bisections of
+    that bracket for std-async and the best model)."""
     if best == BASELINE_MODEL:
         return ""
     a, b = per[BASELINE_MODEL], per[best]
@@ -657,7 +699,9 @@ def _grid_bracket(per: dict, best: str) -> str:
         span = f"the ratio is at most {fmt_ratio(high)}"
     else:
         span = "the grid does not bound the ratio"
-    return f"; on the sweep's grid {'; '.join(said)}, so {span}"
+    halved = [f"{m} {per[m]['bisections']}" for m in (BASELINE_MODEL, best) if per[m].get("bisections")]
+    tried = "on the sweep's grid" + (f" and its bisections ({', '.join(halved)})" if halved else "")
+    return f"; {tried} {'; '.join(said)}, so {span}"
 
 
 def _meets(d: dict) -> bool:
