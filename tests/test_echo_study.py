@@ -54,6 +54,33 @@ def test_pacing_flags_and_bad_pacing():
     assert args[args.index("-t") + 1] == "2" and args[args.index("--cpus") + 1] == "3,4"
 
 
+def test_generator_io_path_by_connection_count_or_forced():
+    by_c = E.load_plan({}, 0, 1)
+    assert by_c.io == "by-connections"
+    assert by_c.io_args(8) == ["--io", "epoll"] and by_c.io_args(E.URING_GENERATOR_FROM) == ["--io", "auto"]
+    assert E.load_plan({"load_io": "epoll"}, 0, 1).io_args(1000) == ["--io", "epoll"]
+    assert E.load_plan({"load_io": "uring"}, 0, 1).io_args(1) == ["--io", "auto"]
+    with pytest.raises(ValueError, match="load_io"):
+        E.load_plan({"load_io": "fast"}, 0, 1)
+    args = E._load_args(1, 2, 1000, 0, E.LoadPlan([3], "sleep"), E.Timing(1.0, 0.3))
+    assert args[args.index("--io") + 1] == "auto"
+
+
+def test_generator_notes_say_which_io_path_each_connection_count_used():
+    points = [dict(_point("poll", 8, 1, 1), gen_io="epoll"), dict(_point("poll", 100, 1, 1), gen_io="uring")]
+    assert any("tailscope-load moved bytes with epoll at 8; uring at 100" in n for n in E._generator_notes(points))
+
+
+def test_cpu_finding_gives_the_kernel_share_of_the_server_cpu():
+    closed = [
+        dict(_point("poll", 100, 100_000, 200_000, cpu=99.0), cpu_sys=94.0),
+        dict(_point("io-uring", 100, 105_000, 150_000, cpu=99.0), cpu_sys=98.0),
+    ]
+    table = E._ratio_table(closed)
+    assert table is not None
+    assert "(system time of the server's CPU: poll 95 %, io-uring 99 %)" in table.caption, table.caption
+
+
 def test_estimate_counts_every_point_of_the_sweep():
     t = E.Timing(duration_s=5.0, warmup_s=1.0)
     est = E.estimated_duration_s(E.FULL_CONNECTIONS, E.MODELS, t)

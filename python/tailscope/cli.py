@@ -41,6 +41,15 @@ load_pacing_option = click.option(
     "latency in the send lag) or sleep (until --spin-us before each send). Recorded in every document.",
 )
 
+load_io_option = click.option(
+    "--load-io",
+    type=click.Choice(["by-connections", "epoll", "uring"]),
+    default=None,
+    help="How tailscope-load moves bytes in the echo study: by-connections (default; its io_uring path "
+    "from 100 connections up, where epoll's send+recv per echo made the generator the limit, epoll below), "
+    "or one path for every point. Recorded in every document.",
+)
+
 results_option = click.option(
     "--results",
     "results_dir",
@@ -93,6 +102,7 @@ study_run_options = stacked(
     ),
     objective_option,
     load_pacing_option,
+    load_io_option,
     results_option,
 )
 
@@ -259,16 +269,22 @@ def _run_given(study_names: list[str], given: dict) -> None:
         study_names,
         bool(given["full"]),
         given["results_dir"],
-        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"]),
+        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"], given["load_io"]),
     )
 
 
 def _options(
-    cpus: str | None, scale: float | None, objective_ms: float | None = None, load_pacing: str | None = None
+    cpus: str | None,
+    scale: float | None,
+    objective_ms: float | None = None,
+    load_pacing: str | None = None,
+    load_io: str | None = None,
 ) -> dict:
     opts: dict = {}
     if load_pacing:
         opts["load_pacing"] = load_pacing
+    if load_io:
+        opts["load_io"] = load_io
     if objective_ms:
         opts["objective_ms"] = objective_ms
     if cpus:

@@ -87,6 +87,15 @@ RANGES = [("< 100", 0, 99), ("100–2000", 100, 2000), ("> 2000", 2001, 10**9)]
 # One load thread per this many connections, at most one per client CPU: a second thread on
 # the same core adds context switches, not cycles (docs/load-generator.md, "Threads").
 CONNECTIONS_PER_LOAD_THREAD = 250
+# How tailscope-load moves bytes (`load_io` option, docs/echo-study.md "The generator's I/O path"):
+# "by-connections" (default) uses its io_uring path (`--io auto`: io_uring when the kernel has it,
+# else epoll, with the reason in the document) from URING_GENERATOR_FROM connections up, and epoll
+# below. On the 2-core VM (2026-11-26, server on CPU 1, generator busy-polling on CPU 0, closed
+# loop, 2 runs each): at 100 and 1000 connections the io_uring generator drove every server
+# 1.2–1.35× faster than the epoll one, which had been the limit; at 8 connections epoll was
+# 1.06–1.3× faster. "epoll" or "uring" forces one path for every point.
+LOAD_IOS = ("by-connections", "epoll", "uring")
+URING_GENERATOR_FROM = 100
 # The issue-14 target, stated (not asserted): the best model's closed-loop throughput ÷ poll's
 # at these connection counts, with a p99 no higher than poll's.
 TARGET_RATIO = 1.3
@@ -143,10 +152,16 @@ class LoadPlan:
 
     cpus: list[int]
     pacing: str  # _common.load_pacing: "busy-poll" (default) or "sleep"
+    io: str = "by-connections"  # one of LOAD_IOS
 
     def threads(self, connections: int) -> int:
         """Enough load threads not to be the bottleneck, at most one per client CPU."""
         return max(1, min(len(self.cpus), math.ceil(connections / CONNECTIONS_PER_LOAD_THREAD)))
+
+    def io_args(self, connections: int) -> list[str]:
+        """tailscope-load's --io for a point at `connections`: the cheaper path where it can be the limit."""
+        uring = self.io == "uring" or (self.io == "by-connections" and connections >= URING_GENERATOR_FROM)
+        return ["--io", "auto" if uring else "epoll"]
 
 
 def load_plan(options: dict, client_cpu: int, server_cpu: int) -> LoadPlan:
@@ -156,7 +171,10 @@ def load_plan(options: dict, client_cpu: int, server_cpu: int) -> LoadPlan:
         cpus = [client_cpu]
     else:
         cpus = [c for c in sorted(os.sched_getaffinity(0)) if c != server_cpu] or [client_cpu]
-    return LoadPlan(cpus, load_pacing(options))
+    io = str(options.get("load_io") or "by-connections")
+    if io not in LOAD_IOS:
+        raise ValueError(f"load_io: '{io}' is not one of {', '.join(LOAD_IOS)}")
+    return LoadPlan(cpus, load_pacing(options), io)
 
 
 def estimated_duration_s(connections: list[int], models: list[str], t: Timing) -> float:
@@ -185,6 +203,7 @@ def _load_args(
         "--cpus",
         ",".join(map(str, plan.cpus[:threads])),
         *load_pacing_args(plan.pacing),
+        *plan.io_args(connections),
         "--payload-bytes",
         str(PAYLOAD_BYTES),
         "--server-pid",
@@ -293,6 +312,7 @@ class EchoStudy:
                 "load_threads": plan.threads(c),
                 "load_cpus": plan.cpus[: plan.threads(c)],
                 "load_pacing": plan.pacing,
+                "load_io": plan.io,
                 "server_features": features,
                 "estimated_sweep_s": estimate_s,
             }
@@ -442,6 +462,7 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
                 "actual": act,
                 "cdf": meas["latency_intended"].get("cdf", []),
                 "cpu": proc.get("cpu_pct_mean"),
+                "cpu_sys": proc.get("cpu_sys_pct_mean"),
                 "rss": proc.get("rss_bytes_max"),
                 "threads": proc.get("threads_max"),
                 "fds": proc.get("open_fds_max"),
@@ -562,10 +583,15 @@ def _generator_notes(points: list[dict]) -> list[str]:
         f"Load threads per connection count — {'; '.join(parts)} (at most one per client CPU; client CPUs "
         f"{','.join(map(str, cpus))}; one thread per {CONNECTIONS_PER_LOAD_THREAD} connections)."
     )
-    ios = sorted({p["gen_io"] for p in points if p.get("gen_io")})
+    io_by_c: dict[int, set[str]] = {}
+    for p in points:
+        if p.get("gen_io"):
+            io_by_c.setdefault(p["c"], set()).add(p["gen_io"])
     per_req = [p["gen_syscalls_per_request"] for p in points if p.get("gen_syscalls_per_request") is not None]
-    if ios:
-        text = f"tailscope-load moved bytes with {', '.join(ios)}"
+    if io_by_c:
+        text = "tailscope-load moved bytes with " + "; ".join(
+            f"{'/'.join(sorted(ios))} at {c}" for c, ios in sorted(io_by_c.items())
+        )
         if per_req:
             text += f"; its system calls per completed request ranged {min(per_req):.2f}–{max(per_req):.2f}"
         notes.append(text + ".")
@@ -700,8 +726,21 @@ def _cpu_finding(by_c: dict[int, dict[str, dict]]) -> str:
         parts.append(
             f"{c} connections: {best} {fmt_ns(cpe)} per echo vs poll's {fmt_ns(poll_cpe)} = {fmt_ratio(ratio)} "
             f"the echoes per core-second ({'at least' if ratio >= TARGET_RATIO else 'below'} {TARGET_RATIO}×)"
+            + _kernel_share(poll, ms[best] if best != "poll" else None)
         )
     return " By server CPU per echo: " + "; ".join(parts) + "."
+
+
+def _kernel_share(poll: dict, best: dict | None) -> str:
+    """The share of the server's CPU spent in the kernel (system time), poll's and the best model's:
+    on loopback a server's send also runs the TCP receive path of the client's socket, work every
+    model pays per echo whatever its own loop costs."""
+    shares = [
+        f"{p['model']} {p['cpu_sys'] / p['cpu'] * 100:.0f} %"
+        for p in (poll, best)
+        if p is not None and p.get("cpu_sys") is not None and p.get("cpu")
+    ]
+    return f" (system time of the server's CPU: {', '.join(shares)})" if shares else ""
 
 
 def _target_finding(by_c: dict[int, dict[str, dict]]) -> str:
