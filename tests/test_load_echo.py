@@ -252,6 +252,8 @@ def test_echo_study_runs_and_renders(tmp_path):
         assert ep["load_pacing"] == "busy-poll" and doc["config"]["busy_poll"] is True
         assert doc["config"]["threads"] == ep["load_threads"] == len(ep["load_cpus"]) >= 1
         assert ep["server_cpu"] not in ep["load_cpus"]
+        # The generator's I/O path by connection count: io_uring (auto) from 100 up, epoll below.
+        assert doc["config"]["io"] == ("auto" if ep["connections"] >= 100 else "epoll"), ep
     uring = [d["echo_point"]["server_features"] for d in loads if d["echo_point"]["model"] == "io-uring"]
     if uring:  # unavailable kernels are noted instead
         assert all("multishot_recv" in f and "registered_files" in f for f in uring)

@@ -361,6 +361,40 @@ def test_bisection_points_narrow_the_bracket_and_are_named_in_the_target_line():
     ), s["notes"]
 
 
+def test_core_counts_quick_one_cpu_full_powers_of_two_below_the_allowed():
+    assert socialnet.core_counts(1, False) == [] and socialnet.core_counts(1, True) == []
+    assert socialnet.core_counts(2, False) == [1] and socialnet.core_counts(2, True) == [1]
+    assert socialnet.core_counts(16, True) == [1, 2, 4, 8] and socialnet.core_counts(6, False) == [1]
+
+
+def test_core_scaling_note_from_the_ceilings_on_fewer_cpus():
+    def cores(model: str, achieved: float) -> dict:
+        d = _load_doc(model, "cores", 0, achieved, 80)
+        d["socialnet_point"].update(graph_cpus=[1], allowed_cpus=2)
+        return d
+
+    loads = [
+        _load_doc("std-async", "closed", 0, 1000, 80),
+        cores("std-async", 600),
+        _load_doc("coroutine", "closed", 0, 3000, 60),
+        cores("coroutine", 1600),
+    ]
+    graphs = {"coroutine/graph-cores-1": {"totals": {"cpu_s": 1.0, "front": {"requests": 2000}}}}
+    s = socialnet.summarize(loads, graphs)
+    co = s["per"]["coroutine"]["cores"]
+    assert [(p["cpus"], p["ceiling"]) for p in co] == [(1, 1600), (2, 3000)]
+    assert co[0]["cpu_per_request_ns"] == pytest.approx(500_000) and co[1]["cpu_per_request_ns"] is None
+    note = next(n for n in s["notes"] if n.startswith("Core scaling"))
+    assert "std-async 600/s on 1 → 1\u2009000/s on 2 CPUs (1.67× for 2× the CPUs)" in note, note
+    assert "coroutine 1\u2009600/s on 1 → 3\u2009000/s on 2 CPUs (1.88× for 2× the CPUs)" in note, note
+    assert note.endswith("coroutine ÷ std-async ceiling: 2.67× on 1, 3× on 2."), note
+
+
+def test_no_core_scaling_note_without_core_points():
+    s = socialnet.summarize([_load_doc("std-async", "closed", 0, 1000, 80)], {})
+    assert not any(n.startswith("Core scaling") for n in s["notes"])
+
+
 def test_summary_says_not_met_when_the_targets_are_missed():
     loads = [
         _load_doc("std-async", "closed", 0, 1000, 80),

@@ -731,7 +731,7 @@ def _cpu_finding(by_c: dict[int, dict[str, dict]]) -> str:
     return " By server CPU per echo: " + "; ".join(parts) + "."
 
 
-def _kernel_share(poll: dict, best: dict | None) -> str:
+def _kernel_share(poll: dict | None, best: dict | None) -> str:
     """The share of the server's CPU spent in the kernel (system time), poll's and the best model's:
     on loopback a server's send also runs the TCP receive path of the client's socket, work every
     model pays per echo whatever its own loop costs."""

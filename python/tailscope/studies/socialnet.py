@@ -40,6 +40,7 @@ stated as ratios.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -163,6 +164,19 @@ def _load(
     return run_engine(LOAD, args + (extra or []), timeout_s=timeout_s).document
 
 
+def core_counts(allowed: int, full: bool) -> list[int]:
+    """CPU counts below `allowed` to measure the ceiling on: 1 (quick), or 1, 2, 4, … (full)."""
+    if allowed < 2:
+        return []
+    if not full:
+        return [1]
+    counts, k = [], 1
+    while k < allowed:
+        counts.append(k)
+        k *= 2
+    return counts
+
+
 def objective_bracket(sweep: list[dict]) -> tuple[float, float] | None:
     """(the highest offered rate that met the p99 objective, the lowest offered rate above it that
     missed), or None when no rate met it or none above the best one missed."""
@@ -216,7 +230,12 @@ class SocialnetStudy:
         docs: list[EngineDocument] = []
         fractions = SWEEP_FRACTIONS
         steps = (
-            len(models) * (3 + len(fractions)) + 2 * REFINE_STEPS + 2 * len(CONNECTION_SWEEP) + 2 * TRACING_PAIRS + 2
+            len(models) * (3 + len(fractions))
+            + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
+            + 2 * REFINE_STEPS
+            + 2 * len(CONNECTION_SWEEP)
+            + 2 * TRACING_PAIRS
+            + 2
         )
         step = 0
 
@@ -248,6 +267,23 @@ class SocialnetStudy:
             ceilings[model] = _achieved(d)
             store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
             self._store_graph(docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
+        # 1b. Core scaling: std-async's and the best model's ceiling with the graph on fewer of the
+        # allowed CPUs (the last k, the server side's end), generator unpinned as in the ceilings. With
+        # --cpus the whole graph already runs on one CPU, so there is nothing to scale down.
+        allowed = sorted(os.sched_getaffinity(0))
+        counts = core_counts(len(allowed), ctx.form == "full") if server_cpu is None else []
+        best_ceiling = max(ceilings, key=lambda m: ceilings[m]) if ceilings else None
+        for model in dict.fromkeys(m for m in (BASELINE_MODEL, best_ceiling) if m in ceilings):
+            for k in counts:
+                progress(f"{model} closed loop on {k} of {len(allowed)} CPUs")
+                out = art / f"graph-{model}-cores-{k}.json"
+                with graph(topo_json, model, out, cpu=allowed[-k:]) as (port, _):
+                    d = load(port, 0, CEILING_CONNECTIONS)
+                store_load(d, model, "cores", 0, CEILING_CONNECTIONS, f"{model}/cores/{k}")
+                d["socialnet_point"]["graph_cpus"] = allowed[-k:]
+                d["socialnet_point"]["allowed_cpus"] = len(allowed)
+                self._store_graph(docs, out, f"{model}/graph-cores-{k}", model)
+
         common = (
             round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0))
             if any(ceilings.values())
@@ -476,6 +512,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             "errors": errors,
         }
         per[m]["decomposition"] = decompose(g, graphs.get(f"{m}/ping"), baseline)
+        per[m]["cores"] = _core_points(mine, graphs, m, closed[0] if closed else None)
     base = per.get(BASELINE_MODEL, {}).get("at_objective") or 0
     for p in per.values():
         p["ratio"] = p["at_objective"] / base if base else None
@@ -496,6 +533,9 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             f"std-async met the p99 objective of {fmt_ns(P99_OBJECTIVE_NS)} at none of its rates: "
             "the ratio at the objective is undefined; ceilings are compared instead."
         )
+    scaling = _core_scaling_note(per)
+    if scaling:
+        notes.append(scaling)
     if tracing:
         notes.append(
             f"Target tracing at 100 % sampling ≤ 5 % throughput cost: measured "
@@ -503,6 +543,67 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             f"({'met' if tracing['cost'] <= 0.05 else 'not met'}; median of {tracing['pairs']} alternated pairs)."
         )
     return {"models": models, "per": per, "common_rate": common_rate, "tracing": tracing, "notes": notes, "best": best}
+
+
+def _core_points(mine: list[dict], graphs: dict[str, dict], model: str, closed: dict | None) -> list[dict]:
+    """A model's closed-loop ceiling per number of graph CPUs: the core-scaling runs, then the
+    all-CPU ceiling (its CPU count from the runs' allowed_cpus); CPU per request from each graph."""
+    points = []
+    for d in sorted(
+        (d for d in mine if d["socialnet_point"]["kind"] == "cores"),
+        key=lambda d: len(d["socialnet_point"]["graph_cpus"]),
+    ):
+        k = len(d["socialnet_point"]["graph_cpus"])
+        g = graphs.get(f"{model}/graph-cores-{k}") or {}
+        points.append({"cpus": k, "ceiling": _achieved(d), "cpu_per_request_ns": _graph_cpu_per_request(g)})
+    if points and closed is not None:
+        allowed = mine[0]["socialnet_point"].get("allowed_cpus") or next(
+            (d["socialnet_point"].get("allowed_cpus") for d in mine if d["socialnet_point"].get("allowed_cpus")), None
+        )
+        if allowed:
+            points.append(
+                {
+                    "cpus": int(allowed),
+                    "ceiling": _achieved(closed),
+                    "cpu_per_request_ns": _graph_cpu_per_request(graphs.get(f"{model}/graph-closed") or {}),
+                }
+            )
+    return points
+
+
+def _graph_cpu_per_request(g: dict) -> float | None:
+    totals = g.get("totals", {})
+    requests = (totals.get("front") or {}).get("requests") or 0
+    return totals.get("cpu_s", 0) * 1e9 / requests if requests else None
+
+
+def _core_scaling_note(per: dict) -> str | None:
+    """How the measured models' ceilings (std-async's and the best ceiling's) grew from 1 graph CPU
+    to all, and the ratio between them at each count: the only scaling evidence a small machine gives."""
+    models = [m for m in dict.fromkeys([BASELINE_MODEL, *per]) if per.get(m, {}).get("cores")]
+    if not models:
+        return None
+    parts = []
+    for m in models:
+        pts = per[m]["cores"]
+        steps = " → ".join(f"{fmt_count(p['ceiling'])}/s on {p['cpus']}" for p in pts)
+        growth = pts[-1]["ceiling"] / pts[0]["ceiling"] if pts[0]["ceiling"] else None
+        parts.append(
+            f"{m} {steps} CPU{'s' if pts[-1]['cpus'] > 1 else ''}"
+            + (f" ({fmt_ratio(growth)} for {fmt_ratio(pts[-1]['cpus'] / pts[0]['cpus'])} the CPUs)" if growth else "")
+        )
+    text = (
+        "Core scaling, closed-loop ceiling with the graph on 1 … all allowed CPUs (generator unpinned): "
+        + "; ".join(parts)
+    )
+    if models[0] == BASELINE_MODEL:
+        a = {p["cpus"]: p["ceiling"] for p in per[BASELINE_MODEL]["cores"]}
+        for other in models[1:]:
+            b = {p["cpus"]: p["ceiling"] for p in per[other]["cores"]}
+            ratios = [f"{fmt_ratio(b[k] / a[k])} on {k}" for k in sorted(a) if k in b and a[k]]
+            if ratios:
+                text += f". {other} ÷ std-async ceiling: " + ", ".join(ratios)
+    return text + "."
 
 
 def decompose(graph: dict | None, ping: dict | None, baseline: dict | None) -> dict:
