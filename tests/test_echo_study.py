@@ -84,7 +84,7 @@ def test_cpu_finding_gives_the_kernel_share_of_the_server_cpu():
 def test_estimate_counts_every_point_of_the_sweep():
     t = E.Timing(duration_s=5.0, warmup_s=1.0)
     est = E.estimated_duration_s(E.FULL_CONNECTIONS, E.MODELS, t)
-    assert est == pytest.approx(10 * 9 * 2 * (6.0 + E.POINT_OVERHEAD_S))
+    assert est == pytest.approx(10 * (9 * 2 + 1) * (6.0 + E.POINT_OVERHEAD_S))  # + poll's repeat
 
 
 def test_ratio_table_states_the_target_from_the_points():
@@ -102,8 +102,26 @@ def test_ratio_table_states_the_target_from_the_points():
     assert row[3] == "1.4×" and row[6] == "server (server CPU 99 %, generator busy 50 %)"
     assert row[5].startswith("1.27×")  # io-uring ÷ epoll throughput
     # 100: 1.4× with a lower p99 → met; 1000: 1.33× but p99 higher → not met.
-    assert "100 connections: io-uring 1.4× of poll, p99 no higher — met" in table.caption
-    assert "1000 connections: io-uring 1.33× of poll, p99 higher — not met" in table.caption
+    assert "100 connections: io-uring 1.400× of poll, p99 no higher — met" in table.caption
+    assert "1000 connections: io-uring 1.333× of poll, p99 higher — not met" in table.caption
+    assert "poll was not repeated in this run" in table.caption
+
+
+def test_poll_repeat_spread_is_stated_beside_the_target():
+    from tailscope.store import EngineDocument
+
+    closed = [_point("poll", 100, 200_000, 200_000), _point("io-uring", 100, 259_800, 150_000)]
+    again = {"echo_point": {"connections": 100, "model": "poll"}, "load": {"achieved_per_s": 150_000}}
+    docs = [EngineDocument("echo", E.LOAD, again, "repeat/poll/100"), EngineDocument("echo", E.LOAD, {}, "closed/x/8")]
+    spread = E._repeat_spread(docs, closed)
+    assert spread == {100: pytest.approx(0.25)}
+    table = E._ratio_table(closed, spread)
+    assert table is not None
+    assert "its closed-loop throughput moved by 25 % at 100: a ratio closer to 1 than that" in table.caption
+    # 1.299 is shown as such, not rounded up to the 1.3 it missed.
+    assert "100 connections: io-uring 1.299× of poll, p99 no higher — not met (poll's repeat moved 25 %)" in (
+        table.caption
+    ), table.caption
 
 
 def test_server_cpu_per_echo_bounds_what_one_core_carries_whatever_limited_the_point():
