@@ -73,12 +73,20 @@ def test_generator_notes_say_which_io_path_each_connection_count_used():
 
 def test_cpu_finding_gives_the_kernel_share_of_the_server_cpu():
     closed = [
-        dict(_point("poll", 100, 100_000, 200_000, cpu=99.0), cpu_sys=94.0),
-        dict(_point("io-uring", 100, 105_000, 150_000, cpu=99.0), cpu_sys=98.0),
+        dict(_point("poll", 100, 100_000, 200_000, cpu=99.0), cpu_sys=94.0, cpu_user=5.0),
+        dict(_point("io-uring", 100, 105_000, 150_000, cpu=99.0), cpu_sys=98.0, cpu_user=1.0),
     ]
     table = E._ratio_table(closed)
     assert table is not None
     assert "(system time of the server's CPU: poll 95 %, io-uring 99 %)" in table.caption, table.caption
+    assert "the system-call share is unavailable: the baseline has no empty_syscall" in table.caption
+    # poll: 99 % of a core ÷ 100 000 echoes/s = 9.9 µs per echo; two 247.5 ns entries = 5 %, user 5 %.
+    table = E._ratio_table(closed, None, 247.5)
+    assert table is not None
+    assert (
+        "poll's two per echo are 5 % of its CPU per echo and its user time 5 %; without both it would carry "
+        "1.11× its echoes per core-second" in table.caption
+    ), table.caption
 
 
 def test_estimate_counts_every_point_of_the_sweep():

@@ -267,7 +267,7 @@ class EchoStudy:
             BASELINE,
             [
                 "--only",
-                "tcp_pingpong",
+                "tcp_pingpong,empty_syscall",  # the floor; what a system call costs (the CPU-per-echo bound)
                 "--placement",
                 "pinned",
                 "--cpus",
@@ -425,7 +425,7 @@ class EchoStudy:
             sec.blocks.append(_cdf_figure(rate, pin))
         sec.blocks.append(_points_table(points, pin))
         if closed:
-            ratios = _ratio_table(closed, _repeat_spread(docs, closed))
+            ratios = _ratio_table(closed, _repeat_spread(docs, closed), _empty_syscall_ns(docs))
             if ratios:
                 sec.blocks.append(ratios)
             sec.blocks.append(_recommendation_table(closed, rate))
@@ -443,6 +443,13 @@ STUDY = EchoStudy()
 
 
 # ---- helpers for the report ------------------------------------------------------
+def _empty_syscall_ns(docs: list[EngineDocument]) -> float | None:
+    """The run's empty system call, p50 (tailscope-baseline empty_syscall), or None."""
+    base = find_document(docs, engine=BASELINE)
+    m = measurement(base.document if base else None, "empty_syscall")
+    return m.p_ns("50") if m else None
+
+
 def _repeat_spread(docs: list[EngineDocument], closed: list[dict]) -> dict[int, float]:
     """Per connection count: |poll's repeat − poll| ÷ poll, closed-loop throughput, from the
     second poll run the sweep makes after every model (point repeat/poll/C)."""
@@ -484,6 +491,7 @@ def _collect(docs: list[EngineDocument]) -> list[dict]:
                 "cdf": meas["latency_intended"].get("cdf", []),
                 "cpu": proc.get("cpu_pct_mean"),
                 "cpu_sys": proc.get("cpu_sys_pct_mean"),
+                "cpu_user": proc.get("cpu_user_pct_mean"),
                 "rss": proc.get("rss_bytes_max"),
                 "threads": proc.get("threads_max"),
                 "fds": proc.get("open_fds_max"),
@@ -664,7 +672,9 @@ def cpu_per_echo_ns(p: dict) -> float | None:
     return cpu / 100.0 / tput * 1e9
 
 
-def _ratio_table(closed: list[dict], spread: dict[int, float] | None = None) -> Table | None:
+def _ratio_table(
+    closed: list[dict], spread: dict[int, float] | None = None, syscall_ns: float | None = None
+) -> Table | None:
     """In-run ratios at every connection count: each model ÷ poll (throughput and p99), io-uring ÷ epoll;
     `spread`: per count, how far poll's repeat moved (_repeat_spread)."""
     by_c: dict[int, dict[str, dict]] = {}
@@ -727,21 +737,23 @@ def _ratio_table(closed: list[dict], spread: dict[int, float] | None = None) -> 
         "one server core could carry, and stands where the generator was the limit. "
         + _spread_finding(spread or {})
         + _target_finding(by_c, spread or {})
-        + _cpu_finding(by_c),
+        + _cpu_finding(by_c, syscall_ns),
         numeric_from=2,
     )
 
 
-def _cpu_finding(by_c: dict[int, dict[str, dict]]) -> str:
+def _cpu_finding(by_c: dict[int, dict[str, dict]], syscall_ns: float | None = None) -> str:
     """At each target connection count: the model with the least server CPU per echo, as poll's ÷
-    its own (echoes per core-second ÷ poll), beside the target ratio."""
+    its own (echoes per core-second ÷ poll), beside the target ratio; with the run's empty system
+    call, what poll's two per echo (a recv and a send) weigh, and so what a server without any
+    system call per echo could at most gain over it."""
     parts = []
     for c in TARGET_CONNECTIONS:
         ms = by_c.get(c, {})
         poll = ms.get("poll")
         poll_cpe = cpu_per_echo_ns(poll) if poll else None
         costs = [(cpe, m) for m, p in ms.items() if (cpe := cpu_per_echo_ns(p))]
-        if not poll_cpe or not costs:
+        if poll is None or not poll_cpe or not costs:
             parts.append(f"{c} connections: unavailable (no server CPU for poll or any model at {c})")
             continue
         cpe, best = min(costs)
@@ -750,8 +762,30 @@ def _cpu_finding(by_c: dict[int, dict[str, dict]]) -> str:
             f"{c} connections: {best} {fmt_ns(cpe)} per echo vs poll's {fmt_ns(poll_cpe)} = {fmt_ratio(ratio)} "
             f"the echoes per core-second ({'at least' if ratio >= TARGET_RATIO else 'below'} {TARGET_RATIO}×)"
             + _kernel_share(poll, ms[best] if best != "poll" else None)
+            + _syscall_bound(poll, poll_cpe, syscall_ns)
         )
     return " By server CPU per echo: " + "; ".join(parts) + "."
+
+
+def _syscall_bound(poll: dict, poll_cpe: float, syscall_ns: float | None) -> str:
+    """What of poll's CPU per echo a model can remove outright: its user time and the entry cost of
+    its two system calls per echo (a recv and a send; the run's empty system call). The rest is the
+    socket work of that recv and send, which an io_uring server performs too, and poll's own
+    readiness calls."""
+    if not syscall_ns:
+        return "; the system-call share is unavailable: the baseline has no empty_syscall measurement"
+    entries = 2 * syscall_ns / poll_cpe
+    user = poll["cpu_user"] / poll["cpu"] if poll.get("cpu_user") is not None and poll.get("cpu") else None
+    if user is None:
+        return "; the system-call share is unavailable: no user CPU for poll's server"
+    removable = entries + user
+    if removable >= 1:
+        return ""
+    return (
+        f"; an empty system call costs {fmt_ns(syscall_ns)} here (baseline p50): poll's two per echo are "
+        f"{entries * 100:.0f} % of its CPU per echo and its user time {user * 100:.0f} %; without both it "
+        f"would carry {1 / (1 - removable):.2f}× its echoes per core-second"
+    )
 
 
 def _kernel_share(poll: dict | None, best: dict | None) -> str:
