@@ -316,10 +316,14 @@ class SocialnetStudy:
                 if bracket is None or not bracket[0] < mid < bracket[1]:
                     break  # nothing met, nothing above missed, or the bracket is one rounding step wide
                 progress(f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)")
-                with start_graph(model, art / f"graph-{model}-refine-{mid:.0f}.json") as (port, _):
+                # Traced at the sweep's 1 %, like the grid's rates; those traces are not kept.
+                tdir = art / "refine-traces" / f"{model}-{mid:.0f}"
+                with start_graph(model, art / f"graph-{model}-refine-{mid:.0f}.json", TRACE_SAMPLE, tdir) as (port, _):
                     d = load(port, mid, CONNECTIONS)
+                shutil.rmtree(tdir, ignore_errors=True)
                 store_load(d, model, "refine", mid, CONNECTIONS, f"{model}/refine/{mid:.0f}")
                 bracket = (mid, bracket[1]) if _meets(d) else (bracket[0], mid)
+        shutil.rmtree(art / "refine-traces", ignore_errors=True)
 
         # What starting a thread costs here, for std-async's thread per async call (same run).
         progress("thread creation baseline")
