@@ -36,6 +36,7 @@
 #include "analyze/critical_path.h"
 #include "analyze/span_tree.h"
 #include "analyze/trace_analyzer.h"
+#include "core/clock.h"
 #include "core/result_writer.h"
 #include "trace/trace_reader.h"
 
@@ -258,11 +259,7 @@ std::uint64_t write_otlp_traces(const Options& o, const std::string& path, std::
 
 // Thread CPU time (user + system, page faults included): on a small shared
 // machine wall-clock time measures the neighbours as much as the code.
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+double thread_cpu_seconds() { return static_cast<double>(thread_cpu_ns()) * 1e-9; }
 
 double seconds_of(const std::function<void()>& fn) {
   const double t0 = thread_cpu_seconds();

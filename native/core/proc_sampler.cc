@@ -34,12 +34,6 @@ int64_t field_after(const std::string& text, const char* key) {
   return std::strtoll(text.c_str() + pos + std::strlen(key), nullptr, 10);
 }
 
-int64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 std::optional<ProcessCounters> read_process_counters(pid_t pid) {

@@ -9,14 +9,10 @@
 #include <fstream>
 #include <thread>
 
+#include "core/clock.h"
+
 namespace tailscope {
 namespace {
-
-int64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // Burns `cpu_ns` of this thread's own CPU time (not wall time: on a busy
 // machine the thread may wait for a CPU in between).

@@ -35,10 +35,13 @@ struct LatencyDistribution {
 // Throws std::invalid_argument naming `where` and the problem.
 LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where);
 
-// Busy-loops on the calling thread for `ns` of wall time, so simulated work
-// competes for cores like real code (a preempted burn takes longer, as real
-// work would). Returns early once `stop` is set: a service shutting down must
-// not wait out a long stage (ServiceRuntime::stopping()).
+// Busy-loops on the calling thread until it has run `ns` of CPU time, so
+// simulated work costs the same CPU whatever the scheduler does, as real code
+// would: a burn preempted halfway takes longer in wall time instead of ending
+// on a wall-clock deadline with half its work undone (which made a model with
+// many runnable threads look cheaper per request than it is). Returns early
+// once `stop` is set (a service shutting down must not wait out a long stage:
+// ServiceRuntime::stopping()) or after kMaxStageNs of wall time.
 void burn_cpu_ns(int64_t ns, const std::atomic<bool>& stop);
 
 }  // namespace tailscope::svc

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <thread>
 
+#include "core/clock.h"
+
 namespace tailscope::svc {
 namespace {
 
@@ -153,6 +155,16 @@ TEST(Distribution, CpuBurnEndsWhenStopIsSet) {
   burn_cpu_ns(kMaxStageNs, stop);
   stopper.join();
   EXPECT_TRUE(stop.load());
+}
+
+// A burn is a CPU budget, not a wall-clock deadline: the thread has run at
+// least the requested CPU time when it returns, however often it was preempted.
+TEST(Distribution, CpuBurnConsumesItsBudgetInThreadCpuTime) {
+  std::atomic<bool> stop{false};
+  constexpr int64_t kBudgetNs = 3'000'000;
+  const int64_t before = thread_cpu_ns();
+  burn_cpu_ns(kBudgetNs, stop);
+  EXPECT_GE(thread_cpu_ns() - before, kBudgetNs);
 }
 
 TEST(Topology, ParseTopologyTextReturnsTheDocumentAndNamesTheOrigin) {
