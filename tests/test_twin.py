@@ -264,10 +264,11 @@ def test_ratio_intervals_cover_the_truth_and_narrow_with_samples():
 
 @pytest.fixture(scope="module")
 def socialnet_traces(tmp_path_factory) -> Path:
-    """A small traced run of the socialnet graph (std-async, 60 requests/s, 5 s, every request traced).
+    """A small traced run of the socialnet graph (std-async, 60 requests/s, 8 s, every request traced).
 
     The join order of results that were all there before the parent asked cannot be read from one
-    trace; it comes from the instances that can tell, so the run is long enough to hold many."""
+    trace; it comes from the instances that can tell, so the run is long enough to hold many (5 s
+    once left too few: the inferred topology differed in 1 of ~20 clean-clone runs)."""
     need_engines()
     from tailscope.engines import run_engine
     from tailscope.studies._common import http_load_args
@@ -276,7 +277,7 @@ def socialnet_traces(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("socialnet")
     topo = topology.to_engine_json(topology.SOCIALNET, d / "socialnet.json")
     with graph(topo, "std-async", d / "graph.json", 1.0, d / "traces") as (port, _):
-        run_engine(LOAD, http_load_args(port, PATH, 8, 60, 5.0, 0.2, timeout="2s"), timeout_s=120)
+        run_engine(LOAD, http_load_args(port, PATH, 8, 60, 8.0, 0.2, timeout="2s"), timeout_s=120)
     return d / "traces" / "traces.otlp.json"
 
 
