@@ -444,9 +444,11 @@ def _decomposed_graphs(coroutine_ping_ns: float) -> dict:
         # 1000 requests, 11 000 RPCs, 4 s of CPU: 4 ms per request; 3000 async threads.
         "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
         "std-async/ping": _ping_doc(100e3),
+        "std-async/ping-batched": _ping_doc(20e3),
         # 1000 requests, 11 000 RPCs, 2 s of CPU: 2 ms per request.
         "coroutine/graph": _graph_doc(2.0, 1000, [5000, 6000], 0, 20_000, 80),
         "coroutine/ping": _ping_doc(coroutine_ping_ns),
+        "coroutine/ping-batched": _ping_doc(coroutine_ping_ns / 5),
     }
 
 
@@ -463,6 +465,8 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
     assert a["thread_create_share"] == pytest.approx(0.015)
     assert a["rest_cpu_per_request_ns"] == pytest.approx(4e6 - 1.1e6 - 60e3)
     assert a["ctx_switches_per_request"] == pytest.approx(50.0)
+    assert a["batched_cpu_per_rpc_ns"] == pytest.approx(20e3)
+    assert a["batched_transport_share"] == pytest.approx(11 * 20e3 / 4e6)
     assert a["threads"] == 400
     assert a["unavailable"] == {}
     c = s["per"]["coroutine"]["decomposition"]
@@ -473,6 +477,8 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
     assert "coroutine reached 2× (not met)" in notes
     assert "11.0 RPCs per request" in notes
     assert "28 % of its CPU per request" in notes  # std-async's transport share
+    # ... and its low end, 16 calls in flight: 11 × 20 µs ÷ 4 ms
+    assert "with 16 in flight 20 µs each, 6 %: an RPC of the loaded graph lies between" in notes
     assert "3.0 threads per request" in notes
     assert "std-async ÷ coroutine = 2×" in notes
     assert "kept 4.00 cores busy" in notes  # std-async: 1000/s × 4 ms
@@ -510,6 +516,8 @@ def test_decomposition_says_unavailable_with_a_reason_never_zero():
     a = s["per"]["std-async"]["decomposition"]
     assert a["cpu_per_rpc_ns"] is None
     assert a["unavailable"]["cpu_per_rpc_ns"] == "/proc/42/stat could not be read"
+    assert a["batched_cpu_per_rpc_ns"] is None and a["batched_transport_share"] is None
+    assert a["unavailable"]["batched_cpu_per_rpc_ns"] == "no batched ping was run for this model"
     assert a["transport_share"] is None and a["unavailable"]["transport_share"]
     assert a["ctx_switches_per_request"] is None
     assert "context-switch" in a["unavailable"]["ctx_switches_per_request"]

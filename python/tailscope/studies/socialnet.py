@@ -90,6 +90,9 @@ BASELINE = "tailscope-baseline"
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
 PING_WARMUP = 200
+# The second ping's calls in flight: an RPC of the loaded graph shares wake-ups and sends with
+# others, so its cost lies between this ping's and the one-at-a-time ping's.
+PING_BATCHED_CONCURRENCY = 16
 TRACE_SAMPLE = 0.01
 TRACING_PAIRS = 2
 
@@ -230,7 +233,7 @@ class SocialnetStudy:
         docs: list[EngineDocument] = []
         fractions = SWEEP_FRACTIONS
         steps = (
-            len(models) * (3 + len(fractions))
+            len(models) * (4 + len(fractions))
             + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
             + 2 * REFINE_STEPS
             + 2 * len(CONNECTION_SWEEP)
@@ -261,9 +264,12 @@ class SocialnetStudy:
             with start_graph(model, art / f"graph-{model}-ceiling.json") as (port, ready):
                 d = load(port, 0, CEILING_CONNECTIONS)
                 progress(f"{model} transport ping")
-                ping = self._ping(ready, model, scale, front)
-                if ping is not None:
-                    docs.append(ping)
+                # One call in flight (the blocking ping-pong's shape: no batching), then
+                # PING_BATCHED_CONCURRENCY (calls share wake-ups and sends, as in the loaded graph).
+                for concurrency in (1, PING_BATCHED_CONCURRENCY):
+                    ping = self._ping(ready, model, scale, front, concurrency)
+                    if ping is not None:
+                        docs.append(ping)
             ceilings[model] = _achieved(d)
             store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
             self._store_graph(docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
@@ -360,8 +366,11 @@ class SocialnetStudy:
         progress("done")
         return docs
 
-    def _ping(self, ready: dict, model: str, scale: float, front: str | None) -> EngineDocument | None:
-        """CPU per RPC of the transport alone, against one RPC service of the running graph."""
+    def _ping(
+        self, ready: dict, model: str, scale: float, front: str | None, concurrency: int = 1
+    ) -> EngineDocument | None:
+        """CPU per RPC of the transport alone, against one RPC service of the running graph, with
+        `concurrency` calls in flight (point {model}/ping, or {model}/ping-batched above 1)."""
         ports, pids = ready.get("ports") or {}, ready.get("pids") or {}
         target = next((n for n in sorted(ports) if n != front and n in pids), None)
         if target is None:  # decompose() then says: no ping phase was run for this model
@@ -376,11 +385,13 @@ class SocialnetStudy:
             str(calls),
             "--ping-warmup",
             str(max(1, round(PING_WARMUP * scale))),
+            "--ping-concurrency",
+            str(concurrency),
         ]
         doc = run_engine(SVC, args, timeout_s=120).document
         doc.setdefault("ping", {})["service"] = target
-        doc["socialnet_point"] = {"model": model, "kind": "ping"}
-        return EngineDocument(self.name, SVC, doc, f"{model}/ping")
+        doc["socialnet_point"] = {"model": model, "kind": "ping", "concurrency": concurrency}
+        return EngineDocument(self.name, SVC, doc, f"{model}/ping" + ("-batched" if concurrency > 1 else ""))
 
     def _thread_create_baseline(self, scale: float, cpus: tuple[int, int] | None) -> EngineDocument:
         args = [
@@ -515,7 +526,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             "threads": totals.get("threads_max_sum"),
             "errors": errors,
         }
-        per[m]["decomposition"] = decompose(g, graphs.get(f"{m}/ping"), baseline)
+        per[m]["decomposition"] = decompose(g, graphs.get(f"{m}/ping"), baseline, graphs.get(f"{m}/ping-batched"))
         per[m]["cores"] = _core_points(mine, graphs, m, closed[0] if closed else None)
     base = per.get(BASELINE_MODEL, {}).get("at_objective") or 0
     for p in per.values():
@@ -610,10 +621,11 @@ def _core_scaling_note(per: dict) -> str | None:
     return text + "."
 
 
-def decompose(graph: dict | None, ping: dict | None, baseline: dict | None) -> dict:
+def decompose(graph: dict | None, ping: dict | None, baseline: dict | None, ping_batched: dict | None = None) -> dict:
     """One model's CPU per request, taken apart with the run's own measurements.
 
-    Every figure is a number or None, and every None has its reason in `unavailable`.
+    Every figure is a number or None, and every None has its reason in `unavailable`. `ping_batched`
+    (PING_BATCHED_CONCURRENCY calls in flight) gives the transport's low end: batched_* figures.
     """
     why: dict[str, str] = {}
     g = graph or {}
@@ -656,6 +668,16 @@ def decompose(graph: dict | None, ping: dict | None, baseline: dict | None) -> d
         why["cpu_per_rpc_ns"] = "; ".join(r for r in reasons if r) or "no ping phase was run for this model"
     out["transport_cpu_per_request_ns"] = _product(out.get("rpcs_per_request"), out["cpu_per_rpc_ns"])
     out["transport_share"] = _share(out["transport_cpu_per_request_ns"], out.get("cpu_per_request_ns"))
+    pb = (ping_batched or {}).get("ping") or {}
+    out["batched_cpu_per_rpc_ns"] = pb.get("cpu_per_call_ns")
+    if out["batched_cpu_per_rpc_ns"] is None:
+        reasons = [u.get("reason", "") for u in (ping_batched or {}).get("unavailable") or []]
+        why["batched_cpu_per_rpc_ns"] = "; ".join(r for r in reasons if r) or "no batched ping was run for this model"
+    out["batched_transport_share"] = _share(
+        _product(out.get("rpcs_per_request"), out["batched_cpu_per_rpc_ns"]), out.get("cpu_per_request_ns")
+    )
+    if out["batched_transport_share"] is None:
+        why["batched_transport_share"] = why.get("batched_cpu_per_rpc_ns") or "CPU per request missing"
     if out["transport_share"] is None:
         why["transport_share"] = why.get("cpu_per_rpc_ns") or why.get("rpcs_per_request") or "CPU per request missing"
 
@@ -714,15 +736,22 @@ def _why_not(per: dict, best: str, ratio: float) -> list[str]:
         if d.get("rpcs_per_request") is None or d.get("cpu_per_rpc_ns") is None:
             parts.append(f"{m}: transport share unavailable: {d['unavailable'].get('transport_share')}")
             continue
+        batched = (
+            f"; with {PING_BATCHED_CONCURRENCY} in flight {fmt_ns(d['batched_cpu_per_rpc_ns'])} each, "
+            f"{d['batched_transport_share'] * 100:.0f} %: an RPC of the loaded graph lies between"
+            if d.get("batched_transport_share") is not None
+            else ""
+        )
         parts.append(
             f"{m} makes {d['rpcs_per_request']:.1f} RPCs per request at {fmt_ns(d['cpu_per_rpc_ns'])} of CPU each "
-            f"(in-run ping, both ends) = {fmt_ns(d['transport_cpu_per_request_ns'])}, "
+            f"(in-run ping, both ends, one call in flight) = {fmt_ns(d['transport_cpu_per_request_ns'])}, "
             f"{d['transport_share'] * 100:.0f} % of its CPU per request"
             + (
                 " (more than all of it: the ping, one call in flight, overstates a batched RPC)"
                 if d["transport_share"] > 1
                 else ""
             )
+            + batched
         )
     notes.append("Transport: " + "; ".join(parts) + ".")
     if a.get("thread_create_cpu_per_request_ns") is not None:
@@ -988,7 +1017,9 @@ def _decomposition_table(s: dict) -> Table:
                 cell(d, "cpu_per_request_ns", fmt_ns),
                 cell(d, "rpcs_per_request", num),
                 cell(d, "cpu_per_rpc_ns", fmt_ns),
+                cell(d, "batched_cpu_per_rpc_ns", fmt_ns),
                 cell(d, "transport_share", pct),
+                cell(d, "batched_transport_share", pct),
                 cell(d, "async_threads_per_request", num),
                 cell(d, "thread_create_share", pct),
                 cell(d, "threads", fmt_count),
@@ -1001,8 +1032,10 @@ def _decomposition_table(s: dict) -> Table:
             "model",
             "CPU / request",
             "RPCs / request",
-            "CPU / RPC (ping)",
-            "transport share",
+            "CPU / RPC (ping, 1 in flight)",
+            f"CPU / RPC ({PING_BATCHED_CONCURRENCY} in flight)",
+            "transport share (1 in flight)",
+            f"transport share ({PING_BATCHED_CONCURRENCY} in flight)",
             "threads started / request",
             "thread-creation share",
             "threads",
@@ -1011,7 +1044,9 @@ def _decomposition_table(s: dict) -> Table:
         rows=rows,
         caption="RPCs / request: the services' downstream calls counters ÷ front requests. CPU / RPC: an in-run "
         "ping through the same multiplexed channel against one service of the model's graph (user + sys of both "
-        "ends ÷ calls). Transport share: RPCs × CPU per RPC ÷ CPU per request. Threads started: async-call threads "
+        f"ends ÷ calls), with one call in flight and with {PING_BATCHED_CONCURRENCY}: an RPC of the loaded graph "
+        "shares wake-ups and sends with others, so its cost lies between the two. Transport share: RPCs × CPU per "
+        "RPC ÷ CPU per request. Threads started: async-call threads "
         "(std-async, std-thread), costed at the run's thread_create baseline p50. Context switches: voluntary + "
         "involuntary of every service process ÷ front requests.",
     )
