@@ -445,6 +445,8 @@ def _decomposed_graphs(coroutine_ping_ns: float) -> dict:
         "std-async/graph": _graph_doc(4.0, 1000, [5000, 6000], 3000, 50_000, 400),
         "std-async/ping": _ping_doc(100e3),
         "std-async/ping-batched": _ping_doc(20e3),
+        # the closed-loop run's own graph: 1.8 ms per request (the sweep's graph above served overload too)
+        "std-async/graph-closed": _graph_doc(1.8, 1000, [5000, 6000], 3000, 50_000, 400),
         # 1000 requests, 11 000 RPCs, 2 s of CPU: 2 ms per request.
         "coroutine/graph": _graph_doc(2.0, 1000, [5000, 6000], 0, 20_000, 80),
         "coroutine/ping": _ping_doc(coroutine_ping_ns),
@@ -481,7 +483,8 @@ def test_decomposition_from_the_runs_own_counters_and_pings():
     assert "with 16 in flight 20 µs each, 6 %: an RPC of the loaded graph lies between" in notes
     assert "3.0 threads per request" in notes
     assert "std-async ÷ coroutine = 2×" in notes
-    assert "kept 4.00 cores busy" in notes  # std-async: 1000/s × 4 ms
+    assert "std-async kept 1.80 cores busy" in notes  # 1000/s × the closed-loop run's 1.8 ms, not the sweep's 4 ms
+    assert "coroutine kept" not in notes  # no closed-loop graph document for coroutine: no figure
     assert "~11 RPCs" not in notes  # the old canned paragraph is gone
     # The unmeasured premise ("CPU per request does not change with the number of cores") is gone too:
     # the line states the measured CPU ratio and the 4× it would need.
