@@ -339,6 +339,23 @@ def test_the_objective_bracket_is_the_highest_rate_that_met_and_the_next_that_mi
     assert socialnet.objective_bracket(sweep[2:]) is None  # nothing met
 
 
+def test_refine_candidates_are_std_async_and_every_model_that_could_still_be_best():
+    def sweep(model: str, met: float, missed: float) -> list[dict]:
+        return [_load_doc(model, "rate", met, met, 20), _load_doc(model, "rate", missed, missed, 300)]
+
+    sweeps = {
+        "std-async": sweep("std-async", 1000, 1300),
+        "pool-callback": sweep("pool-callback", 3500, 4100),
+        "coroutine": sweep("coroutine", 3500, 4100),  # a tie on the grid: both are refined
+        "pool-blocking": sweep("pool-blocking", 2000, 3400),  # missed below the top: out
+        "std-thread": sweep("std-thread", 3000, 3600),  # might still beat 3500: in, but the cap is 2
+    }
+    assert socialnet.refine_candidates(sweeps) == ["std-async", "pool-callback", "coroutine"]
+    del sweeps["coroutine"]
+    assert socialnet.refine_candidates(sweeps) == ["std-async", "pool-callback", "std-thread"]
+    assert socialnet.refine_candidates({"coroutine": sweep("coroutine", 10, 20)}) == ["coroutine"]
+
+
 def test_bisection_points_narrow_the_bracket_and_are_named_in_the_target_line():
     loads = [
         _load_doc("std-async", "rate", 500, 500, 10),

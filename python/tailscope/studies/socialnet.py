@@ -10,8 +10,8 @@ Per model (one graph process tree per model, every point of the model against it
 
 - a closed-loop run (-R 0) gives the model's ceiling;
 - open-loop rates at fractions of that ceiling, up to and beyond saturation,
-  give the latency-vs-throughput curve; for std-async and the best model the
-  bracket of the p99 objective (highest rate that met it, next that missed) is
+  give the latency-vs-throughput curve; for std-async and the contenders for
+  best model the bracket of the p99 objective (highest rate that met it, next that missed) is
   then bisected REFINE_STEPS times, each rate on a fresh graph;
 - one common rate (a fraction of the *slowest* model's ceiling) gives latency
   CDFs that compare like with like;
@@ -82,10 +82,11 @@ COMMON_RATE_FRACTION = 0.6  # of the slowest model's ceiling: every model sustai
 P99_OBJECTIVE_NS = 50e6
 TARGET_RATIO = 4.0  # best ÷ std-async max rate at the p99 objective (issue 14; the article's 30k/8k ≈ 3.75)
 # Bisections of the objective's bracket (the highest swept rate that met it, the next that missed) for
-# std-async and the best model on the grid: the ratio's two ends. The grid's fractions lie 16–33 %
+# std-async and the models that could be the best (refine_candidates): the ratio's two ends. The grid's fractions lie 16–33 %
 # apart and the ratio's bracket compounds both models' steps (3.15–4.8× in one run); each halving
 # halves each model's step.
 REFINE_STEPS = 2
+REFINE_MODELS = 2  # besides std-async: the contenders for "best" (refine_candidates)
 BASELINE = "tailscope-baseline"
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
@@ -180,6 +181,21 @@ def core_counts(allowed: int, full: bool) -> list[int]:
     return counts
 
 
+def refine_candidates(sweeps: dict[str, list[dict]]) -> list[str]:
+    """The models whose objective bracket is bisected: std-async (the ratio's denominator), and of
+    the others every one that could still be the best — whose first miss lies above the highest
+    rate any other model met on the grid (two models meeting at the same grid rate are both
+    refined) — at most REFINE_MODELS of them, the highest first."""
+    met = {m: max((_achieved(d) for d in ds if _meets(d)), default=0.0) for m, ds in sweeps.items()}
+    brackets = {m: objective_bracket(ds) for m, ds in sweeps.items()}
+    top = max((v for m, v in met.items() if m != BASELINE_MODEL), default=0.0)
+    others = sorted(
+        (m for m, b in brackets.items() if m != BASELINE_MODEL and b is not None and b[1] > top),
+        key=lambda m: -met[m],
+    )[:REFINE_MODELS]
+    return [m for m in (BASELINE_MODEL, *others) if m in sweeps]
+
+
 def objective_bracket(sweep: list[dict]) -> tuple[float, float] | None:
     """(the highest offered rate that met the p99 objective, the lowest offered rate above it that
     missed), or None when no rate met it or none above the best one missed."""
@@ -235,7 +251,7 @@ class SocialnetStudy:
         steps = (
             len(models) * (4 + len(fractions))
             + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
-            + 2 * REFINE_STEPS
+            + (1 + REFINE_MODELS) * REFINE_STEPS
             + 2 * len(CONNECTION_SWEEP)
             + 2 * TRACING_PAIRS
             + 2
@@ -313,9 +329,7 @@ class SocialnetStudy:
 
         # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
         # after a rate that missed, a graph that is still working off its backlog would fail the next.
-        met_on_grid = {m: max((_achieved(d) for d in ds if _meets(d)), default=0.0) for m, ds in sweeps.items()}
-        grid_best = max(met_on_grid, key=lambda m: met_on_grid[m]) if met_on_grid else None
-        for model in dict.fromkeys(m for m in (BASELINE_MODEL, grid_best) if m in sweeps):
+        for model in refine_candidates(sweeps):
             bracket = objective_bracket(sweeps[model])
             for _ in range(REFINE_STEPS):
                 mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
