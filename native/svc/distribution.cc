@@ -126,15 +126,21 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
 void burn_cpu_ns(int64_t ns, const std::atomic<bool>& stop) {
   if (ns <= 0) return;
   const int64_t budget_ns = std::min(ns, kMaxStageNs);
-  const int64_t cpu_end = thread_cpu_ns() + budget_ns;
+  const int64_t cpu_start = thread_cpu_ns();
   // A thread starved of a core for longer than any stage may last stops anyway.
   const int64_t wall_end = monotonic_ns() + kMaxStageNs;
   volatile uint64_t sink = 0;
-  // The thread CPU clock is a system call (~0.1-0.2 us here): 256 multiply-adds
-  // (~0.3 us) between reads keep it a minor part of the burn, and the clock
-  // counts its own cost as work done, so the budget holds either way.
-  while (thread_cpu_ns() < cpu_end && !stop.load(std::memory_order_relaxed) && monotonic_ns() < wall_end) {
-    for (int i = 0; i < 256; ++i) sink = sink * 6364136223846793005ULL + 1442695040888963407ULL;
+  // Spin what is left of the budget on the cheap wall clock (vDSO), then ask the
+  // thread's CPU clock (a system call) how much of that time the thread really
+  // ran: unpreempted, once; preempted, again for the time it lost. So a burn
+  // costs one or two system calls, not one per loop turn.
+  for (int64_t left_ns = budget_ns; left_ns > 0 && !stop.load(std::memory_order_relaxed);
+       left_ns = budget_ns - (thread_cpu_ns() - cpu_start)) {
+    const int64_t until = std::min(monotonic_ns() + left_ns, wall_end);
+    while (monotonic_ns() < until && !stop.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 64; ++i) sink = sink * 6364136223846793005ULL + 1442695040888963407ULL;
+    }
+    if (until == wall_end) break;
   }
 }
 
