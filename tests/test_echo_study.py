@@ -54,6 +54,16 @@ def test_pacing_flags_and_bad_pacing():
     assert args[args.index("-t") + 1] == "2" and args[args.index("--cpus") + 1] == "3,4"
 
 
+def test_a_met_target_within_polls_own_run_to_run_movement_is_said_to_be_noise():
+    closed = [_point("poll", 100, 100_000, 200_000), _point("io-uring", 100, 131_800, 150_000)]
+    table = E._ratio_table(closed, {100: 0.33})
+    assert table is not None
+    assert "io-uring 1.318× of poll, p99 no higher — met on this run's figures, but within its noise" in table.caption
+    table = E._ratio_table(closed, {100: 0.05})
+    assert table is not None
+    assert "io-uring 1.318× of poll, p99 no higher — met (poll's repeat moved 5 %)" in table.caption
+
+
 def test_generator_io_path_by_connection_count_or_forced():
     by_c = E.load_plan({}, 0, 1)
     assert by_c.io == "by-connections"
