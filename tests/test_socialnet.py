@@ -407,9 +407,14 @@ def test_core_scaling_note_from_the_ceilings_on_fewer_cpus():
     assert note.endswith("coroutine ÷ std-async ceiling: 2.67× on 1, 3× on 2."), note
 
 
-def test_no_core_scaling_note_without_core_points():
+def test_core_scaling_without_core_points_says_unavailable_and_why():
     s = socialnet.summarize([_load_doc("std-async", "closed", 0, 1000, 80)], {})
-    assert not any(n.startswith("Core scaling") for n in s["notes"])
+    assert not any(n.startswith("Core scaling,") for n in s["notes"])
+    assert any(n.startswith("Core scaling unavailable: no closed-loop run on fewer CPUs") for n in s["notes"])
+    pinned = _load_doc("std-async", "closed", 0, 1000, 80)
+    pinned["socialnet_point"]["pinning"] = "graph (every service) pinned to CPU 1, tailscope-load to CPU 0"
+    s = socialnet.summarize([pinned], {})
+    assert any("unavailable: the graph was pinned to one CPU (tailscope run --cpus)" in n for n in s["notes"])
 
 
 def test_summary_says_not_met_when_the_targets_are_missed():

@@ -81,10 +81,10 @@ SWEEP_FRACTIONS = [0.3, 0.6, 0.8, 0.95, 1.1, 1.3, 1.6]
 COMMON_RATE_FRACTION = 0.6  # of the slowest model's ceiling: every model sustains it
 P99_OBJECTIVE_NS = 50e6
 TARGET_RATIO = 4.0  # best ÷ std-async max rate at the p99 objective (issue 14; the article's 30k/8k ≈ 3.75)
-# Bisections of the objective's bracket (the highest swept rate that met it, the next that missed) for
-# std-async and the models that could be the best (refine_candidates): the ratio's two ends. The grid's fractions lie 16–33 %
-# apart and the ratio's bracket compounds both models' steps (3.15–4.8× in one run); each halving
-# halves each model's step.
+# Bisections of the objective's bracket (the highest swept rate that met it, the next that missed)
+# for std-async and the models that could be the best (refine_candidates): the ratio's two ends.
+# The grid's fractions lie 16–33 % apart and the ratio's bracket compounds both models' steps
+# (3.15–4.8× in one run); each halving halves each model's step.
 REFINE_STEPS = 2
 REFINE_MODELS = 2  # besides std-async: the contenders for "best" (refine_candidates)
 BASELINE = "tailscope-baseline"
@@ -566,6 +566,14 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
     scaling = _core_scaling_note(per)
     if scaling:
         notes.append(scaling)
+    elif per:
+        pinning = loads[0]["socialnet_point"].get("pinning", "")
+        why = (
+            "the graph was pinned to one CPU (tailscope run --cpus), so there was no smaller CPU count to run it on"
+            if pinning and not pinning.startswith("unpinned")
+            else "no closed-loop run on fewer CPUs was stored (a machine with one allowed CPU has none to drop)"
+        )
+        notes.append(f"Core scaling unavailable: {why}.")
     if tracing:
         notes.append(
             f"Target tracing at 100 % sampling ≤ 5 % throughput cost: measured "
