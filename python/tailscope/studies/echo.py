@@ -91,9 +91,9 @@ CONNECTIONS_PER_LOAD_THREAD = 250
 # "by-connections" (default) uses its io_uring path (`--io auto`: io_uring when the kernel has it,
 # else epoll, with the reason in the document) from URING_GENERATOR_FROM connections up, and epoll
 # below. On the 2-core VM (2026-11-26, server on CPU 1, generator busy-polling on CPU 0, closed
-# loop, 2 runs each): at 100 and 1000 connections the io_uring generator drove every server
-# 1.2–1.35× faster than the epoll one, which had been the limit; at 8 connections epoll was
-# 1.06–1.3× faster. "epoll" or "uring" forces one path for every point.
+# loop, one or two runs each): at 100 and 1000 connections the io_uring generator drove poll and
+# io-uring servers 1.27–1.35× faster than the epoll one, which had been the limit; at 8
+# connections epoll was 1.06–1.31× faster. "epoll" or "uring" forces one path for every point.
 LOAD_IOS = ("by-connections", "epoll", "uring")
 URING_GENERATOR_FROM = 100
 # The issue-14 target, stated (not asserted): the best model's closed-loop throughput ÷ poll's
@@ -267,7 +267,7 @@ class EchoStudy:
             BASELINE,
             [
                 "--only",
-                "tcp_pingpong,empty_syscall",  # the floor; what a system call costs (the CPU-per-echo bound)
+                "tcp_pingpong,empty_syscall",  # the floor; what a system call costs (the CPU-per-echo accounting)
                 "--placement",
                 "pinned",
                 "--cpus",
@@ -745,8 +745,8 @@ def _ratio_table(
 def _cpu_finding(by_c: dict[int, dict[str, dict]], syscall_ns: float | None = None) -> str:
     """At each target connection count: the model with the least server CPU per echo, as poll's ÷
     its own (echoes per core-second ÷ poll), beside the target ratio; with the run's empty system
-    call, what poll's two per echo (a recv and a send) weigh, and so what a server without any
-    system call per echo could at most gain over it."""
+    call, what poll's user time and its two system calls' entries per echo (a recv and a send)
+    weigh in its CPU per echo (_syscall_bound)."""
     parts = []
     for c in TARGET_CONNECTIONS:
         ms = by_c.get(c, {})
