@@ -746,7 +746,7 @@ def _cpu_finding(by_c: dict[int, dict[str, dict]], syscall_ns: float | None = No
     """At each target connection count: the model with the least server CPU per echo, as poll's ÷
     its own (echoes per core-second ÷ poll), beside the target ratio; with the run's empty system
     call, what poll's user time and its two system calls' entries per echo (a recv and a send)
-    weigh in its CPU per echo (_syscall_bound)."""
+    weigh in its CPU per echo (_syscall_share)."""
     parts = []
     for c in TARGET_CONNECTIONS:
         ms = by_c.get(c, {})
@@ -762,12 +762,12 @@ def _cpu_finding(by_c: dict[int, dict[str, dict]], syscall_ns: float | None = No
             f"{c} connections: {best} {fmt_ns(cpe)} per echo vs poll's {fmt_ns(poll_cpe)} = {fmt_ratio(ratio)} "
             f"the echoes per core-second ({'at least' if ratio >= TARGET_RATIO else 'below'} {TARGET_RATIO}×)"
             + _kernel_share(poll, ms[best] if best != "poll" else None)
-            + _syscall_bound(poll, poll_cpe, syscall_ns)
+            + _syscall_share(poll, poll_cpe, syscall_ns)
         )
     return " By server CPU per echo: " + "; ".join(parts) + "."
 
 
-def _syscall_bound(poll: dict, poll_cpe: float, syscall_ns: float | None) -> str:
+def _syscall_share(poll: dict, poll_cpe: float, syscall_ns: float | None) -> str:
     """What of poll's CPU per echo a model can remove outright: its user time and the entry cost of
     its two system calls per echo (a recv and a send; the run's empty system call). The rest is the
     socket work of that recv and send, which an io_uring server performs too, and poll's own
