@@ -68,12 +68,14 @@ test-python: build
 	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not serial" --durations=15 tests
 	$(PY) -m pytest -q -m serial tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
-# Python lint (ruff: rules and formatting, checked only, never rewritten) and types
-# (mypy, non-strict but checked); configuration in pyproject.toml.
+# Python lint (ruff: rules and formatting, checked only, never rewritten), types
+# (mypy, non-strict but checked) and the driver's layers (import-linter: a module imports
+# only the layers below it, docs/architecture.md); configuration in pyproject.toml.
 lint: bootstrap
 	$(VENV)/bin/ruff check python tests
 	$(VENV)/bin/ruff format --check python tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # native/: clang-format and clang-tidy (.clang-format, .clang-tidy); tidy needs the
 # release tree's compile_commands.json and remembers files that passed.
@@ -104,7 +106,7 @@ soak: build
 # cached in ~/.cache/tailscope) and the tests that export to it and read it back.
 interop: build
 	@scripts/bootstrap --jaeger; rc=$$?; if [ $$rc -eq 3 ]; then echo "interop: skipped (no Go >= 1.23)"; exit 0; fi; exit $$rc
-	$(PY) -m pytest -q tests/test_jaeger_roundtrip.py
+	$(PY) -m pytest -q tests/engines/test_jaeger_roundtrip.py
 
 clean:
 	rm -rf $(BUILD)

@@ -112,7 +112,7 @@ def echo_server(
     """Runs tailscope-echo on an ephemeral port; yields (port, proc). A model this kernel
     lacks skips the test with the engine's reason. Checks a clean SIGTERM shutdown
     (engines.serve kills it if it is not gone 10 s after SIGTERM: then the exit code is -9)."""
-    from tailscope.engines import EngineUnavailable, serve
+    from tailscope.lab.engines import EngineUnavailable, serve
 
     built_engine("tailscope-echo")
     args = ["--model", model, "--port", "0", "--threads", str(threads), "--protocol", protocol, *(extra or [])]
@@ -155,7 +155,7 @@ def silent_listener() -> Iterator[int]:
 def echo_server_in_lab_host(echo: Path, netns: str, address: str) -> Iterator[int]:
     """tailscope-echo (epoll) inside lab host `netns`, bound to `address`; yields its port and
     stops it at the end (stop)."""
-    from tailscope import labhosts
+    from tailscope.lab import labhosts
 
     server = subprocess.Popen(
         [*labhosts.exec_args(netns), str(echo), "--model", "epoll", "--host", address, "--port", "0"],

@@ -20,11 +20,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import lifetime, machine
-from .engines import EngineError, remove_stale_temp
-from .report import render_report
-from .store import EngineDocument, RunRecord, Store, check_database
-from .studies import RunContext, Study
+from tailscope.lab import lifetime, machine
+from tailscope.lab.engines import EngineError, remove_stale_temp
+from tailscope.report import render_report, report_sections
+from tailscope.store import EngineDocument, RunRecord, Store, check_database
+from tailscope.studies.base import RunContext, Study
+from tailscope.studies.registry import all_studies
 
 DB_NAME = "tailscope.duckdb"
 # results/.staging-<run-id>-pid<PID>: the owner's PID tells a later run whether it is stale.
@@ -86,6 +87,15 @@ def print_wall_times(console: Console, wall_s: dict[str, float]) -> None:
         return
     parts = ", ".join(f"{name} {format_wall_s(s)}" for name, s in wall_s.items())
     console.print(f"wall time per study: {parts}; total {format_wall_s(sum(wall_s.values()))}")
+
+
+def write_report(store: Store, run_id: str, out_path: Path) -> Path:
+    """The run's report, regenerated from the store: each study of the run renders its section."""
+    run = store.run(run_id)
+    names = list(run["studies"] or [])
+    sections = [s.section(store, run_id) for s in all_studies() if s.name in names]
+    failed = [(s, r) for s, n, _, r in store.unavailable(run_id) if n == "(study)"]
+    return render_report(run, report_sections(sections, failed), out_path)
 
 
 def run_studies(
@@ -150,7 +160,7 @@ def run_studies(
         )
         with Store(results_dir / DB_NAME) as store:
             store.save_run(record)
-            render_report(store, run_id, staging / "report.html")
+            write_report(store, run_id, staging / "report.html")
         final = results_dir / run_id
         os.replace(staging, final)
         point_latest(results_dir, run_id)

@@ -16,6 +16,8 @@ from typing import Any
 
 import duckdb
 
+from tailscope import __version__
+
 SCHEMA_VERSION = 1
 
 PERCENTILE_COLUMNS = {"50": "p50_ns", "90": "p90_ns", "99": "p99_ns", "99.9": "p999_ns", "99.99": "p9999_ns"}
@@ -358,6 +360,4 @@ class Store:
 
 
 def _version() -> str:
-    from . import __version__
-
     return __version__

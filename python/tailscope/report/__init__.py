@@ -8,20 +8,29 @@ from pathlib import Path
 
 import jinja2
 
-from ..atomicfile import write_text_atomic
-from ..store import Store
-from ..units import fmt_count
-from .blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table, reference_table
+from tailscope.atomicfile import write_text_atomic
+from tailscope.report.blocks import (
+    DOES_NOT_HOLD,
+    HOLDS,
+    PARTLY,
+    UNAVAILABLE,
+    Figure,
+    ReferenceCheck,
+    Section,
+    Table,
+    reference_table,
+)
+from tailscope.units import fmt_count
 
 __all__ = [
     "Figure",
     "ReferenceCheck",
     "Section",
     "Table",
-    "build_sections",
     "machine_rows",
     "reference_overview",
     "render_report",
+    "report_sections",
 ]
 
 _HERE = Path(__file__).parent
@@ -54,25 +63,20 @@ def machine_rows(machine: dict) -> list[tuple[str, str]]:
     ]
 
 
-def build_sections(store: Store, run_id: str, studies: list[str]) -> list[Section]:
-    from ..studies import registered_studies  # studies import this package's blocks: resolve at call time
-
-    sections = []
-    for study in registered_studies():
-        if study.name not in studies:
-            continue
-        sections.append(study.section(store, run_id))
+def report_sections(study_sections: list[Section], failed: list[tuple[str, str]]) -> list[Section]:
+    """The page's sections: the reference overview first (when any section compared with a
+    reference), the studies' own sections, then the studies that failed (name, reason)."""
+    sections = list(study_sections)
     overview = reference_overview(sections)
     if overview is not None:
         sections.insert(0, overview)
-    failed = [(s, n, v, r) for s, n, v, r in store.unavailable(run_id) if n == "(study)"]
     if failed:
         sec = Section(
             "failures",
             "Studies that did not complete",
             "These studies failed in this run; their figures are absent, not zero.",
         )
-        sec.notes = [f"{s}: {html.escape(r)}" for s, _, _, r in failed]
+        sec.notes = [f"{name}: {html.escape(reason)}" for name, reason in failed]
         sections.append(sec)
     return sections
 
@@ -104,10 +108,9 @@ def reference_overview(sections: list[Section]) -> Section | None:
     return sec
 
 
-def render_report(store: Store, run_id: str, out_path: Path) -> Path:
-    """Renders the run's report to out_path (written atomically)."""
-    run = store.run(run_id)
-    sections = build_sections(store, run_id, list(run["studies"] or []))
+def render_report(run: dict, sections: list[Section], out_path: Path) -> Path:
+    """Renders one run's report (its record from the store, its sections) to out_path, atomically."""
+    run_id = run["run_id"]
     started: datetime = run["started_at"]
     finished: datetime = run["finished_at"]
     css = (_HERE / "report.css").read_text()

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import plots, timeline
-from ..analyze import DELAY_FIGURES, delay_figure_text, pairing_text, run_critpath, summary_tables
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.socialnet import CAPSTONE_DELAY_RANGE_NS, SWEEP_FRACTIONS, TRACE_SAMPLE
+from tailscope.traces import timeline
+from tailscope.traces.critpath import DELAY_FIGURES, delay_figure_text, pairing_text, run_critpath, summary_tables
+from tailscope.traces.jaeger import JaegerQuery, JaegerQueryError, fetch, write_jaeger_file
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 ENGINE = "tailscope-critpath"
 MAX_SERVICE_CURVES = 8
@@ -137,8 +140,6 @@ class AnalyzeStudy:
         df_all = store.measurements(run_id, self.name)
         cdf_all = store.cdf(run_id, self.name)
         if len(by_point) > 1 or "" not in by_point:
-            from .socialnet import TRACE_SAMPLE  # socialnet imports this module
-
             sec.intro += (
                 f" Here: the traces the socialnet study recorded ({TRACE_SAMPLE * 100:g} % sampling) under each "
                 "concurrency model, compared first, then the DeathStarBench model in detail."
@@ -450,7 +451,6 @@ def _drawn_timelines(doc: dict) -> list[timeline.TimelineTrace]:
 
 # The capstone's Figure 6 trace: under load, std::async put 8–23 ms of scheduling and join delay on
 # compose-post's critical path (issue 3's reading of the study).
-CAPSTONE_DELAY_RANGE_NS = (8e6, 23e6)
 
 
 def figure6_check(doc: dict) -> ReferenceCheck:
@@ -479,8 +479,6 @@ def figure6_check(doc: dict) -> ReferenceCheck:
         reached.append(d >= lo)
     verdict = HOLDS if all(reached) else PARTLY if any(reached) else DOES_NOT_HOLD
     here = "delay on the critical path: " + "; ".join(parts)
-    from .socialnet import SWEEP_FRACTIONS, TRACE_SAMPLE  # socialnet imports this module
-
     why = (
         f"{here}; {sum(reached)} of {len(traces)} drawn traces reach the capstone's {fmt_ns(lo)} (traces sampled "
         f"at {TRACE_SAMPLE * 100:g} % over the model's open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its "
@@ -514,146 +512,6 @@ def _timeline_figures(doc: dict, where: str) -> list[Figure]:
     return figs
 
 
-def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
-    """The capstone's Figure 8: CDFs of the scheduling and join delay of every
-    async call in the traced graph (tailscope's 5-timestamp probe), one panel
-    per concurrency model, beside the RPC-gap delays of the same traces.
-    From the analyze study's measurements of this run; None when it stored none."""
-    df = store.measurements(run_id, "analyze")
-    if df.empty:
-        return None
-    cdf = store.cdf(run_id, "analyze")
-    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
-    if calls.empty:
-        return None
-    points = sorted(calls["point"].unique())
-    import matplotlib.colors
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    # Three panels a row and one legend for all: five models in one row with a legend per panel
-    # left each panel ~200 px wide and covered by its own legend (screenshots at 1400 px).
-    columns = min(3, len(points))
-    rows = -(-len(points) // columns)
-    fig, grid = plt.subplots(
-        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 1.4), layout="constrained", sharey=True, squeeze=False
-    )
-    axes = list(grid.flat)
-    for ax in axes[len(points) :]:
-        ax.set_visible(False)
-    # One colour per call in every panel (tab20: the graph has a dozen async calls).
-    all_variants = sorted(calls["variant"].unique())
-    cmap = plt.get_cmap("tab20")
-    colour_of = {v: matplotlib.colors.to_hex(cmap(i % 20)) for i, v in enumerate(all_variants)}
-    handles: dict[str, Line2D] = {}
-    worst: tuple[float, str, str, str] | None = None
-    for ax, point in zip(axes, points, strict=False):
-        sub = calls[calls["point"] == point]
-        for variant in sorted(sub["variant"].unique()):
-            for name, style in (("probe_call_scheduling", "-"), ("probe_call_join", ":")):
-                row = sub[(sub["name"] == name) & (sub["variant"] == variant)]
-                if row.empty:
-                    continue
-                pts = cdf[(cdf["point"] == point) & (cdf["name"] == name) & (cdf["variant"] == variant)]
-                plots.value_cdf(
-                    ax,
-                    pts["value_ns"],
-                    pts["percentile"],
-                    color=colour_of[variant],
-                    linestyle=style,
-                    linewidth=1.2,
-                    label=variant.split(":")[-1],
-                )
-                if name.endswith("scheduling"):
-                    handles.setdefault(variant.split(":")[-1], ax.get_lines()[-1])
-                p99 = float(row.iloc[0]["p99_ns"])
-                if worst is None or p99 > worst[0]:
-                    worst = (p99, point, variant, "scheduling" if name.endswith("scheduling") else "join")
-        for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
-            pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
-            if not pts.empty:
-                plots.value_cdf(ax, pts["value_ns"], pts["percentile"], color=colour, linewidth=2, label=name)
-                handles.setdefault(f"RPC gap {name.split('_')[1]}", ax.get_lines()[-1])
-        ax.set_xscale("log")  # also for a panel with nothing drawn
-        plots.format_ns_axis(ax.xaxis)
-        plots.thin_log_majors(ax.xaxis)
-        ax.set_title(point or "(input)", fontsize=9)
-    fig.legend(
-        list(handles.values()),
-        list(handles.keys()),
-        loc="outside lower center",
-        ncols=4,
-        fontsize=7,
-        frameon=False,
-        title="call (solid: scheduling, dotted: join)",
-        title_fontsize=7,
-    )
-    for r in range(rows):
-        grid[r][0].set_ylabel("fraction of calls")
-    assert worst is not None
-    n = int(calls["samples"].sum())
-    return Figure(
-        "Delay of every async call, per concurrency model (capstone Figure 8)",
-        plots.to_svg(fig),
-        "Scheduling delay (launch → the call's function starts) and join delay (function ends → the caller "
-        "has the value) from tailscope's 5-timestamp probe on every async/deferred call of the sampled "
-        f"traces ({fmt_count(n)} call samples), solid and dotted; thick lines: the RPC-gap delays of the same "
-        "traces (server span start − client span start, client end − server end).",
-        f"Largest p99 among the async calls: {fmt_ns(worst[0])} ({worst[3]} delay of {worst[2]} under {worst[1]}).",
-    )
-
-
-# A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
-MIN_P99_SAMPLES = 100
-
-
-def figure8_check(store: Store, run_id: str) -> ReferenceCheck | None:
-    """The capstone's Figure 8 (CDFs of every async call's delay in DeathStarBench, std::async) beside
-    this run: std-async's largest async-call p99 against the capstone's 8–23 ms, and against the other
-    models' largest. None when the run analyzed no traces with probe calls."""
-    df = store.measurements(run_id, "analyze")
-    if df.empty:
-        return None
-    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
-    if calls.empty:
-        return None
-    lo, hi = CAPSTONE_DELAY_RANGE_NS
-    reported = f"async-call scheduling and join delays of {fmt_ns(lo)}–{fmt_ns(hi)} under load (std::async)"
-    worst: dict[str, tuple[float, str, str, int]] = {}
-    for _, r in calls[calls["samples"] >= MIN_P99_SAMPLES].iterrows():
-        p99 = float(r["p99_ns"])
-        if r["point"] not in worst or p99 > worst[r["point"]][0]:
-            kind = "scheduling" if r["name"].endswith("scheduling") else "join"
-            worst[r["point"]] = (p99, kind, str(r["variant"]), int(r["samples"]))
-    if "std-async" not in worst:
-        return ReferenceCheck(
-            "capstone Figure 8",
-            reported,
-            "unavailable",
-            UNAVAILABLE,
-            f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces",
-        )
-    p99, kind, call, n = worst["std-async"]
-    others = {m: w for m, w in worst.items() if m != "std-async"}
-    above_all = all(p99 > w[0] for w in others.values())
-    verdict = HOLDS if p99 >= lo else PARTLY if others and above_all else DOES_NOT_HOLD
-    here = f"std-async largest async-call p99 {fmt_ns(p99)} ({kind} delay of {call}, n={fmt_count(n)})"
-    other_text = (
-        "; the other models' largest: " + ", ".join(f"{m} {fmt_ns(w[0])}" for m, w in sorted(others.items()))
-        if others
-        else ""
-    )
-    from .socialnet import SWEEP_FRACTIONS, TRACE_SAMPLE  # socialnet imports this module
-
-    why = (
-        f"{here}, {'within or above' if p99 >= lo else 'below'} the capstone's {fmt_ns(lo)}–{fmt_ns(hi)}"
-        f"{other_text}{' (std-async the highest)' if others and above_all else ''}; calls with fewer than "
-        f"{MIN_P99_SAMPLES} samples not cited; traces sampled at {TRACE_SAMPLE * 100:g} % over each model's "
-        f"open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its ceiling."
-    )
-    return ReferenceCheck("capstone Figure 8", reported, here, verdict, why)
-
-
 def _what_if_table(wi, doc) -> Table:
     rows = []
     for _, w in wi.iterrows():
@@ -680,3 +538,26 @@ def _what_if_table(wi, doc) -> Table:
 
 
 STUDY = AnalyzeStudy()
+
+
+class JaegerAnalyzeStudy(AnalyzeStudy):
+    """The analyze study, fed from a live Jaeger: the traces are fetched into the
+    run's staging folder first, then analysed as a file."""
+
+    def __init__(self, query: JaegerQuery):
+        self.query = query
+
+    def run(self, ctx: RunContext):
+        ctx.progress(f"jaeger: {self.query.service}", 0.0)
+        traces, summary = fetch(self.query)
+        if not traces:
+            op = f" operation {self.query.operation}" if self.query.operation else ""
+            raise JaegerQueryError(
+                f"Jaeger at {self.query.base_url} holds no traces of service {self.query.service}{op} "
+                f"in the last {self.query.lookback_s} s: nothing to analyse"
+            )
+        out = write_jaeger_file(traces, ctx.artifacts_dir / "jaeger" / "traces.jaeger.json")
+        (out.parent / "query.json").write_text(json.dumps({**self.query.__dict__, **summary}, indent=1))
+        ctx.progress(f"jaeger: {summary['traces']} traces in {summary['pages']} pages", 0.3)
+        ctx.options["trace_files"] = [str(out)]
+        return super().run(ctx)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import plots
-from ..engines import run_engine
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import cite, find_document, point_flags, study_section, unflagged
+from tailscope.lab.engines import run_engine
+from tailscope.measure.measurement import point_flags, unflagged
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import cite, find_document, study_section
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 BASELINE = "tailscope-baseline"
 ENGINE = "tailscope-asyncbench"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 
-from .. import plots
-from ..engines import run_engine
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import study_section
+from tailscope.lab.engines import run_engine
+from tailscope.report import plots
+from tailscope.report.blocks import Figure, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import study_section
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 ENGINE = "tailscope-baseline"
 

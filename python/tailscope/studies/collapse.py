@@ -24,17 +24,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import plots, topology
-from ..engines import EngineError
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, cite, measurement, point_flags, run_scale, study_section, unflagged
-from .threads import SVC, GraphStartError, _flags, cpu_split, pinned_graph, raise_nofile, run_point
+from tailscope.lab import topology
+from tailscope.lab.cpus import cpu_split
+from tailscope.lab.engines import REPO_ROOT, EngineError
+from tailscope.lab.graph import SVC, GraphStartError, pinned_graph, raise_nofile, run_point
+from tailscope.measure.measurement import achieved_per_s, connection_flags, measurement, point_flags, unflagged
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import cite, run_scale, study_section
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 LOAD = "tailscope-load"
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 TOPOLOGY = REPO / "topologies" / "collapse.yaml"
 PATH = "/collapse"
 FRONT = "front"
@@ -174,7 +177,7 @@ class CollapseStudy:
                     "procstat": stats,
                     "queue_wait": front.get("counters", {}).get("queue_wait"),
                     "model_details": front.get("model_details", {}),
-                    "flags": _flags(d, users, nofile_hard)
+                    "flags": connection_flags(d, users, nofile_hard)
                     + (["generator-limited"] if d.get("load", {}).get("generator_bottleneck") else []),
                 }
                 d["collapse_point"] = point

@@ -19,14 +19,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import plots, topology
-from ..analyze import run_critpath
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, point_times, study_section
-from .socialnet import LOAD, MODELS, PATH, graph
+from tailscope.lab import topology
+from tailscope.lab.engines import run_engine
+from tailscope.lab.graph import LOAD, MODELS, PATH, graph
+from tailscope.lab.load import http_load_args
+from tailscope.measure.measurement import achieved_per_s
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import point_times, study_section
+from tailscope.traces.critpath import run_critpath
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 CRITPATH = "tailscope-critpath"
 CONNECTIONS_FULL = [20, 40, 60, 80, 100]
@@ -110,8 +114,6 @@ class ContentionStudy:
 
 
 def run_engine_load(port: int, connections: int, duration_s: float, warmup_s: float) -> dict:
-    from ..engines import run_engine
-
     args = http_load_args(port, PATH, connections, 0, duration_s, warmup_s, timeout="2s")
     return run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 60).document
 

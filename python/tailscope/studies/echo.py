@@ -28,29 +28,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .. import plots
-from ..engines import EngineError, EngineUnavailable, run_engine, serve
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import (
+from tailscope.lab.cpus import cpu_pair, requested_cpus
+from tailscope.lab.engines import EngineError, EngineUnavailable, run_engine, serve
+from tailscope.lab.load import load_pacing, load_pacing_args
+from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import (
     LATENCY_COLUMNS,
-    achieved_per_s,
-    cpu_pair,
     find_document,
     latency_cells,
-    load_pacing,
-    load_pacing_args,
-    measurement,
     pinning_text,
     point_times,
-    requested_cpus,
     round_rate,
     run_scale,
     series,
     study_section,
 )
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 LOAD = "tailscope-load"
 ECHO = "tailscope-echo"
@@ -151,7 +148,7 @@ class LoadPlan:
     """Where the load generator runs: its CPUs (never the server's) and how it paces."""
 
     cpus: list[int]
-    pacing: str  # _common.load_pacing: "busy-poll" (default) or "sleep"
+    pacing: str  # lab.load.load_pacing: "busy-poll" (default) or "sleep"
     io: str = "by-connections"  # one of LOAD_IOS
 
     def threads(self, connections: int) -> int:

@@ -36,20 +36,22 @@ import os
 import shutil
 from pathlib import Path
 
-from .. import agents as agents_mod
-from .. import deployment, labhosts, machine, topology
-from ..analyze import run_critpath
-from ..engines import run_engine
-from ..report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, ReferenceCheck
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import cite, measurement, study_section
-from .contention import _cdf_figure as delay_cdf_figure
-from .socialnet import BASELINE_MODEL, MODELS, PATH, SVC, graph
-from .socialnet import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
+from tailscope.lab import agents as agents_mod
+from tailscope.lab import deployment, labhosts, machine, topology
+from tailscope.lab.engines import REPO_ROOT, run_engine
+from tailscope.lab.graph import MODELS, PATH, SVC, graph
+from tailscope.measure.measurement import measurement
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import cite, study_section
+from tailscope.studies.contention import _cdf_figure as delay_cdf_figure
+from tailscope.studies.socialnet import BASELINE_MODEL
+from tailscope.studies.socialnet import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
+from tailscope.traces.critpath import run_critpath
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 SINGLE_FILE = REPO / "deployments" / "socialnet-1-host.yaml"
 SPLIT_FILE = REPO / "deployments" / "socialnet-3-hosts.yaml"
 LAYOUTS = ("single", "split")

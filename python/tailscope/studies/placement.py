@@ -37,15 +37,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import plots, procstat, topology
-from ..engines import EngineError, find_engine, run_engine
-from ..placement_knapsack import Item
-from ..placement_knapsack import solve as knapsack
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import achieved_per_s, http_load_args, measurement, round_rate, study_section
-from .socialnet import graph
+from tailscope.lab import procstat, topology
+from tailscope.lab.engines import EngineError, find_engine, run_engine
+from tailscope.lab.graph import graph
+from tailscope.lab.load import http_load_args
+from tailscope.lab.placement import cpu_text, make_pools, placement_flags, sibling_groups
+from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.report import plots
+from tailscope.report.blocks import Figure, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import round_rate, study_section
+from tailscope.studies.placement_knapsack import Item
+from tailscope.studies.placement_knapsack import solve as knapsack
+from tailscope.traces.critpath import critical_paths
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 SVC, LOAD, STRESS, CRITPATH = "tailscope-svc", "tailscope-load", "tailscope-stress", "tailscope-critpath"
 ANALYSIS = "placement-analysis"  # the study's own document: pools, sizing, decisions
@@ -70,42 +76,6 @@ RANDOM_SEEDS = (1, 2)
 
 
 # ---- the plan ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Pools:
-    general: list[int]  # load generator, stores' callers, the least sensitive services
-    performance: list[int]  # the knapsack's capacity
-    smt: bool
-    how: str
-
-
-def _sibling_groups(cpus: Sequence[int]) -> list[list[int]]:
-    """The allowed CPUs grouped by physical core (sysfs thread_siblings_list), cores in CPU order."""
-    groups: dict[str, list[int]] = {}
-    for c in cpus:
-        try:
-            key = Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text().strip()
-        except OSError:
-            key = str(c)
-        groups.setdefault(key, []).append(c)
-    return sorted(groups.values(), key=lambda g: g[0])
-
-
-def make_pools(cpus: Sequence[int], full: bool) -> Pools | None:
-    """General pool = the first core(s), performance pool = the rest (quick: one core); None below 2 cores."""
-    cores = _sibling_groups(sorted(cpus))
-    if len(cores) < 2:
-        return None
-    smt = any(len(g) > 1 for g in cores)
-    n_general = max(1, len(cores) // 2) if full else 1
-    general = [c for g in cores[:n_general] for c in g]
-    performance = [c for g in cores[n_general : len(cores) if full else n_general + 1] for c in g]
-    how = (
-        f"{len(cores)} cores{' with SMT' if smt else ''}; general pool = "
-        f"{n_general} core(s), performance pool = {len(cores) - n_general if full else 1} core(s)"
-    )
-    return Pools(general, performance, smt, how)
 
 
 @dataclass
@@ -262,20 +232,6 @@ def scenarios(
 # ---- running ----------------------------------------------------------------------------------
 
 
-def _cpu_text(cpus: Sequence[int]) -> str:
-    return ",".join(map(str, cpus))
-
-
-def placement_flags(performance: Sequence[str] | None, pools: Pools, services: Sequence[str]) -> list[str]:
-    """tailscope-svc --placement flags: the named services on the performance pool, the rest on the general."""
-    if performance is None:
-        return []
-    flags = []
-    for s in services:
-        flags += ["--placement", f"{s}={_cpu_text(pools.performance if s in performance else pools.general)}"]
-    return flags
-
-
 class CpuSeries(procstat.PeriodicSampler):
     """CPU % of each process from /proc every SAMPLE_INTERVAL_S (procstat.read_process), for sizing."""
 
@@ -306,7 +262,7 @@ def _stress(kernel: str | None, instances: int, cpus: Sequence[int], duration_s:
     if kernel is None:
         yield
         return
-    args = ["--kernel", kernel, "--instances", str(instances), "--cpus", _cpu_text(cpus)]
+    args = ["--kernel", kernel, "--instances", str(instances), "--cpus", cpu_text(cpus)]
     args += ["--duty-cycle", "1", "--duration-s", f"{duration_s:.3f}"]
     errors: list[BaseException] = []
 
@@ -332,8 +288,6 @@ def _exclusive_by_service(traces: Path) -> tuple[dict[str, dict], str | None]:
     jaeger = traces / "traces.jaeger.json"
     if not jaeger.exists():
         return {}, f"no trace file at {jaeger}"
-    from ..analyze import critical_paths
-
     try:
         a = critical_paths(jaeger)
     except EngineError as e:
@@ -437,7 +391,7 @@ class PlacementStudy:
         # 2. Sensitivity: the services with the largest need first (quick tests only the top ones).
         tested = sorted(SERVICES, key=lambda s: -weights[s])[: plan.tested or len(SERVICES)]
         analysis["tested"] = tested
-        perf_cores = _sibling_groups(pools.performance)
+        perf_cores = sibling_groups(pools.performance)
         home = perf_cores[0][:1]  # the service under test: the first CPU of the first performance core
         same = perf_cores[0][1:2] if pools.smt and len(perf_cores[0]) > 1 else home
         positions = [("same-core", same)]
@@ -457,8 +411,8 @@ class PlacementStudy:
                 {"name": "interference points", "variant": "", "reason": f"{STRESS} {stress_missing}"}
             )
         for service in tested:
-            flags = ["--placement", f"{service}={_cpu_text(home)}"]
-            flags += [a for s in SERVICES if s != service for a in ("--placement", f"{s}={_cpu_text(pools.general)}")]
+            flags = ["--placement", f"{service}={cpu_text(home)}"]
+            flags += [a for s in SERVICES if s != service for a in ("--placement", f"{s}={cpu_text(pools.general)}")]
             base_meta = {"kind": "sensitivity", "service": service, "kernel": None, "instances": 0, "position": None}
             progress(f"{service} isolated")
             point(f"iso-{service}", rate, flags, pools.general, base_meta)
@@ -517,8 +471,8 @@ class PlacementStudy:
         s = summarize([d.document for d in docs if d.engine in (LOAD, SVC)], analysis)
         pools = analysis["pools"]
         sec.intro += (
-            f" Pools: general = CPUs {_cpu_text(pools['general'])} (with the load generator), performance = CPUs "
-            f"{_cpu_text(pools['performance'])} ({pools['how']}); same-core interference = {analysis.get('same_core')}; "
+            f" Pools: general = CPUs {cpu_text(pools['general'])} (with the load generator), performance = CPUs "
+            f"{cpu_text(pools['performance'])} ({pools['how']}); same-core interference = {analysis.get('same_core')}; "
             f"offered rate {fmt_count(analysis.get('rate_per_s'))}/s."
         )
         sec.notes += s["notes"]

@@ -42,33 +42,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from .. import plots, topology
-from ..engines import EngineError, EngineStartError, run_engine, serve
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from . import analyze as analyze_study
-from ._common import (
-    achieved_per_s,
-    http_load_args,
-    measurement,
-    pinning_text,
-    point_times,
-    requested_cpus,
-    round_rate,
-    run_scale,
-    study_section,
-)
+from tailscope.lab import topology
+from tailscope.lab.cpus import requested_cpus
+from tailscope.lab.engines import EngineError, run_engine
+from tailscope.lab.graph import LOAD, MODELS, PATH, SVC, graph, run_front_load
+from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.report import plots
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import pinning_text, point_times, round_rate, run_scale, study_section
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
-SVC = "tailscope-svc"
-LOAD = "tailscope-load"
-MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
 BASELINE_MODEL = "std-async"
-PATH = "/wrk2-api/post/compose"
 # Keep-alive connections of the closed-loop ceiling and of the open-loop sweep: the same number, so
 # no model's open-loop rate is capped below its ceiling by Little's law (one request in flight per
 # connection: rate ≤ connections ÷ latency). With 32 for the sweep, coroutine at 3 700/s needed 33 in
@@ -95,77 +84,9 @@ PING_WARMUP = 200
 # others, so its cost lies between this ping's and the one-at-a-time ping's.
 PING_BATCHED_CONCURRENCY = 16
 TRACE_SAMPLE = 0.01
+# The capstone's scheduling + join delay of the first async calls (its Figure 6 text; analyze and Figure 8 compare with it).
+CAPSTONE_DELAY_RANGE_NS = (8e6, 23e6)
 TRACING_PAIRS = 2
-
-
-# Kept by name for the studies that catch it: the graph exited before it was ready.
-GraphStartError = EngineStartError
-
-
-@contextmanager
-def graph(
-    topology_json: Path,
-    model: str,
-    out: Path,
-    trace_sample: float = 0.0,
-    traces: Path | None = None,
-    extra: list[str] | None = None,
-    cpu: int | Iterable[int] | None = None,
-) -> Iterator[tuple[int, dict]]:
-    """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
-
-    `cpu` pins the supervisor, and so every service process it forks, to one CPU
-    (`tailscope run --cpus CLIENT,SERVER`) or a set of CPUs; by default nothing is pinned. The
-    supervisor stops its 12 service processes on SIGTERM and merges their
-    documents into `out`, which can take a while on a loaded machine: hence the
-    long stop timeout."""
-    args = [
-        "--topology",
-        str(topology_json),
-        "--all",
-        "--model",
-        model,
-        "--port",
-        "0",
-        "--trace-sample",
-        str(trace_sample),
-        "--out",
-        str(out),
-        *(extra or []),
-    ]
-    if traces is not None:
-        args += ["--traces", str(traces)]
-    with serve(
-        SVC,
-        args,
-        ready_timeout_s=60.0,
-        stop_timeout_s=30.0,
-        cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu)),
-    ) as server:
-        yield server.port, server.ready
-
-
-def _load(
-    port: int,
-    rate: float,
-    connections: int,
-    duration_s: float,
-    warmup_s: float,
-    timeout_s: float,
-    client_cpu: int | None = None,
-    extra: list[str] | None = None,
-) -> dict:
-    args = http_load_args(
-        port,
-        PATH,
-        connections,
-        rate,
-        duration_s,
-        warmup_s,
-        timeout="2s",
-        cpus=None if client_cpu is None else [client_cpu],
-    )
-    return run_engine(LOAD, args + (extra or []), timeout_s=timeout_s).document
 
 
 def core_counts(allowed: int, full: bool) -> list[int]:
@@ -240,7 +161,7 @@ class SocialnetStudy:
             return graph(topo_json, model, out, trace_sample, traces, cpu=server_cpu)
 
         def load(port: int, rate: float, connections: int) -> dict:
-            return _load(port, rate, connections, duration, warmup, timeout, client_cpu)
+            return run_front_load(port, rate, connections, duration, warmup, timeout, client_cpu)
 
         art = Path(ctx.artifacts_dir) / "socialnet"
         art.mkdir(parents=True, exist_ok=True)
@@ -476,10 +397,10 @@ class SocialnetStudy:
             sec.blocks.append(_connections_figure(conn))
         if summary["tracing"]:
             sec.blocks.append(_tracing_table(summary["tracing"]))
-        fig8 = analyze_study.async_call_cdf_figure(store, run_id)  # capstone Figure 8
+        fig8 = async_call_cdf_figure(store, run_id)  # capstone Figure 8
         if fig8:
             sec.blocks.append(fig8)
-        check8 = analyze_study.figure8_check(store, run_id)
+        check8 = figure8_check(store, run_id)
         if check8:
             sec.add_references([check8], "Capstone Figure 8 vs here")
         return sec
@@ -1093,3 +1014,144 @@ def _tracing_table(t: dict) -> Table:
         "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
         "buffers and written to disk once a second during the run (the cost includes that export).",
     )
+
+
+# ---- capstone Figure 8: the async calls of this run's traces (the analyze study's measurements) ----
+
+
+def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
+    """The capstone's Figure 8: CDFs of the scheduling and join delay of every
+    async call in the traced graph (tailscope's 5-timestamp probe), one panel
+    per concurrency model, beside the RPC-gap delays of the same traces.
+    From the analyze study's measurements of this run; None when it stored none."""
+    df = store.measurements(run_id, "analyze")
+    if df.empty:
+        return None
+    cdf = store.cdf(run_id, "analyze")
+    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
+    if calls.empty:
+        return None
+    points = sorted(calls["point"].unique())
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    # Three panels a row and one legend for all: five models in one row with a legend per panel
+    # left each panel ~200 px wide and covered by its own legend (screenshots at 1400 px).
+    columns = min(3, len(points))
+    rows = -(-len(points) // columns)
+    fig, grid = plt.subplots(
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 1.4), layout="constrained", sharey=True, squeeze=False
+    )
+    axes = list(grid.flat)
+    for ax in axes[len(points) :]:
+        ax.set_visible(False)
+    # One colour per call in every panel (tab20: the graph has a dozen async calls).
+    all_variants = sorted(calls["variant"].unique())
+    cmap = plt.get_cmap("tab20")
+    colour_of = {v: matplotlib.colors.to_hex(cmap(i % 20)) for i, v in enumerate(all_variants)}
+    handles: dict[str, Line2D] = {}
+    worst: tuple[float, str, str, str] | None = None
+    for ax, point in zip(axes, points, strict=False):
+        sub = calls[calls["point"] == point]
+        for variant in sorted(sub["variant"].unique()):
+            for name, style in (("probe_call_scheduling", "-"), ("probe_call_join", ":")):
+                row = sub[(sub["name"] == name) & (sub["variant"] == variant)]
+                if row.empty:
+                    continue
+                pts = cdf[(cdf["point"] == point) & (cdf["name"] == name) & (cdf["variant"] == variant)]
+                plots.value_cdf(
+                    ax,
+                    pts["value_ns"],
+                    pts["percentile"],
+                    color=colour_of[variant],
+                    linestyle=style,
+                    linewidth=1.2,
+                    label=variant.split(":")[-1],
+                )
+                if name.endswith("scheduling"):
+                    handles.setdefault(variant.split(":")[-1], ax.get_lines()[-1])
+                p99 = float(row.iloc[0]["p99_ns"])
+                if worst is None or p99 > worst[0]:
+                    worst = (p99, point, variant, "scheduling" if name.endswith("scheduling") else "join")
+        for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
+            pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
+            if not pts.empty:
+                plots.value_cdf(ax, pts["value_ns"], pts["percentile"], color=colour, linewidth=2, label=name)
+                handles.setdefault(f"RPC gap {name.split('_')[1]}", ax.get_lines()[-1])
+        ax.set_xscale("log")  # also for a panel with nothing drawn
+        plots.format_ns_axis(ax.xaxis)
+        plots.thin_log_majors(ax.xaxis)
+        ax.set_title(point or "(input)", fontsize=9)
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=7,
+        frameon=False,
+        title="call (solid: scheduling, dotted: join)",
+        title_fontsize=7,
+    )
+    for r in range(rows):
+        grid[r][0].set_ylabel("fraction of calls")
+    assert worst is not None
+    n = int(calls["samples"].sum())
+    return Figure(
+        "Delay of every async call, per concurrency model (capstone Figure 8)",
+        plots.to_svg(fig),
+        "Scheduling delay (launch → the call's function starts) and join delay (function ends → the caller "
+        "has the value) from tailscope's 5-timestamp probe on every async/deferred call of the sampled "
+        f"traces ({fmt_count(n)} call samples), solid and dotted; thick lines: the RPC-gap delays of the same "
+        "traces (server span start − client span start, client end − server end).",
+        f"Largest p99 among the async calls: {fmt_ns(worst[0])} ({worst[3]} delay of {worst[2]} under {worst[1]}).",
+    )
+
+
+# A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
+MIN_P99_SAMPLES = 100
+
+
+def figure8_check(store: Store, run_id: str) -> ReferenceCheck | None:
+    """The capstone's Figure 8 (CDFs of every async call's delay in DeathStarBench, std::async) beside
+    this run: std-async's largest async-call p99 against the capstone's 8–23 ms, and against the other
+    models' largest. None when the run analyzed no traces with probe calls."""
+    df = store.measurements(run_id, "analyze")
+    if df.empty:
+        return None
+    calls = df[df["name"].isin(["probe_call_scheduling", "probe_call_join"])]
+    if calls.empty:
+        return None
+    lo, hi = CAPSTONE_DELAY_RANGE_NS
+    reported = f"async-call scheduling and join delays of {fmt_ns(lo)}–{fmt_ns(hi)} under load (std::async)"
+    worst: dict[str, tuple[float, str, str, int]] = {}
+    for _, r in calls[calls["samples"] >= MIN_P99_SAMPLES].iterrows():
+        p99 = float(r["p99_ns"])
+        if r["point"] not in worst or p99 > worst[r["point"]][0]:
+            kind = "scheduling" if r["name"].endswith("scheduling") else "join"
+            worst[r["point"]] = (p99, kind, str(r["variant"]), int(r["samples"]))
+    if "std-async" not in worst:
+        return ReferenceCheck(
+            "capstone Figure 8",
+            reported,
+            "unavailable",
+            UNAVAILABLE,
+            f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces",
+        )
+    p99, kind, call, n = worst["std-async"]
+    others = {m: w for m, w in worst.items() if m != "std-async"}
+    above_all = all(p99 > w[0] for w in others.values())
+    verdict = HOLDS if p99 >= lo else PARTLY if others and above_all else DOES_NOT_HOLD
+    here = f"std-async largest async-call p99 {fmt_ns(p99)} ({kind} delay of {call}, n={fmt_count(n)})"
+    other_text = (
+        "; the other models' largest: " + ", ".join(f"{m} {fmt_ns(w[0])}" for m, w in sorted(others.items()))
+        if others
+        else ""
+    )
+    why = (
+        f"{here}, {'within or above' if p99 >= lo else 'below'} the capstone's {fmt_ns(lo)}–{fmt_ns(hi)}"
+        f"{other_text}{' (std-async the highest)' if others and above_all else ''}; calls with fewer than "
+        f"{MIN_P99_SAMPLES} samples not cited; traces sampled at {TRACE_SAMPLE * 100:g} % over each model's "
+        f"open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its ceiling."
+    )
+    return ReferenceCheck("capstone Figure 8", reported, here, verdict, why)

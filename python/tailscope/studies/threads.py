@@ -10,8 +10,8 @@ dispatcher count stays at the runtime's default (1) and is read back from the gr
 Per (workload, variant, N), on one graph: closed-loop points (tailscope-load -R 0, one keep-alive
 connection per user, think time 0) for every users count, then open-loop points at fractions of the
 best closed-loop throughput (latency from the intended send time) for the p99-vs-load curve. During
-every point's measured window `tailscope.procstat` samples /proc every 100 ms. Each point's
-latency_intended histogram (.hlog) is read back for the tail analysis (`tailscope.tail`).
+every point's measured window `tailscope.lab.procstat` samples /proc every 100 ms. Each point's
+latency_intended histogram (.hlog) is read back for the tail analysis (`tailscope.measure.tail`).
 
 The generator and the graph are pinned to different CPUs (first allowed CPU for the generator,
 the others for the graph; `--cpus CLIENT,SERVER` overrides) and the pinning is recorded.
@@ -22,24 +22,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import resource
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import plots, tail, topology
-from ..engines import EngineError, run_engine
-from ..procstat import ProcSampler
-from ..store import EngineDocument, Store
-from ..units import fmt_count, fmt_ns, fmt_ratio
-from . import Figure, RunContext, Section, Table
-from ._common import LATENCY_COLUMNS, achieved_per_s, http_load_args, latency_cells, round_rate, run_scale
-from .socialnet import SVC, GraphStartError, graph
+from tailscope.lab import topology
+from tailscope.lab.cpus import cpu_split
+from tailscope.lab.engines import REPO_ROOT, EngineError
+from tailscope.lab.graph import LOAD, PATH, POOL_SIZES, SVC, GraphStartError, pinned_graph, raise_nofile, run_point
+from tailscope.measure import tail
+from tailscope.measure.measurement import achieved_per_s, connection_flags
+from tailscope.report import plots
+from tailscope.report.blocks import Figure, Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import LATENCY_COLUMNS, latency_cells, round_rate, run_scale
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
-LOAD = "tailscope-load"
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 WORKLOADS = {
     "passthrough": (REPO / "topologies" / "passthrough.yaml", "/passthrough"),
     "transform": (REPO / "topologies" / "transform.yaml", "/transform"),
@@ -49,7 +48,6 @@ FRONT = "front"
 DEFAULT_OBJECTIVE_MS = 50.0
 DEFAULT_MESSAGE_BYTES = 50
 COMPARE = (10, 100)  # the article's comparison: 100 vs 10 threads
-FD_MARGIN = 64  # descriptors the generator needs besides its connections
 
 
 @dataclass
@@ -80,8 +78,8 @@ PLANS = {
         socialnet=True,
     ),
 }
-SOCIALNET_PATH = "/wrk2-api/post/compose"
-SOCIALNET_THREADS = [2, 10, 100]
+SOCIALNET_PATH = PATH
+SOCIALNET_THREADS = POOL_SIZES
 SOCIALNET_USERS = [10, 100, 500]
 
 
@@ -101,25 +99,6 @@ def plan_for(ctx: RunContext) -> Plan:
     )
 
 
-def cpu_split(options: dict) -> tuple[list[int], list[int]]:
-    """(generator CPUs, graph CPUs): --cpus CLIENT,SERVER, else the first allowed CPU for the
-    generator and the others for the graph; one CPU only → both unpinned ([], [])."""
-    if options.get("cpus"):
-        client, server = (int(x) for x in str(options["cpus"]).split(",")[:2])
-        return [client], [server]
-    cpus = sorted(os.sched_getaffinity(0))
-    return ([cpus[0]], cpus[1:]) if len(cpus) > 1 else ([], [])
-
-
-def raise_nofile() -> int:
-    """Soft RLIMIT_NOFILE up to the hard limit (the graph inherits it: the front holds one
-    descriptor per user). Returns the hard limit, which bounds the users a point can reach."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return hard
-
-
 def workload_json(name: str, out: Path, message_bytes: int) -> Path:
     """The workload's topology with the message size applied (front ↔ backend, both ways)."""
     doc = topology.load(WORKLOADS[name][0])
@@ -130,40 +109,6 @@ def workload_json(name: str, out: Path, message_bytes: int) -> Path:
                 if "call" in st:
                     st["call"]["request_bytes"] = message_bytes
     return topology.write_json(doc, out)
-
-
-@contextmanager
-def pinned_graph(topo: Path, model: str, out: Path, cpus: list[int], workers: int):
-    """socialnet.graph() pinned to `cpus` (every process and thread of the graph inherits it)."""
-    with graph(topo, model, out, extra=["--workers", str(workers)], cpu=set(cpus) or None) as (port, ready):
-        yield port, ready
-
-
-def run_point(
-    port: int,
-    path: str,
-    users: int,
-    rate: float,
-    duration_s: float,
-    warmup_s: float,
-    load_cpus: list[int],
-    hlog: Path,
-    pids: dict[str, int],
-) -> tuple[dict, dict]:
-    """One tailscope-load run with /proc sampled over its measured window → (load doc, procstat)."""
-    args = http_load_args(port, path, users, rate, duration_s, warmup_s, timeout="5s", cpus=load_cpus)
-    args += ["--hlog", str(hlog), "--hlog-interval", f"{duration_s + 1:.3f}"]
-    sampler = ProcSampler(pids)
-    # The sampler starts when the warm-up ends, so its window is (close to) the measured one.
-    timer = threading.Timer(warmup_s, sampler.start)
-    timer.start()
-    try:
-        doc = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 60).document
-    finally:
-        timer.cancel()
-        timer.join()
-    stats = sampler.stop() if sampler._thread is not None else {"unavailable": "the run ended before its warm-up"}
-    return doc, stats
 
 
 def tail_of(hlog: Path) -> dict:
@@ -245,7 +190,7 @@ class ThreadsStudy:
                             "users": users,
                             "procstat": stats,
                             "tail": tail_of(hlog),
-                            "flags": _flags(d, users, nofile_hard),
+                            "flags": connection_flags(d, users, nofile_hard),
                         }
                         docs.append(EngineDocument(self.name, LOAD, d, f"{key}/closed/{users}"))
                     for f in plan.open_fractions:
@@ -266,7 +211,7 @@ class ThreadsStudy:
                             "rate_per_s": rate,
                             "procstat": stats,
                             "tail": tail_of(hlog),
-                            "flags": _flags(d, users, nofile_hard),
+                            "flags": connection_flags(d, users, nofile_hard),
                         }
                         docs.append(EngineDocument(self.name, LOAD, d, f"{key}/open/{rate:.0f}"))
             except GraphStartError as e:
@@ -312,22 +257,6 @@ class ThreadsStudy:
 
 
 STUDY = ThreadsStudy()
-
-
-def _flags(doc: dict, users: int, nofile_hard: int) -> list[str]:
-    """Why a point did not measure what it asked for (the users' count, errors) — flagged, never hidden."""
-    load = doc.get("load", {})
-    flags = []
-    if users + FD_MARGIN > nofile_hard:
-        flags.append(f"{users} users need more descriptors than the hard RLIMIT_NOFILE ({nofile_hard})")
-    if (load.get("connections_established") or 0) < users or (load.get("errors") or {}).get("connect"):
-        flags.append(
-            f"only {load.get('connections_established')} of {users} connections were established "
-            f"({(load.get('errors') or {}).get('connect', 0)} connect errors)"
-        )
-    if load.get("errors_total"):
-        flags.append(f"{load['errors_total']} errors: {json.dumps(load.get('errors'))}")
-    return flags
 
 
 def _unavailable_doc(base: dict, reason: str) -> dict:

@@ -15,7 +15,7 @@
    source run's rate; predicted p99 ÷ measured p99.
 4. The same loop (steps 1, without advise) on topologies/hotel.yaml driven through /hotels.
 
-The benchmark prints the ratios; it asserts nothing (tests/test_twin.py checks the structure).
+The benchmark prints the ratios; it asserts nothing (tests/e2e/test_twin.py checks the structure).
 Quick form: 4 s per source/twin run, advise rungs 1.5 s, the uncalibrated twins only in the full
 form (10 s runs). Options: `twin_model`, `twin_rate_per_s`, `objective_ms`, `scale`.
 """
@@ -28,19 +28,22 @@ from pathlib import Path
 
 import yaml
 
-from .. import topology
-from ..engines import EngineError, run_engine
-from ..store import EngineDocument, Store
-from ..twin.advise import advice_lines, advise
-from ..twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
-from ..twin.infer import InferOptions
-from ..twin.spans import TraceSet
-from ..twin.structure import differences
-from ..twin.validate import TwinRun, comparison, load_summary, run_twin
-from ..units import fmt_ns, fmt_ratio
-from . import RunContext, Section, Table
-from ._common import http_load_args, measurement, study_section
-from .socialnet import LOAD, graph
+from tailscope.lab import topology
+from tailscope.lab.engines import EngineError, run_engine
+from tailscope.lab.graph import LOAD, graph
+from tailscope.lab.load import http_load_args
+from tailscope.measure.measurement import measurement
+from tailscope.report.blocks import Section, Table
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import study_section
+from tailscope.twin.advise import advice_lines, advise, inferred_twin, point_flags
+from tailscope.twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
+from tailscope.twin.infer import InferOptions
+from tailscope.twin.spans import TraceSet
+from tailscope.twin.structure import differences
+from tailscope.twin.validate import TwinRun, comparison, load_summary, run_twin
+from tailscope.units import fmt_ns, fmt_ratio
 
 ENGINE = "tailscope-twin"  # the documents this study stores are the driver's, not an engine's
 RATE_PER_S = 100.0
@@ -214,8 +217,6 @@ class TwinStudy:
         rec = advice["recommendation"]
         if not rec.get("alternative"):
             return {"predicted_p99_ns": None, "measured_p99_ns": None, "ratio": None, "unavailable": rec["unavailable"]}
-        from ..twin.advise import inferred_twin, point_flags
-
         ctx.progress(f"twin: closing loop: {rec['alternative']} on its twin and on socialnet.yaml at {rate:g}/s", 0.8)
         topo, _ = inferred_twin(ts, InferOptions(name="socialnet-twin"), corrections)
         twin = run_twin(

@@ -18,12 +18,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import topology as topology_mod
-from ..engines import EngineError
-from ..studies._common import measurement
-from .infer import InferOptions, infer
-from .spans import TraceSet
-from .validate import TwinRun, _connections, comparison, load_summary, run_twin, samples
+from tailscope.lab import topology as topology_mod
+from tailscope.lab.engines import EngineError
+from tailscope.lab.graph import MODELS, POOL_SIZES
+from tailscope.lab.placement import make_pools, placement_flags
+from tailscope.measure.measurement import measurement
+from tailscope.twin.infer import InferOptions, infer
+from tailscope.twin.spans import TraceSet
+from tailscope.twin.validate import TwinRun, _connections, comparison, load_summary, run_twin, samples
+from tailscope.units import fmt_ns, fmt_ratio
 
 SCHEMA = "tailscope.twin.advice/1"
 ACHIEVED_FRACTION = 0.95
@@ -56,16 +59,12 @@ def _threads_text(model: str, workers: int | None = None) -> str:
 
 
 def model_alternatives(options: dict) -> list[Alternative]:
-    from ..studies.socialnet import MODELS
-
     return [Alternative(m, m, [], "socialnet", _threads_text(m)) for m in options.get("models") or MODELS]
 
 
 def thread_alternatives(options: dict) -> list[Alternative]:
     """The threads study's pool sizes, on the pool models."""
-    from ..studies.threads import SOCIALNET_THREADS
-
-    threads = options.get("threads") or SOCIALNET_THREADS
+    threads = options.get("threads") or POOL_SIZES
     return [
         Alternative(f"{m} --workers {n}", m, ["--workers", str(n)], "threads", _threads_text(m, n))
         for m in ("pool-blocking", "pool-callback")
@@ -77,8 +76,6 @@ def placement_alternatives(options: dict) -> list[Alternative]:
     """The placement study's latency-driven placement (its scenarios need interference runs the
     traces cannot replace): the services with the largest critical-path p99 in the traces on the
     performance pool, the rest with the load generator on the general pool. Only with ≥ 2 cores."""
-    from ..studies.placement import make_pools, placement_flags
-
     services: list[str] = options.get("services_by_p99") or []
     pools = make_pools(sorted(os.sched_getaffinity(0)), full=False)
     if pools is None or not services:
@@ -393,8 +390,6 @@ def sensitivity(
 
 def advice_lines(doc: dict) -> list[str]:
     """What `tailscope advise` prints and the report's section notes: every line from the document."""
-    from ..units import fmt_ns, fmt_ratio
-
     v = doc["validation_error"]
     lines = [
         f"twin of {doc['inference']['traces']} traces at {doc['rate_per_s']:.4g}/s, validated under {doc['model']}: "

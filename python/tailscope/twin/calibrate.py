@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import topology as topology_mod
-from .infer import InferOptions, fit_medians_us, infer
-from .spans import TraceSet
-from .validate import _connections, run_twin
+from tailscope.lab import topology as topology_mod
+from tailscope.twin.infer import InferOptions, fit_medians_us, infer
+from tailscope.twin.spans import TraceSet
+from tailscope.twin.validate import _connections, run_twin
 
 
 def calibrate(

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from .. import topology as topology_mod
-from ..atomicfile import write_text_atomic
-from ..units import fmt_ns, fmt_ratio
-from .calibrate import calibrate
-from .infer import InferOptions, infer
-from .spans import TraceSet, read_traces
+from tailscope.atomicfile import write_text_atomic
+from tailscope.lab import topology as topology_mod
+from tailscope.lab.allow_list import check_base_url
+from tailscope.traces import jaeger as jq
+from tailscope.twin.calibrate import calibrate
+from tailscope.twin.infer import InferOptions, infer
+from tailscope.twin.spans import TraceSet, read_traces
+from tailscope.units import fmt_ns, fmt_ratio
 
 
 def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookback: str) -> list[Path]:
@@ -22,10 +24,8 @@ def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookb
     client as `tailscope analyze --jaeger` (jaeger_query: loopback/lab hosts only, paging
     by time windows, a trace that changed between pages refused). Raises ValueError
     naming the URL or the flag."""
-    from .. import jaeger_query as jq
-
     try:
-        base = jq.check_base_url(url, "--jaeger")
+        base = check_base_url(url, "--jaeger")
         lookback_s = jq.parse_lookback(lookback)
         services = [service] if service else [str(s) for s in jq.get_json(f"{base}/api/services")["data"]]
         if not services:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engines import run_engine
+from tailscope.lab.engines import run_engine
 
 CRITPATH = "tailscope-critpath"
 # Reading a trace file is linear in its size; a limit only catches a hung engine.

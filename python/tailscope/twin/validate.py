@@ -20,10 +20,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from .. import topology as topology_mod
-from ..engines import run_engine
-from ..studies._common import achieved_per_s, http_load_args
-from .spans import Trace, TraceSet, read_traces
+from tailscope.lab import topology as topology_mod
+from tailscope.lab.engines import run_engine
+from tailscope.lab.graph import graph
+from tailscope.lab.load import http_load_args
+from tailscope.measure.measurement import achieved_per_s
+from tailscope.twin.infer import recorded_rate
+from tailscope.twin.spans import Trace, TraceSet, read_traces
 
 LOAD = "tailscope-load"
 # The twin's trace volume: enough for a p99 with ≥ 10 samples beyond it on every service, small
@@ -193,7 +196,6 @@ def run_twin(
     """Runs the (validated) topology under `model` at `rate_per_s`, traced; returns the twin's
     traces (the warm-up's left out), the load generator's and the graph's documents. Its files
     go to `workdir` (kept) or, without one, to a temporary folder removed after the run."""
-    from ..studies.socialnet import graph
 
     with ExitStack() as stack:
         if workdir is None:
@@ -255,8 +257,6 @@ def validate(
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """The validation document (schema tailscope.twin.validation/1)."""
-    from .infer import recorded_rate
-
     topo = topology_mod.load(topology_path)
     original = original or read_traces(trace_files)
     if not original.traces:

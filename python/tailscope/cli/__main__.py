@@ -1,0 +1,5 @@
+"""`python -m tailscope.cli`: the tailscope command."""
+
+from tailscope.cli import main
+
+main()

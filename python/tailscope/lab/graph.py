@@ -1,0 +1,137 @@
+"""The microservice graph as the studies start it: `tailscope-svc --all` (one process per service)
+and tailscope-load against its HTTP front."""
+
+from __future__ import annotations
+
+import resource
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tailscope.lab.engines import EngineStartError, run_engine, serve
+from tailscope.lab.load import http_load_args
+from tailscope.lab.procstat import ProcSampler
+
+SVC = "tailscope-svc"
+LOAD = "tailscope-load"
+# tailscope-svc's concurrency models, in the engine's order (`tailscope-svc --list-models`).
+MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+# The compose-post front of topologies/socialnet.yaml (DeathStarBench's wrk2 path).
+PATH = "/wrk2-api/post/compose"
+# The pool sizes the threads study and the advice try on the pool models (the article's 10 vs 100, and 2).
+POOL_SIZES = [2, 10, 100]
+
+# Kept by name for the studies that catch it: the graph exited before it was ready.
+GraphStartError = EngineStartError
+
+
+@contextmanager
+def graph(
+    topology_json: Path,
+    model: str,
+    out: Path,
+    trace_sample: float = 0.0,
+    traces: Path | None = None,
+    extra: list[str] | None = None,
+    cpu: int | Iterable[int] | None = None,
+) -> Iterator[tuple[int, dict]]:
+    """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
+
+    `cpu` pins the supervisor, and so every service process it forks, to one CPU
+    (`tailscope run --cpus CLIENT,SERVER`) or a set of CPUs; by default nothing is pinned. The
+    supervisor stops its 12 service processes on SIGTERM and merges their
+    documents into `out`, which can take a while on a loaded machine: hence the
+    long stop timeout."""
+    args = [
+        "--topology",
+        str(topology_json),
+        "--all",
+        "--model",
+        model,
+        "--port",
+        "0",
+        "--trace-sample",
+        str(trace_sample),
+        "--out",
+        str(out),
+        *(extra or []),
+    ]
+    if traces is not None:
+        args += ["--traces", str(traces)]
+    with serve(
+        SVC,
+        args,
+        ready_timeout_s=60.0,
+        stop_timeout_s=30.0,
+        cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu)),
+    ) as server:
+        yield server.port, server.ready
+
+
+def run_front_load(
+    port: int,
+    rate: float,
+    connections: int,
+    duration_s: float,
+    warmup_s: float,
+    timeout_s: float,
+    client_cpu: int | None = None,
+    extra: list[str] | None = None,
+    path: str = PATH,
+) -> dict:
+    """One tailscope-load run against the graph's front (rate 0 = closed loop) → its document."""
+    args = http_load_args(
+        port,
+        path,
+        connections,
+        rate,
+        duration_s,
+        warmup_s,
+        timeout="2s",
+        cpus=None if client_cpu is None else [client_cpu],
+    )
+    return run_engine(LOAD, args + (extra or []), timeout_s=timeout_s).document
+
+
+@contextmanager
+def pinned_graph(topo: Path, model: str, out: Path, cpus: list[int], workers: int):
+    """graph() pinned to `cpus` (every process and thread of the graph inherits it)."""
+    with graph(topo, model, out, extra=["--workers", str(workers)], cpu=set(cpus) or None) as (port, ready):
+        yield port, ready
+
+
+def run_point(
+    port: int,
+    path: str,
+    users: int,
+    rate: float,
+    duration_s: float,
+    warmup_s: float,
+    load_cpus: list[int],
+    hlog: Path,
+    pids: dict[str, int],
+) -> tuple[dict, dict]:
+    """One tailscope-load run with /proc sampled over its measured window → (load doc, procstat)."""
+    args = http_load_args(port, path, users, rate, duration_s, warmup_s, timeout="5s", cpus=load_cpus)
+    args += ["--hlog", str(hlog), "--hlog-interval", f"{duration_s + 1:.3f}"]
+    sampler = ProcSampler(pids)
+    # The sampler starts when the warm-up ends, so its window is (close to) the measured one.
+    timer = threading.Timer(warmup_s, sampler.start)
+    timer.start()
+    try:
+        doc = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 60).document
+    finally:
+        timer.cancel()
+        timer.join()
+    stats = sampler.stop() if sampler._thread is not None else {"unavailable": "the run ended before its warm-up"}
+    return doc, stats
+
+
+def raise_nofile() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit (the graph inherits it: the front holds one
+    descriptor per user). Returns the hard limit, which bounds the users a point can reach."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard

@@ -1,0 +1,1 @@
+"""Measurements: histograms (.hlog), tail analysis, typed measurements."""

@@ -1,0 +1,138 @@
+"""What several studies need, written once: rates, CPUs, pinning text,
+unavailable notes, typed access to the measurements of a result document
+(docs/formats.md), finding a stored engine document, building plot series.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tailscope.report.blocks import Section
+from tailscope.store import EngineDocument, Store
+from tailscope.units import fmt_count, fmt_ns
+
+if TYPE_CHECKING:
+    from tailscope.studies.base import RunContext
+
+T = TypeVar("T")
+
+
+# ---- rates -----------------------------------------------------------------------
+
+
+def round_rate(rate_per_s: float, digits: int = 2) -> float:
+    """Rounds down to `digits` significant digits, so a derived rate reads as a round
+    number (and never exceeds what it was derived from)."""
+    if rate_per_s <= 0:
+        return 0.0
+    mag = 10 ** (int(math.floor(math.log10(rate_per_s))) - digits + 1)
+    return math.floor(rate_per_s / mag) * mag
+
+
+# ---- how long a point runs ------------------------------------------------------------
+
+
+def run_scale(options: dict) -> float:
+    """The run's --scale (1.0 unless given): every sample count and window is multiplied by it."""
+    return float(options.get("scale") or 1.0)
+
+
+def point_times(
+    ctx: RunContext,
+    quick: tuple[float, float],
+    full: tuple[float, float],
+    floor: tuple[float, float],
+) -> tuple[float, float]:
+    """(window_s, warmup_s) of one measured point: the form's (window, warm-up) times the run's
+    --scale, never below `floor` (the shortest window and warm-up the study still reads)."""
+    scale = run_scale(ctx.options)
+    window, warmup = full if ctx.form == "full" else quick
+    return max(floor[0], window * scale), max(floor[1], warmup * scale)
+
+
+# ---- pinning -------------------------------------------------------------------------
+
+
+def pinning_text(server: str, server_cpu: object, client: str, client_cpu: object) -> str:
+    """The caption prefix every pinned figure carries (measurement rules: say where things ran)."""
+    return f"{server} pinned to CPU {server_cpu}, {client} to CPU {client_cpu}"
+
+
+# ---- notes ------------------------------------------------------------------------------
+
+
+def study_section(study: Any, store: Store, run_id: str, intro: str, section_id: str | None = None) -> Section:
+    """A study's report section, opened with the notes of every figure it could not measure."""
+    sec = Section(section_id or study.name, study.title, intro)
+    sec.notes += unavailable_notes(store, run_id, study.name)
+    return sec
+
+
+def unavailable_notes(store: Store, run_id: str, study: str) -> list[str]:
+    """One note per figure the study could not measure, with the reason (never a zero)."""
+    notes = []
+    for s, name, variant, reason in store.unavailable(run_id):
+        if s == study:
+            notes.append(f"{name} ({variant}) unavailable: {reason}" if variant else f"{name} unavailable: {reason}")
+    return notes
+
+
+# ---- flagged points: what a finding may cite ------------------------------------------------
+
+
+def cite(label: str, flags: Sequence[str]) -> str:
+    """How a finding names a point: a flagged point always carries its flags (the house rule: a
+    finding never cites a flagged point without saying so)."""
+    return f"{label} [flagged: {'; '.join(flags)}]" if flags else label
+
+
+# ---- stored documents and series -------------------------------------------------------------
+
+
+def find_document(
+    docs: Iterable[EngineDocument], *, engine: str | None = None, point_prefix: str | None = None
+) -> EngineDocument | None:
+    """The first stored document of `engine` whose point starts with `point_prefix`."""
+    for d in docs:
+        if engine is not None and d.engine != engine:
+            continue
+        if point_prefix is not None and not d.point.startswith(point_prefix):
+            continue
+        return d
+    return None
+
+
+def series(
+    points: Sequence[T], select: Callable[[T], bool], x: Callable[[T], float], y: Callable[[T], Any]
+) -> tuple[list[float], list[Any]]:
+    """(xs, ys) of the selected points, sorted by x: one line of a plot."""
+    chosen = sorted((p for p in points if select(p)), key=x)
+    return [x(p) for p in chosen], [y(p) for p in chosen]
+
+
+# The headers of latency_cells' columns, in the same order.
+LATENCY_COLUMNS = ["mean", "p50", "p90", "p99", "p99.9", "samples"]
+
+
+def latency_cells(
+    mean_ns: float | None,
+    p50_ns: float | None,
+    p90_ns: float | None,
+    p99_ns: float | None,
+    p999_ns: float | None,
+    count: int | float,
+    low_confidence: Iterable[str],
+) -> list[str]:
+    """The latency columns every study table shows (mean, p50, p90, p99, p99.9, samples);
+    a percentile with too few samples beyond it is marked " *" (docs/measurement.md)."""
+    low = set(low_confidence)
+    return [
+        fmt_ns(mean_ns),
+        fmt_ns(p50_ns),
+        fmt_ns(p90_ns),
+        fmt_ns(p99_ns) + (" *" if "99" in low else ""),
+        fmt_ns(p999_ns) + (" *" if "99.9" in low else ""),
+        fmt_count(count),
+    ]

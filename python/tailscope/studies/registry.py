@@ -1,0 +1,42 @@
+"""Every study tailscope runs, in `tailscope run` order."""
+
+from __future__ import annotations
+
+from tailscope.studies import (
+    analyze,
+    asyncmodels,
+    baseline,
+    collapse,
+    contention,
+    echo,
+    isolation,
+    placement,
+    socialnet,
+    threads,
+    twin,
+)
+from tailscope.studies.base import Study
+
+
+def all_studies() -> list[Study]:
+    # analyze runs last: without trace files it analyzes the traces socialnet saved in the same run.
+    return [
+        baseline.STUDY,
+        asyncmodels.STUDY,
+        echo.STUDY,
+        socialnet.STUDY,
+        threads.STUDY,
+        collapse.STUDY,
+        contention.STUDY,
+        isolation.STUDY,
+        placement.STUDY,
+        twin.STUDY,
+        analyze.STUDY,
+    ]
+
+
+def study_by_name(name: str) -> Study:
+    for s in all_studies():
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown study '{name}' (known: {', '.join(s.name for s in all_studies())})")

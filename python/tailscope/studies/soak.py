@@ -1,0 +1,611 @@
+"""`tailscope soak` / `make soak`: the socialnet graph held under load over time.
+
+Each concurrency model in turn: start the graph (tracing at the socialnet
+study's sampling), measure its closed-loop ceiling, then drive it open loop at
+a fraction (default 80 %) of that ceiling for back-to-back intervals (default
+60 s). After each interval every service process is read from /proc: resident
+memory, threads, open descriptors. What a soak is for is what a short study
+cannot see — leaks and drift — so the verdicts compare each interval with the
+first one:
+
+- errors: zero in every interval;
+- growth: RSS and fds of every service at the last interval within 5 % of the
+  first interval's (the first interval is the warm state: pools, caches and
+  connection tables are filled by then);
+- drift: the last interval's p99 within 10 % of the first interval's.
+
+Beside the drift verdict, what could explain a drift, read in the same
+intervals: the graph's own CPU time per request (a graph that gets slower
+spends more per request), the CPU the hypervisor stole and the CPU other
+processes used (a machine that gets busier leaves the graph less), the p99 of
+every interval with its Theil–Sen trend (a leak is a trend; noise is not), and
+the rank correlation of p99 with the other processes' CPU. Before the first
+interval a short settle run at the same rate fills pools and caches, so every
+interval is measured alike (no warm-up inside interval 1).
+
+An interval's p99 can come from a few seconds inside it. While each interval
+runs, the machine is sampled every 100 ms (idle CPU from /proc/stat, runnable
+tasks from procs_running) and the load generator writes one histogram per
+second; a second with less than 5 % idle CPU is a CPU-saturation episode, and
+the p99 of the requests started more than a second away from any episode is
+reported beside the interval's p99. A thread-per-call model at 80 % of its
+ceiling on 2 cores showed why (docs/soak.md): most intervals held a steady
+p99, one held a ~4-second episode (idle 1–2 %, 30–90 runnable tasks instead
+of ~10) that made its p99 six times larger.
+
+The wall-clock budget is the whole soak (`--minutes`, split evenly over the
+models, at least one interval each). Every figure printed is read from the
+load generator's documents and /proc in this run; the JSON written beside it
+holds the same numbers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import os
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailscope.lab import procstat, topology
+from tailscope.lab.engines import EngineError
+from tailscope.lab.graph import graph, run_front_load
+from tailscope.measure.hlog import new_histogram, read_intervals
+from tailscope.studies import socialnet
+from tailscope.units import fmt_ns
+
+GROWTH_LIMIT = 0.05
+DRIFT_LIMIT = 0.10
+CEILING_DURATION_S = 5.0
+SETTLE_S = 5.0
+# The graph's CPU per request is a reading beside the targets, not a target of the issue; a
+# change larger than this is called a cost drift (the graph's own, not the machine's).
+COST_DRIFT_LIMIT = 0.05
+# An interval whose machine had less idle CPU than this had no headroom: requests queued for a
+# CPU, and its p99 is that queue (a saturated point), not a property of the graph over time.
+SATURATED_IDLE_SHARE = 0.05
+# Inside an interval: the machine is sampled this often, and judged (idle share, runnable tasks)
+# per window of this length, the load generator's histogram interval too.
+MACHINE_SAMPLE_S = 0.1
+EPISODE_WINDOW_S = 1.0
+# A load second within this many windows of a saturated one is counted in the episode: its
+# requests queued behind the episode's, or were still queued when it began.
+EPISODE_MARGIN_WINDOWS = 1
+
+
+@dataclass
+class ProcessSample:
+    service: str
+    rss_bytes: int | None
+    threads: int | None
+    fds: int | None
+
+
+@dataclass
+class IntervalCost:
+    """Where the machine's CPU went during one interval's load run (cumulative /proc counters,
+    read before and after it). Shares are of all CPUs' time; None where a counter was unreadable."""
+
+    requests: int
+    graph_cpu_per_request_ns: float | None  # the service processes' user+sys ÷ completed requests
+    graph_cpu_share: float | None
+    load_cpu_share: float | None  # the load generator (a reaped child of this process)
+    steal_share: float | None  # the hypervisor ran something else
+    other_cpu_share: float | None  # busy time that was neither the graph, the load nor stolen
+    idle_share: float | None = None  # idle + iowait: what was left; near 0 the graph queued for CPU
+
+
+@dataclass
+class Episodes:
+    """CPU-saturation episodes inside one interval, and the p99 without them.
+
+    Offsets are seconds from the interval's load start. None where it could not be read (no
+    machine samples, no per-second histograms)."""
+
+    windows: int  # 1-second windows with machine samples at both ends
+    saturated_s: list[int]  # offsets of the windows with < SATURATED_IDLE_SHARE idle
+    runnable_max: int | None  # most runnable tasks seen (procs_running, this sampler excluded)
+    runnable_median: float | None
+    worst_second_s: int | None  # offset of the load second with the highest p99
+    worst_second_p99_ns: float | None
+    p99_outside_ns: float | None  # p99 of requests started away from every episode
+    samples_outside: int = 0
+    samples_total: int = 0
+
+
+@dataclass
+class Interval:
+    index: int
+    requested_per_s: float
+    achieved_per_s: float
+    p50_ns: float | None
+    p99_ns: float | None
+    errors: int
+    processes: list[ProcessSample]
+    cost: IntervalCost | None = None
+    episodes: Episodes | None = None
+
+
+@dataclass
+class ModelSoak:
+    model: str
+    ceiling_per_s: float
+    rate_per_s: float
+    intervals: list[Interval] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+    settle_errors: int = 0
+
+
+def sample_process(service: str, pid: int) -> ProcessSample:
+    """RSS, threads and open descriptors of one live process; None where /proc cannot tell."""
+    rss = threads = fds = None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, ValueError):
+        pass
+    return ProcessSample(service, rss, threads, fds)
+
+
+def settled_samples(pids: dict[str, int], timeout_s: float = 3.0, step_s: float = 0.1) -> list[ProcessSample]:
+    """Samples every process once its descriptor count has stopped changing.
+
+    An interval's load generator has just closed its connections when the sample is taken, and a
+    server closes its side only when it reads the FIN; sampling at once counted those sockets in
+    some intervals and not in others (the first 30-minute soak saw the front's fds alternate
+    70/102, 32 being the load's connections). Waiting until two samples agree (or timeout_s) makes
+    intervals comparable; a count that is still moving at the timeout is reported as read.
+    """
+    deadline = time.monotonic() + timeout_s
+    previous = [sample_process(s, p) for s, p in sorted(pids.items())]
+    while time.monotonic() < deadline:
+        time.sleep(step_s)
+        current = [sample_process(s, p) for s, p in sorted(pids.items())]
+        if [c.fds for c in current] == [p.fds for p in previous]:
+            return current
+        previous = current
+    return previous
+
+
+@dataclass
+class CpuMark:
+    """Cumulative CPU counters at one moment: the machine's, the graph's and this process's reaped children's."""
+
+    system: procstat.SystemSnapshot
+    graph_ticks: int | None  # None: a service's /proc entry was gone
+    children_cpu_s: float
+
+
+def cpu_mark(pids: dict[str, int]) -> CpuMark:
+    ticks = [procstat.process_cpu_ticks(p) for p in pids.values()]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    graph = None if any(t is None for t in ticks) else sum(t for t in ticks if t is not None)
+    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime)
+
+
+def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCost:
+    """The interval's CPU split. The load generator is the only child reaped between the marks (it
+    runs as a child of this process and is waited for), so the children's CPU difference is its."""
+    total = after.system.cpu_total_ticks - before.system.cpu_total_ticks
+    if total <= 0:
+        return IntervalCost(requests, None, None, None, None, None, None)
+    tick_s = 1.0 / procstat.CLK_TCK
+    load = (after.children_cpu_s - before.children_cpu_s) / tick_s
+    steal = after.system.cpu_steal_ticks - before.system.cpu_steal_ticks
+    busy = after.system.cpu_busy_ticks - before.system.cpu_busy_ticks
+    idle = max(0.0, 1.0 - busy / total)
+    if before.graph_ticks is None or after.graph_ticks is None:
+        return IntervalCost(requests, None, None, load / total, steal / total, None, idle)
+    graph = after.graph_ticks - before.graph_ticks
+    per_request = graph * tick_s * 1e9 / requests if requests > 0 else None
+    # Tick rounding can make the remainder slightly negative on an otherwise idle machine.
+    other = max(0.0, busy - steal - graph - load)
+    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle)
+
+
+@dataclass
+class MachinePoint:
+    t: float  # time.time(), the clock of the load generator's hlog timestamps
+    busy_ticks: int
+    total_ticks: int
+    runnable: int  # procs_running minus the sampling thread itself
+
+
+class MachineSampler(procstat.PeriodicSampler):
+    """Samples /proc/stat every MACHINE_SAMPLE_S on a thread while an interval's load runs (and
+    once at each end)."""
+
+    def __init__(self, period_s: float = MACHINE_SAMPLE_S) -> None:
+        super().__init__(period_s, "soak-machine-sampler")
+        self.points: list[MachinePoint] = []
+
+    def tick(self) -> None:
+        snap = procstat.read_system()
+        if snap.cpu_total_ticks > 0:
+            self.points.append(
+                MachinePoint(time.time(), snap.cpu_busy_ticks, snap.cpu_total_ticks, max(0, snap.procs_running - 1))
+            )
+
+    begin = end = tick
+
+
+def window_idle(points: list[MachinePoint], start: float, n: int, window_s: float = EPISODE_WINDOW_S):
+    """Idle share (None: too few samples) and the runnable counts of each of n windows from `start`.
+    The counters' difference spans the last sample before the window to the last one inside it."""
+    times = [p.t for p in points]
+    out: list[tuple[float | None, list[int]]] = []
+    for k in range(n):
+        lo_i = bisect.bisect_left(times, start + k * window_s)
+        hi_i = bisect.bisect_left(times, start + (k + 1) * window_s)
+        inside = points[lo_i:hi_i]
+        a = points[lo_i - 1] if lo_i > 0 else (inside[0] if inside else None)
+        b = inside[-1] if inside else None
+        idle = None
+        if a is not None and b is not None and b.total_ticks > a.total_ticks:
+            idle = max(0.0, 1.0 - (b.busy_ticks - a.busy_ticks) / (b.total_ticks - a.total_ticks))
+        out.append((idle, [p.runnable for p in inside]))
+    return out
+
+
+def per_second_histograms(hlog: Path, tag: str = "latency_intended") -> tuple[float, list[tuple[float, Any]]]:
+    """(the log's start, epoch seconds; [(offset_s, histogram)]) from the load generator's .hlog."""
+    start, rows = read_intervals(hlog, tag)
+    if start is None:
+        raise ValueError(f"{hlog}: no StartTime line")
+    return start, rows
+
+
+def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | None:
+    """The interval's saturated windows, its worst second and its p99 away from them."""
+    if hlog is None or not hlog.exists() or len(points) < 2:
+        return None
+    try:
+        start, rows = per_second_histograms(hlog)
+    except (OSError, ValueError):
+        return None
+    if not rows:
+        return None
+    n = int(max(off for off, _ in rows) // EPISODE_WINDOW_S) + 1
+    windows = window_idle(points, start, n)
+    saturated = [k for k, (idle, _) in enumerate(windows) if idle is not None and idle < SATURATED_IDLE_SHARE]
+    runnable = [r for _, rs in windows for r in rs]
+    outside = new_histogram()
+    total = 0
+    worst: tuple[float, int] | None = None
+    near = {k + d for k in saturated for d in range(-EPISODE_MARGIN_WINDOWS, EPISODE_MARGIN_WINDOWS + 1)}
+    for off, h in rows:
+        count = h.get_total_count()
+        if count == 0:
+            continue
+        total += count
+        second = int(off // EPISODE_WINDOW_S)
+        p99 = float(h.get_value_at_percentile(99))
+        if worst is None or p99 > worst[0]:
+            worst = (p99, second)
+        if second not in near:
+            outside.add(h)
+    kept = outside.get_total_count()
+    return Episodes(
+        windows=sum(1 for idle, _ in windows if idle is not None),
+        saturated_s=saturated,
+        runnable_max=max(runnable) if runnable else None,
+        runnable_median=float(statistics.median(runnable)) if runnable else None,
+        worst_second_s=worst[1] if worst else None,
+        worst_second_p99_ns=worst[0] if worst else None,
+        p99_outside_ns=float(outside.get_value_at_percentile(99)) if kept else None,
+        samples_outside=kept,
+        samples_total=total,
+    )
+
+
+def spans_text(seconds: list[int]) -> str:
+    """[3, 4, 5, 9] -> "3–6 s, 9–10 s": runs of consecutive windows as time ranges."""
+    runs: list[list[int]] = []
+    for s in seconds:
+        if runs and s == runs[-1][1]:
+            runs[-1][1] = s + 1
+        else:
+            runs.append([s, s + 1])
+    return ", ".join(f"{a}–{b} s" for a, b in runs)
+
+
+def is_saturated(iv: Interval) -> bool:
+    """The machine had (almost) no idle CPU during the interval."""
+    return bool(iv.cost and iv.cost.idle_share is not None and iv.cost.idle_share < SATURATED_IDLE_SHARE)
+
+
+def theil_sen_slope(points: list[tuple[float, float]]) -> float | None:
+    """Median of the pairwise slopes: a trend that one burst cannot make (a least-squares line can)."""
+    slopes = [(y2 - y1) / (x2 - x1) for (x1, y1), (x2, y2) in itertools.combinations(points, 2) if x2 != x1]
+    return statistics.median(slopes) if slopes else None
+
+
+def share_text(x: float | None) -> str:
+    return "unavailable" if x is None else f"{x * 100:.1f} %"
+
+
+def _growth(first: int | None, last: int | None) -> float | None:
+    if first is None or last is None or first <= 0:
+        return None
+    return last / first - 1.0
+
+
+def verdicts(soak: ModelSoak) -> list[str]:
+    """One line per target, each computed from the intervals (nothing assumed)."""
+    iv = soak.intervals
+    if not iv:
+        return ["no interval completed: nothing to judge"]
+    out = []
+    errors = sum(i.errors for i in iv) + soak.settle_errors
+    settle = f" (+{soak.settle_errors} in the settle run)" if soak.settle_errors else ""
+    out.append(f"errors: {errors} in {len(iv)} interval(s){settle} — {'met' if errors == 0 else 'NOT met'} (target 0)")
+    if len(iv) < 2:
+        out.append("growth and drift: unavailable — one interval only (raise --minutes)")
+        return out
+    first, last = iv[0], iv[-1]
+    worst: tuple[float, str, int, str] | None = None
+    unknown = []
+    for k, (a, b) in enumerate(zip(first.processes, last.processes)):
+        for what, x, y in (("RSS", a.rss_bytes, b.rss_bytes), ("fds", a.fds, b.fds)):
+            g = _growth(x, y)
+            if g is None:
+                unknown.append(f"{a.service} {what}")
+            elif worst is None or g > worst[0]:
+                worst = (g, f"{a.service} {what}", k, what)
+    if worst is not None:
+        ok = worst[0] <= GROWTH_LIMIT
+        out.append(
+            f"growth: largest {worst[0] * 100:+.1f} % ({worst[1]}, interval {last.index} vs 1) — "
+            f"{'met' if ok else 'NOT met'} (target ≤ {GROWTH_LIMIT * 100:.0f} %)"
+            + ("" if ok else _climb_text(iv, worst[2], worst[3]))
+        )
+    if unknown:
+        out.append(f"growth unavailable for {', '.join(unknown)}: /proc could not be read (process gone?)")
+    if first.p99_ns and last.p99_ns:
+        drift = last.p99_ns / first.p99_ns - 1.0
+        ok = abs(drift) <= DRIFT_LIMIT
+        flagged = [str(i.index) for i in (first, last) if is_saturated(i)]
+        out.append(
+            f"p99 drift: {drift * 100:+.1f} % (interval {last.index} vs 1) — "
+            f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)"
+            + (f"; interval(s) {', '.join(flagged)} saturated the machine (see 'saturated')" if flagged else "")
+            + _outside_drift_text(first, last)
+        )
+    else:
+        out.append("p99 drift: unavailable — an interval recorded no latency")
+    out.extend(drift_readings(iv))
+    return out
+
+
+def _climb_text(iv: list[Interval], k: int, what: str) -> str:
+    """Whether a growth beyond the limit climbed in every interval (what a leak does) or fell
+    between them (a count that follows the load, e.g. pooled connections), from the series."""
+    series = []
+    for i in iv:
+        p = i.processes[k] if k < len(i.processes) else None
+        series.append(None if p is None else (p.rss_bytes if what == "RSS" else p.fds))
+    if len(series) < 3 or any(v is None for v in series):
+        return ""
+    values = [v for v in series if v is not None]
+    text = ", ".join(f"{v / 2**20:.1f} MiB" if what == "RSS" else str(v) for v in values)
+    if any(b < a for a, b in zip(values, values[1:])):
+        return f"; not a steady climb: it fell between intervals ({text})"
+    return f"; it never fell between intervals ({text})"
+
+
+def _outside_drift_text(first: Interval, last: Interval) -> str:
+    """The same drift over the requests started away from CPU-saturation episodes, when either
+    interval had an episode to leave out (otherwise it is the drift above)."""
+    a, b = first.episodes, last.episodes
+    if a is None or b is None or not (a.saturated_s or b.saturated_s):
+        return ""
+    if not a.p99_outside_ns or not b.p99_outside_ns:
+        return "; outside CPU-saturation episodes: unavailable (an interval was all episode)"
+    d = b.p99_outside_ns / a.p99_outside_ns - 1.0
+    ok = abs(d) <= DRIFT_LIMIT
+    return f"; outside CPU-saturation episodes {d * 100:+.1f} % ({'within' if ok else 'beyond'} the target)"
+
+
+def episode_readings(iv: list[Interval]) -> list[str]:
+    """Per interval: its seconds of CPU saturation, its runnable tasks, its worst second, and its p99
+    away from the episodes — whether a p99 is one episode's or the whole interval's."""
+    eps = [(i, i.episodes) for i in iv]
+    if all(e is None for _, e in eps):
+        return ["CPU-saturation episodes: unavailable — no per-second machine samples or load histograms were read"]
+    parts = []
+    for i, e in eps:
+        if e is None:
+            parts.append(f"#{i.index} unavailable")
+            continue
+        runnable = (
+            f"runnable tasks up to {e.runnable_max} (median {e.runnable_median:g})"
+            if e.runnable_max is not None and e.runnable_median is not None
+            else "runnable tasks unavailable"
+        )
+        sat = f"{len(e.saturated_s)} s saturated ({spans_text(e.saturated_s)})" if e.saturated_s else "none saturated"
+        worst = (
+            f"worst second {fmt_ns(e.worst_second_p99_ns)} p99 at {e.worst_second_s} s"
+            if e.worst_second_p99_ns is not None
+            else "no second recorded"
+        )
+        outside = (
+            f"p99 outside the episodes {fmt_ns(e.p99_outside_ns)} ({e.samples_outside:,} of {e.samples_total:,} requests)"
+            if e.saturated_s and e.p99_outside_ns
+            else ""
+        )
+        parts.append(f"#{i.index}: {sat} of {e.windows} s, {runnable}, {worst}" + (f", {outside}" if outside else ""))
+    return [
+        f"CPU-saturation episodes (1 s windows with < {SATURATED_IDLE_SHARE * 100:.0f} % idle; requests started within "
+        f"{EPISODE_MARGIN_WINDOWS} s of one are left out of 'p99 outside'): " + "; ".join(parts)
+    ]
+
+
+def drift_readings(iv: list[Interval]) -> list[str]:
+    """What could explain a p99 drift, each read from the intervals: the p99s and their trend, the
+    graph's own CPU per request, and the machine's stolen and other CPU (with their rank
+    correlation to p99 when there are enough intervals to rank)."""
+    out = []
+    p99s = [(float(i.index), i.p99_ns) for i in iv if i.p99_ns]
+    if len(p99s) >= 2:
+        median = statistics.median(v for _, v in p99s)
+        slope = theil_sen_slope(p99s)
+        trend = "unavailable" if slope is None or median <= 0 else f"{slope / median * 100:+.1f} % of the median"
+        out.append(f"p99 by interval: {', '.join(fmt_ns(v) for _, v in p99s)}; Theil–Sen trend {trend} per interval")
+    out.extend(episode_readings(iv))
+    first, last = iv[0].cost, iv[-1].cost
+    if first is None or last is None:
+        out.append("graph CPU per request: unavailable — the intervals' CPU was not read")
+        return out
+    a, b = first.graph_cpu_per_request_ns, last.graph_cpu_per_request_ns
+    if a and b:
+        d = b / a - 1.0
+        verdict = "steady" if abs(d) <= COST_DRIFT_LIMIT else "DRIFTED"
+        out.append(
+            f"graph CPU per request: {fmt_ns(a)} → {fmt_ns(b)} ({d * 100:+.1f} %, interval {iv[-1].index} vs 1) — "
+            f"{verdict} (a reading, ±{COST_DRIFT_LIMIT * 100:.0f} %: the graph's own cost)"
+        )
+    else:
+        out.append("graph CPU per request: unavailable — a service's /proc entry was gone or no request completed")
+    out.append(
+        f"machine (interval 1 → {iv[-1].index}, of all CPUs' time): stolen by the hypervisor "
+        f"{share_text(first.steal_share)} → {share_text(last.steal_share)}, other processes "
+        f"{share_text(first.other_cpu_share)} → {share_text(last.other_cpu_share)}, load generator "
+        f"{share_text(first.load_cpu_share)} → {share_text(last.load_cpu_share)}"
+    )
+    saturated = [i.index for i in iv if is_saturated(i)]
+    idle = ", ".join(share_text(i.cost.idle_share if i.cost else None) for i in iv)
+    if saturated:
+        out.append(
+            f"saturated: interval(s) {', '.join(map(str, saturated))} left the machine < "
+            f"{SATURATED_IDLE_SHARE * 100:.0f} % idle (idle by interval: {idle}): requests queued for a CPU there, "
+            "so their p99 is that queue; a drift between saturated intervals says how busy the machine was, "
+            "not how the graph aged"
+        )
+    else:
+        out.append(f"idle CPU by interval: {idle} (no interval saturated the machine)")
+    ranked = [
+        (i.p99_ns, i.cost.other_cpu_share) for i in iv if i.p99_ns and i.cost and i.cost.other_cpu_share is not None
+    ]
+    if len(ranked) >= 4:
+        from scipy.stats import spearmanr
+
+        xs, ys = [p for p, _ in ranked], [o for _, o in ranked]
+        if len(set(xs)) < 2 or len(set(ys)) < 2:  # ranks of a constant series say nothing
+            rho_text = "unavailable (a constant series)"
+        else:
+            rho_text = f"{float(spearmanr(xs, ys).statistic):+.2f}"
+        out.append(f"p99 vs other processes' CPU over {len(ranked)} intervals: Spearman ρ {rho_text}")
+    return out
+
+
+def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
+    load = doc.get("load", {})
+    achieved = float(load.get("achieved_per_s") or 0.0)
+    p50 = p99 = None
+    for m in doc.get("measurements", []):
+        if m.get("name") == "latency_intended":
+            pct = m["latency"].get("percentiles", {})
+            p50 = float(pct["50"]) if pct.get("50") is not None else None
+            p99 = float(pct["99"]) if pct.get("99") is not None else None
+    errors = int(load.get("errors_total") or 0)
+    return achieved, p50, p99, errors
+
+
+def soak_model(
+    model: str,
+    topo_json: Path,
+    workdir: Path,
+    *,
+    intervals: int,
+    interval_s: float,
+    fraction: float,
+    on_interval: Callable[[ModelSoak, Interval], None],
+) -> ModelSoak:
+    out = workdir / f"graph-{model}.json"
+    traces = workdir / "traces" / model
+    with graph(topo_json, model, out, socialnet.TRACE_SAMPLE, traces) as (port, ready):
+        ceiling_doc = run_front_load(
+            port, 0, socialnet.CEILING_CONNECTIONS, CEILING_DURATION_S, 1.0, CEILING_DURATION_S + 60
+        )
+        ceiling = _summary(ceiling_doc)[0]
+        if ceiling <= 0:
+            raise EngineError(f"soak: {model} served nothing in its closed-loop ceiling run")
+        rate = max(1.0, fraction * ceiling)
+        soak = ModelSoak(model, ceiling, rate)
+        pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
+        settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
+        soak.settle_errors = _summary(settle)[3]
+        for i in range(1, intervals + 1):
+            hlog = workdir / f"{model}-interval-{i}.hlog"
+            hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
+            before = cpu_mark(pids)
+            with MachineSampler() as machine:
+                doc = run_front_load(
+                    port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60, extra=hlog_args
+                )
+            after = cpu_mark(pids)
+            achieved, p50, p99, errors = _summary(doc)
+            requests = int(doc.get("load", {}).get("requests_completed") or 0)
+            iv = Interval(
+                i,
+                rate,
+                achieved,
+                p50,
+                p99,
+                errors,
+                settled_samples(pids),
+                interval_cost(before, after, requests),
+                find_episodes(machine.points, hlog),
+            )
+            hlog.unlink(missing_ok=True)
+            soak.intervals.append(iv)
+            on_interval(soak, iv)
+    soak.verdicts = verdicts(soak)
+    return soak
+
+
+def run_soak(
+    minutes: float,
+    models: list[str],
+    *,
+    interval_s: float = 60.0,
+    fraction: float = 0.8,
+    on_interval: Callable[[ModelSoak, Interval], None] = lambda s, i: None,
+    on_model: Callable[[ModelSoak], None] = lambda s: None,
+) -> list[ModelSoak]:
+    if not models:
+        raise ValueError("soak: no models given")
+    per_model_s = minutes * 60.0 / len(models)
+    intervals = max(1, int(per_model_s // interval_s))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tailscope-soak-") as tmp:
+        work = Path(tmp)
+        topo_json = topology.to_engine_json(topology.SOCIALNET, work / "socialnet.json")
+        for model in models:
+            s = soak_model(
+                model,
+                topo_json,
+                work,
+                intervals=intervals,
+                interval_s=interval_s,
+                fraction=fraction,
+                on_interval=on_interval,
+            )
+            on_model(s)
+            results.append(s)
+    return results
+
+
+def to_json(results: list[ModelSoak]) -> str:
+    return json.dumps([asdict(r) for r in results], indent=2)

@@ -1,0 +1,1 @@
+"""Traces: the critical-path driver, the Jaeger query client (fetch only) and timelines."""

@@ -1,0 +1,44 @@
+"""The contention study (capstone Figure 9): its shape line from data, and a tiny run end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import BUILD, run_study_alone
+from tailscope.studies.contention import shape_verdict
+
+
+def test_shape_holds_when_tails_grow_like_the_capstones():
+    s = {20: 100.0, 40: 150.0, 80: 310.0, 100: 420.0}
+    line = shape_verdict("std-async", "scheduling", s)
+    assert "×3.1 at 80" in line and "×4.2 at 100" in line and "holds here" in line
+
+
+def test_shape_does_not_hold_when_tails_stay_flat_or_shrink():
+    assert "does not hold" in shape_verdict("coroutine", "join", {20: 100.0, 80: 120.0, 100: 130.0})
+    assert "does not hold" in shape_verdict("coroutine", "join", {20: 100.0, 80: 400.0, 100: 200.0})
+
+
+def test_shape_unavailable_without_the_reference_points():
+    assert "unavailable" in shape_verdict("m", "join", {20: 100.0, 40: 300.0})
+    assert "unavailable" in shape_verdict("m", "join", {20: 0.0, 100: 300.0})
+
+
+def test_tiny_contention_run_stores_async_call_delays(tmp_path, monkeypatch):
+    if not (BUILD / "bin" / "tailscope-svc").exists() or not (BUILD / "bin" / "tailscope-critpath").exists():
+        pytest.skip("engines not built (run `make build`)")
+    monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
+    from tailscope.store import Store
+    from tailscope.studies.registry import study_by_name
+
+    results = tmp_path / "results"
+    run_id, report, _ = run_study_alone(
+        study_by_name("contention"),
+        results,
+        {"contention_models": ["std-async"], "contention_connections": [2, 8], "scale": 0.3},
+    )
+    with Store(results / "tailscope.duckdb", read_only=True) as store:
+        df = store.measurements(run_id, "contention")
+        points = set(df[df["name"] == "probe_scheduling"]["point"])
+    assert points == {"std-async/c2", "std-async/c8"}
+    assert "Async-call delay p99 vs connections" in report.read_text()

@@ -1,0 +1,284 @@
+"""The soak's verdicts are computed from its intervals (tailscope.studies.soak)."""
+
+import time
+
+import pytest
+
+from tailscope.studies.soak import Interval, ModelSoak, ProcessSample, verdicts
+
+
+def _iv(i: int, p99: float | None, errors: int = 0, rss: int | None = 100 << 20, fds: int | None = 40) -> Interval:
+    return Interval(i, 1000.0, 1000.0, 1e6, p99, errors, [ProcessSample("text-service", rss, 8, fds)])
+
+
+def _soak(*intervals: Interval) -> ModelSoak:
+    return ModelSoak("coroutine", 2000.0, 1600.0, list(intervals))
+
+
+def test_steady_soak_meets_every_target():
+    lines = verdicts(_soak(_iv(1, 10e6), _iv(2, 10.5e6), _iv(3, 10.2e6, rss=102 << 20)))
+    assert lines[0].startswith("errors: 0") and "— met" in lines[0]
+    assert any(
+        ln.startswith("growth: largest +2.0 %") and ln.endswith("(target ≤ 5 %)") and "— met" in ln for ln in lines
+    )
+    assert any(ln.startswith("p99 drift: +2.0 %") and "— met" in ln for ln in lines)
+
+
+def test_leak_errors_and_drift_are_not_met():
+    lines = verdicts(_soak(_iv(1, 10e6), _iv(2, 14e6, errors=3, fds=60)))
+    assert "NOT met" in lines[0] and "errors: 3" in lines[0]
+    growth = next(ln for ln in lines if ln.startswith("growth:"))
+    assert "+50.0 %" in growth and "text-service fds" in growth and "NOT met" in growth
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "+40.0 %" in drift and "NOT met" in drift
+
+
+def test_what_cannot_be_judged_says_unavailable():
+    assert any("unavailable" in ln for ln in verdicts(_soak(_iv(1, 10e6))))
+    lines = verdicts(_soak(_iv(1, None, rss=None), _iv(2, 10e6, rss=None)))
+    assert any(ln.startswith("p99 drift: unavailable") for ln in lines)
+    assert any(ln.startswith("growth unavailable for text-service RSS") for ln in lines)
+    assert verdicts(_soak()) == ["no interval completed: nothing to judge"]
+
+
+def test_settled_samples_waits_until_descriptors_stop_changing(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from tailscope.studies.soak import sample_process, settled_samples
+
+    # A child that opens 30 files, one every 20 ms, then idles: sampled at once it is mid-way.
+    code = (
+        "import time, sys\n"
+        "fs = []\n"
+        "for i in range(30):\n"
+        f"    fs.append(open(r'{tmp_path}/f%d' % i, 'w')); time.sleep(0.02)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        while not (tmp_path / "f0").exists():  # the child is opening files now, not starting up
+            time.sleep(0.005)
+        early = sample_process("child", child.pid)
+        settled = settled_samples({"child": child.pid}, timeout_s=10.0, step_s=0.1)
+        assert early.fds is not None and settled[0].fds is not None
+        assert settled[0].fds >= early.fds
+        assert sample_process("child", child.pid).fds == settled[0].fds  # nothing moved after it
+        assert sum(1 for _ in tmp_path.iterdir()) == 30
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _costed(i: int, p99: float, cpu_ns: float, other: float, steal: float = 0.0, idle: float = 0.2) -> Interval:
+    from tailscope.studies.soak import IntervalCost
+
+    iv = _iv(i, p99)
+    iv.cost = IntervalCost(60_000, cpu_ns, 0.5, 0.2, steal, other, idle)
+    return iv
+
+
+def test_drift_readings_separate_the_graphs_cost_from_the_machine():
+    # p99 rises with other processes' CPU while the graph's own cost per request is flat.
+    s = _soak(
+        _costed(1, 10e6, 400e3, 0.02),
+        _costed(2, 12e6, 404e3, 0.05),
+        _costed(3, 11e6, 398e3, 0.04),
+        _costed(4, 15e6, 402e3, 0.10, steal=0.03),
+    )
+    lines = verdicts(s)
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "+50.0 %" in drift and "NOT met" in drift
+    cost = next(ln for ln in lines if ln.startswith("graph CPU per request:"))
+    assert "+0.5 %" in cost and "steady" in cost
+    machine = next(ln for ln in lines if ln.startswith("machine"))
+    assert "stolen by the hypervisor 0.0 % → 3.0 %" in machine and "other processes 2.0 % → 10.0 %" in machine
+    rho = next(ln for ln in lines if ln.startswith("p99 vs other processes' CPU over 4 intervals"))
+    assert "ρ +1.00" in rho  # same ranks: 10 < 11 < 12 < 15 and 2 < 4 < 5 < 10 %
+    trend = next(ln for ln in lines if ln.startswith("p99 by interval:"))
+    assert "Theil–Sen trend" in trend
+
+
+def test_a_graph_that_gets_costlier_is_a_cost_drift():
+    lines = verdicts(_soak(_costed(1, 10e6, 400e3, 0.0), _costed(2, 10.5e6, 480e3, 0.0)))
+    assert "DRIFTED" in next(ln for ln in lines if ln.startswith("graph CPU per request:"))
+    assert not any(ln.startswith("p99 vs other") for ln in lines)  # two intervals cannot be ranked
+
+
+def test_theil_sen_ignores_one_burst():
+    from tailscope.studies.soak import theil_sen_slope
+
+    assert theil_sen_slope([(1, 10.0), (2, 10.0), (3, 40.0), (4, 10.0), (5, 10.0)]) == 0.0
+    assert theil_sen_slope([(1, 1.0), (2, 2.0), (3, 3.0)]) == 1.0
+    assert theil_sen_slope([(1, 5.0)]) is None
+
+
+def test_interval_cost_splits_the_machines_cpu():
+    from tailscope.lab.procstat import CLK_TCK, SystemSnapshot
+    from tailscope.studies.soak import CpuMark, interval_cost
+
+    before = CpuMark(SystemSnapshot(1, 0, 1000, 4000, 0.0, 10), 200, 1.0)
+    # 2000 ticks of machine time: 1200 busy, of which 40 stolen, 600 the graph's, the load 2 s of CPU.
+    after = CpuMark(SystemSnapshot(1, 0, 2200, 6000, 0.0, 50), 800, 1.0 + 200 / CLK_TCK)
+    c = interval_cost(before, after, requests=1000)
+    assert c.graph_cpu_per_request_ns == 600 / CLK_TCK * 1e9 / 1000
+    assert c.graph_cpu_share == 0.3 and c.steal_share == 0.02
+    assert abs(c.load_cpu_share - 0.1) < 1e-9
+    assert abs(c.other_cpu_share - (1200 - 40 - 600 - 200) / 2000) < 1e-9
+    gone = interval_cost(before, CpuMark(after.system, None, after.children_cpu_s), requests=1000)
+    assert gone.graph_cpu_per_request_ns is None and gone.other_cpu_share is None
+    assert interval_cost(before, before, 10).steal_share is None  # no time passed: nothing to share
+
+
+def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
+    lines = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 900e6, 400e3, 0.3, idle=0.01)))
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "NOT met" in drift and "interval(s) 2 saturated the machine" in drift
+    sat = next(ln for ln in lines if ln.startswith("saturated:"))
+    assert "interval(s) 2 left the machine < 5 % idle" in sat and "20.0 %, 1.0 %" in sat
+    calm = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 10.2e6, 400e3, 0.02)))
+    assert not any(ln.startswith("saturated:") or "(see 'saturated')" in ln for ln in calm)
+    assert any(ln.startswith("idle CPU by interval: 20.0 %, 20.0 %") for ln in calm)
+
+
+def test_a_quiet_machine_has_no_rank_correlation_to_report():
+    lines = verdicts(_soak(*[_costed(i, (10 + i) * 1e6, 400e3, 0.0) for i in range(1, 5)]))
+    assert any(ln.endswith("Spearman ρ unavailable (a constant series)") for ln in lines)
+
+
+def _write_hlog(path, start_s: float, per_second_ms: list[float], count: int = 100) -> None:
+    """A load generator's .hlog: one latency_intended histogram per second, `count` requests each at
+    that second's latency."""
+    from tailscope.measure.hlog import new_histogram
+
+    lines = [f"#[StartTime: {start_s:.3f} (seconds since epoch), test]", f"#[BaseTime: {start_s:.3f}]"]
+    for k, ms in enumerate(per_second_ms):
+        h = new_histogram()
+        h.record_value(int(ms * 1e6), count)
+        lines.append(f"Tag=latency_intended,{k:.3f},1.000,{ms / 1e3:.6f},{h.encode().decode()}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _machine(start_s: float, seconds: int, saturated: set[int]) -> list:
+    """Machine samples every 100 ms: 2 CPUs (20 ticks per sample), 30 % idle, none in `saturated`."""
+    from tailscope.studies.soak import MachinePoint
+
+    points, busy, total = [], 0, 0
+    for j in range(seconds * 10 + 1):
+        sec = j // 10
+        points.append(MachinePoint(start_s + j * 0.1, busy, total, 60 if sec in saturated else 8))
+        busy += 20 if sec in saturated else 14
+        total += 20
+    return points
+
+
+def test_an_episode_is_found_and_left_out_of_the_outside_p99(tmp_path):
+    from tailscope.studies.soak import find_episodes
+
+    start = 1_700_000_000.0
+    latency = [10.0] * 12
+    latency[5] = latency[6] = 200.0
+    hlog = tmp_path / "i.hlog"
+    _write_hlog(hlog, start, latency)
+    e = find_episodes(_machine(start, 12, {5, 6}), hlog)
+    assert e is not None
+    assert e.saturated_s == [5, 6] and e.windows == 12
+    assert e.runnable_max == 60 and e.runnable_median == 8
+    assert e.worst_second_s == 5 and e.worst_second_p99_ns == pytest.approx(200e6, rel=0.01)
+    # Seconds 4–7 are the episode with its 1 s margin: 8 seconds of 100 requests are left.
+    assert e.samples_total == 1200 and e.samples_outside == 800
+    assert e.p99_outside_ns == pytest.approx(10e6, rel=0.01)
+
+
+def test_the_drift_verdict_says_what_it_is_outside_the_episodes(tmp_path):
+    from tailscope.studies.soak import find_episodes
+
+    start = 1_700_000_000.0
+    calm, spiky = tmp_path / "a.hlog", tmp_path / "b.hlog"
+    _write_hlog(calm, start, [10.0] * 10)
+    _write_hlog(spiky, start, [10.5] * 4 + [300.0, 300.0] + [10.5] * 4)
+    first, last = _iv(1, 10e6), _iv(2, 150e6)
+    first.episodes = find_episodes(_machine(start, 10, set()), calm)
+    last.episodes = find_episodes(_machine(start, 10, {4, 5}), spiky)
+    lines = verdicts(_soak(first, last))
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "NOT met" in drift and "outside CPU-saturation episodes +5.0 % (within the target)" in drift
+    episodes = next(ln for ln in lines if ln.startswith("CPU-saturation episodes"))
+    assert "#1: none saturated of 10 s" in episodes
+    assert "#2: 2 s saturated (4–6 s) of 10 s, runnable tasks up to 60 (median 8)" in episodes
+    assert "p99 outside the episodes 10.5 ms (600 of 1,000 requests)" in episodes
+
+
+def test_episodes_without_samples_say_unavailable(tmp_path):
+    from tailscope.studies.soak import find_episodes
+
+    assert find_episodes([], tmp_path / "missing.hlog") is None
+    lines = verdicts(_soak(_iv(1, 10e6), _iv(2, 10e6)))
+    assert any(ln.startswith("CPU-saturation episodes: unavailable") for ln in lines)
+    drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
+    assert "outside" not in drift
+
+
+def test_spans_text_joins_consecutive_seconds():
+    from tailscope.studies.soak import spans_text
+
+    assert spans_text([3, 4, 5, 9]) == "3–6 s, 9–10 s"
+    assert spans_text([]) == ""
+
+
+def test_the_machine_sampler_reads_proc_until_stopped():
+    from tailscope.studies.soak import MachineSampler
+
+    with MachineSampler(period_s=0.01) as m:
+        while len(m.points) < 3:
+            time.sleep(0.005)
+    assert len(m.points) >= 4  # the last sample is taken on exit
+    assert all(a.t <= b.t and a.total_ticks <= b.total_ticks for a, b in zip(m.points, m.points[1:]))
+    assert all(p.runnable >= 0 for p in m.points)
+
+
+def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
+    """End to end on the real graph, with every phase cut to seconds: each interval carries its
+    machine samples and per-second histograms (the .hlog is removed once read)."""
+    from conftest import built_engine
+    from tailscope.lab import topology
+    from tailscope.studies import soak
+
+    built_engine("tailscope-svc")
+    built_engine("tailscope-load")
+    monkeypatch.setattr(soak, "CEILING_DURATION_S", 1.0)
+    monkeypatch.setattr(soak, "SETTLE_S", 0.5)
+    topo = topology.to_engine_json(topology.SOCIALNET, tmp_path / "socialnet.json")
+    seen = []
+    s = soak.soak_model(
+        "coroutine",
+        topo,
+        tmp_path,
+        intervals=2,
+        interval_s=2.0,
+        fraction=0.2,
+        on_interval=lambda _s, iv: seen.append(iv.index),
+    )
+    assert seen == [1, 2]
+    for iv in s.intervals:
+        e = iv.episodes
+        assert e is not None, "the interval's episodes were not read"
+        assert e.windows >= 1 and e.samples_total > 0
+        assert e.runnable_max is not None and e.worst_second_p99_ns is not None
+    assert not list(tmp_path.glob("*.hlog"))
+    assert any(ln.startswith("CPU-saturation episodes (1 s windows") for ln in s.verdicts)
+
+
+def test_a_growth_that_fell_between_intervals_is_not_called_a_climb():
+    follows_load = verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=11), _iv(3, 10e6, fds=16)))
+    growth = next(ln for ln in follows_load if ln.startswith("growth:"))
+    assert "NOT met" in growth and "not a steady climb: it fell between intervals (12, 11, 16)" in growth
+    leak = verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=14), _iv(3, 10e6, fds=16)))
+    growth = next(ln for ln in leak if ln.startswith("growth:"))
+    assert "it never fell between intervals (12, 14, 16)" in growth
+    # Within the limit, nothing is added; with two intervals there is no series to read.
+    assert "climb" not in next(ln for ln in verdicts(_soak(_iv(1, 10e6), _iv(2, 10e6))) if ln.startswith("growth:"))
+    assert "fell" not in next(
+        ln for ln in verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=16))) if ln.startswith("growth:")
+    )

@@ -1,0 +1,116 @@
+"""`tailscope deploy k8s`: manifests that pass the Kubernetes schemas (kubernetes-validate
+ships them; no cluster), with whole-CPU requests equal to limits and placement from
+the deployment's host groups; bad deployments refused with nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import REPO
+from tailscope.cli import main
+from tailscope.lab import topology
+
+svc_built = (REPO / "build" / "release" / "bin" / "tailscope-svc").exists()
+pytestmark = pytest.mark.skipif(not svc_built, reason="topology validation needs tailscope-svc (`make build`)")
+
+DEPLOYMENT = """
+name: socialnet-3-hosts
+hosts:
+  front: {}
+  logic: {}
+  storage: {}
+services:
+  nginx-web-server: {host: front, cpus: 2, memory: 512Mi}
+  compose-post-service: {host: logic, cpus: 1}
+  post-storage-service: {host: storage, cpus: 1}
+"""
+
+
+def deploy(tmp_path: Path, *extra: str, deployment: str | None = DEPLOYMENT):
+    args = ["deploy", "k8s", "--topology", str(topology.SOCIALNET), "--out", str(tmp_path / "out"), *extra]
+    if deployment is not None:
+        (tmp_path / "deployment.yaml").write_text(deployment)
+        args += ["--deployment", str(tmp_path / "deployment.yaml")]
+    return CliRunner().invoke(main, args)
+
+
+def objects(out: Path) -> list[dict]:
+    return [yaml.safe_load(p.read_text()) for p in sorted(out.glob("*.yaml"))]
+
+
+def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    r = deploy(tmp_path)
+    assert r.exit_code == 0, r.output
+    objs = objects(tmp_path / "out")
+    kinds = [o["kind"] for o in objs]
+    assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds[-1] == "Job"
+    assert kinds.count("Deployment") == kinds.count("Service") == 12
+    version = kubernetes_validate.utils.latest_version()
+    for o in objs:
+        kubernetes_validate.validate(o, version, strict=True)
+
+
+def test_every_container_asks_whole_cpus_with_requests_equal_to_limits(tmp_path):
+    assert deploy(tmp_path).exit_code == 0
+    for o in objects(tmp_path / "out"):
+        if o["kind"] not in ("Deployment", "Job"):
+            continue
+        for c in o["spec"]["template"]["spec"]["containers"]:
+            res = c["resources"]
+            assert res["requests"] == res["limits"]  # Guaranteed QoS: the static CPU manager pins it
+            assert res["requests"]["cpu"].isdigit()
+    by_name = {o["metadata"]["name"]: o for o in objects(tmp_path / "out") if o["kind"] == "Deployment"}
+    front = by_name["nginx-web-server"]["spec"]["template"]["spec"]
+    assert front["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "512Mi"}
+
+
+def test_placement_follows_the_host_groups(tmp_path):
+    assert deploy(tmp_path).exit_code == 0
+    deps = {o["metadata"]["name"]: o for o in objects(tmp_path / "out") if o["kind"] == "Deployment"}
+    spec = deps["compose-post-service"]["spec"]["template"]["spec"]
+    term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"] == [{"key": "tailscope.io/host-group", "operator": "In", "values": ["logic"]}]
+    anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["labelSelector"]["matchExpressions"][0]["values"] == ["front", "storage"]
+    assert "affinity" not in deps["text-service"]["spec"]["template"]["spec"]  # not placed: scheduler's choice
+    args = spec["containers"][0]["args"]
+    assert args[args.index("--service") + 1] == "compose-post-service"
+    assert args[args.index("--otlp-endpoint") + 1] == "$(OTLP_ENDPOINT)"
+    config = next(o for o in objects(tmp_path / "out") if o["kind"] == "ConfigMap")
+    assert config["data"]["OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
+    assert topology.services(json.loads(config["data"]["topology.json"]))[0] == "nginx-web-server"
+
+
+@pytest.mark.parametrize(
+    "deployment, message",
+    [
+        ("services:\n  no-such-service: {}\n", "no service 'no-such-service'"),
+        ("hosts: {a: {}}\nservices:\n  text-service: {host: b}\n", "unknown host 'b'"),
+        ("services:\n  text-service: {cpus: 1.5}\n", "whole number of CPUs"),
+        ("services:\n  text-service: {cpus: 0}\n", "whole number of CPUs"),
+        ("services:\n  text-service: {memory: lots}\n", "quantity like 256Mi"),
+        ("hosts: [a, b]\n", "must be mappings"),
+        ("{{{", "not valid YAML"),
+    ],
+)
+def test_bad_deployments_are_refused_and_nothing_is_written(deployment, message, tmp_path):
+    r = deploy(tmp_path, deployment=deployment)
+    assert r.exit_code == 2
+    assert message in " ".join(r.output.split()), r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_existing_folder_and_a_non_lab_otlp_endpoint_are_refused(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    r = deploy(tmp_path, deployment=None)
+    assert r.exit_code == 2 and "not empty" in r.output
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
+    r = deploy(tmp_path / "x", "--otlp-endpoint", "http://192.0.2.5:4318", deployment=None)
+    assert r.exit_code == 2 and "--otlp-endpoint" in r.output
