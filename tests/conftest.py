@@ -97,6 +97,16 @@ def engine_path(name: str) -> Path:
     return BUILD / "bin" / name
 
 
+def needs_engine(*names: str) -> pytest.MarkDecorator:
+    """The one skip for tests that run engines: skips (naming what is missing and how to build it)
+    unless every engine in `names` is built. As a decorator, or `pytestmark = needs_engine(...)`."""
+    missing = [n for n in names if not engine_path(n).exists()]
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"{', '.join(missing)} not built in {BUILD / 'bin'} (run `make build` or set TAILSCOPE_BUILD_DIR)",
+    )
+
+
 def built_engine(name: str) -> Path:
     """The engine's path; skips the test (saying how to build it) when it is not built."""
     p = engine_path(name)

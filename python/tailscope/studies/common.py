@@ -52,6 +52,21 @@ def point_times(
     return max(floor[0], window * scale), max(floor[1], warmup * scale)
 
 
+# ---- progress -----------------------------------------------------------------------------
+
+
+class StepProgress:
+    """A study's progress bar counted in steps: each call names the step about to start and moves
+    the bar to the share of `total_steps` done so far (never past 1)."""
+
+    def __init__(self, ctx: RunContext, study: str, total_steps: int):
+        self._ctx, self._study, self._total, self.done = ctx, study, max(1, total_steps), 0
+
+    def __call__(self, what: str) -> None:
+        self._ctx.progress(f"{self._study}: {what}", min(self.done / self._total, 1.0))
+        self.done += 1
+
+
 # ---- pinning -------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import (
     LATENCY_COLUMNS,
+    StepProgress,
     find_document,
     latency_cells,
     pinning_text,
@@ -245,12 +246,7 @@ class EchoStudy:
         unavailable: dict[str, str] = {}
         failed: list[dict] = []
         steps = 2 + len(connections) * (len(models) * 2 + 1) + 2
-        step = 0
-
-        def progress(what: str) -> None:
-            nonlocal step
-            ctx.progress(f"echo: {what}", min(step / steps, 1.0))
-            step += 1
+        progress = StepProgress(ctx, "echo", steps)
 
         timeout = timing.duration_s + timing.warmup_s + 90
         estimate_s = estimated_duration_s(connections, models, timing)

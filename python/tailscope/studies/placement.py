@@ -47,7 +47,7 @@ from tailscope.report import plots
 from tailscope.report.blocks import Figure, Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import round_rate, study_section
+from tailscope.studies.common import StepProgress, round_rate, study_section
 from tailscope.studies.placement_knapsack import Item
 from tailscope.studies.placement_knapsack import solve as knapsack
 from tailscope.traces.critpath import critical_paths
@@ -322,12 +322,7 @@ class PlacementStudy:
         stress_missing = _missing(STRESS)
         topo_json = topology.to_engine_json(HOTEL, art / "hotel.json")
         budget = 4 + (plan.tested or len(SERVICES)) * (1 + len(plan.kernels) * len(plan.intensities) * 2) + 5
-        step = 0
-
-        def progress(what: str) -> None:
-            nonlocal step
-            ctx.progress(f"placement: {what}", min(step / budget, 1.0))
-            step += 1
+        progress = StepProgress(ctx, "placement", budget)
 
         mix_args = [a for path, w in MIX for a in ("--mix", f"{path}={w:g}")]
 

@@ -54,7 +54,7 @@ from tailscope.report import plots
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import pinning_text, point_times, round_rate, run_scale, study_section
+from tailscope.studies.common import StepProgress, pinning_text, point_times, round_rate, run_scale, study_section
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 BASELINE_MODEL = "std-async"
@@ -177,12 +177,7 @@ class SocialnetStudy:
             + 2 * TRACING_PAIRS
             + 2
         )
-        step = 0
-
-        def progress(what: str) -> None:
-            nonlocal step
-            ctx.progress(f"socialnet: {what}", min(step / steps, 1.0))
-            step += 1
+        progress = StepProgress(ctx, "socialnet", steps)
 
         def store_load(doc: dict, model: str, kind: str, rate: float, connections: int, point: str) -> None:
             doc["socialnet_point"] = {
