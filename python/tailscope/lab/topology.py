@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
 
+from tailscope.atomicfile import write_text_atomic
 from tailscope.lab.engines import REPO_ROOT, EngineError, find_engine
 
 SOCIALNET = REPO_ROOT / "topologies" / "socialnet.yaml"
@@ -105,17 +104,8 @@ def services(doc: dict) -> list[str]:
 
 def write_json(doc: dict, out: str | Path) -> Path:
     """Writes the engine's JSON atomically (temp file + rename)."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)  # never the non-JSON NaN the engine would refuse
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return out
+    # allow_nan=False: never the non-JSON NaN the engine would refuse.
+    return write_text_atomic(Path(out), json.dumps(doc, indent=1, allow_nan=False))
 
 
 def to_engine_json(path: str | Path, out: str | Path) -> Path:
