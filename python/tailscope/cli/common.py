@@ -1,0 +1,192 @@
+"""What every command shares: the consoles, the option types, how a command fails."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+import duckdb
+from rich.console import Console
+
+from tailscope.lab import machine
+from tailscope.runner import default_results_dir
+from tailscope.store import StoreError
+
+console = Console()
+err_console = Console(stderr=True)
+
+VERDICT_STYLE = {machine.OK: "green", machine.WARN: "yellow", machine.UNAVAILABLE: "red"}
+
+objective_option = click.option(
+    "--objective-ms",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="p99 objective of the thread-count study's recommendation (default 50 ms).",
+)
+
+load_pacing_option = click.option(
+    "--load-pacing",
+    type=click.Choice(["busy-poll", "sleep"]),
+    default=None,
+    help="How tailscope-load paces on its own core in the echo study: busy-poll (default; no wake-up "
+    "latency in the send lag) or sleep (until --spin-us before each send). Recorded in every document.",
+)
+
+load_io_option = click.option(
+    "--load-io",
+    type=click.Choice(["by-connections", "epoll", "uring"]),
+    default=None,
+    help="How tailscope-load moves bytes in the echo study: by-connections (default; its io_uring path "
+    "from 100 connections up, where epoll's send+recv per echo made the generator the limit, epoll below), "
+    "or one path for every point. Recorded in every document.",
+)
+
+results_option = click.option(
+    "--results",
+    "results_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results folder (default: ./results or $TAILSCOPE_RESULTS).",
+)
+
+
+def _check_cpus(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--cpus CLIENT,SERVER: two CPU numbers this process may run on."""
+    if value is None:
+        return None
+    parts = value.split(",")
+    allowed = os.sched_getaffinity(0)
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise click.BadParameter(f"'{value}' is not CLIENT,SERVER (two CPU numbers, e.g. 0,1)")
+    bad = [int(p) for p in parts if int(p) not in allowed]
+    if bad:
+        raise click.BadParameter(f"CPU {bad[0]} is not one this process may use (allowed: {sorted(allowed)})")
+    return value
+
+
+def stacked(*options):
+    """One decorator applying several click options, first one first in --help."""
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+# The options of every command that runs studies (`run`, `bench STUDY`): one definition, so the
+# commands cannot drift apart.
+study_run_options = stacked(
+    click.option("--full", is_flag=True, help="Long form of every study (quick form by default)."),
+    click.option(
+        "--cpus",
+        default=None,
+        callback=_check_cpus,
+        help="CLIENT,SERVER cpus for pinned measurements (default: first,last).",
+    ),
+    click.option(
+        "--scale",
+        type=click.FloatRange(min=0.001),
+        default=None,
+        help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
+    ),
+    objective_option,
+    load_pacing_option,
+    load_io_option,
+    results_option,
+)
+
+
+def sampling_option(help_text: str):
+    """--sampling: the fraction of requests that were traced (a rate read from traces is divided by it)."""
+    return click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
+
+
+def jaeger_urls_option():
+    """--jaeger URL (repeatable): read traces from a Jaeger query API as well as from files."""
+    return click.option(
+        "--jaeger",
+        "jaeger_urls",
+        multiple=True,
+        metavar="URL",
+        help="Also read traces from a Jaeger query API (repeatable).",
+    )
+
+
+def cpu_fraction_option(help_text: str):
+    """--cpu-fraction: the share of a span's own time that is CPU (a trace cannot tell)."""
+    return click.option(
+        "--cpu-fraction", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True, help=help_text
+    )
+
+
+def twin_duration_option(default_s: float, help_text: str):
+    """--duration-s of a twin run."""
+    return click.option(
+        "--duration-s", type=click.FloatRange(1.0, 3600.0), default=default_s, show_default=True, help=help_text
+    )
+
+
+def max_traces_option(help_text: str):
+    return click.option("--max-traces", type=click.IntRange(min=0), default=0, help=help_text)
+
+
+# What `--jaeger URL` fetches for the twin commands: every service's traces, this many per service,
+# from this far back. `topology from-traces` can change them (jaeger_fetch_options); `advise` uses them.
+JAEGER_FETCH_LIMIT = 1000
+JAEGER_FETCH_LOOKBACK = "1h"
+
+jaeger_fetch_options = stacked(
+    jaeger_urls_option(),
+    click.option(
+        "--jaeger-service", default=None, help="Only this service's traces from --jaeger (default: every service)."
+    ),
+    click.option(
+        "--jaeger-limit",
+        type=click.IntRange(1, 100_000),
+        default=JAEGER_FETCH_LIMIT,
+        show_default=True,
+        help="Traces per service from --jaeger.",
+    ),
+    click.option(
+        "--jaeger-lookback",
+        default=JAEGER_FETCH_LOOKBACK,
+        show_default=True,
+        help="How far back --jaeger looks (Jaeger's lookback).",
+    ),
+)
+
+
+def traced_model_option(help_text: str):
+    """--model: the concurrency model the traced system ran (checked by _check_model)."""
+    return click.option("--model", default="std-async", show_default=True, help=help_text)
+
+
+def json_out_option(name: str, dest: str, help_text: str):
+    """A file to write a result document (JSON) to, besides what is printed."""
+    return click.option(name, dest, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help_text)
+
+
+def _results(results_dir: Path | None) -> Path:
+    return results_dir or default_results_dir()
+
+
+def _fail(message: object, exit_code: int = 2) -> NoReturn:
+    """One red `error:` line on stderr, then exit (2 unless told)."""
+    err_console.print(f"[red]error:[/] {message}")
+    sys.exit(exit_code)
+
+
+def _store_failure(e: Exception) -> NoReturn:
+    """Exit 2 with one clear line; a DuckDB error that got past the open-time
+    check (store.check_database) still names the database instead of a traceback."""
+    if isinstance(e, duckdb.Error):
+        e = StoreError(
+            f"the results database could not be read: {str(e).strip().splitlines()[0]} "
+            "(move tailscope.duckdb aside to start a new one)"
+        )
+    _fail(e)

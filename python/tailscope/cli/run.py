@@ -1,0 +1,196 @@
+"""The run commands: doctor, run, bench, runs, report, export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+from rich.table import Table as RichTable
+
+from tailscope.cli.common import (
+    VERDICT_STYLE,
+    _fail,
+    _results,
+    _store_failure,
+    console,
+    err_console,
+    results_option,
+    study_run_options,
+)
+from tailscope.lab import lifetime, machine
+from tailscope.runner import DB_NAME, RunError, run_studies, write_report
+from tailscope.store import Store, StoreError
+from tailscope.studies.registry import all_studies, study_by_name
+from tailscope.traces.jaeger import JaegerQueryError
+
+
+@click.command()
+def doctor() -> None:
+    """Check what this machine can measure (cores, perf counters, io_uring, limits)."""
+    t = RichTable(title="tailscope doctor", show_lines=False)
+    for col in ("check", "verdict", "value", "detail"):
+        t.add_column(col)
+    from tailscope.lab.labhosts import qdisc_checks
+
+    for c in [*machine.doctor_checks(), *qdisc_checks()]:
+        t.add_row(c.name, f"[{VERDICT_STYLE[c.verdict]}]{c.verdict}[/]", c.value, c.detail)
+    console.print(t)
+
+
+def run_and_report(
+    study_names: list[str],
+    full: bool,
+    results_dir: Path | None,
+    options: dict,
+    form: str | None = None,
+    studies_given: list | None = None,
+) -> str:
+    try:
+        studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else all_studies())
+    except KeyError as e:
+        _fail(e.args[0])
+    results = _results(results_dir)
+    try:
+        # SIGTERM and SIGHUP take Ctrl-C's path: engines stopped, staging removed, nothing stored.
+        with lifetime.terminate_as_interrupt():
+            run_id, report, failures = run_studies(
+                studies,
+                form=form or ("full" if full else "quick"),
+                results_dir=results,
+                options=options,
+                console=err_console,
+            )
+    except (RunError, JaegerQueryError, StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    except KeyboardInterrupt as e:
+        what = "interrupted" if not isinstance(e, lifetime.Terminated) else f"stopped by {e}"
+        err_console.print(f"[yellow]{what}: nothing was stored, no files were left behind[/]")
+        sys.exit(lifetime.interrupt_exit_code(e))
+    for study, why in failures:
+        err_console.print(f"[red]study {study} failed:[/] {why}")
+    console.print(f"run [bold]{run_id}[/] stored in {results / DB_NAME}")
+    console.print(f"report: {report}")
+    if failures:
+        sys.exit(1)
+    return run_id
+
+
+@click.command()
+@click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
+@study_run_options
+def run(study_names: tuple[str, ...], **given: object) -> None:
+    """The main job: run every available study, store the results, write the report."""
+    _run_given(list(study_names), given)
+
+
+def _run_given(study_names: list[str], given: dict) -> None:
+    """`_run` with the values of study_run_options."""
+    run_and_report(
+        study_names,
+        bool(given["full"]),
+        given["results_dir"],
+        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"], given["load_io"]),
+    )
+
+
+def _options(
+    cpus: str | None,
+    scale: float | None,
+    objective_ms: float | None = None,
+    load_pacing: str | None = None,
+    load_io: str | None = None,
+) -> dict:
+    opts: dict = {}
+    if load_pacing:
+        opts["load_pacing"] = load_pacing
+    if load_io:
+        opts["load_io"] = load_io
+    if objective_ms:
+        opts["objective_ms"] = objective_ms
+    if cpus:
+        opts["cpus"] = cpus
+    if scale:
+        opts["scale"] = scale
+    return opts
+
+
+@click.group()
+def bench() -> None:
+    """Run one study on its own (stored and reported like `tailscope run`)."""
+
+
+def _make_bench_command(name: str, title: str):
+    @study_run_options
+    def cmd(**given: object) -> None:
+        _run_given([name], given)
+
+    cmd.__doc__ = title
+    return click.command(name=name)(cmd)
+
+
+for _study in all_studies():
+    if _study.name == "analyze":  # needs trace files: `tailscope analyze FILE...`
+        continue
+    bench.add_command(_make_bench_command(_study.name, _study.title))
+
+
+@click.command()
+@results_option
+def runs(results_dir: Path | None) -> None:
+    """List the stored runs."""
+    path = _results(results_dir) / DB_NAME
+    try:
+        with Store(path, read_only=True) as store:
+            rows = store.runs()
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    t = RichTable()
+    t.add_column("run", no_wrap=True)  # the id is what users copy: never wrap or elide it
+    for col in ("started (UTC)", "form", "studies", "status"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["run_id"], str(r["started_at"])[:19], r["form"], ", ".join(r["studies"] or []), r["status"])
+    console.print(t)
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@results_option
+def report(run_id: str | None, results_dir: Path | None) -> None:
+    """Regenerate the HTML report of RUN_ID (default: the latest run)."""
+
+    results = _results(results_dir)
+    try:
+        with Store(results / DB_NAME, read_only=True) as store:
+            run_id = run_id or store.latest_run_id()
+            if run_id is None:
+                raise StoreError("the results database holds no runs yet (run `tailscope run`)")
+            store.run(run_id)  # unknown run -> error listing the known ones
+            out = write_report(store, run_id, results / run_id / "report.html")
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    except OSError as e:
+        _fail(f"cannot write the report: {e}")
+    console.print(f"report: {out}")
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@click.option("--to", "out_dir", type=click.Path(path_type=Path), required=True, help="Folder to write into.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
+@results_option
+def export(run_id: str | None, out_dir: Path, fmt: str, results_dir: Path | None) -> None:
+    """Export one run's tables (default: the latest run) as Parquet or CSV files."""
+    try:
+        with Store(_results(results_dir) / DB_NAME, read_only=True) as store:
+            run_id = run_id or store.latest_run_id()
+            if run_id is None:
+                raise StoreError("the results database holds no runs yet (run `tailscope run`)")
+            for path in store.export(run_id, out_dir, fmt):
+                console.print(str(path))
+    except (StoreError, duckdb.Error) as e:
+        _store_failure(e)
+    except OSError as e:
+        _fail(f"cannot write the export: {e}")
