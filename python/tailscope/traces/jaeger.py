@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailscope.atomicfile import write_text_atomic
+from tailscope.lab.allow_list import check_base_url
 
 DEFAULT_LOOKBACK = "1h"
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 1_000_000
 PAGE_SIZE = 100
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0  # one read
+REQUEST_DEADLINE_S = 120.0  # one whole answer
 MAX_RESPONSE_BYTES = 512 * 2**20
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -61,11 +63,43 @@ def parse_lookback(text: str) -> int:
     return seconds
 
 
+class _AllowListRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to a target the allow-list admits: a loopback "Jaeger" that
+    answers 302 to an outside address must not make tailscope connect there."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        try:
+            check_base_url(newurl, "a redirect")
+        except ValueError as e:
+            raise JaegerQueryError(f"Jaeger at {req.full_url} redirected (HTTP {code}) to a refused target: {e}") from e
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_AllowListRedirects)
+
+
+def _read_body(r, url: str, deadline: float) -> bytes:
+    """The answer's body, at most MAX_RESPONSE_BYTES + 1, read before `deadline` (monotonic s): the
+    socket timeout bounds each read, not a body trickled a byte at a time."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_RESPONSE_BYTES:
+        if time.monotonic() > deadline:
+            raise JaegerQueryError(f"Jaeger's answer to {url} did not arrive within {REQUEST_DEADLINE_S:.0f} s")
+        chunk = r.read1(min(1 << 16, MAX_RESPONSE_BYTES + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def get_json(url: str) -> dict:
     """One query-API answer: a JSON object with a `data` list, or JaegerQueryError naming the URL."""
+    deadline = time.monotonic() + REQUEST_DEADLINE_S
     try:
-        with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT_S) as r:
-            body = r.read(MAX_RESPONSE_BYTES + 1)
+        with _OPENER.open(url, timeout=REQUEST_TIMEOUT_S) as r:
+            body = _read_body(r, url, deadline)
     except urllib.error.HTTPError as e:
         detail = e.read(2000).decode("utf-8", "replace").strip()
         try:
@@ -86,6 +120,26 @@ def get_json(url: str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise JaegerQueryError(f"Jaeger's answer to {url} has no 'data' list; is this Jaeger's query port?")
     return doc
+
+
+def _is_whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def span_problem(span: object) -> str | None:
+    """Why a fetched span cannot be analysed (the native reader's rules for a Jaeger span: an object
+    with a non-empty spanID, whole non-negative startTime and duration in µs), or None."""
+    if not isinstance(span, dict):
+        return f"a span is a {type(span).__name__}, not an object"
+    sid = span.get("spanID")
+    if not isinstance(sid, str) or not sid:
+        return "a span has no spanID string"
+    for key in ("startTime", "duration"):
+        if key not in span:
+            return f"span {sid} has no {key}"
+        if not _is_whole(span[key]) or span[key] < 0:
+            return f"span {sid} has {key} {span[key]!r}, not a whole number of microseconds ≥ 0"
+    return None
 
 
 def _trace_start_us(trace: dict) -> int:
@@ -134,6 +188,10 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
                 or not t["spans"]
             ):
                 raise JaegerQueryError(f"Jaeger returned a malformed trace on page {pages} ({url})")
+            for span in t["spans"]:
+                why = span_problem(span)
+                if why is not None:
+                    raise JaegerQueryError(f"Jaeger returned trace {t['traceID']} on page {pages} ({url}): {why}")
         if len(page) >= page_size:
             if hi <= lo:
                 raise JaegerQueryError(
