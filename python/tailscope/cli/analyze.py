@@ -12,7 +12,9 @@ from tailscope.cli.common import (
     _store_failure,
     console,
     max_traces_option,
+    number,
     results_option,
+    whole,
 )
 from tailscope.cli.run import run_and_report
 from tailscope.lab.allow_list import check_base_url
@@ -25,7 +27,7 @@ def jaeger_options(f):
     f = click.option(
         "--limit",
         "jaeger_limit",
-        type=click.IntRange(1, 1_000_000),
+        type=whole(1, 1_000_000),
         default=None,
         help="--jaeger: at most N traces, newest first (default 1000).",
     )(f)
@@ -100,7 +102,7 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
 @max_traces_option("Stop after N traces (0 = all).")
 @click.option(
     "--stagger-window-us",
-    type=click.FloatRange(min=0, max=1e9),
+    type=number(0, 1e9),
     default=1000.0,
     show_default=True,
     help="Sibling client spans starting within this many µs of the first are one fan-out launch (launch stagger).",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,33 @@ from tailscope.lab import machine
 from tailscope.runner import default_results_dir
 from tailscope.store import StoreError
 
+
+class Number(click.FloatRange):
+    """The one option type for a real number a user types: finite (nan and inf are refused: a NaN
+    passes every comparison, so a plain range check lets it through) and inside [lo, hi]. Click's
+    message names the option."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        v = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(v, param, ctx)
+
+
+def number(lo: float, hi: float, *, lo_open: bool = False) -> Number:
+    """A finite real in [lo, hi] (or (lo, hi] with lo_open)."""
+    return Number(lo, hi, min_open=lo_open)
+
+
+def whole(lo: int, hi: int) -> click.IntRange:
+    """A whole number in [lo, hi] (click's int parsing refuses nan, inf, 1e3 and 0x10)."""
+    return click.IntRange(lo, hi)
+
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -22,7 +50,7 @@ VERDICT_STYLE = {machine.OK: "green", machine.WARN: "yellow", machine.UNAVAILABL
 
 objective_option = click.option(
     "--objective-ms",
-    type=click.FloatRange(min=0.001),
+    type=number(0.001, 3_600_000.0),
     default=None,
     help="p99 objective of the thread-count study's recommendation (default 50 ms).",
 )
@@ -90,7 +118,7 @@ study_run_options = stacked(
     ),
     click.option(
         "--scale",
-        type=click.FloatRange(min=0.001),
+        type=number(0.001, 1000.0),
         default=None,
         help="Multiply every sample count (e.g. 0.05 for a smoke run; figures get noisier).",
     ),
@@ -103,7 +131,7 @@ study_run_options = stacked(
 
 def sampling_option(help_text: str):
     """--sampling: the fraction of requests that were traced (a rate read from traces is divided by it)."""
-    return click.option("--sampling", type=click.FloatRange(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
+    return click.option("--sampling", type=number(1e-6, 1.0), default=1.0, show_default=True, help=help_text)
 
 
 def jaeger_urls_option():
@@ -119,20 +147,16 @@ def jaeger_urls_option():
 
 def cpu_fraction_option(help_text: str):
     """--cpu-fraction: the share of a span's own time that is CPU (a trace cannot tell)."""
-    return click.option(
-        "--cpu-fraction", type=click.FloatRange(0.0, 1.0), default=1.0, show_default=True, help=help_text
-    )
+    return click.option("--cpu-fraction", type=number(0.0, 1.0), default=1.0, show_default=True, help=help_text)
 
 
 def twin_duration_option(default_s: float, help_text: str):
     """--duration-s of a twin run."""
-    return click.option(
-        "--duration-s", type=click.FloatRange(1.0, 3600.0), default=default_s, show_default=True, help=help_text
-    )
+    return click.option("--duration-s", type=number(1.0, 3600.0), default=default_s, show_default=True, help=help_text)
 
 
 def max_traces_option(help_text: str):
-    return click.option("--max-traces", type=click.IntRange(min=0), default=0, help=help_text)
+    return click.option("--max-traces", type=whole(0, 100_000_000), default=0, help=help_text)
 
 
 # What `--jaeger URL` fetches for the twin commands: every service's traces, this many per service,
@@ -147,7 +171,7 @@ jaeger_fetch_options = stacked(
     ),
     click.option(
         "--jaeger-limit",
-        type=click.IntRange(1, 100_000),
+        type=whole(1, 100_000),
         default=JAEGER_FETCH_LIMIT,
         show_default=True,
         help="Traces per service from --jaeger.",

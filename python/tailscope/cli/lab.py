@@ -13,6 +13,8 @@ from tailscope.cli.common import (
     _fail,
     console,
     err_console,
+    number,
+    whole,
 )
 from tailscope.lab.allow_list import check_base_url
 
@@ -32,7 +34,7 @@ lab_prefix_option = click.option(
 
 
 @hosts.command("up")
-@click.option("--hosts", "count", type=int, default=2, show_default=True, help="Number of lab hosts, 1 … 64.")
+@click.option("--hosts", "count", type=whole(1, 64), default=2, show_default=True, help="Number of lab hosts, 1 … 64.")
 @click.option("--subnet", default="198.18.0.0/24", show_default=True, help="Addresses, inside 198.18.0.0/15.")
 @lab_prefix_option
 def hosts_up(count: int, subnet: str, prefix: str) -> None:
@@ -119,18 +121,18 @@ def deploy() -> None:
     show_default=True,
     help="Where services send spans (a collector agent in the pod's network namespace).",
 )
-@click.option("--trace-sample", type=click.FloatRange(0.0, 1.0), default=0.01, show_default=True)
+@click.option("--trace-sample", type=number(0.0, 1.0), default=0.01, show_default=True)
 @click.option(
     "--rate",
     "rate_per_s",
-    type=click.IntRange(1, 10_000_000),
+    type=whole(1, 10_000_000),
     default=100,
     show_default=True,
     help="The load Job's request rate per second.",
 )
 @click.option(
     "--duration-s",
-    type=click.IntRange(1, 86400),
+    type=whole(1, 86400),
     default=60,
     show_default=True,
     help="The load Job's measured duration.",

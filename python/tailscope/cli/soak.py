@@ -13,13 +13,14 @@ from tailscope.cli.common import (
     console,
     err_console,
     json_out_option,
+    number,
 )
 
 
 @click.command()
 @click.option(
     "--minutes",
-    type=click.FloatRange(min=1.0, max=24 * 60.0),
+    type=number(1.0, 24 * 60.0),
     default=30.0,
     show_default=True,
     help="Wall-clock budget of the whole soak, split evenly over the models.",
@@ -27,14 +28,14 @@ from tailscope.cli.common import (
 @click.option("--model", "models", multiple=True, help="Models to soak (repeatable; default: all five).")
 @click.option(
     "--interval-s",
-    type=click.FloatRange(min=5.0, max=3600.0),
+    type=number(5.0, 3600.0),
     default=60.0,
     show_default=True,
     help="Length of one reported interval.",
 )
 @click.option(
     "--fraction",
-    type=click.FloatRange(min=0.05, max=1.0),
+    type=number(0.05, 1.0),
     default=0.8,
     show_default=True,
     help="Offered rate as a fraction of each model's measured closed-loop ceiling.",

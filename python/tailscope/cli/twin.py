@@ -24,9 +24,11 @@ from tailscope.cli.common import (
     jaeger_urls_option,
     json_out_option,
     max_traces_option,
+    number,
     sampling_option,
     traced_model_option,
     twin_duration_option,
+    whole,
 )
 from tailscope.lab import lifetime
 
@@ -104,14 +106,14 @@ def topology() -> None:
 @cpu_fraction_option("Share of a span's own time that is CPU (the rest is waiting); not in a trace.")
 @click.option(
     "--deferred-gap-us",
-    type=click.FloatRange(0.0, 1e6),
+    type=number(0.0, 1e6),
     default=20.0,
     show_default=True,
     help="A call starting within this many µs of its group's previous result being consumed is deferred.",
 )
 @click.option(
     "--min-traces",
-    type=click.IntRange(1, 10**9),
+    type=whole(1, 10**9),
     default=20,
     show_default=True,
     help="Endpoints seen in fewer traces are kept but flagged.",
@@ -188,7 +190,7 @@ def twin() -> None:
 @traced_model_option("Concurrency model the traced system ran (tailscope-svc --model).")
 @click.option(
     "--rate-per-s",
-    type=click.FloatRange(0.1, 1e6),
+    type=number(0.1, 1e6),
     default=None,
     help="Offered rate (default: from the trace timestamps ÷ --sampling).",
 )
@@ -238,7 +240,7 @@ def twin_validate(
 @jaeger_urls_option()
 @click.option(
     "--objective-ms",
-    type=click.FloatRange(0.001, 600_000.0),
+    type=number(0.001, 600_000.0),
     default=50.0,
     show_default=True,
     help="p99 objective for the max rate (ms).",
