@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from tailscope.cli import main
-from tailscope.lab import topology
+from tailscope.lab import k8s, topology
 
 svc_built = (REPO / "build" / "release" / "bin" / "tailscope-svc").exists()
 pytestmark = pytest.mark.skipif(not svc_built, reason="topology validation needs tailscope-svc (`make build`)")
@@ -114,3 +114,25 @@ def test_an_existing_folder_and_a_non_lab_otlp_endpoint_are_refused(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
     r = deploy(tmp_path / "x", "--otlp-endpoint", "http://192.0.2.5:4318", deployment=None)
     assert r.exit_code == 2 and "--otlp-endpoint" in r.output
+
+
+# ---- --out that cannot be written: a clear error, nothing half made (no engine needed) ----------
+
+_OBJS = [{"kind": "Namespace", "metadata": {"name": "tailscope"}}]
+
+
+@pytest.mark.parametrize(
+    ("make_out", "message"),
+    [
+        (lambda tmp: (tmp / "file").write_text("x") and tmp / "file", "exists and is not a folder"),
+        (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "sub", "cannot create a folder there"),
+        (lambda tmp: Path("/proc/tailscope-not-writable/out"), "cannot create a folder there"),
+    ],
+    ids=["a regular file", "under a regular file", "under a read-only parent"],
+)
+def test_an_out_folder_that_cannot_be_written_is_a_clear_error(make_out, message, tmp_path):
+    out = make_out(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(k8s.DeployError, match=message):
+        k8s.write(_OBJS, out)
+    assert sorted(tmp_path.rglob("*")) == before  # no temp folder, no half set

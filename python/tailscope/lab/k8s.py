@@ -255,12 +255,18 @@ def manifests(
 
 def write(objs: list[dict], out_dir: Path) -> list[Path]:
     """One YAML file per object, numbered in apply order, written to a temp folder
-    and renamed: a failure leaves no half set behind."""
+    and renamed: a failure leaves no half set behind, and a folder that cannot be
+    written is a DeployError naming it (never a traceback)."""
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DeployError(f"--out {out_dir}: exists and is not a folder (choose a new folder)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise DeployError(f"--out {out_dir}: the folder exists and is not empty (choose a new one)")
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    tmp.mkdir(parents=True)
+    try:
+        tmp.mkdir(parents=True)
+    except OSError as e:
+        raise DeployError(f"--out {out_dir}: cannot create a folder there ({e.strerror or e})") from e
     paths = []
     try:
         for i, o in enumerate(objs):
@@ -270,9 +276,11 @@ def write(objs: list[dict], out_dir: Path) -> list[Path]:
         if out_dir.exists():
             out_dir.rmdir()
         tmp.replace(out_dir)
-    except BaseException:
+    except BaseException as e:
         for f in tmp.glob("*"):
             f.unlink()
         tmp.rmdir()
+        if isinstance(e, OSError):
+            raise DeployError(f"--out {out_dir}: cannot write the manifests ({e.strerror or e})") from e
         raise
     return paths
