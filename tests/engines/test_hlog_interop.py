@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import subprocess
 from pathlib import Path
@@ -31,9 +30,12 @@ try:
 except ImportError as error:
     HDRH_IMPORT_ERROR = error
 
-from conftest import REPO as REPO_ROOT
+from conftest import engine_path, needs_engine
 
 LATENCY_LAYOUT = (1, 3_600_000_000_000, 3)
+FIXTURE_BINARY = engine_path("tailscope-hlog-fixture")
+
+pytestmark = needs_engine("tailscope-hlog-fixture")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,19 +50,9 @@ def require_hdrh() -> None:
         )
 
 
-def fixture_binary() -> Path:
-    build_dir = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO_ROOT / "build" / "release"))
-    binary = build_dir / "bin" / "tailscope-hlog-fixture"
-    if not binary.is_file():
-        pytest.skip(
-            f"{binary} is not built (build the release tree first, or point TAILSCOPE_BUILD_DIR at a build directory)"
-        )
-    return binary
-
-
 def run_fixture(*args: str, stdin: str | None = None) -> dict:
     result = subprocess.run(
-        [str(fixture_binary()), *args],
+        [str(FIXTURE_BINARY), *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -215,7 +207,7 @@ def test_fixture_rejects_a_malformed_log_with_the_line_number(tmp_path):
     path = tmp_path / "bad.hlog"
     path.write_text("#[Histogram log format version 1.3]\n0.000,1.000,0.000,HISTFAA!!!\n")
     result = subprocess.run(
-        [str(fixture_binary()), "read", str(path)], capture_output=True, text=True, timeout=60, check=False
+        [str(FIXTURE_BINARY), "read", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 1
     assert "hlog line 2:" in result.stderr

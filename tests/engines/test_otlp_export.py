@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -21,16 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import engine_path, needs_engine
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
+SVC = engine_path("tailscope-svc")
 REQUESTS = 20
 
-pytestmark = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
+pytestmark = needs_engine("tailscope-svc")
 
 
 class Collector:

@@ -18,17 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, assert_refused_before_start
+from conftest import assert_refused_before_start, engine_path, needs_engine
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
+SVC = engine_path("tailscope-svc")
 ALLOWED = sorted(os.sched_getaffinity(0))
 CALLER = "compose-post-service"  # fans out with std::async under the std-async model
 
-pytestmark = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
+pytestmark = needs_engine("tailscope-svc")
 
 
 @pytest.fixture(scope="module")
