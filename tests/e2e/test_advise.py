@@ -102,6 +102,7 @@ def test_nothing_clean_means_no_recommendation_and_unavailable_figures_are_null(
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(None, rate, achieved=0.0))
     doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
     assert doc["recommendation"]["alternative"] is None and doc["recommendation"]["unavailable"]
+    assert doc["ranked"], "no alternative ranked"
     for r in doc["ranked"]:
         assert r["predicted_p99_ns"] is None and r["predicted_p99_unavailable"] == "no request completed"
         assert r["max_rate_at_objective_per_s"] is None
@@ -115,6 +116,7 @@ def test_full_form_offers_every_model_and_the_threads_studys_pool_sizes():
 
     names = [a.name for a in advise_mod.all_alternatives({"model": "std-async", "services_by_p99": []})]
     assert names[: len(MODELS)] == MODELS
+    assert SOCIALNET_THREADS, "no pool sizes"
     for n in SOCIALNET_THREADS:
         assert f"pool-blocking --workers {n}" in names and f"pool-callback --workers {n}" in names
     assert len(names) == len(set(names))
@@ -142,6 +144,7 @@ def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces
     doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
     rec = doc["recommendation"]
     assert rec["alternative"] is not None and rec["flags"] == ["generator-limited"]
+    assert doc["ranked"], "no alternative ranked"
     assert all(r["max_rate_at_objective_per_s"] is None for r in doc["ranked"])  # a flagged rung never counts
     assert any(
         line.startswith("recommended:") and "[flagged: generator-limited]" in line

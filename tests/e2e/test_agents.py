@@ -199,6 +199,7 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
                 artifacts_dir=tmp_path / "hlog",
             )
         assert [a["netns"] for a in doc["agents"]] == [f"{LAB_PREFIX}-h1", f"{LAB_PREFIX}-h2"]
+        assert len(results) == 2, results
         assert all(r.count > 0 and r.errors_total == 0 for r in results)
         assert doc["measurements"][0]["latency"]["count"] == sum(r.count for r in results)
     finally:

@@ -72,6 +72,7 @@ def test_critical_paths_returns_dataframes(tmp_path, critpath_from_build):
     e2e = a.traces.set_index("trace_id")["end_to_end_ns"]
     assert (per_trace == e2e.loc[per_trace.index]).all()
     # sections tile each root span
+    assert not a.sections.empty, "no sections"
     for _tid, grp in a.sections.groupby("trace_id"):
         grp = grp.sort_values("start_ns")
         assert (grp["start_ns"].iloc[1:].values == grp["end_ns"].iloc[:-1].values).all()

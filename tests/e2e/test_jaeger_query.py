@@ -121,6 +121,7 @@ def test_pages_collect_every_trace_once(jaeger):
     got, summary = jq.fetch(jq.JaegerQuery(j.url, "front", limit=1000), page_size=4, now_us=NOW_US)
     assert sorted(t["traceID"] for t in got) == sorted(t["traceID"] for t in traces)
     assert summary["pages"] > 6 and summary["spans"] == 3 * len(traces)
+    assert j.requests, "no request reached the fake Jaeger"
     assert all(int(r["limit"]) == 4 and r["service"] == "front" for r in j.requests)
 
 

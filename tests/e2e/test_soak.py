@@ -260,6 +260,7 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
         on_interval=lambda _s, iv: seen.append(iv.index),
     )
     assert seen == [1, 2]
+    assert len(s.intervals) == 2, s.intervals
     for iv in s.intervals:
         e = iv.episodes
         assert e is not None, "the interval's episodes were not read"

@@ -312,6 +312,7 @@ def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path)
     topo, report = infer_file(write(tmp_path, jaeger(traces)))
     once = next(e for e in report["endpoints"] if e["service"] == "svc-b")
     assert once["rare"] and once["instances"] == 1
+    assert once["fits"], "no fit for the operation seen once"
     assert all(f["kind"] == "constant" and f["ks_statistic"] is None for f in once["fits"])
     svc_a = next(e for e in report["endpoints"] if e["service"] == "svc-a")
     assert svc_a["structure"] == []  # the 24 instances without a call win the vote

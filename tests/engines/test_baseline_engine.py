@@ -70,6 +70,7 @@ def test_hlog_is_read_by_the_hdrhistogram_package(smoke_run):
         if h is None:
             break
         by_tag[h.get_tag()] = h
+    assert doc["measurements"], "no measurements"
     for m in doc["measurements"]:
         h = by_tag[m["hlog_tag"]]
         assert h.get_total_count() == m["latency"]["count"]

@@ -73,6 +73,7 @@ def python_stats(histogram: HdrHistogram, percentiles: list[str]) -> dict:
 
 
 def assert_same_stats(ours: dict, theirs: dict, where: str) -> None:
+    assert ours["values"], f"{where}: no value_at_percentile to compare"
     for key in ("total_count", "min", "max"):
         assert ours[key] == theirs[key], f"{where}: {key} ours={ours[key]} package={theirs[key]}"
     mismatched = {
@@ -124,6 +125,7 @@ def test_package_reads_our_hlog(written_log):
         seen.append(histogram)
     reader.close()
     assert reader.get_start_time_sec() == pytest.approx(1_700_000_000.0)
+    assert seen, "the package read no interval"
     assert len(seen) == len(expected["intervals"])
     for i, (histogram, interval) in enumerate(zip(seen, expected["intervals"])):
         assert_same_stats(interval, python_stats(histogram, expected["percentiles"]), f"hlog interval {i}")
@@ -141,6 +143,7 @@ def test_package_reads_our_hlog(written_log):
 
     # Interval_Max is max / 1e6 (ns -> ms) with 3 decimals.
     lines = [line for line in text.splitlines() if line and not line.startswith(("#", '"'))]
+    assert lines, "no interval line in the .hlog"
     for line, interval in zip(lines, expected["intervals"]):
         fields = line.split(",")
         if fields[0].startswith("Tag="):

@@ -245,6 +245,7 @@ def test_echo_study_runs_and_renders(tmp_path):
     points = {d.point for d in docs}
     assert {"baseline", "closed/epoll/8", "rate/poll/1000", "co/epoll/8"} <= points
     loads = [d.document for d in docs if d.engine == "tailscope-load" and "echo_point" in d.document]
+    assert loads, "no tailscope-load document with an echo_point"
     for doc in loads:
         ep = doc["echo_point"]
         # Busy-poll pacing by default, recorded in the engine's own config; threads as planned.

@@ -154,6 +154,7 @@ def test_a_broken_endpoint_never_delays_requests_and_losses_are_counted(mode, to
     assert e["last_error"]
     # Bounded retries: per service, at most 3 attempts per failed batch (+ the one cut short at shutdown).
     assert e["attempts_failed"] > 0
+    assert doc["services"], "no service in the document"
     for s in doc["services"].values():
         x = s["otlp_export"]
         assert x["attempts_failed"] <= 3 * (x["batches_failed"] + 1)

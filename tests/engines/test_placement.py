@@ -87,6 +87,7 @@ def test_every_thread_of_every_service_stays_in_its_placement(topo_json: Path, t
     assert later, "no thread was created after start: the std::async path was not exercised"
     assert set(seen.values()) == {cpu}, f"threads outside CPU {cpu}: {seen}"
     # Services without a placement keep the whole allowed set.
+    assert others, "no thread of the services without a placement was seen"
     assert all(a == _cpu_list(ALLOWED) for a in others.values()), others
     doc = json.loads(out.read_text())
     placed = doc["services"][CALLER]["placement"]

@@ -214,7 +214,9 @@ def test_yaml_values_json_cannot_carry_are_errors_and_nothing_is_written(value, 
 
 
 def test_the_shipped_topologies_pass_the_shared_validation():
-    for path in sorted(topology.REPO_ROOT.glob("topologies/*.yaml")):
+    paths = sorted(topology.REPO_ROOT.glob("topologies/*.yaml"))
+    assert paths, f"no topologies/*.yaml under {topology.REPO_ROOT}"
+    for path in paths:
         assert topology.services(topology.load(path)), path
 
 
