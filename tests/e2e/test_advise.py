@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from test_twin import jaeger, rpc, write
 
+from conftest import needs_engine
 from tailscope.cli import main
 from tailscope.twin import advise as advise_mod
 from tailscope.twin.infer import InferOptions
@@ -40,10 +41,10 @@ class FakeRun:
         self.load, self.traces, self.graph, self.rate_per_s, self.trace_sample = load, traces, {}, 0, 1.0
 
 
+# The tests that use it: needs_engine("tailscope-critpath", "tailscope-svc") (the inferred topology
+# is checked by the engine's validator).
 @pytest.fixture
-def traces(tmp_path, engine):
-    engine("tailscope-critpath")
-    engine("tailscope-svc")  # the inferred topology is checked by the engine's validator
+def traces(tmp_path):
     spans = []
     for n in range(40):
         t0 = n * 10_000  # 100 traces/s
@@ -66,6 +67,7 @@ def fake_runs(monkeypatch, traces_path: Path, behaviour):
     return ts, calls
 
 
+@needs_engine("tailscope-critpath", "tailscope-svc")
 def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, traces):
     def behaviour(model, args, rate, topo):
         if model == "std-async":  # meets 50 ms at 1×, saturates at 4×
@@ -95,10 +97,12 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
     json.dumps(doc, allow_nan=False)  # the notebook document is plain JSON
 
 
+@needs_engine("tailscope-critpath", "tailscope-svc")
 def test_nothing_clean_means_no_recommendation_and_unavailable_figures_are_null(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(None, rate, achieved=0.0))
     doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
     assert doc["recommendation"]["alternative"] is None and doc["recommendation"]["unavailable"]
+    assert doc["ranked"], "no alternative ranked"
     for r in doc["ranked"]:
         assert r["predicted_p99_ns"] is None and r["predicted_p99_unavailable"] == "no request completed"
         assert r["max_rate_at_objective_per_s"] is None
@@ -112,14 +116,15 @@ def test_full_form_offers_every_model_and_the_threads_studys_pool_sizes():
 
     names = [a.name for a in advise_mod.all_alternatives({"model": "std-async", "services_by_p99": []})]
     assert names[: len(MODELS)] == MODELS
+    assert SOCIALNET_THREADS, "no pool sizes"
     for n in SOCIALNET_THREADS:
         assert f"pool-blocking --workers {n}" in names and f"pool-callback --workers {n}" in names
     assert len(names) == len(set(names))
     assert [a.name for a in advise_mod.quick_alternatives("coroutine")] == ["coroutine", "pool-blocking --workers 10"]
 
 
-def test_advise_bad_input(tmp_path, traces, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath", "tailscope-svc")
+def test_advise_bad_input(tmp_path, traces):
     r = CliRunner().invoke(main, ["advise", str(traces), "--objective-ms", "0"])
     assert r.exit_code == 2 and "--objective-ms" in r.output
     r = CliRunner().invoke(main, ["advise", str(traces), "--model", "goroutines"])
@@ -133,11 +138,13 @@ def test_advise_bad_input(tmp_path, traces, engine):
     assert not out.exists()
 
 
+@needs_engine("tailscope-critpath", "tailscope-svc")
 def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(4e6, rate, gen=True))
     doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
     rec = doc["recommendation"]
     assert rec["alternative"] is not None and rec["flags"] == ["generator-limited"]
+    assert doc["ranked"], "no alternative ranked"
     assert all(r["max_rate_at_objective_per_s"] is None for r in doc["ranked"])  # a flagged rung never counts
     assert any(
         line.startswith("recommended:") and "[flagged: generator-limited]" in line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, built_engine, echo_server, echo_server_in_lab_host, needs_root
+from conftest import echo_server, echo_server_in_lab_host, engine_path, needs_engine, needs_root
 from tailscope.lab import agents, labhosts
 from tailscope.measure.hlog import new_histogram
 
@@ -153,8 +153,8 @@ def test_one_agent_failing_stops_the_others_and_leaves_no_process(tmp_path, monk
         assert not Path(f"/proc/{pid}").exists()
 
 
+@needs_engine("tailscope-load", "tailscope-echo")
 def test_two_tiny_real_agents_on_loopback_merge_to_their_sum(tmp_path):
-    built_engine("tailscope-load")
     with echo_server("epoll") as (port, _):
         results, doc = agents.run_agents(
             [agents.Agent("one"), agents.Agent("two")],
@@ -179,11 +179,9 @@ def test_two_tiny_real_agents_on_loopback_merge_to_their_sum(tmp_path):
 
 @pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
+@needs_engine("tailscope-echo", "tailscope-load")
 def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch):
-    echo = BUILD / "bin" / "tailscope-echo"
-    if not echo.exists():
-        pytest.skip(f"{echo} not built (run `make build`)")
-    built_engine("tailscope-load")
+    echo = engine_path("tailscope-echo")
     monkeypatch.setattr(labhosts, "STATE_DIR", tmp_path / "state")
     try:
         state = labhosts.up(labhosts.validate(3, LAB_SUBNET, LAB_PREFIX))
@@ -201,6 +199,7 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
                 artifacts_dir=tmp_path / "hlog",
             )
         assert [a["netns"] for a in doc["agents"]] == [f"{LAB_PREFIX}-h1", f"{LAB_PREFIX}-h2"]
+        assert len(results) == 2, results
         assert all(r.count > 0 and r.errors_total == 0 for r in results)
         assert doc["measurements"][0]["latency"]["count"] == sum(r.count for r in results)
     finally:
@@ -208,10 +207,10 @@ def test_agents_in_two_lab_hosts_drive_a_server_in_a_third(tmp_path, monkeypatch
     assert labhosts.state(LAB_PREFIX).namespaces == []
 
 
+@needs_engine("tailscope-load", "tailscope-echo")
 def test_load_start_at_is_range_checked_and_its_lateness_recorded(tmp_path):
     from conftest import run_load
 
-    built_engine("tailscope-load")
     with echo_server("epoll") as (port, _):
         rc, doc, err = run_load(port, "-c", "1", "-d", "0.2s", "--warmup", "0", "--start-at", "5")
         assert rc == 1 and doc is None and "--start-at" in err

@@ -12,18 +12,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import BUILD, CRITPATH_FIXTURES, REPO, require_fixture
-
-
-def _needs_engine():
-    if not (BUILD / "bin" / "tailscope-critpath").exists():
-        pytest.skip("tailscope-critpath not built (run `make build`)")
+from conftest import BUILD, CRITPATH_FIXTURES, REPO, needs_engine, require_fixture
 
 
 @pytest.fixture
 def critpath_from_build(monkeypatch):
-    """For tailscope.traces.critpath called in this process: the built tailscope-critpath (skips without it)."""
-    _needs_engine()
+    """For tailscope.traces.critpath called in this process: the tailscope-critpath of BUILD
+    (the tests that use it are marked needs_engine("tailscope-critpath"))."""
     monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
 
 
@@ -63,6 +58,7 @@ def write_traces(path: Path, n: int = 20) -> None:
     path.write_text(json.dumps({"data": data}))
 
 
+@needs_engine("tailscope-critpath")
 def test_critical_paths_returns_dataframes(tmp_path, critpath_from_build):
     from tailscope.traces.critpath import critical_paths
 
@@ -76,6 +72,7 @@ def test_critical_paths_returns_dataframes(tmp_path, critpath_from_build):
     e2e = a.traces.set_index("trace_id")["end_to_end_ns"]
     assert (per_trace == e2e.loc[per_trace.index]).all()
     # sections tile each root span
+    assert not a.sections.empty, "no sections"
     for _tid, grp in a.sections.groupby("trace_id"):
         grp = grp.sort_values("start_ns")
         assert (grp["start_ns"].iloc[1:].values == grp["end_ns"].iloc[:-1].values).all()
@@ -86,8 +83,8 @@ def test_critical_paths_returns_dataframes(tmp_path, critpath_from_build):
     assert not a.paths.empty and a.paths["count"].sum() == 20
 
 
+@needs_engine("tailscope-critpath")
 def test_analyze_command_stores_and_reports(tmp_path):
-    _needs_engine()
     f = tmp_path / "t.json"
     write_traces(f)
     results = tmp_path / "results"
@@ -122,8 +119,8 @@ def test_analyze_command_stores_and_reports(tmp_path):
     con.close()
 
 
+@needs_engine("tailscope-critpath")
 def test_invalid_trace_file_fails_cleanly(tmp_path):
-    _needs_engine()
     f = tmp_path / "bad.json"
     f.write_text('{"data": [{"traceID": "x", "spans": [}')
     results = tmp_path / "results"
@@ -143,6 +140,7 @@ def test_invalid_trace_file_fails_cleanly(tmp_path):
     assert not list(results.glob(".staging-*"))
 
 
+@needs_engine("tailscope-critpath")
 def test_crisp_fixtures_analyze_end_to_end(tmp_path, critpath_from_build):
     fixtures = require_fixture(CRITPATH_FIXTURES / "crisp")
     from tailscope.traces.critpath import critical_paths
@@ -190,6 +188,7 @@ def write_dsb_traces(path: Path, n: int = 3) -> None:
     path.write_text(json.dumps({"data": data}))
 
 
+@needs_engine("tailscope-critpath")
 def test_pairs_inferred_from_deathstarbench_traces_without_tags(tmp_path, critpath_from_build):
     from tailscope.traces.critpath import critical_paths
 
@@ -227,8 +226,8 @@ def _cli(args: list[str], results: Path) -> subprocess.CompletedProcess:
     )
 
 
+@needs_engine("tailscope-critpath")
 def test_no_pairs_is_unavailable_end_to_end(tmp_path):
-    _needs_engine()
     f = tmp_path / "mono.json"
     write_untraceable(f)
     results = tmp_path / "results"
@@ -250,8 +249,8 @@ def test_no_pairs_is_unavailable_end_to_end(tmp_path):
     assert not ({"rpc_scheduling", "rpc_join", "launch_stagger", "delay_on_path"} & stored)
 
 
+@needs_engine("tailscope-critpath")
 def test_timeline_svg_has_one_bar_per_span_and_marks_the_critical_path(tmp_path):
-    _needs_engine()
     f = tmp_path / "dsb.json"
     write_dsb_traces(f)
     results = tmp_path / "results"

@@ -11,16 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import BUILD, REPO, TAILSCOPE, start_tailscope, tailscope_env
+from conftest import REPO, TAILSCOPE, needs_engine, start_tailscope, tailscope_env
 
 
-def _needs_engine():
-    if not (BUILD / "bin" / "tailscope-baseline").exists():
-        pytest.skip("tailscope-baseline not built (run `make build`)")
-
-
+@needs_engine("tailscope-baseline")
 def test_run_writes_store_report_and_latest(results_dir):
-    _needs_engine()
     r = subprocess.run(
         [*TAILSCOPE, "run", "--scale", "0.05"],
         capture_output=True,
@@ -100,8 +95,8 @@ def test_report_without_database_is_a_clear_error(results_dir):
     assert r.returncode == 2 and "no results database" in r.stderr
 
 
+@needs_engine("tailscope-baseline")
 def test_ctrl_c_mid_run_leaves_database_consistent_and_no_files(results_dir):
-    _needs_engine()
     env = tailscope_env(results_dir)
     # A first, complete run so there is a database to keep consistent. One short study is enough
     # for that (the complete run of every study is test_run_writes_store_report_and_latest's).

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import engine_path, report_section, run_study_alone
+from conftest import needs_engine, report_section, run_study_alone
 from tailscope.measure.measurement import point_flags
 from tailscope.studies import collapse
 from tailscope.studies.common import cite
-
-needs_engines = pytest.mark.skipif(
-    not all(engine_path(n).exists() for n in ("tailscope-svc", "tailscope-load")),
-    reason="tailscope-svc / tailscope-load not built (run `make build`)",
-)
 
 
 def _point(variant: str, users: int, rate: float, workers: int = 1, flags=(), qw_mean=None, mean_ns=1e6, **kw):
@@ -24,7 +19,7 @@ def _point(variant: str, users: int, rate: float, workers: int = 1, flags=(), qw
     return p | kw
 
 
-@needs_engines
+@needs_engine("tailscope-svc", "tailscope-load")
 @pytest.mark.serial  # compares two measured rates: run alone (docs/testing.md)
 def test_tiny_form_callback_serves_at_least_blocking_with_equal_pools(tmp_path):
     _, report, docs = run_study_alone(collapse.STUDY, tmp_path, {"collapse_form": "tiny"})

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from conftest import BUILD, run_study_alone
+from conftest import BUILD, needs_engine, run_study_alone
 from tailscope.studies.contention import shape_verdict
 
 
@@ -24,9 +22,8 @@ def test_shape_unavailable_without_the_reference_points():
     assert "unavailable" in shape_verdict("m", "join", {20: 0.0, 100: 300.0})
 
 
+@needs_engine("tailscope-svc", "tailscope-critpath")
 def test_tiny_contention_run_stores_async_call_delays(tmp_path, monkeypatch):
-    if not (BUILD / "bin" / "tailscope-svc").exists() or not (BUILD / "bin" / "tailscope-critpath").exists():
-        pytest.skip("engines not built (run `make build`)")
     monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(BUILD))
     from tailscope.store import Store
     from tailscope.studies.registry import study_by_name

@@ -13,15 +13,10 @@ import threading
 
 import pytest
 
-from conftest import BUILD, needs_root
+from conftest import BUILD, needs_engine, needs_root
 from tailscope.lab import agents, deployment, labhosts, topology
 from tailscope.studies import isolation
 from tailscope.studies.base import RunContext
-
-needs_engines = pytest.mark.skipif(
-    not all((BUILD / "bin" / e).exists() for e in ("tailscope-svc", "tailscope-load", "tailscope-critpath")),
-    reason="engines not built (run `make build`)",
-)
 
 
 def test_two_cores_put_two_service_hosts_on_one_and_leave_the_agents_unpinned():
@@ -148,7 +143,7 @@ def _ss_peers(netns: str) -> list[str]:
 
 @pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
-@needs_engines
+@needs_engine("tailscope-svc", "tailscope-load", "tailscope-critpath")
 def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
     monkeypatch.setattr(labhosts, "STATE_DIR", tmp_path / "state")
     prefix = "tsc"
@@ -213,7 +208,7 @@ def test_connect_audit_every_tcp_peer_is_loopback_or_lab(tmp_path, monkeypatch):
 
 @pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
-@needs_engines
+@needs_engine("tailscope-svc", "tailscope-load", "tailscope-critpath")
 def test_tiny_isolation_study_end_to_end_removes_its_lab(tmp_path, monkeypatch):
     monkeypatch.setattr(labhosts, "STATE_DIR", tmp_path / "state")
     from tailscope.runner import run_studies
@@ -260,7 +255,7 @@ def test_the_models_fall_back_to_pool_callback_without_a_socialnet_run(tmp_path)
 
 @pytest.mark.serial  # makes lab namespaces: alone, so no other test sees them (docs/testing.md)
 @needs_root
-@needs_engines
+@needs_engine("tailscope-svc", "tailscope-load", "tailscope-critpath")
 def test_sigterm_mid_study_takes_the_lab_down(tmp_path):
     import signal
     import sys

@@ -6,21 +6,18 @@ clear, with nothing stored."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
+from conftest import needs_engine
 from tailscope.cli import main
 from tailscope.traces import jaeger as jq
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
 NOW_US = 1_700_000_000_000_000
 
 
@@ -124,6 +121,7 @@ def test_pages_collect_every_trace_once(jaeger):
     got, summary = jq.fetch(jq.JaegerQuery(j.url, "front", limit=1000), page_size=4, now_us=NOW_US)
     assert sorted(t["traceID"] for t in got) == sorted(t["traceID"] for t in traces)
     assert summary["pages"] > 6 and summary["spans"] == 3 * len(traces)
+    assert j.requests, "no request reached the fake Jaeger"
     assert all(int(r["limit"]) == 4 and r["service"] == "front" for r in j.requests)
 
 
@@ -187,12 +185,7 @@ def test_bad_input_is_refused(args, message, tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-needs_critpath = pytest.mark.skipif(
-    not (BUILD / "bin" / "tailscope-critpath").exists(), reason="tailscope-critpath not built (`make build`)"
-)
-
-
-@needs_critpath
+@needs_engine("tailscope-critpath")
 def test_analyze_from_jaeger_stores_the_run_with_the_fetched_file(jaeger, tmp_path, monkeypatch):
     traces = boundary_traces(12)
     monkeypatch.setattr(jq, "_now_us", lambda: NOW_US + 1_000_000)
@@ -206,7 +199,7 @@ def test_analyze_from_jaeger_stores_the_run_with_the_fetched_file(jaeger, tmp_pa
     assert query["traces"] == 12 and query["service"] == "front"
 
 
-@needs_critpath
+@needs_engine("tailscope-critpath")
 def test_a_failed_query_stores_nothing(jaeger, tmp_path):
     j = jaeger(boundary_traces(), "partial", fault_at=1)
     results = tmp_path / "results"

@@ -13,12 +13,11 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, echo_server_in_lab_host, needs_root
+from conftest import echo_server_in_lab_host, engine_path, needs_engine, needs_root
 from tailscope.cli import main
 from tailscope.lab import labhosts
 
@@ -27,8 +26,7 @@ from tailscope.lab import labhosts
 pytestmark = pytest.mark.serial
 
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-ECHO = BUILD / "bin" / "tailscope-echo"
+ECHO = engine_path("tailscope-echo")
 PREFIX = "tst"
 SUBNET = "198.19.254.0/28"
 
@@ -212,7 +210,7 @@ print(got.decode())
 
 
 @needs_root
-@pytest.mark.skipif(not ECHO.exists(), reason=f"tailscope-echo not built ({ECHO}); run `make build`")
+@needs_engine("tailscope-echo")
 def test_tcp_echo_between_two_lab_hosts(lab):
     state = labhosts.up(lab)
     h1_addr = state.hosts[0].address.split("/")[0]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REPO, start_tailscope, tailscope_env
+from conftest import REPO, needs_engine, start_tailscope, tailscope_env
 from tailscope import runner
 from tailscope.lab import engines, lifetime
 
@@ -222,10 +222,6 @@ def test_next_run_removes_staging_and_engine_temp_of_dead_runs_only(tmp_path):
 
 # ---- tailscope run under SIGTERM, SIGHUP and SIGKILL (real socialnet graph) --------------
 
-needs_svc = pytest.mark.skipif(
-    not (BUILD / "bin" / "tailscope-svc").exists(), reason="tailscope-svc not built (run `make build`)"
-)
-
 
 def _start_socialnet_run(results: Path) -> tuple[subprocess.Popen, dict[int, tuple[str, str]]]:
     """`tailscope run --study socialnet`, once its 13-process graph is up: (cli, its engine processes)."""
@@ -242,7 +238,7 @@ def _start_socialnet_run(results: Path) -> tuple[subprocess.Popen, dict[int, tup
     pytest.fail(f"the socialnet graph did not come up: {cli.communicate(timeout=30)[1][-2000:]}")
 
 
-@needs_svc
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_stops_the_run_like_ctrl_c(sig, tmp_path):
     results = tmp_path / "results"
@@ -264,7 +260,7 @@ def test_sigterm_or_sighup_stops_the_run_like_ctrl_c(sig, tmp_path):
         _kill_all(procs)
 
 
-@needs_svc
+@needs_engine("tailscope-svc")
 def test_killed_run_leaves_no_engine_and_its_folders_go_at_the_next_run(tmp_path):
     results = tmp_path / "results"
     cli, procs = _start_socialnet_run(results)

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from conftest import needs_engine
 from tailscope.studies.soak import Interval, ModelSoak, ProcessSample, verdicts
 
 
@@ -238,15 +239,13 @@ def test_the_machine_sampler_reads_proc_until_stopped():
     assert all(p.runnable >= 0 for p in m.points)
 
 
+@needs_engine("tailscope-svc", "tailscope-load")
 def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
     """End to end on the real graph, with every phase cut to seconds: each interval carries its
     machine samples and per-second histograms (the .hlog is removed once read)."""
-    from conftest import built_engine
     from tailscope.lab import topology
     from tailscope.studies import soak
 
-    built_engine("tailscope-svc")
-    built_engine("tailscope-load")
     monkeypatch.setattr(soak, "CEILING_DURATION_S", 1.0)
     monkeypatch.setattr(soak, "SETTLE_S", 0.5)
     topo = topology.to_engine_json(topology.SOCIALNET, tmp_path / "socialnet.json")
@@ -261,6 +260,7 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
         on_interval=lambda _s, iv: seen.append(iv.index),
     )
     assert seen == [1, 2]
+    assert len(s.intervals) == 2, s.intervals
     for iv in s.intervals:
         e = iv.episodes
         assert e is not None, "the interval's episodes were not read"

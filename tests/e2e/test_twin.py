@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import engine_path
+from conftest import engine_path, needs_engine
 from tailscope.cli import main
 from tailscope.lab import topology
 from tailscope.twin.fit import fit_durations
@@ -18,15 +18,6 @@ from tailscope.twin.infer import MAX_GROUP_CALLS, InferOptions, infer, insertion
 from tailscope.twin.spans import read_traces
 from tailscope.twin.structure import differences
 from tailscope.twin.validate import compare
-
-ENGINES = ("tailscope-critpath", "tailscope-svc", "tailscope-load")
-
-
-def need_engines(*names: str) -> None:
-    for n in names or ENGINES:
-        if not engine_path(n).exists():
-            pytest.skip(f"{engine_path(n)} not built (run `make build`)")
-
 
 # ---- synthetic Jaeger traces ---------------------------------------------------------------------
 
@@ -111,8 +102,8 @@ def test_fit_keeps_an_observed_tail_beyond_the_engines_default_cap():
 # ---- structure rules on synthetic traces -----------------------------------------------------------
 
 
-def test_overlapping_calls_are_one_async_group_and_back_to_back_calls_are_sequential(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_overlapping_calls_are_one_async_group_and_back_to_back_calls_are_sequential(tmp_path):
     traces = []
     for n in range(30):
         t0 = n * 10_000
@@ -142,8 +133,8 @@ def test_store_misses_become_hit_ratio_and_on_miss():
     assert insertions(base, (("call", "x", "s", "op"),)) is None
 
 
-def test_no_cross_service_span_is_a_clear_error(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_no_cross_service_span_is_a_clear_error(tmp_path):
     path = write(
         tmp_path, jaeger([[("r", None, "mono", "/x", 0, 100, "server"), ("q", "r", "mono", "sql", 5, 50, "client")]])
     )
@@ -154,8 +145,8 @@ def test_no_cross_service_span_is_a_clear_error(tmp_path, engine):
     assert not (tmp_path / "t.yaml").exists() and not (tmp_path / "t.yaml.inference.json").exists()
 
 
-def test_conflicting_versions_keep_the_most_frequent_and_report_the_rest(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_conflicting_versions_keep_the_most_frequent_and_report_the_rest(tmp_path):
     traces = []
     for n in range(10):
         t0 = n * 5000
@@ -173,8 +164,8 @@ def test_conflicting_versions_keep_the_most_frequent_and_report_the_rest(tmp_pat
     topology.validate(topo)
 
 
-def test_recursion_is_dropped_with_a_report(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_recursion_is_dropped_with_a_report(tmp_path):
     traces = []
     for n in range(5):
         t0 = n * 5000
@@ -186,8 +177,8 @@ def test_recursion_is_dropped_with_a_report(tmp_path, engine):
     topology.validate(topo)  # no cycle left for the engine to reject
 
 
-def test_fanout_of_thousands_is_bounded_and_reported(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_fanout_of_thousands_is_bounded_and_reported(tmp_path):
     n = 3000
     spans = [("r", None, "front", "/api", 0, 10_000, "server")]
     for i in range(n):
@@ -201,10 +192,11 @@ def test_fanout_of_thousands_is_bounded_and_reported(tmp_path, engine):
     topology.validate(topo)
 
 
-def test_span_dump_needs_an_artifacts_folder_and_writes_one_line_per_trace(tmp_path, engine):
+@needs_engine("tailscope-critpath")
+def test_span_dump_needs_an_artifacts_folder_and_writes_one_line_per_trace(tmp_path):
     import subprocess
 
-    critpath = engine("tailscope-critpath")
+    critpath = engine_path("tailscope-critpath")
     p = write(tmp_path, jaeger([[("r", None, "a", "/x", 0, 100, "server"), *rpc("c", "r", "a", "b", "op", 5, 50)]] * 3))
     r = subprocess.run([critpath, "--span-dump", str(p)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--span-dump: needs --artifacts" in r.stderr
@@ -269,7 +261,6 @@ def socialnet_traces(tmp_path_factory) -> Path:
     The join order of results that were all there before the parent asked cannot be read from one
     trace; it comes from the instances that can tell, so the run is long enough to hold many (5 s
     once left too few: the inferred topology differed in 1 of ~20 clean-clone runs)."""
-    need_engines()
     from tailscope.lab.engines import run_engine
     from tailscope.lab.graph import LOAD, PATH, graph
     from tailscope.lab.load import http_load_args
@@ -282,6 +273,7 @@ def socialnet_traces(tmp_path_factory) -> Path:
 
 
 @pytest.mark.serial  # the join order is read from timing: a busy machine leaves fewer instances that tell
+@needs_engine("tailscope-critpath", "tailscope-svc", "tailscope-load")
 def test_topology_inferred_from_socialnet_traces_matches_socialnet_yaml(socialnet_traces, tmp_path):
     out = tmp_path / "inferred.yaml"
     r = CliRunner().invoke(main, ["topology", "from-traces", str(socialnet_traces), "-o", str(out)])
@@ -305,8 +297,8 @@ def test_jaeger_outside_loopback_and_the_lab_is_refused_before_any_connection(tm
     assert not out.exists()
 
 
-def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path, engine):
-    engine("tailscope-critpath")
+@needs_engine("tailscope-critpath")
+def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path):
     traces = []
     for n in range(25):
         t0 = n * 5000
@@ -320,6 +312,7 @@ def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path,
     topo, report = infer_file(write(tmp_path, jaeger(traces)))
     once = next(e for e in report["endpoints"] if e["service"] == "svc-b")
     assert once["rare"] and once["instances"] == 1
+    assert once["fits"], "no fit for the operation seen once"
     assert all(f["kind"] == "constant" and f["ks_statistic"] is None for f in once["fits"])
     svc_a = next(e for e in report["endpoints"] if e["service"] == "svc-a")
     assert svc_a["structure"] == []  # the 24 instances without a call win the vote
@@ -346,7 +339,6 @@ def test_the_original_against_itself_is_the_twins_noise_floor():
 @pytest.fixture(scope="module")
 def hotel_traces(tmp_path_factory) -> Path:
     """A tiny traced run of the hotel graph through /hotels (std-async, 60 requests/s, 2 s)."""
-    need_engines()
     from tailscope.lab.engines import run_engine
     from tailscope.lab.graph import LOAD, graph
     from tailscope.lab.load import http_load_args
@@ -359,6 +351,7 @@ def hotel_traces(tmp_path_factory) -> Path:
     return d / "traces" / "traces.otlp.json"
 
 
+@needs_engine("tailscope-critpath", "tailscope-svc", "tailscope-load")
 def test_topology_inferred_from_hotel_traces_matches_what_hotels_path_reaches(hotel_traces, tmp_path):
     from tailscope.studies.twin import HOTEL
 

@@ -7,22 +7,21 @@ import subprocess
 
 import pytest
 
+from conftest import engine_path, needs_engine
 from tailscope.lab.engines import validate_document
 
+BASELINE = engine_path("tailscope-baseline")
 REFERENCES = {"clock_read", "empty_syscall", "thread_create", "condvar_handoff", "spin_handoff", "tcp_pingpong"}
+
+pytestmark = needs_engine("tailscope-baseline")
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    from conftest import engine_path
-
-    exe = engine_path("tailscope-baseline")
-    if not exe.exists():
-        pytest.skip(f"{exe} not built (run `make build`)")
     art = tmp_path_factory.mktemp("baseline")
     out = art / "result.json"
     r = subprocess.run(
-        [str(exe), "--scale", "0.05", "--artifacts", str(art), "--out", str(out)],
+        [str(BASELINE), "--scale", "0.05", "--artifacts", str(art), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -71,6 +70,7 @@ def test_hlog_is_read_by_the_hdrhistogram_package(smoke_run):
         if h is None:
             break
         by_tag[h.get_tag()] = h
+    assert doc["measurements"], "no measurements"
     for m in doc["measurements"]:
         h = by_tag[m["hlog_tag"]]
         assert h.get_total_count() == m["latency"]["count"]
@@ -88,11 +88,9 @@ def test_hlog_is_read_by_the_hdrhistogram_package(smoke_run):
         (["--scale", "-1"], "scale"),
     ],
 )
-def test_bad_flags_are_clear_errors(engine, args, message):
+def test_bad_flags_are_clear_errors(args, message):
     r = subprocess.run(
-        [str(engine("tailscope-baseline")), *args, "--scale", "0.01"]
-        if "--scale" not in args
-        else [str(engine("tailscope-baseline")), *args],
+        [str(BASELINE), *args, "--scale", "0.01"] if "--scale" not in args else [str(BASELINE), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -101,11 +99,11 @@ def test_bad_flags_are_clear_errors(engine, args, message):
     assert message in (r.stderr + r.stdout)
 
 
-def test_unwritable_output_fails_without_partial_file(engine, tmp_path):
+def test_unwritable_output_fails_without_partial_file(tmp_path):
     target = tmp_path / "file-not-dir"
     target.write_text("keep")
     r = subprocess.run(
-        [str(engine("tailscope-baseline")), "--only", "clock_read", "--scale", "0.01", "--out", str(target / "r.json")],
+        [str(BASELINE), "--only", "clock_read", "--scale", "0.01", "--out", str(target / "r.json")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, fixture_files, require_fixture
+from conftest import engine_path, fixture_files, needs_engine, require_fixture
 
-ENGINE = BUILD / "bin" / "tailscope-critpath"
+ENGINE = engine_path("tailscope-critpath")
 
-pytestmark = pytest.mark.skipif(
-    not ENGINE.exists(), reason=f"{ENGINE} not built (run `make build` or set TAILSCOPE_BUILD_DIR)"
-)
+pytestmark = needs_engine("tailscope-critpath")
 
 
 def run(*args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
+from conftest import needs_engine
 from tailscope.lab import machine
-from tailscope.lab.engines import EngineError
 
 PROBE = {
     "cpu_identity": {"vendor": "AuthenticAMD", "family": 25, "model": 17},
@@ -71,11 +69,9 @@ def test_no_smt_and_no_sysfs_are_said_so(tmp_path: Path) -> None:
     assert machine.check_smt(str(tmp_path / "missing")).verdict == machine.UNAVAILABLE
 
 
+@needs_engine("tailscope-stress")
 def test_doctor_probes_this_machines_counters() -> None:
-    try:
-        probe = machine.probe_counters()
-    except EngineError as e:
-        pytest.skip(f"tailscope-stress not built: {e}")
+    probe = machine.probe_counters()
     rows = {c.name: c for c in machine.counter_checks(probe)}
     assert rows["counter task_clock_ns"].verdict == machine.OK  # software counters always count
     for name in ("cycles", "instructions", "l1d_load_misses", "branch_misses"):

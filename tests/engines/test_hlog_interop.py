@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import subprocess
 from pathlib import Path
@@ -31,9 +30,12 @@ try:
 except ImportError as error:
     HDRH_IMPORT_ERROR = error
 
-from conftest import REPO as REPO_ROOT
+from conftest import engine_path, needs_engine
 
 LATENCY_LAYOUT = (1, 3_600_000_000_000, 3)
+FIXTURE_BINARY = engine_path("tailscope-hlog-fixture")
+
+pytestmark = needs_engine("tailscope-hlog-fixture")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,19 +50,9 @@ def require_hdrh() -> None:
         )
 
 
-def fixture_binary() -> Path:
-    build_dir = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO_ROOT / "build" / "release"))
-    binary = build_dir / "bin" / "tailscope-hlog-fixture"
-    if not binary.is_file():
-        pytest.skip(
-            f"{binary} is not built (build the release tree first, or point TAILSCOPE_BUILD_DIR at a build directory)"
-        )
-    return binary
-
-
 def run_fixture(*args: str, stdin: str | None = None) -> dict:
     result = subprocess.run(
-        [str(fixture_binary()), *args],
+        [str(FIXTURE_BINARY), *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -81,6 +73,7 @@ def python_stats(histogram: HdrHistogram, percentiles: list[str]) -> dict:
 
 
 def assert_same_stats(ours: dict, theirs: dict, where: str) -> None:
+    assert ours["values"], f"{where}: no value_at_percentile to compare"
     for key in ("total_count", "min", "max"):
         assert ours[key] == theirs[key], f"{where}: {key} ours={ours[key]} package={theirs[key]}"
     mismatched = {
@@ -132,6 +125,7 @@ def test_package_reads_our_hlog(written_log):
         seen.append(histogram)
     reader.close()
     assert reader.get_start_time_sec() == pytest.approx(1_700_000_000.0)
+    assert seen, "the package read no interval"
     assert len(seen) == len(expected["intervals"])
     for i, (histogram, interval) in enumerate(zip(seen, expected["intervals"])):
         assert_same_stats(interval, python_stats(histogram, expected["percentiles"]), f"hlog interval {i}")
@@ -149,6 +143,7 @@ def test_package_reads_our_hlog(written_log):
 
     # Interval_Max is max / 1e6 (ns -> ms) with 3 decimals.
     lines = [line for line in text.splitlines() if line and not line.startswith(("#", '"'))]
+    assert lines, "no interval line in the .hlog"
     for line, interval in zip(lines, expected["intervals"]):
         fields = line.split(",")
         if fields[0].startswith("Tag="):
@@ -215,7 +210,7 @@ def test_fixture_rejects_a_malformed_log_with_the_line_number(tmp_path):
     path = tmp_path / "bad.hlog"
     path.write_text("#[Histogram log format version 1.3]\n0.000,1.000,0.000,HISTFAA!!!\n")
     result = subprocess.run(
-        [str(fixture_binary()), "read", str(path)], capture_output=True, text=True, timeout=60, check=False
+        [str(FIXTURE_BINARY), "read", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 1
     assert "hlog line 2:" in result.stderr

@@ -24,20 +24,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, stop
+from conftest import REPO, needs_engine, stop
 from tailscope.cli import main
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 from tailscope.traces import jaeger as jq
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
 JAEGER_VERSION = "v2.13.0"  # scripts/bootstrap's JAEGER_VERSION
 REQUESTS = 30
 SAMPLE = 0.5
 
-pytestmark = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
+pytestmark = needs_engine("tailscope-svc")
 
 
 def cache_dir() -> Path:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load, silent_listener, start_load
+from conftest import echo_server, engine_path, needs_engine, run_load, silent_listener, start_load
 from tailscope.lab.engines import validate_document
 
 MODELS = [
@@ -226,6 +226,7 @@ def test_interrupted_run_writes_partial_document(tmp_path):
     assert requested_s > 4 * doc["load"]["duration_s"]
 
 
+@needs_engine("tailscope-load", "tailscope-echo", "tailscope-baseline")
 def test_echo_study_runs_and_renders(tmp_path):
     """The study end to end at a tiny scale with two models: documents stored, section rendered."""
     from datetime import datetime
@@ -234,8 +235,6 @@ def test_echo_study_runs_and_renders(tmp_path):
     from tailscope.studies.base import RunContext
     from tailscope.studies.echo import STUDY
 
-    for name in ("tailscope-load", "tailscope-echo", "tailscope-baseline"):
-        built_engine(name)
     ctx = RunContext(
         form="quick",
         artifacts_dir=tmp_path,
@@ -246,6 +245,7 @@ def test_echo_study_runs_and_renders(tmp_path):
     points = {d.point for d in docs}
     assert {"baseline", "closed/epoll/8", "rate/poll/1000", "co/epoll/8"} <= points
     loads = [d.document for d in docs if d.engine == "tailscope-load" and "echo_point" in d.document]
+    assert loads, "no tailscope-load document with an echo_point"
     for doc in loads:
         ep = doc["echo_point"]
         # Busy-poll pacing by default, recorded in the engine's own config; threads as planned.
@@ -380,6 +380,7 @@ def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
 
 
 # ---- bad input to the engines ---------------------------------------------------------
+@needs_engine("tailscope-load")
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -392,14 +393,15 @@ def test_fd_exhaustion_backs_off_without_spinning_or_crashing():
     ],
 )
 def test_load_bad_flags_are_clear_errors(args, message):
-    r = subprocess.run([str(built_engine("tailscope-load")), *args], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([str(engine_path("tailscope-load")), *args], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert message in r.stderr + r.stdout
 
 
+@needs_engine("tailscope-echo")
 def test_echo_unknown_model_is_a_clear_error():
     r = subprocess.run(
-        [str(built_engine("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True, timeout=30
+        [str(engine_path("tailscope-echo")), "--model", "carrier-pigeon"], capture_output=True, text=True, timeout=30
     )
     assert r.returncode != 0 and "carrier-pigeon" in r.stderr
 

@@ -12,10 +12,13 @@ import time
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load, silent_listener, start_load
+from conftest import echo_server, engine_path, needs_engine, run_load, silent_listener, start_load
 from tailscope.lab.engines import validate_document
 
+LOAD = engine_path("tailscope-load")
 IO_PATHS = ["uring", "epoll"]
+
+pytestmark = needs_engine("tailscope-load")
 
 
 @functools.cache
@@ -25,7 +28,7 @@ def _uring_unavailable_reason() -> str | None:
     with silent_listener() as port:
         r = subprocess.run(
             [
-                str(built_engine("tailscope-load")),
+                str(LOAD),
                 "--port",
                 str(port),
                 *("-c", "1", "-d", "1ms", "--warmup", "0s", "--timeout", "50ms", "--io", "uring"),
@@ -158,7 +161,7 @@ def test_uring_path_survives_the_server_being_killed(tmp_path):
 
 def test_bad_io_value_is_a_clear_error():
     r = subprocess.run(
-        [str(built_engine("tailscope-load")), "--port", "9", "--io", "io_uring"],
+        [str(LOAD), "--port", "9", "--io", "io_uring"],
         capture_output=True,
         text=True,
         timeout=30,

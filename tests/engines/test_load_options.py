@@ -13,16 +13,19 @@ import subprocess
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load
+from conftest import echo_server, engine_path, needs_engine, run_load
 
 BAD_FLAGS_EXIT = 1  # docs/load-generator.md, "Exit codes"
 
+pytestmark = needs_engine("tailscope-load")
+
 
 def _load(*args: str) -> subprocess.CompletedProcess:
-    exe = built_engine("tailscope-load")
     # Port 9 (discard) is never contacted: every case fails validation first.
     port = [] if any(a == "--port" or a.startswith("tcp://") for a in args) else ["--port", "9"]
-    return subprocess.run([str(exe), *port, *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [str(engine_path("tailscope-load")), *port, *args], capture_output=True, text=True, timeout=30
+    )
 
 
 @pytest.mark.parametrize(

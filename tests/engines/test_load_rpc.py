@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import built_engine, echo_server, run_load
+from conftest import echo_server, engine_path, needs_engine, run_load
 from tailscope.lab import topology
 from tailscope.lab.engines import serve, validate_document
 
+SVC = engine_path("tailscope-svc")
+LOAD = engine_path("tailscope-load")
 ERRORS_EXIT = 3
 SERVICE = "unique-id-service"  # a leaf of the graph: it calls nobody, so it runs alone
 METHOD = "compose_unique_id"  # its endpoint (topologies/socialnet.yaml)
@@ -34,7 +36,6 @@ def topo_json(tmp_path_factory) -> Path:
 def one_service(topo: Path, tmp: Path, model: str = "coroutine"):
     """Runs `tailscope-svc --service SERVICE` on an ephemeral port; yields (port, path of its result document).
     Its result document is written on SIGTERM, so a service that had to be killed fails the test."""
-    built_engine("tailscope-svc")
     out = tmp / "svc-result.json"
     with serve(
         "tailscope-svc",
@@ -49,6 +50,7 @@ def run_rpc_load(port: int, *args: str, method: str = METHOD, timeout_s: float =
     return run_load(port, "--protocol", "rpc", "--rpc-method", method, *args, timeout=timeout_s)
 
 
+@needs_engine("tailscope-svc", "tailscope-load")
 def test_open_loop_against_one_service_succeeds_without_errors(topo_json, tmp_path):
     with one_service(topo_json, tmp_path) as (port, svc_out):
         rc, doc, err = run_rpc_load(port, "-R", "200", "-d", "2s", "-c", "4", "--warmup", "500ms")
@@ -66,6 +68,7 @@ def test_open_loop_against_one_service_succeeds_without_errors(topo_json, tmp_pa
     assert counters["ok"] == counters["requests"] >= load["requests_completed"]
 
 
+@needs_engine("tailscope-svc", "tailscope-load")
 def test_pipelined_closed_loop_matches_responses_by_request_id(topo_json, tmp_path):
     # Several requests in flight per connection on a multiplexing service: a
     # response matched to the wrong request would show up as "not in flight" (bad_frame).
@@ -78,6 +81,7 @@ def test_pipelined_closed_loop_matches_responses_by_request_id(topo_json, tmp_pa
     assert doc["load"]["requests_completed"] > 0
 
 
+@needs_engine("tailscope-svc", "tailscope-load")
 def test_unknown_method_is_counted_as_bad_status(topo_json, tmp_path):
     with one_service(topo_json, tmp_path) as (port, _):
         rc, doc, err = run_rpc_load(
@@ -102,6 +106,7 @@ def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path
     assert load["first_violation"].startswith("rpc: malformed response frame"), load["first_violation"]
 
 
+@needs_engine("tailscope-load")
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -112,7 +117,7 @@ def test_rpc_against_an_http_server_counts_bad_frames_and_exits_nonzero(tmp_path
 )
 def test_bad_rpc_flags_are_refused_before_connecting(args, message):
     r = subprocess.run(
-        [str(built_engine("tailscope-load")), "--protocol", "rpc", "--port", "1", *args],
+        [str(LOAD), "--protocol", "rpc", "--port", "1", *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -122,9 +127,10 @@ def test_bad_rpc_flags_are_refused_before_connecting(args, message):
     assert r.stdout.strip() == ""
 
 
+@needs_engine("tailscope-load")
 def test_rpc_flags_are_refused_with_another_protocol():
     r = subprocess.run(
-        [str(built_engine("tailscope-load")), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
+        [str(LOAD), "--protocol", "echo", "--rpc-method", "x", "--port", "1"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -151,6 +157,7 @@ SLOW_TOPOLOGY = {
 MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
 
 
+@needs_engine("tailscope-svc", "tailscope-load")
 @pytest.mark.parametrize("method", ["burn", "wait"])
 @pytest.mark.parametrize("model", MODELS)
 def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
@@ -163,7 +170,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     out = tmp_path / "svc.json"
     svc = subprocess.Popen(
         [
-            str(built_engine("tailscope-svc")),
+            str(SVC),
             "--topology",
             str(topo),
             "--service",
@@ -188,7 +195,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
         port = json.loads(line)["listening"]
         load = subprocess.Popen(
             [
-                str(built_engine("tailscope-load")),
+                str(LOAD),
                 "--protocol",
                 "rpc",
                 "--rpc-method",
@@ -225,6 +232,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
     assert counters["requests"] >= 1, counters
 
 
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -235,7 +243,7 @@ def test_a_50_s_stage_does_not_outlive_duration(model, method, tmp_path):
 )
 def test_svc_bad_numbers_are_clear_errors(args, message, topo_json):
     r = subprocess.run(
-        [str(built_engine("tailscope-svc")), "--topology", str(topo_json), "--service", SERVICE, *args],
+        [str(SVC), "--topology", str(topo_json), "--service", SERVICE, *args],
         capture_output=True,
         text=True,
         timeout=30,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -21,16 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import engine_path, needs_engine
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
+SVC = engine_path("tailscope-svc")
 REQUESTS = 20
 
-pytestmark = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
+pytestmark = needs_engine("tailscope-svc")
 
 
 class Collector:
@@ -156,6 +154,7 @@ def test_a_broken_endpoint_never_delays_requests_and_losses_are_counted(mode, to
     assert e["last_error"]
     # Bounded retries: per service, at most 3 attempts per failed batch (+ the one cut short at shutdown).
     assert e["attempts_failed"] > 0
+    assert doc["services"], "no service in the document"
     for s in doc["services"].values():
         x = s["otlp_export"]
         assert x["attempts_failed"] <= 3 * (x["batches_failed"] + 1)

@@ -18,17 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, assert_refused_before_start
+from conftest import assert_refused_before_start, engine_path, needs_engine
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
+SVC = engine_path("tailscope-svc")
 ALLOWED = sorted(os.sched_getaffinity(0))
 CALLER = "compose-post-service"  # fans out with std::async under the std-async model
 
-pytestmark = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
+pytestmark = needs_engine("tailscope-svc")
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +87,7 @@ def test_every_thread_of_every_service_stays_in_its_placement(topo_json: Path, t
     assert later, "no thread was created after start: the std::async path was not exercised"
     assert set(seen.values()) == {cpu}, f"threads outside CPU {cpu}: {seen}"
     # Services without a placement keep the whole allowed set.
+    assert others, "no thread of the services without a placement was seen"
     assert all(a == _cpu_list(ALLOWED) for a in others.values()), others
     doc = json.loads(out.read_text())
     placed = doc["services"][CALLER]["placement"]

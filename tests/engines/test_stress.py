@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import engine_path, needs_engine
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-STRESS = BUILD / "bin" / "tailscope-stress"
+STRESS = engine_path("tailscope-stress")
 CPU = str(max(os.sched_getaffinity(0)))
 HANG_GUARD_S = 60  # a process that has not stopped by then is hung; not a speed bound
 
-pytestmark = pytest.mark.skipif(not STRESS.exists(), reason=f"tailscope-stress not built ({STRESS}); run `make build`")
+pytestmark = needs_engine("tailscope-stress")
 
 # Small working sets: the behaviour (size held, pressure reported) not the machine's caches.
 MEMORY_KERNELS = {

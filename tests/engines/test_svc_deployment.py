@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, built_engine
+from conftest import REPO, engine_path, needs_engine
 from tailscope.lab import labhosts, topology
 from tailscope.lab.engines import serve
 
@@ -38,6 +38,7 @@ from tailscope.lab.engines import serve
 pytestmark = pytest.mark.serial
 
 
+SVC = engine_path("tailscope-svc")
 PASSTHROUGH = REPO / "topologies" / "passthrough.yaml"
 PREFIX = "tsd"  # this file's lab: never a lab the user has up (ts) nor test_labhosts' (tst)
 SUBNET = "198.19.253.0/28"
@@ -115,7 +116,7 @@ def ping(hosts: TwoHosts, port: int, *extra: str) -> dict:
     """`tailscope-svc --ping` from the front's host to the backend; its result document."""
     cmd = [
         *hosts.run_on_front(),
-        str(built_engine("tailscope-svc")),
+        str(SVC),
         "--ping",
         str(port),
         "--ping-host",
@@ -131,11 +132,11 @@ def ping(hosts: TwoHosts, port: int, *extra: str) -> dict:
     return json.loads(r.stdout)
 
 
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize("kind", ["loopback", "namespaces"])
 def test_a_graph_across_two_hosts_calls_at_addresses_delays_its_link_and_recovers(
     kind, topo_json, tmp_path, monkeypatch
 ):
-    built_engine("tailscope-svc")
     out = tmp_path / "graph.json"
     with two_hosts(kind, tmp_path, monkeypatch) as hosts:
         dep = write_json(tmp_path / "deployment.json", deployment(hosts))
@@ -200,9 +201,10 @@ def test_a_graph_across_two_hosts_calls_at_addresses_delays_its_link_and_recover
 
 
 def run_svc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(built_engine("tailscope-svc")), *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run([str(SVC), *args], capture_output=True, text=True, timeout=30)
 
 
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize(
     "mutate, message",
     [
@@ -236,6 +238,7 @@ def test_deployment_errors_exit_1_naming_the_entry_and_start_nothing(mutate, mes
     assert not out.exists()
 
 
+@needs_engine("tailscope-svc")
 def test_a_missing_lab_host_namespace_is_named(topo_json, tmp_path):
     doc = deployment(TwoHosts("198.19.253.2", "198.19.253.3", "tsd-nope1", "tsd-nope2"))
     dep = write_json(tmp_path / "d.json", doc)
@@ -243,6 +246,7 @@ def test_a_missing_lab_host_namespace_is_named(topo_json, tmp_path):
     assert r.returncode == 1 and "/run/netns/tsd-nope" in r.stderr and "tailscope hosts up" in r.stderr, r.stderr
 
 
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -263,9 +267,10 @@ def test_svc_refuses_addresses_outside_the_allow_list(args, message, topo_json):
     assert "198.18.0.0/15" in r.stderr or "refused" not in message, r.stderr
 
 
+@needs_engine("tailscope-load")
 def test_load_refuses_a_host_outside_the_allow_list():
     r = subprocess.run(
-        [str(built_engine("tailscope-load")), "--host", "192.0.2.1", "--port", "9", "-d", "1s", "-R", "10"],
+        [str(engine_path("tailscope-load")), "--host", "192.0.2.1", "--port", "9", "-d", "1s", "-R", "10"],
         capture_output=True,
         text=True,
         timeout=30,

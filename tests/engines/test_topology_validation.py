@@ -16,11 +16,11 @@ import subprocess
 
 import pytest
 
-from conftest import engine_path
+from conftest import engine_path, needs_engine
 from tailscope.lab import topology
 
 SVC = engine_path("tailscope-svc")
-needs_engine = pytest.mark.skipif(not SVC.exists(), reason=f"{SVC} not built (run `make build`)")
+pytestmark = needs_engine("tailscope-svc")
 
 BASE = {
     "name": "t",
@@ -169,7 +169,6 @@ def _broken(mutate) -> dict:
     return d
 
 
-@needs_engine
 def test_the_base_topology_is_valid_on_both_sides(tmp_path):
     assert topology.validate(copy.deepcopy(BASE), "t.json") == BASE
     f = tmp_path / "t.json"
@@ -179,7 +178,6 @@ def test_the_base_topology_is_valid_on_both_sides(tmp_path):
     assert json.loads(r.stdout) == BASE
 
 
-@needs_engine
 @pytest.mark.parametrize("mutate, fragment", [(m, f) for _, m, f in INVALID], ids=[i for i, _, _ in INVALID])
 def test_engine_and_python_reject_with_the_same_message(mutate, fragment, tmp_path):
     doc = _broken(mutate)
@@ -197,7 +195,6 @@ def test_engine_and_python_reject_with_the_same_message(mutate, fragment, tmp_pa
     assert str(e.value) == engine_message
 
 
-@needs_engine
 @pytest.mark.parametrize("value, shown", [(".nan", "nan"), ("-.inf", "-inf")])
 def test_yaml_values_json_cannot_carry_are_errors_and_nothing_is_written(value, shown, tmp_path):
     src = tmp_path / "t.yaml"
@@ -216,13 +213,13 @@ def test_yaml_values_json_cannot_carry_are_errors_and_nothing_is_written(value, 
     assert not out.exists() and list(tmp_path.iterdir()) == [src]
 
 
-@needs_engine
 def test_the_shipped_topologies_pass_the_shared_validation():
-    for path in sorted(topology.REPO_ROOT.glob("topologies/*.yaml")):
+    paths = sorted(topology.REPO_ROOT.glob("topologies/*.yaml"))
+    assert paths, f"no topologies/*.yaml under {topology.REPO_ROOT}"
+    for path in paths:
         assert topology.services(topology.load(path)), path
 
 
-@needs_engine
 def test_per_service_cpus_pass_through_validation_unchanged(tmp_path):
     d = copy.deepcopy(BASE)
     d["services"][1]["cpus"] = "0-1,3"

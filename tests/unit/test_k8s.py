@@ -11,12 +11,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
+from conftest import needs_engine
 from tailscope.cli import main
 from tailscope.lab import k8s, topology
 
-svc_built = (REPO / "build" / "release" / "bin" / "tailscope-svc").exists()
-pytestmark = pytest.mark.skipif(not svc_built, reason="topology validation needs tailscope-svc (`make build`)")
+pytestmark = needs_engine("tailscope-svc")  # topology validation runs tailscope-svc
 
 DEPLOYMENT = """
 name: socialnet-3-hosts
