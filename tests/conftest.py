@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+
+from tailscope.store import EngineDocument, RunRecord, Store
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
@@ -240,3 +244,59 @@ def engine():
 def results_dir(tmp_path: Path) -> Path:
     d = tmp_path / "results"
     return d
+
+
+# ---- stored runs for store and CLI tests ----------------------------------------------------
+
+
+def stored_doc(name="condvar_handoff", p50=1000.0):
+    return {
+        "schema": "tailscope.result/1",
+        "engine": "tailscope-baseline",
+        "machine": {},
+        "unavailable": [],
+        "measurements": [
+            {
+                "name": name,
+                "variant": "pinned",
+                "pinning": {"policy": "pinned"},
+                "observed": {},
+                "latency": {
+                    "unit": "ns",
+                    "count": 100,
+                    "min": 10,
+                    "mean": 1100.0,
+                    "stddev": 5.0,
+                    "max": 9000,
+                    "percentiles": {"50": p50, "90": 2000, "99": 5000, "99.9": 9000, "99.99": 9000},
+                    "low_confidence": ["99.9", "99.99"],
+                },
+                "cdf": [[10, 0.0], [p50, 50.0], [9000, 100.0]],
+            }
+        ],
+    }
+
+
+def stored_run(run_id: str, docs, failures=()):
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    return RunRecord(
+        run_id,
+        now,
+        now,
+        "quick",
+        ["baseline"],
+        {"kernel": "x"},
+        "test",
+        [EngineDocument("baseline", "tailscope-baseline", d) for d in docs],
+        list(failures),
+    )
+
+
+def big_store(path):
+    """A database of several blocks (DuckDB allocates 256 KiB blocks), like a real results file."""
+    doc = stored_doc()
+    doc["padding"] = random.Random(0).randbytes(200_000).hex()  # 400 kB, incompressible: the file spans blocks
+    with Store(path) as s:
+        for k in range(3):
+            s.save_run(stored_run(f"r{k}", [doc]))
+    return path

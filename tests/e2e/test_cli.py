@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import REPO, TAILSCOPE, needs_engine, start_tailscope, tailscope_env
+from conftest import REPO, TAILSCOPE, big_store, needs_engine, start_tailscope, tailscope_env
 
 
 @needs_engine("tailscope-baseline")
@@ -148,11 +148,10 @@ def test_doctor_gives_a_verdict_per_line():
 
 
 def test_damaged_database_is_a_clear_error_and_nothing_is_written(tmp_path):
-    from test_store import _big_store
 
     results = tmp_path / "results"
     results.mkdir()
-    db = _big_store(results / "tailscope.duckdb")
+    db = big_store(results / "tailscope.duckdb")
     with open(db, "r+b") as f:
         f.truncate(int(db.stat().st_size * 0.9))
     before = db.read_bytes()

@@ -2,62 +2,19 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime
 
 import duckdb
 import pytest
 
+from conftest import big_store, stored_doc, stored_run
 from tailscope.store import EngineDocument, RunRecord, Store, StoreError
-
-
-def _doc(name="condvar_handoff", p50=1000.0):
-    return {
-        "schema": "tailscope.result/1",
-        "engine": "tailscope-baseline",
-        "machine": {},
-        "unavailable": [],
-        "measurements": [
-            {
-                "name": name,
-                "variant": "pinned",
-                "pinning": {"policy": "pinned"},
-                "observed": {},
-                "latency": {
-                    "unit": "ns",
-                    "count": 100,
-                    "min": 10,
-                    "mean": 1100.0,
-                    "stddev": 5.0,
-                    "max": 9000,
-                    "percentiles": {"50": p50, "90": 2000, "99": 5000, "99.9": 9000, "99.99": 9000},
-                    "low_confidence": ["99.9", "99.99"],
-                },
-                "cdf": [[10, 0.0], [p50, 50.0], [9000, 100.0]],
-            }
-        ],
-    }
-
-
-def _run(run_id: str, docs, failures=()):
-    now = datetime(2026, 1, 1, 12, 0, 0)
-    return RunRecord(
-        run_id,
-        now,
-        now,
-        "quick",
-        ["baseline"],
-        {"kernel": "x"},
-        "test",
-        [EngineDocument("baseline", "tailscope-baseline", d) for d in docs],
-        list(failures),
-    )
 
 
 def test_run_round_trips(tmp_path):
     db = tmp_path / "t.duckdb"
     with Store(db) as s:
-        s.save_run(_run("r1", [_doc()], failures=[("echo", "engine missing")]))
+        s.save_run(stored_run("r1", [stored_doc()], failures=[("echo", "engine missing")]))
     with Store(db, read_only=True) as s:
         assert [r["run_id"] for r in s.runs()] == ["r1"]
         m = s.measurements("r1", "baseline")
@@ -71,12 +28,12 @@ def test_run_round_trips(tmp_path):
 
 def test_failed_insert_rolls_back_whole_run(tmp_path):
     db = tmp_path / "t.duckdb"
-    bad = _doc()
+    bad = stored_doc()
     bad["measurements"].append({"latency": {}})  # no name: KeyError mid-insert
     with Store(db) as s:
-        s.save_run(_run("good", [_doc()]))
+        s.save_run(stored_run("good", [stored_doc()]))
         with pytest.raises(KeyError):
-            s.save_run(_run("bad", [_doc(), bad]))
+            s.save_run(stored_run("bad", [stored_doc(), bad]))
     with Store(db, read_only=True) as s:
         assert [r["run_id"] for r in s.runs()] == ["good"]
         con = s.con
@@ -88,7 +45,7 @@ def test_failed_insert_rolls_back_whole_run(tmp_path):
 def test_cdf_points_of_every_document_are_stored_with_their_keys(tmp_path):
     # A run's CDF points are inserted in one statement after every document (store._CdfColumns).
     db = tmp_path / "t.duckdb"
-    a, b = _doc(name="a", p50=100.0), _doc(name="b", p50=200.0)
+    a, b = stored_doc(name="a", p50=100.0), stored_doc(name="b", p50=200.0)
     b["measurements"][0]["cdf"].append([None, 99.0])  # an unknown value is NULL, not 0
     docs = [EngineDocument("baseline", "e", a, point="p1"), EngineDocument("baseline", "e", b, point="p2")]
     now = datetime(2026, 1, 1)
@@ -110,11 +67,11 @@ def test_cdf_points_of_every_document_are_stored_with_their_keys(tmp_path):
 
 def test_a_cdf_point_that_is_not_a_number_rolls_back_the_run(tmp_path):
     db = tmp_path / "t.duckdb"
-    bad = _doc()
+    bad = stored_doc()
     bad["measurements"][0]["cdf"].append(["fast", 99.0])
     with Store(db) as s:
         with pytest.raises(StoreError, match="not a number"):
-            s.save_run(_run("bad", [_doc(), bad]))
+            s.save_run(stored_run("bad", [stored_doc(), bad]))
         for table in ("runs", "documents", "measurements", "cdf_points"):
             assert s.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
 
@@ -122,15 +79,15 @@ def test_a_cdf_point_that_is_not_a_number_rolls_back_the_run(tmp_path):
 def test_duplicate_run_id_is_rejected_and_first_kept(tmp_path):
     db = tmp_path / "t.duckdb"
     with Store(db) as s:
-        s.save_run(_run("r1", [_doc(p50=1.0)]))
+        s.save_run(stored_run("r1", [stored_doc(p50=1.0)]))
         with pytest.raises(duckdb.Error):
-            s.save_run(_run("r1", [_doc(p50=2.0)]))
+            s.save_run(stored_run("r1", [stored_doc(p50=2.0)]))
         assert s.measurements("r1").iloc[0]["p50_ns"] == 1.0
 
 
 def test_unknown_run_lists_known_runs(tmp_path):
     with Store(tmp_path / "t.duckdb") as s:
-        s.save_run(_run("r1", [_doc()]))
+        s.save_run(stored_run("r1", [stored_doc()]))
         with pytest.raises(StoreError, match="unknown run 'nope'.*r1"):
             s.run("nope")
 
@@ -143,8 +100,8 @@ def test_missing_database_read_only_is_clear(tmp_path):
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
     with Store(tmp_path / "t.duckdb") as s:
-        s.save_run(_run("r1", [_doc(p50=1.0)]))
-        s.save_run(_run("r2", [_doc(p50=2.0)]))
+        s.save_run(stored_run("r1", [stored_doc(p50=1.0)]))
+        s.save_run(stored_run("r2", [stored_doc(p50=2.0)]))
         files = s.export("r2", tmp_path / "out", fmt)
     assert {f.name for f in files} == {f"{t}.{fmt}" for t in Store.TABLES}
     reader = "read_parquet" if fmt == "parquet" else "read_csv_auto"
@@ -161,21 +118,11 @@ def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
 # ---- a damaged database file (issue 13, item 6) -----------------------------------
 
 
-def _big_store(path):
-    """A database of several blocks (DuckDB allocates 256 KiB blocks), like a real results file."""
-    doc = _doc()
-    doc["padding"] = random.Random(0).randbytes(200_000).hex()  # 400 kB, incompressible: the file spans blocks
-    with Store(path) as s:
-        for k in range(3):
-            s.save_run(_run(f"r{k}", [doc]))
-    return path
-
-
 @pytest.mark.parametrize("damage", ["truncated", "garbage-in-a-block", "garbage-header", "empty"])
 def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage):
     from tailscope.store import StoreDamaged
 
-    db = _big_store(tmp_path / "tailscope.duckdb")
+    db = big_store(tmp_path / "tailscope.duckdb")
     size = db.stat().st_size
     con = duckdb.connect(str(db), read_only=True)
     # A block that holds rows of `documents`: DuckDB's file is 3 headers of 4 KiB, then the blocks.
@@ -203,7 +150,7 @@ def test_damaged_database_is_refused_on_open_and_left_as_it_was(tmp_path, damage
 def test_a_file_duckdb_shrank_after_freeing_its_last_blocks_is_whole_not_damaged(tmp_path):
     # A checkpoint that frees the blocks at the end of the file shrinks it, while the header still
     # counts them (as free) in total_blocks: a whole database, once mistaken for a truncated one.
-    db = _big_store(tmp_path / "tailscope.duckdb")
+    db = big_store(tmp_path / "tailscope.duckdb")
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE scratch AS SELECT range AS i, random() AS r FROM range(3000000)")
     con.execute("CHECKPOINT")
@@ -230,7 +177,7 @@ def test_study_wall_times_round_trip_and_old_databases_gain_the_column(tmp_path)
     )
     con.execute("INSERT INTO runs VALUES ('old', now(), now(), 'quick', ['baseline'], 'complete', '0', '{}', 'x')")
     con.close()
-    run = _run("new", [_doc()])
+    run = stored_run("new", [stored_doc()])
     run.study_wall_s = {"baseline": 24.5, "echo": 85.0}
     with Store(db) as s:
         s.save_run(run)
