@@ -20,16 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import engine_path, needs_engine
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
-BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
-SVC = BUILD / "bin" / "tailscope-svc"
+SVC = engine_path("tailscope-svc")
 MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
-
-needs_engine = pytest.mark.skipif(not SVC.exists(), reason=f"tailscope-svc not built ({SVC}); run `make build`")
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +58,10 @@ def front(ready: dict, timeout_s: float = 5.0) -> http.client.HTTPConnection:
     return http.client.HTTPConnection("127.0.0.1", ready["listening"], timeout=timeout_s)
 
 
-# ---- topology (no engine needed) ----------------------------------------------------------------
+# ---- topology (tailscope-svc --check-topology validates it) -------------------------------------
 
 
+@needs_engine("tailscope-svc")
 def test_socialnet_topology_has_twelve_services_and_deathstarbench_spans():
     doc = topology.load(topology.SOCIALNET)
     assert len(topology.services(doc)) == 12
@@ -104,21 +102,22 @@ def test_socialnet_topology_has_twelve_services_and_deathstarbench_spans():
         ),
     ],
 )
+@needs_engine("tailscope-svc")
 def test_topology_errors_are_clear(mutate, message, tmp_path):
     doc = topology.load(topology.SOCIALNET)
     mutate(doc)
     with pytest.raises(topology.TopologyError, match=message):
         topology.validate(doc, "t")
-    if SVC.exists():  # the engine says the same thing
-        bad = topology.write_json(doc, tmp_path / "bad.json")
-        r = subprocess.run([str(SVC), "--topology", str(bad), "--all"], capture_output=True, text=True, timeout=30)
-        assert r.returncode == 1 and message.split("'")[0] in r.stderr, r.stderr
+    # The engine says the same thing when it starts the graph.
+    bad = topology.write_json(doc, tmp_path / "bad.json")
+    r = subprocess.run([str(SVC), "--topology", str(bad), "--all"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and message.split("'")[0] in r.stderr, r.stderr
 
 
 # ---- end to end ---------------------------------------------------------------------------------
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize("model", MODELS)
 def test_each_model_serves_light_load(model, topo_json, tmp_path):
     with running_graph(topo_json, model, tmp_path) as (ready, out, proc):
@@ -138,7 +137,7 @@ def test_each_model_serves_light_load(model, topo_json, tmp_path):
     assert all(s["model"] == model for s in doc["services"].values())
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
     traces = tmp_path / "traces"
     with running_graph(topo_json, "std-async", tmp_path, "--trace-sample", "1", "--traces", str(traces)) as (
@@ -197,7 +196,7 @@ def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
     assert max(probe[o]["val_received"] for o in phase1) <= sp["trigger_async_fn"]
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_killed_downstream_gives_5xx_then_recovers(topo_json, tmp_path):
     with running_graph(topo_json, "pool-callback", tmp_path, "--timeout-ms", "300", "--restart-ms", "1500") as (
         ready,
@@ -229,7 +228,7 @@ def test_killed_downstream_gives_5xx_then_recovers(topo_json, tmp_path):
     assert caller["errors"] + caller["timeouts"] >= 1, caller
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_malformed_frames_close_the_connection_and_are_counted(topo_json, tmp_path):
     with running_graph(topo_json, "coroutine", tmp_path) as (ready, out, proc):
         port = ready["ports"]["user-service"]
@@ -246,7 +245,7 @@ def test_malformed_frames_close_the_connection_and_are_counted(topo_json, tmp_pa
     assert doc["services"]["user-service"]["counters"]["malformed_frames"] == 3
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_starved_pool_blocking_reports_timeouts_and_never_hangs(topo_json, tmp_path):
     with running_graph(
         topo_json, "pool-blocking", tmp_path, "--workers", "1", "--queue", "2", "--timeout-ms", "200"
@@ -294,7 +293,7 @@ def _reply_until_close(port: int, request: bytes) -> bytes:
         return reply
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 @pytest.mark.parametrize("model", ["std-thread", "pool-callback"])  # both server shapes
 @pytest.mark.parametrize(
     "request_bytes, status",
@@ -316,7 +315,7 @@ def test_http_front_answers_bad_requests_with_a_status_line_and_closes(
         conn.close()
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_blocking_pools_close_connections_a_burst_left_idle(topo_json, tmp_path):
     """std-thread's client pools grow to a burst's concurrency; with --pool-idle-s they shrink
     back once those connections idle, instead of keeping the high-water mark (make soak saw a
@@ -364,7 +363,7 @@ def test_blocking_pools_close_connections_a_burst_left_idle(topo_json, tmp_path)
     assert config["pool_idle_s"] == 0.3
 
 
-@needs_engine
+@needs_engine("tailscope-svc")
 def test_ping_reads_the_services_cpu_in_nanoseconds(topo_json, tmp_path):
     """CPU per RPC from the service's POSIX CPU-time clock, not /proc's 10 ms ticks (a few
     thousand pings of ~8 µs each were off by tens of percent)."""
