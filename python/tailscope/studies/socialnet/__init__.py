@@ -36,17 +36,15 @@ Everything shares the machine's cores (nothing pinned: 12 service processes
 and the generator on 2 cores); comparisons are side by side in one run and
 stated as ratios.
 
-How this study is laid out: three modules, each a step of one direction (engines → documents →
-values → report).
-- run.py: the plan (quick / full form, options) and every engine run, in order, returning the
-  documents the runner stores; between phases it asks analysis.py which rates met the objective and
-  which models to bisect, and never builds report text.
-- analysis.py: stored documents → frozen dataclasses (SocialnetSummary and its parts, the Figure 8
-  comparison); every verdict, ratio, bracket and unavailable-with-reason is decided there, as a value.
-  It also holds the constants the other two parts (and soak, isolation, analyze) share.
-- section.py: those values → the report Section (figures, tables, notes, the Figure 8 reference
-  check); its sentences only format the values they are given.
-Tests: tests/unit/test_socialnet_analysis.py (values, and a few golden sentences).
+How this study is laid out (engines → documents → values → report, one module a step):
+run.py holds the plan (quick / full form, options) and every engine run, returning the documents the
+runner stores; between phases it asks analysis.py which rates met the objective and which models to
+bisect, and builds no report text. analysis.py turns stored documents into frozen dataclasses
+(SocialnetSummary and its parts, Figure8Comparison): every verdict, ratio, bracket and
+unavailable-with-reason is decided there, as a value; it also holds the constants the other parts (and
+soak, isolation, analyze) share. section.py turns those values into the report Section (figures,
+tables, notes, the Figure 8 reference check); its sentences only format the values they are given.
+Tests: tests/unit/test_socialnet_analysis.py (the values, and two golden sentences of the notes).
 """
 
 from __future__ import annotations
