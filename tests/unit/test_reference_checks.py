@@ -252,7 +252,7 @@ def _analyze_store(tmp_path: Path, rows: list[tuple[str, str, str, float, int]])
 
 
 def test_figure8_compares_std_async_with_the_capstone_and_the_other_models(tmp_path):
-    from tailscope.studies.socialnet import figure8_check
+    from tailscope.studies.socialnet.section import figure8_check
 
     rows = [
         ("std-async", "probe_call_scheduling", "compose-post-service:compose_media_client", 26e6, 500),
@@ -267,7 +267,7 @@ def test_figure8_compares_std_async_with_the_capstone_and_the_other_models(tmp_p
 
 
 def test_figure8_below_the_capstones_range_but_highest_partly_holds(tmp_path):
-    from tailscope.studies.socialnet import figure8_check
+    from tailscope.studies.socialnet.section import figure8_check
 
     rows = [
         ("std-async", "probe_call_scheduling", "a", 5e6, 500),

@@ -17,7 +17,7 @@ from tailscope.report import plots
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.socialnet import CAPSTONE_DELAY_RANGE_NS, SWEEP_FRACTIONS, TRACE_SAMPLE
+from tailscope.studies.socialnet.analysis import CAPSTONE_DELAY_RANGE_NS, SWEEP_FRACTIONS, TRACE_SAMPLE
 from tailscope.traces import timeline
 from tailscope.traces.critpath import DELAY_FIGURES, delay_figure_text, pairing_text, run_critpath, summary_tables
 from tailscope.traces.jaeger import JaegerQuery, JaegerQueryError, fetch, write_jaeger_file

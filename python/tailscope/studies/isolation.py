@@ -46,8 +46,8 @@ from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import cite, study_section
 from tailscope.studies.contention import _cdf_figure as delay_cdf_figure
-from tailscope.studies.socialnet import BASELINE_MODEL
-from tailscope.studies.socialnet import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
+from tailscope.studies.socialnet.analysis import BASELINE_MODEL
+from tailscope.studies.socialnet.analysis import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
 from tailscope.traces.critpath import run_critpath
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 

@@ -58,7 +58,7 @@ from tailscope.lab import procstat, topology
 from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import graph, run_front_load
 from tailscope.measure.hlog import new_histogram, read_intervals
-from tailscope.studies import socialnet
+from tailscope.studies.socialnet import analysis as socialnet
 from tailscope.units import fmt_ns
 
 GROWTH_LIMIT = 0.05

@@ -1,0 +1,782 @@
+"""The socialnet study's analysis: stored documents → values (frozen dataclasses).
+
+Every verdict the section states is decided here, as a value: whether a point met the p99
+objective, the ratio at the objective and its bracket, met / not met of the two targets, what the
+run's own costs say about a missed target, core scaling, the tracing cost, and whether the
+capstone's Figure 8 holds. section.py only formats these values. Pure functions of the documents
+(dicts read back from the store): tested without engines (tests/unit/test_socialnet_analysis.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tailscope.lab.graph import LOAD, MODELS, SVC
+from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+from tailscope.store import EngineDocument
+from tailscope.units import fmt_ns
+
+# ---- the plan's numbers: run.py measures with them, the section states them, the analysis judges
+# by them (and soak, isolation and analyze reuse some); here, the package's lowest module. -----
+
+BASELINE_MODEL = "std-async"
+# Keep-alive connections of the closed-loop ceiling and of the open-loop sweep: the same number, so
+# no model's open-loop rate is capped below its ceiling by Little's law (one request in flight per
+# connection: rate ≤ connections ÷ latency). With 32 for the sweep, coroutine at 3 700/s needed 33 in
+# flight (p50 9 ms): its requests waited for a free connection (intended p99 200 ms, actual 13.5 ms),
+# and its max rate at the objective was the generator's connection count, not the model.
+CEILING_CONNECTIONS = 64
+CONNECTIONS = CEILING_CONNECTIONS
+SWEEP_FRACTIONS = [0.3, 0.6, 0.8, 0.95, 1.1, 1.3, 1.6]
+COMMON_RATE_FRACTION = 0.6  # of the slowest model's ceiling: every model sustains it
+P99_OBJECTIVE_NS = 50e6
+TARGET_RATIO = 4.0  # best ÷ std-async max rate at the p99 objective (issue 14; the article's 30k/8k ≈ 3.75)
+REFINE_MODELS = 2  # besides std-async: the contenders for "best" (refine_candidates)
+BASELINE = "tailscope-baseline"
+# The second ping's calls in flight: an RPC of the loaded graph shares wake-ups and sends with
+# others, so its cost lies between this ping's and the one-at-a-time ping's.
+PING_BATCHED_CONCURRENCY = 16
+TRACE_SAMPLE = 0.01
+# The capstone's scheduling + join delay of the first async calls (its Figure 6 text; analyze and Figure 8 compare with it).
+CAPSTONE_DELAY_RANGE_NS = (8e6, 23e6)
+# The tracing target: 100 % sampling costs at most this share of the closed-loop throughput.
+TRACING_COST_TARGET = 0.05
+# A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
+MIN_P99_SAMPLES = 100
+# A point serves its offered rate when it achieved at least this share of it.
+SERVED_SHARE = 0.95
+# Best ÷ std-async at the objective within this share of the CPU-per-request ratio: CPU accounts for it.
+CPU_RATIO_TOLERANCE = 0.1
+
+# What limits std-async against the best model, beside the CPU-per-request ratio (TargetShortfall.gap).
+GAP_TAIL = "tail"  # the ratio at the objective exceeds the CPU ratio: the tail limits std-async first
+GAP_CPU = "cpu"  # within CPU_RATIO_TOLERANCE of the CPU ratio: CPU per request accounts for it
+GAP_SHORT_OF_CPU = "short of cpu"  # below it: the best model reaches less than its CPU advantage
+
+SCHEDULING, JOIN = "scheduling", "join"
+PROBE_CALLS = ("probe_call_scheduling", "probe_call_join")
+
+UNPINNED = "unpinned (graph and generator share every core)"
+
+
+# ---- one point -----------------------------------------------------------------------------------
+
+
+def p99_ns(doc: dict) -> float | None:
+    """The point's p99 of latency_intended (from the intended send time), or None."""
+    m = measurement(doc, "latency_intended")
+    return m.p_ns("99") if m else None
+
+
+def meets_objective(d: dict) -> bool:
+    """A point meets the objective: p99 within it, no errors, and the rate was really served."""
+    p99 = p99_ns(d)
+    want = d["socialnet_point"]["rate_per_s"] or 0
+    return (
+        p99 is not None
+        and p99 <= P99_OBJECTIVE_NS
+        and not d["load"].get("errors_total")
+        and achieved_per_s(d) >= SERVED_SHARE * want
+    )
+
+
+def _rate(d: dict) -> float:
+    return d["socialnet_point"]["rate_per_s"]
+
+
+# ---- what the run adapts to (run.py calls these between phases) --------------------------------
+
+
+def objective_bracket(sweep: list[dict]) -> tuple[float, float] | None:
+    """(the highest offered rate that met the p99 objective, the lowest offered rate above it that
+    missed), or None when no rate met it or none above the best one missed."""
+    met = [_rate(d) for d in sweep if meets_objective(d)]
+    if not met:
+        return None
+    low = max(met)
+    above = [_rate(d) for d in sweep if not meets_objective(d) and _rate(d) > low]
+    return (low, min(above)) if above else None
+
+
+def refine_candidates(sweeps: dict[str, list[dict]]) -> list[str]:
+    """The models whose objective bracket is bisected: std-async (the ratio's denominator), and of
+    the others every one that could still be the best — whose first miss lies above the highest
+    rate any other model met on the grid (two models meeting at the same grid rate are both
+    refined) — at most REFINE_MODELS of them, the highest first."""
+    met = {m: max((achieved_per_s(d) for d in ds if meets_objective(d)), default=0.0) for m, ds in sweeps.items()}
+    brackets = {m: objective_bracket(ds) for m, ds in sweeps.items()}
+    top = max((v for m, v in met.items() if m != BASELINE_MODEL), default=0.0)
+    others = sorted(
+        (m for m, b in brackets.items() if m != BASELINE_MODEL and b is not None and b[1] > top),
+        key=lambda m: -met[m],
+    )[:REFINE_MODELS]
+    return [m for m in (BASELINE_MODEL, *others) if m in sweeps]
+
+
+# ---- the values ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One open-loop point of a model's sweep (a grid rate, the common rate or a bisection)."""
+
+    rate_per_s: float  # offered
+    achieved_per_s: float
+    p99_ns: float | None
+    errors: int
+    meets_objective: bool
+
+
+@dataclass(frozen=True)
+class CommonRateLatency:
+    """A model's latency_intended at the common rate."""
+
+    rate_per_s: float
+    p50_ns: float | None
+    p99_ns: float | None
+    cdf: tuple[tuple[float, float], ...]  # (value_ns, percentile 0..100); empty when not stored
+
+
+@dataclass(frozen=True)
+class ErrorCounts:
+    """Summed over every service of the model's sweep graph."""
+
+    errors: int
+    rejections: int
+    timeouts: int
+    malformed_frames: int
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """One model's CPU per request, taken apart with the run's own measurements. Every figure is a
+    number or None, and every None has its reason in `unavailable` (keyed by the field's name)."""
+
+    requests: int
+    cpu_per_request_ns: float | None
+    rpcs_per_request: float | None
+    ctx_switches_per_request: float | None
+    async_threads_per_request: float | None
+    threads: int | None
+    cpu_per_rpc_ns: float | None  # in-run ping, one call in flight, both ends
+    ping_rtt_p50_ns: float | None
+    transport_cpu_per_request_ns: float | None
+    transport_share: float | None
+    transport_exceeds_cpu: bool  # transport share > 1: the one-at-a-time ping overstates a batched RPC
+    batched_cpu_per_rpc_ns: float | None  # PING_BATCHED_CONCURRENCY calls in flight: the transport's low end
+    batched_transport_share: float | None
+    thread_create_ns: float | None
+    thread_create_cpu_per_request_ns: float | None
+    thread_create_share: float | None
+    rest_cpu_per_request_ns: float | None  # what neither the transport nor thread creation explains
+    attributed_exceeds_cpu: bool  # the attributed costs exceed the CPU per request (rest is then None)
+    unavailable: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class CorePoint:
+    """A model's closed-loop ceiling with the graph on `cpus` CPUs."""
+
+    cpus: int
+    ceiling_per_s: float
+    cpu_per_request_ns: float | None
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One concurrency model's figures."""
+
+    model: str
+    ceiling_per_s: float | None  # closed loop; None when no closed-loop run was stored
+    ceiling_ratio: float | None  # ÷ std-async's ceiling
+    at_objective_per_s: float  # highest achieved rate that met the objective; 0 when none did
+    ratio: float | None  # at_objective ÷ std-async's; None when std-async met it at no rate
+    first_miss_per_s: float | None  # the lowest offered rate above at_objective that missed it
+    bisections: int
+    sweep: tuple[SweepPoint, ...]  # by offered rate
+    common: CommonRateLatency | None
+    cpu_per_request_ns: float | None  # over the sweep's graph
+    threads: int | None  # sum over services of the per-process maximum
+    errors: ErrorCounts
+    decomposition: Decomposition
+    cores: tuple[CorePoint, ...]  # by CPU count, ending with the all-CPU ceiling
+    ceiling_cpu_per_request_ns: float | None  # the closed-loop run's own graph
+
+
+@dataclass(frozen=True)
+class ObjectiveReach:
+    """One model's side of the ratio's bracket: it met the objective at `met_per_s` and missed at
+    `first_miss_per_s` (None: at no higher rate tried)."""
+
+    model: str
+    met_per_s: float
+    first_miss_per_s: float | None
+    bisections: int
+
+
+@dataclass(frozen=True)
+class RatioBracket:
+    """How far the rates tried pin best ÷ std-async at the objective: each model's max lies between
+    the highest rate that met it and the next rate tried, which missed (the grid, then the
+    bisections of that bracket)."""
+
+    baseline: ObjectiveReach
+    best: ObjectiveReach
+    low: float | None  # best's met ÷ std-async's first miss; None: no lower bound
+    high: float | None  # best's first miss ÷ std-async's met; None: no upper bound
+
+
+@dataclass(frozen=True)
+class RatioTarget:
+    """The study's target: the best model ≥ TARGET_RATIO × std-async at the p99 objective."""
+
+    best: str
+    ratio: float | None  # None: std-async met the objective at none of its rates
+    met: bool  # False when the ratio is undefined
+    bracket: RatioBracket | None  # None when the best is std-async itself, or the ratio is undefined
+    unavailable: str | None  # why the ratio is undefined
+
+
+@dataclass(frozen=True)
+class BusyCores:
+    """Ceiling × the closed-loop run's CPU per request."""
+
+    model: str
+    ceiling_per_s: float
+    cores: float
+
+
+@dataclass(frozen=True)
+class TargetShortfall:
+    """The ratio target missed by a model other than std-async: the costs the run measured for both."""
+
+    best: str
+    ratio: float  # best ÷ std-async at the objective
+    baseline: Decomposition
+    contender: Decomposition
+    threads: tuple[int | None, int | None]  # (std-async, best)
+    cpu_ratio: float | None  # std-async ÷ best CPU per request; None: see unavailable
+    unavailable: str | None  # why the CPU per request (and so everything below) is missing
+    busy: tuple[BusyCores, ...]
+    cpu_per_rpc_ns: float | None  # the best model's ping, else std-async's
+    gap: str | None  # GAP_TAIL, GAP_CPU or GAP_SHORT_OF_CPU; None without a CPU ratio
+
+
+@dataclass(frozen=True)
+class ModelScaling:
+    """A model's ceiling from 1 graph CPU to all."""
+
+    model: str
+    points: tuple[CorePoint, ...]
+    growth: float | None  # last ÷ first ceiling; None when either is 0
+    cpu_growth: float  # last ÷ first CPU count
+
+
+@dataclass(frozen=True)
+class CeilingRatios:
+    """A model's ceiling ÷ std-async's, per CPU count both ran on."""
+
+    model: str
+    by_cpus: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class CoreScaling:
+    """The core-scaling runs: the only scaling evidence a small machine gives."""
+
+    models: tuple[ModelScaling, ...]  # std-async first when it ran; empty when unavailable
+    ratios: tuple[CeilingRatios, ...]  # only when std-async ran
+    unavailable: str | None
+
+
+@dataclass(frozen=True)
+class TracingCost:
+    """Closed-loop throughput at 100 % sampling vs tracing off, alternated pairs."""
+
+    model: str
+    pairs: int
+    ratio: float  # on ÷ off, median of the pairs
+    cost: float  # 1 − ratio
+    on_per_s: tuple[float, ...]
+    off_per_s: tuple[float, ...]
+    met: bool  # cost ≤ TRACING_COST_TARGET
+
+
+@dataclass(frozen=True)
+class ConnectionsLine:
+    model: str
+    points: tuple[tuple[int, float], ...]  # (connections, p99_ns), by connections
+
+
+@dataclass(frozen=True)
+class ConnectionsSweep:
+    """p99 at the common rate over the connection counts."""
+
+    rate_per_s: float
+    lines: tuple[ConnectionsLine, ...]
+
+
+@dataclass(frozen=True)
+class SocialnetSummary:
+    """Everything the section shows, decided."""
+
+    models: tuple[str, ...]  # in MODELS order
+    per: Mapping[str, ModelResult]
+    common_rate_per_s: float | None
+    best: str | None  # the highest rate at the objective
+    target: RatioTarget | None  # None when no model was measured
+    shortfall: TargetShortfall | None  # only when the target was missed by another model than std-async
+    core_scaling: CoreScaling | None  # None when no model was measured
+    tracing: TracingCost | None
+    connections: ConnectionsSweep | None
+    pinning: str  # where the graph and the generator ran
+    pinned: bool  # tailscope run --cpus
+
+
+# ---- documents → values ---------------------------------------------------------------------------------
+
+
+def summarize_documents(docs: Sequence[EngineDocument]) -> SocialnetSummary | None:
+    """The summary of a run's stored socialnet documents; None when it stored no load point."""
+    loads = [d.document for d in docs if d.engine == LOAD and "socialnet_point" in d.document]
+    if not loads:
+        return None
+    graphs = {d.point: d.document for d in docs if d.engine == SVC}
+    baseline = next((d.document for d in docs if d.engine == BASELINE), None)
+    return summarize(loads, graphs, baseline)
+
+
+def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None = None) -> SocialnetSummary:
+    """Everything the section shows, from the stored documents. `graphs`: tailscope-svc documents by
+    point ("{model}/graph", "{model}/ping"); `baseline`: the run's thread_create baseline document."""
+    models = [m for m in MODELS if any(d["socialnet_point"]["model"] == m for d in loads)]
+    partial: dict[str, dict[str, Any]] = {}
+    common_rate = None
+    for m in models:
+        mine = [d for d in loads if d["socialnet_point"]["model"] == m]
+        closed = [d for d in mine if d["socialnet_point"]["kind"] == "closed"]
+        sweep = sorted((d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common", "refine")), key=_rate)
+        at_objective = max((achieved_per_s(d) for d in sweep if meets_objective(d)), default=0.0)
+        # The grid's other side: the lowest offered rate above it that missed the objective.
+        first_miss = min(
+            (_rate(d) for d in sweep if not meets_objective(d) and _rate(d) > at_objective),
+            default=None,
+        )
+        common = next((d for d in sweep if d["socialnet_point"]["kind"] == "common"), None)
+        if common is not None:
+            common_rate = _rate(common)
+        g = graphs.get(f"{m}/graph") or {}
+        totals = g.get("totals", {})
+        front_requests = (totals.get("front") or {}).get("requests") or 0
+        errors = {
+            k: sum(int(s.get("counters", {}).get(k, 0)) for s in g.get("services", {}).values())
+            for k in ("errors", "rejections", "timeouts", "malformed_frames")
+        }
+        partial[m] = {
+            "model": m,
+            "ceiling_per_s": achieved_per_s(closed[0]) if closed else None,
+            "at_objective_per_s": at_objective,
+            "first_miss_per_s": first_miss,
+            "bisections": sum(1 for d in sweep if d["socialnet_point"]["kind"] == "refine"),
+            "sweep": tuple(
+                SweepPoint(_rate(d), achieved_per_s(d), p99_ns(d), d["load"].get("errors_total", 0), meets_objective(d))
+                for d in sweep
+            ),
+            "common": _common_latency(common) if common is not None else None,
+            "cpu_per_request_ns": (totals.get("cpu_s", 0) * 1e9 / front_requests) if front_requests else None,
+            "threads": totals.get("threads_max_sum"),
+            "errors": ErrorCounts(**errors),
+            "decomposition": decompose(g, graphs.get(f"{m}/ping"), baseline, graphs.get(f"{m}/ping-batched")),
+            "cores": _core_points(mine, graphs, m, closed[0] if closed else None),
+            "ceiling_cpu_per_request_ns": _graph_cpu_per_request(graphs.get(f"{m}/graph-closed") or {}),
+        }
+    base = partial.get(BASELINE_MODEL, {}).get("at_objective_per_s") or 0
+    base_ceiling = partial.get(BASELINE_MODEL, {}).get("ceiling_per_s") or 0
+    per = {
+        m: ModelResult(
+            **p,
+            ratio=p["at_objective_per_s"] / base if base else None,
+            ceiling_ratio=p["ceiling_per_s"] / base_ceiling if base_ceiling and p["ceiling_per_s"] else None,
+        )
+        for m, p in partial.items()
+    }
+    best = max(per, key=lambda m: per[m].at_objective_per_s) if per else None
+    target = _ratio_target(per, best) if best else None
+    shortfall = (
+        _shortfall(per, best, target.ratio)
+        if best and target and target.ratio is not None and not target.met and best != BASELINE_MODEL
+        else None
+    )
+    pinning = loads[0]["socialnet_point"].get("pinning", UNPINNED) if loads else UNPINNED
+    pinned = bool(pinning) and not pinning.startswith("unpinned")
+    return SocialnetSummary(
+        models=tuple(models),
+        per=per,
+        common_rate_per_s=common_rate,
+        best=best,
+        target=target,
+        shortfall=shortfall,
+        core_scaling=_core_scaling(per, pinned) if per else None,
+        tracing=tracing_cost(loads),
+        connections=connections_sweep(loads),
+        pinning=pinning,
+        pinned=pinned,
+    )
+
+
+def _common_latency(doc: dict) -> CommonRateLatency:
+    m = measurement(doc, "latency_intended")
+    return CommonRateLatency(
+        rate_per_s=_rate(doc),
+        p50_ns=m.p_ns("50") if m else None,
+        p99_ns=m.p_ns("99") if m else None,
+        cdf=tuple(m.cdf) if m else (),
+    )
+
+
+def _ratio_target(per: Mapping[str, ModelResult], best: str) -> RatioTarget:
+    base = per[BASELINE_MODEL].at_objective_per_s if BASELINE_MODEL in per else 0.0
+    if not base:
+        return RatioTarget(best, None, False, None, "std-async met the p99 objective at none of its rates")
+    ratio = per[best].at_objective_per_s / base
+    return RatioTarget(best, ratio, ratio >= TARGET_RATIO, _ratio_bracket(per, best), None)
+
+
+def _ratio_bracket(per: Mapping[str, ModelResult], best: str) -> RatioBracket | None:
+    if best == BASELINE_MODEL:
+        return None
+    a, b = per[BASELINE_MODEL], per[best]
+    return RatioBracket(
+        baseline=ObjectiveReach(a.model, a.at_objective_per_s, a.first_miss_per_s, a.bisections),
+        best=ObjectiveReach(b.model, b.at_objective_per_s, b.first_miss_per_s, b.bisections),
+        low=b.at_objective_per_s / a.first_miss_per_s if a.first_miss_per_s else None,
+        high=b.first_miss_per_s / a.at_objective_per_s if b.first_miss_per_s else None,
+    )
+
+
+def _shortfall(per: Mapping[str, ModelResult], best: str, ratio: float) -> TargetShortfall:
+    """The target missed: which costs the run measured for std-async and the best model."""
+    a, b = per[BASELINE_MODEL].decomposition, per[best].decomposition
+    ca, cb = a.cpu_per_request_ns, b.cpu_per_request_ns
+    threads = (a.threads, b.threads)
+    if ca is None or cb is None:
+        why = a.unavailable.get("cpu_per_request_ns") or b.unavailable.get("cpu_per_request_ns") or "not measured"
+        return TargetShortfall(best, ratio, a, b, threads, None, why, (), None, None)
+    cpu_ratio = ca / cb
+    # The closed-loop run's own CPU per request (its graph document): the sweep's graph also served
+    # the overloaded rates, whose CPU per request is not the ceiling's.
+    busy = tuple(
+        BusyCores(m, c, c * cpu / 1e9)
+        for m in (BASELINE_MODEL, best)
+        if (c := per[m].ceiling_per_s) and (cpu := per[m].ceiling_cpu_per_request_ns)
+    )
+    # The measured ratio at the objective beside the CPU ratio: what is not explained by CPU.
+    if ratio > cpu_ratio * (1 + CPU_RATIO_TOLERANCE):
+        gap = GAP_TAIL
+    elif ratio >= cpu_ratio * (1 - CPU_RATIO_TOLERANCE):
+        gap = GAP_CPU
+    else:
+        gap = GAP_SHORT_OF_CPU
+    return TargetShortfall(best, ratio, a, b, threads, cpu_ratio, None, busy, b.cpu_per_rpc_ns or a.cpu_per_rpc_ns, gap)
+
+
+def _core_points(mine: list[dict], graphs: dict[str, dict], model: str, closed: dict | None) -> tuple[CorePoint, ...]:
+    """A model's closed-loop ceiling per number of graph CPUs: the core-scaling runs, then the
+    all-CPU ceiling (its CPU count from the runs' allowed_cpus); CPU per request from each graph."""
+    points = []
+    for d in sorted(
+        (d for d in mine if d["socialnet_point"]["kind"] == "cores"),
+        key=lambda d: len(d["socialnet_point"]["graph_cpus"]),
+    ):
+        k = len(d["socialnet_point"]["graph_cpus"])
+        g = graphs.get(f"{model}/graph-cores-{k}") or {}
+        points.append(CorePoint(k, achieved_per_s(d), _graph_cpu_per_request(g)))
+    if points and closed is not None:
+        allowed = mine[0]["socialnet_point"].get("allowed_cpus") or next(
+            (d["socialnet_point"].get("allowed_cpus") for d in mine if d["socialnet_point"].get("allowed_cpus")), None
+        )
+        if allowed:
+            points.append(
+                CorePoint(
+                    int(allowed),
+                    achieved_per_s(closed),
+                    _graph_cpu_per_request(graphs.get(f"{model}/graph-closed") or {}),
+                )
+            )
+    return tuple(points)
+
+
+def _graph_cpu_per_request(g: dict) -> float | None:
+    totals = g.get("totals", {})
+    requests = (totals.get("front") or {}).get("requests") or 0
+    return totals.get("cpu_s", 0) * 1e9 / requests if requests else None
+
+
+def _core_scaling(per: Mapping[str, ModelResult], pinned: bool) -> CoreScaling:
+    """How the measured models' ceilings (std-async's and the best ceiling's) grew from 1 graph CPU
+    to all, and the ratio between them at each count."""
+    models = [m for m in dict.fromkeys([BASELINE_MODEL, *per]) if m in per and per[m].cores]
+    if not models:
+        why = (
+            "the graph was pinned to one CPU (tailscope run --cpus), so there was no smaller CPU count to run it on"
+            if pinned
+            else "no closed-loop run on fewer CPUs was stored (a machine with one allowed CPU has none to drop)"
+        )
+        return CoreScaling((), (), why)
+    scaling = []
+    for m in models:
+        pts = per[m].cores
+        first, last = pts[0].ceiling_per_s, pts[-1].ceiling_per_s
+        growth = last / first if first and last else None
+        scaling.append(ModelScaling(m, pts, growth, pts[-1].cpus / pts[0].cpus))
+    ratios = []
+    if models[0] == BASELINE_MODEL:
+        a = {p.cpus: p.ceiling_per_s for p in per[BASELINE_MODEL].cores}
+        for other in models[1:]:
+            b = {p.cpus: p.ceiling_per_s for p in per[other].cores}
+            by_cpus = tuple((k, b[k] / a[k]) for k in sorted(a) if k in b and a[k])
+            if by_cpus:
+                ratios.append(CeilingRatios(other, by_cpus))
+    return CoreScaling(tuple(scaling), tuple(ratios), None)
+
+
+def decompose(
+    graph: dict | None, ping: dict | None, baseline: dict | None, ping_batched: dict | None = None
+) -> Decomposition:
+    """One model's CPU per request, taken apart with the run's own measurements: its graph document,
+    its in-run pings (one call in flight; `ping_batched`: PING_BATCHED_CONCURRENCY in flight, the
+    transport's low end) and the run's thread_create baseline."""
+    why: dict[str, str] = {}
+    g = graph or {}
+    totals = g.get("totals") or {}
+    services = (g.get("services") or {}).values()
+    requests = (totals.get("front") or {}).get("requests") or 0
+    if not graph:
+        why["graph"] = "the model's graph wrote no result document"
+    cpu_per_request = rpcs = ctx_per_request = async_threads = None
+    if not requests:
+        for f in ("cpu_per_request_ns", "rpcs_per_request", "ctx_switches_per_request", "async_threads_per_request"):
+            why[f] = "the front served no request"
+    else:
+        cpu_per_request = totals["cpu_s"] * 1e9 / requests if "cpu_s" in totals else None
+        if cpu_per_request is None:
+            why["cpu_per_request_ns"] = "the graph document has no CPU total"
+        # Every downstream RPC is counted once, by its caller.
+        calls = [s.get("counters", {}).get("calls") for s in services]
+        rpcs = sum(calls) / requests if calls and None not in calls else None
+        if rpcs is None:
+            why["rpcs_per_request"] = "the services' calls counters are missing"
+        ctx = totals.get("ctx_switches")
+        ctx_per_request = ctx / requests if ctx is not None else None
+        if ctx is None:
+            why["ctx_switches_per_request"] = "the graph document has no context-switch counts"
+        started = [s.get("counters", {}).get("async_threads") for s in services]
+        async_threads = sum(started) / requests if started and None not in started else None
+        if async_threads is None:
+            why["async_threads_per_request"] = "the services' async_threads counters are missing"
+    threads = totals.get("threads_max_sum")
+    if threads is None:
+        why["threads"] = "the graph document has no thread counts"
+
+    p = (ping or {}).get("ping") or {}
+    cpu_per_rpc = p.get("cpu_per_call_ns")
+    rtt_p50 = ((p.get("rtt") or {}).get("percentiles") or {}).get("50")
+    if cpu_per_rpc is None:
+        why["cpu_per_rpc_ns"] = _reasons(ping) or "no ping phase was run for this model"
+    transport = _product(rpcs, cpu_per_rpc)
+    transport_share = _share(transport, cpu_per_request)
+    batched_cpu_per_rpc = ((ping_batched or {}).get("ping") or {}).get("cpu_per_call_ns")
+    if batched_cpu_per_rpc is None:
+        why["batched_cpu_per_rpc_ns"] = _reasons(ping_batched) or "no batched ping was run for this model"
+    batched_share = _share(_product(rpcs, batched_cpu_per_rpc), cpu_per_request)
+    if batched_share is None:
+        why["batched_transport_share"] = why.get("batched_cpu_per_rpc_ns") or "CPU per request missing"
+    if transport_share is None:
+        why["transport_share"] = why.get("cpu_per_rpc_ns") or why.get("rpcs_per_request") or "CPU per request missing"
+
+    create = measurement(baseline, "thread_create") if baseline else None
+    thread_create = create.p_ns("50") if create else None
+    if thread_create is None:
+        why["thread_create_ns"] = _reasons(baseline) or "no thread_create baseline in this run"
+    thread_create_per_request = _product(async_threads, thread_create)
+    thread_create_share = _share(thread_create_per_request, cpu_per_request)
+    if thread_create_share is None:
+        why["thread_create_share"] = (
+            why.get("thread_create_ns") or why.get("async_threads_per_request") or "CPU per request missing"
+        )
+    explained = [v for v in (transport, thread_create_per_request) if v]
+    rest = cpu_per_request - sum(explained) if cpu_per_request is not None and explained else None
+    exceeds = rest is not None and rest < 0
+    if exceeds:
+        # The ping runs one call at a time; in the loaded graph calls share wake-ups and sends, so an
+        # RPC there can cost less than the ping's: a negative remainder is that, not a measurement.
+        rest = None
+        why["rest_cpu_per_request_ns"] = (
+            f"the attributed costs ({fmt_ns(sum(explained))}) exceed the CPU per request ({fmt_ns(cpu_per_request)}): "
+            "the in-run ping's CPU per RPC, one call in flight, overstates an RPC of the loaded graph"
+        )
+    elif rest is None:
+        why["rest_cpu_per_request_ns"] = "nothing of the CPU per request could be attributed"
+    return Decomposition(
+        requests=requests,
+        cpu_per_request_ns=cpu_per_request,
+        rpcs_per_request=rpcs,
+        ctx_switches_per_request=ctx_per_request,
+        async_threads_per_request=async_threads,
+        threads=threads,
+        cpu_per_rpc_ns=cpu_per_rpc,
+        ping_rtt_p50_ns=rtt_p50,
+        transport_cpu_per_request_ns=transport,
+        transport_share=transport_share,
+        transport_exceeds_cpu=transport_share is not None and transport_share > 1,
+        batched_cpu_per_rpc_ns=batched_cpu_per_rpc,
+        batched_transport_share=batched_share,
+        thread_create_ns=thread_create,
+        thread_create_cpu_per_request_ns=thread_create_per_request,
+        thread_create_share=thread_create_share,
+        rest_cpu_per_request_ns=rest,
+        attributed_exceeds_cpu=exceeds,
+        unavailable=why,
+    )
+
+
+def _reasons(doc: dict | None) -> str:
+    """The reasons an engine document gives for what it could not measure, joined ("" if none)."""
+    return "; ".join(r for r in (u.get("reason", "") for u in (doc or {}).get("unavailable") or []) if r)
+
+
+def _product(a: float | None, b: float | None) -> float | None:
+    return a * b if a is not None and b is not None else None
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
+def tracing_cost(loads: list[dict]) -> TracingCost | None:
+    """The tracing pairs' on ÷ off throughput (median); None when the run has no complete pair."""
+    on = [d for d in loads if d["socialnet_point"]["kind"] == "tracing-on"]
+    off = [d for d in loads if d["socialnet_point"]["kind"] == "tracing-off"]
+    if not on or not off:
+        return None
+    ratios = sorted(achieved_per_s(a) / achieved_per_s(b) for a, b in zip(on, off) if achieved_per_s(b) > 0)
+    if not ratios:
+        return None
+    n = len(ratios)
+    mid = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    return TracingCost(
+        model=on[0]["socialnet_point"]["model"],
+        pairs=n,
+        ratio=mid,
+        cost=1 - mid,
+        on_per_s=tuple(achieved_per_s(d) for d in on),
+        off_per_s=tuple(achieved_per_s(d) for d in off),
+        met=1 - mid <= TRACING_COST_TARGET,
+    )
+
+
+def connections_sweep(loads: list[dict]) -> ConnectionsSweep | None:
+    """Each model's p99 over the connection counts at the common rate; None when none was run."""
+    conn = [d for d in loads if d["socialnet_point"]["kind"] == "connections"]
+    if not conn:
+        return None
+    lines = []
+    for m in MODELS:
+        pts = sorted(
+            (d["socialnet_point"]["connections"], p99)
+            for d in conn
+            if d["socialnet_point"]["model"] == m and (p99 := p99_ns(d))
+        )
+        if pts:
+            lines.append(ConnectionsLine(m, tuple(pts)))
+    return ConnectionsSweep(_rate(conn[0]), tuple(lines))
+
+
+# ---- capstone Figure 8: the async calls of this run's traces (the analyze study's measurements) ----
+
+
+@dataclass(frozen=True)
+class CallDelay:
+    """One async call's delay in one model's traces (a probe_call_* measurement of analyze)."""
+
+    model: str  # the analyze document's point: the model whose traces
+    call: str  # the measurement's variant (service:client span)
+    kind: str  # SCHEDULING or JOIN
+    p99_ns: float
+    samples: int
+
+
+@dataclass(frozen=True)
+class AsyncCallDelays:
+    """What the Figure 8 panels show, in numbers."""
+
+    largest: CallDelay  # the largest p99 of any call, however few its samples
+    samples: int  # call samples over every panel
+
+
+@dataclass(frozen=True)
+class Figure8Comparison:
+    """The capstone's Figure 8 (async-call delays of 8–23 ms in DeathStarBench, std::async) beside
+    this run: std-async's largest async-call p99 with MIN_P99_SAMPLES or more samples."""
+
+    std_async: CallDelay | None  # None: unavailable
+    others: tuple[CallDelay, ...]  # each other model's largest cited p99, by model
+    within_capstone_range: bool  # std-async's ≥ the capstone's low end (within or above the range)
+    std_async_highest: bool  # above every other model's largest (and there is another model)
+    verdict: str  # HOLDS, PARTLY, DOES_NOT_HOLD or UNAVAILABLE
+    unavailable: str | None
+
+
+def _call(row: Mapping[str, Any]) -> CallDelay:
+    kind = SCHEDULING if str(row["name"]).endswith("scheduling") else JOIN
+    return CallDelay(str(row["point"]), str(row["variant"]), kind, float(row["p99_ns"]), int(row["samples"]))
+
+
+def _probe_calls(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in rows if r["name"] in PROBE_CALLS]
+
+
+def async_call_delays(rows: Iterable[Mapping[str, Any]]) -> AsyncCallDelays | None:
+    """From analyze's measurement rows (point, name, variant, p99_ns, samples); None without probe calls."""
+    calls = _probe_calls(rows)
+    if not calls:
+        return None
+    first: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for r in calls:
+        first.setdefault((str(r["point"]), str(r["variant"]), str(r["name"])), r)
+    # The figure's order (panel, call, scheduling before join): the first of equal p99s is named.
+    order = sorted(first, key=lambda k: (k[0], k[1], PROBE_CALLS.index(k[2])))
+    largest: CallDelay | None = None
+    for key in order:
+        c = _call(first[key])
+        if largest is None or c.p99_ns > largest.p99_ns:
+            largest = c
+    assert largest is not None
+    return AsyncCallDelays(largest, int(sum(int(r["samples"]) for r in calls)))
+
+
+def figure8_comparison(rows: Iterable[Mapping[str, Any]]) -> Figure8Comparison | None:
+    """std-async's largest cited async-call p99 against the capstone's range and the other models'
+    largest. None when the run analyzed no traces with probe calls."""
+    calls = _probe_calls(rows)
+    if not calls:
+        return None
+    worst: dict[str, CallDelay] = {}
+    for r in calls:
+        if int(r["samples"]) < MIN_P99_SAMPLES:
+            continue
+        c = _call(r)
+        if c.model not in worst or c.p99_ns > worst[c.model].p99_ns:
+            worst[c.model] = c
+    others = tuple(w for m, w in sorted(worst.items()) if m != BASELINE_MODEL)
+    mine = worst.get(BASELINE_MODEL)
+    if mine is None:
+        why = f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces"
+        return Figure8Comparison(None, others, False, False, UNAVAILABLE, why)
+    within = mine.p99_ns >= CAPSTONE_DELAY_RANGE_NS[0]
+    highest = bool(others) and all(mine.p99_ns > w.p99_ns for w in others)
+    verdict = HOLDS if within else PARTLY if highest else DOES_NOT_HOLD
+    return Figure8Comparison(mine, others, within, highest, verdict, None)

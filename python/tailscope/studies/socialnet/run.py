@@ -1,0 +1,265 @@
+"""The socialnet study's run: the plan (quick / full form, options) → engine runs → the documents
+the runner stores. Between phases the run reads what it measured through analysis.py (which rates
+met the objective, which models to bisect); it never builds report text."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from tailscope.lab import topology
+from tailscope.lab.cpus import requested_cpus
+from tailscope.lab.engines import EngineError, run_engine
+from tailscope.lab.graph import LOAD, MODELS, SVC, graph, run_front_load
+from tailscope.measure.measurement import achieved_per_s
+from tailscope.store import EngineDocument
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import StepProgress, pinning_text, point_times, round_rate, run_scale
+from tailscope.studies.socialnet.analysis import (
+    BASELINE,
+    BASELINE_MODEL,
+    CEILING_CONNECTIONS,
+    COMMON_RATE_FRACTION,
+    CONNECTIONS,
+    PING_BATCHED_CONCURRENCY,
+    REFINE_MODELS,
+    SWEEP_FRACTIONS,
+    TRACE_SAMPLE,
+    UNPINNED,
+    meets_objective,
+    objective_bracket,
+    refine_candidates,
+)
+from tailscope.units import fmt_count
+
+CONNECTION_SWEEP = [20, 50, 100]
+# Bisections of the objective's bracket (the highest swept rate that met it, the next that missed)
+# for std-async and the models that could be the best (refine_candidates): the ratio's two ends.
+# The grid's fractions lie 16–33 % apart and the ratio's bracket compounds both models' steps
+# (3.15–4.8× in one run); each halving halves each model's step.
+REFINE_STEPS = 2
+# The in-run transport baseline: pings through the same lean channel a service uses downstream.
+PING_CALLS = 2000
+PING_WARMUP = 200
+TRACING_PAIRS = 2
+
+
+def core_counts(allowed: int, full: bool) -> list[int]:
+    """CPU counts below `allowed` to measure the ceiling on: 1 (quick), or 1, 2, 4, … (full)."""
+    if allowed < 2:
+        return []
+    if not full:
+        return [1]
+    counts, k = [], 1
+    while k < allowed:
+        counts.append(k)
+        k *= 2
+    return counts
+
+
+def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
+    """Every engine run of the study, in order; the documents are stored under `study`."""
+    scale = run_scale(ctx.options)
+    duration, warmup = point_times(ctx, quick=(2.0, 0.5), full=(5.0, 1.0), floor=(0.3, 0.1))
+    timeout = duration + warmup + 60
+    models = list(ctx.options.get("socialnet_models") or MODELS)
+    cpus = requested_cpus(ctx.options)
+    client_cpu, server_cpu = cpus if cpus else (None, None)
+    pinning = pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu) if cpus else UNPINNED
+
+    def start_graph(
+        model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None
+    ) -> AbstractContextManager[tuple[int, dict]]:
+        return graph(topo_json, model, out, trace_sample, traces, cpu=server_cpu)
+
+    def load(port: int, rate: float, connections: int) -> dict:
+        return run_front_load(port, rate, connections, duration, warmup, timeout, client_cpu)
+
+    art = Path(ctx.artifacts_dir) / "socialnet"
+    art.mkdir(parents=True, exist_ok=True)
+    topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
+    front = (json.loads(topo_json.read_text()).get("front") or {}).get("service")
+    docs: list[EngineDocument] = []
+    fractions = SWEEP_FRACTIONS
+    steps = (
+        len(models) * (4 + len(fractions))
+        + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
+        + (1 + REFINE_MODELS) * REFINE_STEPS
+        + 2 * len(CONNECTION_SWEEP)
+        + 2 * TRACING_PAIRS
+        + 2
+    )
+    progress = StepProgress(ctx, "socialnet", steps)
+
+    def store_load(doc: dict, model: str, kind: str, rate: float, connections: int, point: str) -> None:
+        doc["socialnet_point"] = {
+            "model": model,
+            "kind": kind,
+            "rate_per_s": rate,
+            "connections": connections,
+            "pinning": pinning,
+        }
+        docs.append(EngineDocument(study, LOAD, doc, point))
+
+    # 1. Ceilings first (closed loop), each model on a fresh graph, so the common rate can be chosen.
+    ceilings: dict[str, float] = {}
+    for model in models:
+        progress(f"{model} closed loop")
+        with start_graph(model, art / f"graph-{model}-ceiling.json") as (port, ready):
+            d = load(port, 0, CEILING_CONNECTIONS)
+            progress(f"{model} transport ping")
+            # One call in flight (the blocking ping-pong's shape: no batching), then
+            # PING_BATCHED_CONCURRENCY (calls share wake-ups and sends, as in the loaded graph).
+            for concurrency in (1, PING_BATCHED_CONCURRENCY):
+                ping = _ping(study, ready, model, scale, front, concurrency)
+                if ping is not None:
+                    docs.append(ping)
+        ceilings[model] = achieved_per_s(d)
+        store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
+        _store_graph(study, docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
+    # 1b. Core scaling: std-async's and the best model's ceiling with the graph on fewer of the
+    # allowed CPUs (the last k, the server side's end), generator unpinned as in the ceilings. With
+    # --cpus the whole graph already runs on one CPU, so there is nothing to scale down.
+    allowed = sorted(os.sched_getaffinity(0))
+    counts = core_counts(len(allowed), ctx.form == "full") if server_cpu is None else []
+    best_ceiling = max(ceilings, key=lambda m: ceilings[m]) if ceilings else None
+    for model in dict.fromkeys(m for m in (BASELINE_MODEL, best_ceiling) if m in ceilings):
+        for k in counts:
+            progress(f"{model} closed loop on {k} of {len(allowed)} CPUs")
+            out = art / f"graph-{model}-cores-{k}.json"
+            with graph(topo_json, model, out, cpu=allowed[-k:]) as (port, _):
+                d = load(port, 0, CEILING_CONNECTIONS)
+            store_load(d, model, "cores", 0, CEILING_CONNECTIONS, f"{model}/cores/{k}")
+            d["socialnet_point"]["graph_cpus"] = allowed[-k:]
+            d["socialnet_point"]["allowed_cpus"] = len(allowed)
+            _store_graph(study, docs, out, f"{model}/graph-cores-{k}", model)
+
+    common = (
+        round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0))
+        if any(ceilings.values())
+        else 100.0
+    )
+
+    # 2. Per model: the open-loop sweep and the common rate, traces at 1 % sampling.
+    sweeps: dict[str, list[dict]] = {}
+    for model in models:
+        rates = sorted({round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
+        out = art / f"graph-{model}.json"
+        traces = art / "traces" / model
+        with start_graph(model, out, TRACE_SAMPLE, traces) as (port, _):
+            for rate in rates:
+                progress(f"{model} at {fmt_count(rate)}/s")
+                d = load(port, rate, CONNECTIONS)
+                kind = "common" if rate == common else "rate"
+                store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
+                sweeps.setdefault(model, []).append(d)
+        _store_graph(study, docs, out, f"{model}/graph", model)
+
+    # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
+    # after a rate that missed, a graph that is still working off its backlog would fail the next.
+    for model in refine_candidates(sweeps):
+        bracket = objective_bracket(sweeps[model])
+        for _ in range(REFINE_STEPS):
+            mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
+            if bracket is None or not bracket[0] < mid < bracket[1]:
+                break  # nothing met, nothing above missed, or the bracket is one rounding step wide
+            progress(f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)")
+            # Traced at the sweep's 1 %, like the grid's rates; those traces are not kept.
+            tdir = art / "refine-traces" / f"{model}-{mid:.0f}"
+            with start_graph(model, art / f"graph-{model}-refine-{mid:.0f}.json", TRACE_SAMPLE, tdir) as (port, _):
+                d = load(port, mid, CONNECTIONS)
+            shutil.rmtree(tdir, ignore_errors=True)
+            store_load(d, model, "refine", mid, CONNECTIONS, f"{model}/refine/{mid:.0f}")
+            bracket = (mid, bracket[1]) if meets_objective(d) else (bracket[0], mid)
+    shutil.rmtree(art / "refine-traces", ignore_errors=True)
+
+    # What starting a thread costs here, for std-async's thread per async call (same run).
+    progress("thread creation baseline")
+    docs.append(_thread_create_baseline(study, scale, cpus))
+
+    # 3. Connections sweep at the common rate: std-async vs the best ceiling.
+    best = max(ceilings, key=lambda m: ceilings[m])
+    for model in dict.fromkeys([BASELINE_MODEL if BASELINE_MODEL in models else best, best]):
+        with start_graph(model, art / f"graph-{model}-connections.json") as (port, _):
+            for c in CONNECTION_SWEEP:
+                progress(f"{model} c={c}")
+                d = load(port, common, c)
+                store_load(d, model, "connections", common, c, f"{model}/connections/{c}")
+
+    # 4. Tracing cost: best model, closed loop, 100 % sampling vs off, alternated.
+    for i in range(TRACING_PAIRS):
+        for sample in (0.0, 1.0):
+            progress(f"{best} tracing {'on' if sample else 'off'} ({i + 1}/{TRACING_PAIRS})")
+            tdir = art / "tracing-cost" / f"{i}-{int(sample * 100)}"
+            out = art / f"graph-{best}-tracing-{i}-{int(sample * 100)}.json"
+            with start_graph(best, out, sample, tdir if sample else None) as (port, _):
+                d = load(port, 0, CONNECTIONS)
+            store_load(
+                d,
+                best,
+                f"tracing-{'on' if sample else 'off'}",
+                0,
+                CONNECTIONS,
+                f"{best}/tracing/{'on' if sample else 'off'}/{i}",
+            )
+            # The 100 % traces of a closed-loop run are large (~100 MB) and are not the analysis input:
+            # only the sweeps' 1 % traces are kept.
+            shutil.rmtree(tdir, ignore_errors=True)
+    progress("done")
+    return docs
+
+
+def _ping(
+    study: str, ready: dict, model: str, scale: float, front: str | None, concurrency: int = 1
+) -> EngineDocument | None:
+    """CPU per RPC of the transport alone, against one RPC service of the running graph, with
+    `concurrency` calls in flight (point {model}/ping, or {model}/ping-batched above 1)."""
+    ports, pids = ready.get("ports") or {}, ready.get("pids") or {}
+    target = next((n for n in sorted(ports) if n != front and n in pids), None)
+    if target is None:  # decompose() then says: no ping phase was run for this model
+        return None
+    calls = max(200, round(PING_CALLS * scale))
+    args = [
+        "--ping",
+        str(ports[target]),
+        "--ping-pid",
+        str(pids[target]),
+        "--ping-calls",
+        str(calls),
+        "--ping-warmup",
+        str(max(1, round(PING_WARMUP * scale))),
+        "--ping-concurrency",
+        str(concurrency),
+    ]
+    doc = run_engine(SVC, args, timeout_s=120).document
+    doc.setdefault("ping", {})["service"] = target
+    doc["socialnet_point"] = {"model": model, "kind": "ping", "concurrency": concurrency}
+    return EngineDocument(study, SVC, doc, f"{model}/ping" + ("-batched" if concurrency > 1 else ""))
+
+
+def _thread_create_baseline(study: str, scale: float, cpus: tuple[int, int] | None) -> EngineDocument:
+    args = [
+        "--only",
+        "thread_create",
+        "--placement",
+        "pinned" if cpus else "unpinned",
+        "--scale",
+        f"{0.2 * scale:g}",
+    ]
+    if cpus:
+        args += ["--cpus", f"{cpus[0]},{cpus[1]}"]
+    doc = run_engine(BASELINE, args, timeout_s=120).document
+    doc["socialnet_point"] = {"model": None, "kind": "thread_create"}
+    return EngineDocument(study, BASELINE, doc, "baseline/thread_create")
+
+
+def _store_graph(study: str, docs: list[EngineDocument], path: Path, point: str, model: str) -> None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise EngineError(f"{SVC} --all --model {model} wrote no result document at {path}: {e}") from e
+    doc["socialnet_point"] = {"model": model, "kind": "graph"}
+    docs.append(EngineDocument(study, SVC, doc, point))

@@ -1,0 +1,571 @@
+"""The socialnet study's report section: the values of analysis.py → figures, tables, notes and the
+capstone Figure 8 reference check. Nothing is decided here: every sentence formats values it is given
+(met / not met, brackets, which cost explains the gap are fields of the analysis)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tailscope.lab.graph import PATH
+from tailscope.report import plots
+from tailscope.report.blocks import Figure, ReferenceCheck, Section, Table
+from tailscope.store import Store
+from tailscope.studies.common import study_section
+from tailscope.studies.socialnet.analysis import (
+    BASELINE_MODEL,
+    CAPSTONE_DELAY_RANGE_NS,
+    CEILING_CONNECTIONS,
+    COMMON_RATE_FRACTION,
+    CONNECTIONS,
+    GAP_CPU,
+    GAP_TAIL,
+    MIN_P99_SAMPLES,
+    P99_OBJECTIVE_NS,
+    PING_BATCHED_CONCURRENCY,
+    PROBE_CALLS,
+    SCHEDULING,
+    SWEEP_FRACTIONS,
+    TARGET_RATIO,
+    TRACE_SAMPLE,
+    TRACING_COST_TARGET,
+    ConnectionsSweep,
+    CoreScaling,
+    Decomposition,
+    Figure8Comparison,
+    RatioBracket,
+    RatioTarget,
+    SocialnetSummary,
+    TargetShortfall,
+    TracingCost,
+    async_call_delays,
+    figure8_comparison,
+    summarize_documents,
+)
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
+
+
+def build_section(study: Any, store: Store, run_id: str) -> Section:
+    sec = study_section(
+        study,
+        store,
+        run_id,
+        section_id="socialnet",
+        intro=(
+            "DeathStarBench's social-network compose-post request through 12 services "
+            "(topologies/socialnet.yaml; stores and caches simulated with documented latency distributions), "
+            "each service a process on loopback, all under one concurrency model at a time: "
+            "<em>std-async</em> (DeathStarBench's handler: std::async launch::async + launch::deferred, thread "
+            "per connection), <em>std-thread</em>, <em>pool-blocking</em> (fixed pool blocking on futures), "
+            "<em>pool-callback</em> (IO dispatcher + pool, callbacks carrying the request context) and "
+            "<em>coroutine</em> (C++20 coroutines, one event loop per core, when_all fan-out). tailscope-load "
+            f"drives {PATH} open loop with {CONNECTIONS} keep-alive connections; latency from the intended "
+            "send time."
+        ),
+    )
+    summary = summarize_documents(store.documents(run_id, study.name))
+    if summary is None:
+        sec.notes.append("no socialnet measurements were stored for this run")
+        return sec
+    sec.intro += (
+        f" Placement: {summary.pinning}" + (" (tailscope run --cpus CLIENT,SERVER)" if summary.pinned else "") + "."
+    )
+    sec.notes += summary_notes(summary)
+    sec.blocks.append(_curve_figure(summary))
+    if summary.common_rate_per_s:
+        sec.blocks.append(_cdf_figure(summary, summary.common_rate_per_s))
+    sec.blocks.append(_summary_table(summary))
+    sec.blocks.append(_decomposition_table(summary))
+    if summary.connections:
+        sec.blocks.append(_connections_figure(summary.connections))
+    if summary.tracing:
+        sec.blocks.append(_tracing_table(summary.tracing))
+    fig8 = async_call_cdf_figure(store, run_id)  # capstone Figure 8
+    if fig8:
+        sec.blocks.append(fig8)
+    check8 = figure8_check(store, run_id)
+    if check8:
+        sec.add_references([check8], "Capstone Figure 8 vs here")
+    return sec
+
+
+# ---- the notes: the targets, what a missed target's costs say, core scaling ----------------------
+
+
+def summary_notes(s: SocialnetSummary) -> list[str]:
+    """The section's notes, in order: the ratio target (and, missed, the run's costs), core
+    scaling, the tracing target."""
+    notes: list[str] = []
+    if s.target is not None:
+        notes.append(_target_line(s.target))
+    if s.shortfall is not None:
+        notes += _shortfall_lines(s.shortfall)
+    if s.core_scaling is not None:
+        notes.append(_core_scaling_line(s.core_scaling))
+    if s.tracing is not None:
+        notes.append(_tracing_line(s.tracing))
+    return notes
+
+
+def _met(met: bool) -> str:
+    return "met" if met else "not met"
+
+
+def _target_line(t: RatioTarget) -> str:
+    if t.ratio is None:
+        return (
+            f"std-async met the p99 objective of {fmt_ns(P99_OBJECTIVE_NS)} at none of its rates: "
+            "the ratio at the objective is undefined; ceilings are compared instead."
+        )
+    bracket = _bracket_text(t.bracket) if t.bracket else ""
+    return (
+        f"Target best model ≥ {TARGET_RATIO:g}× std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {t.best} reached "
+        f"{fmt_ratio(t.ratio)} ({_met(t.met)}){bracket}."
+    )
+
+
+def _bracket_text(b: RatioBracket) -> str:
+    """How far the rates tried pin the ratio: the grid, then the bisections of its bracket."""
+    said = [
+        f"{r.model} met it at {fmt_count(r.met_per_s)}/s and "
+        + (
+            f"missed at {fmt_count(r.first_miss_per_s)}/s"
+            if r.first_miss_per_s is not None
+            else "at every higher rate tried"
+        )
+        for r in (b.baseline, b.best)
+    ]
+    if b.low is not None and b.high is not None:
+        span = f"the ratio lies between {fmt_ratio(b.low)} and {fmt_ratio(b.high)}"
+    elif b.low is not None:
+        span = f"the ratio is at least {fmt_ratio(b.low)}"
+    elif b.high is not None:
+        span = f"the ratio is at most {fmt_ratio(b.high)}"
+    else:
+        span = "the grid does not bound the ratio"
+    halved = [f"{r.model} {r.bisections}" for r in (b.baseline, b.best) if r.bisections]
+    tried = "on the sweep's grid" + (f" and its bisections ({', '.join(halved)})" if halved else "")
+    return f"; {tried} {'; '.join(said)}, so {span}"
+
+
+def _pct(share: float | None) -> str:
+    return "—" if share is None else f"{share * 100:.0f} %"
+
+
+def _transport_text(model: str, d: Decomposition) -> str:
+    if d.rpcs_per_request is None or d.cpu_per_rpc_ns is None:
+        return f"{model}: transport share unavailable: {d.unavailable.get('transport_share')}"
+    batched = (
+        f"; with {PING_BATCHED_CONCURRENCY} in flight {fmt_ns(d.batched_cpu_per_rpc_ns)} each, "
+        f"{_pct(d.batched_transport_share)}: an RPC of the loaded graph lies between"
+        if d.batched_transport_share is not None
+        else ""
+    )
+    overstated = " (more than all of it: the ping, one call in flight, overstates a batched RPC)"
+    return (
+        f"{model} makes {d.rpcs_per_request:.1f} RPCs per request at {fmt_ns(d.cpu_per_rpc_ns)} of CPU each "
+        f"(in-run ping, both ends, one call in flight) = {fmt_ns(d.transport_cpu_per_request_ns)}, "
+        f"{_pct(d.transport_share)} of its CPU per request" + (overstated if d.transport_exceeds_cpu else "") + batched
+    )
+
+
+def _fmt_opt(v: float | None) -> str:
+    return "unavailable" if v is None else f"{v:.1f}"
+
+
+def _gap_text(gap: str | None, best: str) -> str:
+    """What the ratio at the objective beside the CPU ratio says (the gap is decided by the analysis)."""
+    if gap == GAP_TAIL:
+        return "the tail, not CPU, limits std-async first."
+    if gap == GAP_CPU:
+        return "CPU per request accounts for the gap."
+    return f"{best} reaches less than its CPU advantage at the objective."
+
+
+def _shortfall_lines(f: TargetShortfall) -> list[str]:
+    """The target missed: which costs the run measured, and what they imply. Only computed sentences."""
+    a, b, best = f.baseline, f.contender, f.best
+    if f.cpu_ratio is None:
+        return [f"Decomposition unavailable: CPU per request: {f.unavailable}."]
+    lines = [
+        f"Measured decomposition (same run): CPU per request std-async {fmt_ns(a.cpu_per_request_ns)}, {best} "
+        f"{fmt_ns(b.cpu_per_request_ns)} (std-async ÷ {best} = {fmt_ratio(f.cpu_ratio)}).",
+        "Transport: " + "; ".join(_transport_text(m, d) for m, d in ((BASELINE_MODEL, a), (best, b))) + ".",
+    ]
+    if a.thread_create_cpu_per_request_ns is not None:
+        lines.append(
+            f"std-async starts {_fmt_opt(a.async_threads_per_request)} threads per request (one per async call); at "
+            f"this machine's thread_create p50 of {fmt_ns(a.thread_create_ns)} that is "
+            f"{fmt_ns(a.thread_create_cpu_per_request_ns)}, {_pct(a.thread_create_share)} of its CPU per request."
+        )
+    else:
+        lines.append(f"std-async thread-creation cost unavailable: {a.unavailable.get('thread_create_share')}.")
+    left = [
+        f"{m} {fmt_ns(d.rest_cpu_per_request_ns)}"
+        if d.rest_cpu_per_request_ns is not None
+        else f"{m} unavailable: {d.unavailable.get('rest_cpu_per_request_ns')}"
+        for m, d in ((BASELINE_MODEL, a), (best, b))
+    ]
+    lines.append(
+        f"Left after the transport and thread creation, per request, that these measurements do not attribute: "
+        f"{'; '.join(left)}."
+    )
+    if f.busy:
+        lines.append(
+            "Ceiling × the closed-loop run's CPU per request: "
+            + "; ".join(
+                f"{c.model} kept {c.cores:.2f} cores busy at its ceiling of {fmt_count(c.ceiling_per_s)}/s"
+                for c in f.busy
+            )
+            + "."
+        )
+    lines.append(
+        f"CPU per request, std-async ÷ {best}: measured {fmt_ratio(f.cpu_ratio)}; where both are CPU-bound that "
+        f"ratio sets best ÷ std-async, so {TARGET_RATIO:g}× needs it to reach {TARGET_RATIO:g}×, or std-async to "
+        "run out of something other than CPU "
+        f"(threads: {fmt_count(f.threads[0])} vs {fmt_count(f.threads[1])}; context switches per request: "
+        f"{_fmt_opt(a.ctx_switches_per_request)} vs {_fmt_opt(b.ctx_switches_per_request)})."
+    )
+    if f.cpu_per_rpc_ns is None:
+        lines.append(f"CPU per RPC unavailable: {b.unavailable.get('cpu_per_rpc_ns')}.")
+    lines.append(
+        f"At the p99 objective {best} ÷ std-async is {fmt_ratio(f.ratio)} against a CPU-per-request ratio of "
+        f"{fmt_ratio(f.cpu_ratio)}: {_gap_text(f.gap, best)}"
+    )
+    return lines
+
+
+def _plural_cpus(n: int) -> str:
+    return "CPUs" if n > 1 else "CPU"
+
+
+def _core_scaling_line(c: CoreScaling) -> str:
+    if c.unavailable is not None:
+        return f"Core scaling unavailable: {c.unavailable}."
+    parts = []
+    for m in c.models:
+        steps = " → ".join(f"{fmt_count(p.ceiling_per_s)}/s on {p.cpus}" for p in m.points)
+        growth = f" ({fmt_ratio(m.growth)} for {fmt_ratio(m.cpu_growth)} the CPUs)" if m.growth is not None else ""
+        parts.append(f"{m.model} {steps} {_plural_cpus(m.points[-1].cpus)}{growth}")
+    text = (
+        "Core scaling, closed-loop ceiling with the graph on 1 … all allowed CPUs (generator unpinned): "
+        + "; ".join(parts)
+    )
+    for r in c.ratios:
+        text += f". {r.model} ÷ std-async ceiling: " + ", ".join(f"{fmt_ratio(x)} on {k}" for k, x in r.by_cpus)
+    return text + "."
+
+
+def _tracing_line(t: TracingCost) -> str:
+    return (
+        f"Target tracing at 100 % sampling ≤ {TRACING_COST_TARGET * 100:g} % throughput cost: measured "
+        f"{t.cost * 100:.1f} % on {t.model} ({_met(t.met)}; median of {t.pairs} alternated pairs)."
+    )
+
+
+# ---- figures and tables -------------------------------------------------------------------------
+
+
+def _curve_figure(s: SocialnetSummary) -> Figure:
+    fig, ax = plots.new_figure()
+    for m in s.models:
+        pts = [(p.achieved_per_s, p.p99_ns) for p in s.per[m].sweep if p.p99_ns]
+        if pts:
+            ax.plot([a for a, _ in pts], [p for _, p in pts], marker="o", label=m)
+    ax.axhline(P99_OBJECTIVE_NS, color="#57606a", linestyle="--", linewidth=1, label="p99 objective")
+    ax.set_yscale("log")
+    plots.format_ns_axis(ax.yaxis)
+    ax.set_xlabel("achieved requests/s")
+    ax.set_ylabel("p99 latency (from intended send)")
+    ax.legend(loc="upper left", fontsize=8)
+    finding = (
+        f"{s.best} sustains the most at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: "
+        f"{fmt_count(s.per[s.best].at_objective_per_s)}/s"
+        if s.best
+        else "no model met the objective"
+    )
+    return Figure(
+        title="Latency vs throughput (open loop, up to saturation)",
+        svg=plots.to_svg(fig),
+        caption=f"p99 of latency_intended per offered rate; rates are fractions {SWEEP_FRACTIONS} of each "
+        f"model's closed-loop ceiling ({CEILING_CONNECTIONS} connections) plus the common rate; "
+        f"{CONNECTIONS} connections.",
+        finding=finding,
+    )
+
+
+def _cdf_figure(s: SocialnetSummary, rate: float) -> Figure:
+    fig, ax = plots.new_figure()
+    curves, lines = [], []
+    for m in s.models:
+        common = s.per[m].common
+        if common is None or not common.cdf:
+            continue
+        curves.append(plots.CdfCurve(m, list(common.cdf)))
+        if common.p99_ns is not None:
+            lines.append((m, common.p99_ns))
+    plots.latency_cdf(ax, curves, ylabel="latency (from intended send)")
+    ax.legend(loc="upper left", fontsize=8)
+    finding = ", ".join(f"{m} p99 {fmt_ns(v)}" for m, v in sorted(lines, key=lambda x: x[1]))
+    return Figure(
+        title=f"Latency CDF at a common rate ({fmt_count(rate)} requests/s)",
+        svg=plots.to_svg(fig),
+        caption=f"Every model at the same offered rate ({COMMON_RATE_FRACTION:.0%} of the slowest model's "
+        "ceiling), open loop.",
+        finding=finding,
+    )
+
+
+def _connections_figure(c: ConnectionsSweep) -> Figure:
+    fig, ax = plots.new_figure()
+    for line in c.lines:
+        ax.plot([n for n, _ in line.points], [p for _, p in line.points], marker="o", label=line.model)
+    ax.set_yscale("log")
+    plots.format_ns_axis(ax.yaxis)
+    ax.set_xlabel("connections")
+    ax.set_ylabel("p99 latency")
+    ax.legend(fontsize=8)
+    finding = "; ".join(
+        f"{line.model}: p99 {fmt_ns(line.points[0][1])} at {line.points[0][0]} → {fmt_ns(line.points[-1][1])} at "
+        f"{line.points[-1][0]} connections"
+        for line in c.lines
+    )
+    return Figure(
+        title="Connections sweep (20 → 100) at the common rate",
+        svg=plots.to_svg(fig),
+        caption=f"Open loop at {fmt_count(c.rate_per_s)} requests/s.",
+        finding=finding,
+    )
+
+
+def _summary_table(s: SocialnetSummary) -> Table:
+    rows = []
+    for m in s.models:
+        p = s.per[m]
+        e = p.errors
+        rows.append(
+            [
+                m,
+                fmt_count(p.ceiling_per_s),
+                fmt_ratio(p.ceiling_ratio),
+                fmt_count(p.at_objective_per_s),
+                fmt_ratio(p.ratio),
+                fmt_ns(p.common.p50_ns if p.common else None),
+                fmt_ns(p.common.p99_ns if p.common else None),
+                fmt_ns(p.cpu_per_request_ns),
+                fmt_count(p.threads),
+                f"{e.errors}/{e.rejections}/{e.timeouts}",
+            ]
+        )
+    return Table(
+        title="Per-model summary",
+        columns=[
+            "model",
+            "ceiling /s",
+            "vs std-async",
+            f"max /s at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}",
+            "vs std-async",
+            "p50 @ common",
+            "p99 @ common",
+            "CPU / request",
+            "threads",
+            "errors/rejections/timeouts",
+        ],
+        rows=rows,
+        caption="Ceiling: closed loop. Max at objective: highest achieved open-loop rate with p99 within the "
+        "objective, no errors and ≥ 95 % of the offered rate served. CPU / request: user + sys CPU of "
+        "all 12 service processes over the sweep ÷ front requests. Threads: sum over services of the "
+        "per-process maximum. Errors are summed over every service of the sweep's graph.",
+    )
+
+
+def _decomposition_table(s: SocialnetSummary) -> Table:
+    def cell(d: Decomposition, field: str, fmt: Callable[[Any], str]) -> str:
+        v = getattr(d, field)
+        return fmt(v) if v is not None else f"unavailable: {d.unavailable.get(field, 'not measured')}"
+
+    def pct(v: float) -> str:
+        return f"{v * 100:.0f} %"
+
+    def num(v: float) -> str:
+        return f"{v:.1f}"
+
+    rows = []
+    for m in s.models:
+        d = s.per[m].decomposition
+        rows.append(
+            [
+                m,
+                cell(d, "cpu_per_request_ns", fmt_ns),
+                cell(d, "rpcs_per_request", num),
+                cell(d, "cpu_per_rpc_ns", fmt_ns),
+                cell(d, "batched_cpu_per_rpc_ns", fmt_ns),
+                cell(d, "transport_share", pct),
+                cell(d, "batched_transport_share", pct),
+                cell(d, "async_threads_per_request", num),
+                cell(d, "thread_create_share", pct),
+                cell(d, "threads", fmt_count),
+                cell(d, "ctx_switches_per_request", num),
+            ]
+        )
+    return Table(
+        title="Where a request's CPU goes (measured in this run)",
+        columns=[
+            "model",
+            "CPU / request",
+            "RPCs / request",
+            "CPU / RPC (ping, 1 in flight)",
+            f"CPU / RPC ({PING_BATCHED_CONCURRENCY} in flight)",
+            "transport share (1 in flight)",
+            f"transport share ({PING_BATCHED_CONCURRENCY} in flight)",
+            "threads started / request",
+            "thread-creation share",
+            "threads",
+            "context switches / request",
+        ],
+        rows=rows,
+        caption="RPCs / request: the services' downstream calls counters ÷ front requests. CPU / RPC: an in-run "
+        "ping through the same multiplexed channel against one service of the model's graph (user + sys of both "
+        f"ends ÷ calls), with one call in flight and with {PING_BATCHED_CONCURRENCY}: an RPC of the loaded graph "
+        "shares wake-ups and sends with others, so its cost lies between the two. Transport share: RPCs × CPU per "
+        "RPC ÷ CPU per request. Threads started: async-call threads "
+        "(std-async, std-thread), costed at the run's thread_create baseline p50. Context switches: voluntary + "
+        "involuntary of every service process ÷ front requests.",
+    )
+
+
+def _tracing_table(t: TracingCost) -> Table:
+    return Table(
+        title="Tracing cost (100 % sampling vs off)",
+        columns=["model", "off /s", "on /s", "on ÷ off (median)", "cost"],
+        rows=[
+            [
+                t.model,
+                ", ".join(fmt_count(x) for x in t.off_per_s),
+                ", ".join(fmt_count(x) for x in t.on_per_s),
+                fmt_ratio(t.ratio),
+                f"{t.cost * 100:.1f} %",
+            ]
+        ],
+        caption=f"Closed-loop throughput, {t.pairs} alternated pairs on fresh graphs; spans of every RPC, "
+        "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
+        "buffers and written to disk once a second during the run (the cost includes that export).",
+    )
+
+
+# ---- capstone Figure 8: the async calls of this run's traces (the analyze study's measurements) ----
+
+
+def async_call_cdf_figure(store: Store, run_id: str) -> Figure | None:
+    """The capstone's Figure 8: CDFs of the scheduling and join delay of every
+    async call in the traced graph (tailscope's 5-timestamp probe), one panel
+    per concurrency model, beside the RPC-gap delays of the same traces.
+    From the analyze study's measurements of this run; None when it stored none."""
+    df = store.measurements(run_id, "analyze")
+    if df.empty:
+        return None
+    calls = df[df["name"].isin(list(PROBE_CALLS))]
+    delays = async_call_delays(calls.to_dict("records"))
+    if delays is None:
+        return None
+    cdf = store.cdf(run_id, "analyze")
+    points = sorted(calls["point"].unique())
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    # Three panels a row and one legend for all: five models in one row with a legend per panel
+    # left each panel ~200 px wide and covered by its own legend (screenshots at 1400 px).
+    columns = min(3, len(points))
+    rows = -(-len(points) // columns)
+    fig, grid = plt.subplots(
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 1.4), layout="constrained", sharey=True, squeeze=False
+    )
+    axes = list(grid.flat)
+    for ax in axes[len(points) :]:
+        ax.set_visible(False)
+    # One colour per call in every panel (tab20: the graph has a dozen async calls).
+    all_variants = sorted(calls["variant"].unique())
+    cmap = plt.get_cmap("tab20")
+    colour_of = {v: matplotlib.colors.to_hex(cmap(i % 20)) for i, v in enumerate(all_variants)}
+    handles: dict[str, Line2D] = {}
+    for ax, point in zip(axes, points, strict=False):
+        sub = calls[calls["point"] == point]
+        for variant in sorted(sub["variant"].unique()):
+            for name, style in zip(PROBE_CALLS, ("-", ":"), strict=True):
+                if sub[(sub["name"] == name) & (sub["variant"] == variant)].empty:
+                    continue
+                pts = cdf[(cdf["point"] == point) & (cdf["name"] == name) & (cdf["variant"] == variant)]
+                plots.value_cdf(
+                    ax,
+                    pts["value_ns"],
+                    pts["percentile"],
+                    color=colour_of[variant],
+                    linestyle=style,
+                    linewidth=1.2,
+                    label=variant.split(":")[-1],
+                )
+                if name.endswith(SCHEDULING):
+                    handles.setdefault(variant.split(":")[-1], ax.get_lines()[-1])
+        for name, colour in (("rpc_scheduling", "#000"), ("rpc_join", "#777")):
+            pts = cdf[(cdf["point"] == point) & (cdf["name"] == name)]
+            if not pts.empty:
+                plots.value_cdf(ax, pts["value_ns"], pts["percentile"], color=colour, linewidth=2, label=name)
+                handles.setdefault(f"RPC gap {name.split('_')[1]}", ax.get_lines()[-1])
+        ax.set_xscale("log")  # also for a panel with nothing drawn
+        plots.format_ns_axis(ax.xaxis)
+        plots.thin_log_majors(ax.xaxis)
+        ax.set_title(point or "(input)", fontsize=9)
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=7,
+        frameon=False,
+        title="call (solid: scheduling, dotted: join)",
+        title_fontsize=7,
+    )
+    for r in range(rows):
+        grid[r][0].set_ylabel("fraction of calls")
+    w = delays.largest
+    return Figure(
+        "Delay of every async call, per concurrency model (capstone Figure 8)",
+        plots.to_svg(fig),
+        "Scheduling delay (launch → the call's function starts) and join delay (function ends → the caller "
+        "has the value) from tailscope's 5-timestamp probe on every async/deferred call of the sampled "
+        f"traces ({fmt_count(delays.samples)} call samples), solid and dotted; thick lines: the RPC-gap delays of "
+        "the same traces (server span start − client span start, client end − server end).",
+        f"Largest p99 among the async calls: {fmt_ns(w.p99_ns)} ({w.kind} delay of {w.call} under {w.model}).",
+    )
+
+
+def figure8_check(store: Store, run_id: str) -> ReferenceCheck | None:
+    """The capstone's Figure 8 (CDFs of every async call's delay in DeathStarBench, std::async) beside
+    this run: std-async's largest async-call p99 against the capstone's 8–23 ms, and against the other
+    models' largest. None when the run analyzed no traces with probe calls."""
+    df = store.measurements(run_id, "analyze")
+    c = figure8_comparison(df.to_dict("records"))
+    return figure8_reference(c) if c is not None else None
+
+
+def figure8_reference(c: Figure8Comparison) -> ReferenceCheck:
+    """The reference-vs-here row of a Figure 8 comparison."""
+    lo, hi = CAPSTONE_DELAY_RANGE_NS
+    reported = f"async-call scheduling and join delays of {fmt_ns(lo)}–{fmt_ns(hi)} under load (std::async)"
+    if c.std_async is None:
+        return ReferenceCheck("capstone Figure 8", reported, "unavailable", c.verdict, c.unavailable or "")
+    w = c.std_async
+    here = f"std-async largest async-call p99 {fmt_ns(w.p99_ns)} ({w.kind} delay of {w.call}, n={fmt_count(w.samples)})"
+    other_text = (
+        "; the other models' largest: " + ", ".join(f"{o.model} {fmt_ns(o.p99_ns)}" for o in c.others)
+        if c.others
+        else ""
+    )
+    why = (
+        f"{here}, {'within or above' if c.within_capstone_range else 'below'} the capstone's {fmt_ns(lo)}–{fmt_ns(hi)}"
+        f"{other_text}{' (std-async the highest)' if c.std_async_highest else ''}; calls with fewer than "
+        f"{MIN_P99_SAMPLES} samples not cited; traces sampled at {TRACE_SAMPLE * 100:g} % over each model's "
+        f"open-loop sweep, which runs to {max(SWEEP_FRACTIONS):g}× its ceiling."
+    )
+    return ReferenceCheck("capstone Figure 8", reported, here, c.verdict, why)
