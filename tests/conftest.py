@@ -218,7 +218,7 @@ def run_study_alone(study, results: Path, options: dict) -> tuple[str, Path, lis
     from tailscope.runner import run_studies
     from tailscope.store import Store
 
-    run_id, report, failures = run_studies([study], form="quick", results_dir=results, options=options)
+    run_id, report, failures, _database = run_studies([study], form="quick", results_dir=results, options=options)
     assert failures == []
     with Store(results / "tailscope.duckdb", read_only=True) as store:
         docs = store.documents(run_id, study.name)

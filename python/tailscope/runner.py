@@ -1,21 +1,33 @@
 """`tailscope run`: run studies, store the run in one transaction, write the report.
 
-Nothing half-written: artifacts go to a hidden staging folder that is renamed
-to results/<run-id> only when the run is stored and its report rendered; on a
-crash, Ctrl-C, SIGTERM or SIGHUP the staging folder is removed and the database
-is untouched. A staging folder whose run was killed outright is removed by the
-next run (its name carries the owner's PID).
+Nothing half-written: artifacts go to a hidden staging folder; at the end, inside the run's one
+database transaction, the report is rendered into it and the folder synced to disk, then the
+transaction commits, then the folder is renamed to results/<run-id>. A failure at any step (a
+full disk, Ctrl-C, SIGTERM, SIGHUP) leaves the database as it was and no folder. A staging
+folder whose run was killed outright is removed by the next run (its name carries the owner's
+PID).
+
+The store step is serialised between tailscope processes by a lock file (results/.store.lock),
+so runs started together into one folder each store in turn. A database held by another program
+(a notebook's DuckDB connection) is named as such — never called damaged: the run waits for it up
+to --wait-for-store seconds, then stores into a database of its own inside its run folder, so
+nothing measured is lost.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import secrets
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,7 +35,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from tailscope.lab import lifetime, machine
 from tailscope.lab.engines import EngineError, remove_stale_temp
 from tailscope.report import render_report, report_sections
-from tailscope.store import EngineDocument, RunRecord, Store, check_database
+from tailscope.store import EngineDocument, RunRecord, Store, StoreLocked, check_database, free_bytes
 from tailscope.studies.base import RunContext, Study
 from tailscope.studies.registry import all_studies
 
@@ -32,8 +44,25 @@ DB_NAME = "tailscope.duckdb"
 STAGING_PREFIX = ".staging-"
 
 
+STORE_LOCK = ".store.lock"
+# How long a run waits for another tailscope's store step (seconds: a run stores in seconds).
+TAILSCOPE_STORE_WAIT_S = 600.0
+# Free space a run needs before it starts, by form: its artifacts (traces, .hlog logs), its report
+# and the store's growth. A quick `make run` writes ~100 MB of artifacts here.
+START_FREE_BYTES = {"quick": 512 * 2**20, "full": 4 * 2**30, "analyze": 64 * 2**20}
+# The store step's need beyond the documents' own size (DuckDB's WAL and block allocation).
+STORE_MARGIN_BYTES = 32 * 2**20
+
+
 class RunError(RuntimeError):
     pass
+
+
+class RunOutcome(NamedTuple):
+    run_id: str
+    report: Path
+    failures: list[tuple[str, str]]
+    database: Path  # where the run was stored (the shared database, or the run's own)
 
 
 def default_results_dir() -> Path:
@@ -60,6 +89,70 @@ def remove_stale_leftovers(results_dir: Path) -> None:
     (SIGKILL, power loss): nothing else would ever remove them."""
     lifetime.remove_stale(results_dir, STAGING_PREFIX, unowned_is_stale=True)
     remove_stale_temp()
+
+
+def check_free_space(results_dir: Path, need_bytes: int, what: str) -> None:
+    free = free_bytes(results_dir)
+    if free < need_bytes:
+        raise RunError(
+            f"not enough free space in {results_dir} to {what}: {free // 2**20} MiB free, "
+            f"{need_bytes // 2**20} MiB needed. Nothing was stored"
+        )
+
+
+@contextmanager
+def store_lock(results_dir: Path, wait_s: float = TAILSCOPE_STORE_WAIT_S) -> Iterator[None]:
+    """Holds results/.store.lock: one tailscope at a time opens the database to check or store."""
+    fd = os.open(results_dir / STORE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RunError(
+                        f"another tailscope has been storing into {results_dir} for {wait_s:.0f} s; nothing was stored"
+                    ) from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def open_store(path: Path, wait_s: float) -> Store:
+    """The database at `path`, waiting up to `wait_s` for another program to let go of it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return Store(path)
+        except StoreLocked:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def sync_tree(folder: Path) -> None:
+    """fsync every file and folder under `folder`: its contents are on disk before the commit."""
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def store_need_bytes(docs: list[EngineDocument]) -> int:
+    """What storing these documents may take: each document whole, its measurements and CDF points
+    flattened beside it, and DuckDB's WAL of all of it."""
+    return 3 * sum(len(json.dumps(d.document)) for d in docs) + STORE_MARGIN_BYTES
 
 
 def new_run_id(now: datetime) -> str:
@@ -99,13 +192,28 @@ def write_report(store: Store, run_id: str, out_path: Path) -> Path:
 
 
 def run_studies(
-    studies: list[Study], *, form: str, results_dir: Path, options: dict | None = None, console: Console | None = None
-) -> tuple[str, Path, list[tuple[str, str]]]:
+    studies: list[Study],
+    *,
+    form: str,
+    results_dir: Path,
+    options: dict | None = None,
+    console: Console | None = None,
+    wait_for_store_s: float = 0.0,
+) -> RunOutcome:
     console = console or Console(stderr=True)
     options = options or {}
     check_writable(results_dir)
-    # Before any study runs: a damaged database fails the run here, with nothing written.
-    check_database(results_dir / DB_NAME)
+    check_free_space(results_dir, START_FREE_BYTES.get(form, START_FREE_BYTES["quick"]), f"start a {form} run")
+    # Before any study runs: a damaged database fails the run here, with nothing written. One that
+    # another program holds is only busy: the run goes ahead and says what it will do at the end.
+    with store_lock(results_dir):
+        try:
+            check_database(results_dir / DB_NAME)
+        except StoreLocked as e:
+            console.print(
+                f"[yellow]{e}.[/] The run goes ahead; at the end it waits up to {wait_for_store_s:.0f} s "
+                "(--wait-for-store) for the database, then stores into a database of its own in its run folder."
+            )
     remove_stale_leftovers(results_dir)
     started = datetime.now(UTC)
     run_id = new_run_id(started)
@@ -158,14 +266,41 @@ def run_studies(
             status="complete" if not failures else "incomplete",
             study_wall_s=wall_s,
         )
-        with Store(results_dir / DB_NAME) as store:
-            store.save_run(record)
-            write_report(store, run_id, staging / "report.html")
         final = results_dir / run_id
-        os.replace(staging, final)
+        database = _store(record, staging, results_dir, wait_for_store_s, console)
         point_latest(results_dir, run_id)
         print_wall_times(console, wall_s)
-        return run_id, final / "report.html", failures
+        stored_in = final / DB_NAME if database == staging / DB_NAME else database
+        return RunOutcome(run_id, final / "report.html", failures, stored_in)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _store(record: RunRecord, staging: Path, results_dir: Path, wait_s: float, console: Console) -> Path:
+    """Stores the run and moves its folder into place, all or nothing; returns the database used."""
+    check_free_space(results_dir, store_need_bytes(record.documents), "store the run")
+    final = results_dir / record.run_id
+    with store_lock(results_dir):
+        database = results_dir / DB_NAME
+        try:
+            store = open_store(database, wait_s)
+        except StoreLocked as e:
+            database = staging / DB_NAME
+            console.print(f"[yellow]{e}: this run is stored in its own database, {final / DB_NAME}[/]")
+            store = Store(database)
+        with store:
+
+            def report_and_sync() -> None:
+                write_report(store, record.run_id, staging / "report.html")
+                sync_tree(staging)
+
+            store.save_run(record, before_commit=report_and_sync)
+            try:
+                os.replace(staging, final)
+            except BaseException:
+                # Committed but the folder could not be moved into place: undo the rows too.
+                if database == results_dir / DB_NAME:
+                    store.delete_run(record.run_id)
+                raise
+    return database

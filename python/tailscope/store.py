@@ -8,7 +8,9 @@ the flattened tables the report and notebooks query.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+import shutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,8 @@ import duckdb
 from tailscope import __version__
 
 SCHEMA_VERSION = 1
+# Below this many free bytes a failed DuckDB write is taken to be the full disk's doing.
+LOW_SPACE_BYTES = 16 * 2**20
 
 PERCENTILE_COLUMNS = {"50": "p50_ns", "90": "p90_ns", "99": "p99_ns", "99.9": "p999_ns", "99.99": "p9999_ns"}
 
@@ -61,6 +65,56 @@ class StoreDamaged(StoreError):
         self.path = path
 
 
+class StoreLocked(StoreError):
+    """Another process holds the database file (DuckDB allows one writer, or readers only): the
+    file is healthy, only busy."""
+
+    def __init__(self, path: Path, pid: int | None, holder: str):
+        who = f"PID {pid} ({holder})" if pid is not None else holder
+        super().__init__(f"results database {path} is in use by {who}; the file is not damaged")
+        self.path, self.pid, self.holder = path, pid, holder
+
+
+class StoreFull(StoreError):
+    """The disk holding the database has too little space for the write: nothing was stored."""
+
+
+_LOCK_PID = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _lock_holder(e: Exception) -> tuple[int | None, str] | None:
+    """(PID, what it runs) when `e` is DuckDB's "could not set lock" error, else None."""
+    text = str(e)
+    if "Could not set lock" not in text and "Conflicting lock" not in text:
+        return None
+    m = _LOCK_PID.search(text)
+    if m is None:
+        return None, "another process"
+    pid = int(m.group(2))
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        words = [w.decode(errors="replace") for w in argv if w]
+    except OSError:
+        words = [m.group(1)]
+    holder = " ".join(words)[:160] or m.group(1)
+    if any("tailscope" in w for w in words):
+        holder = f"another tailscope: {holder}"
+    return pid, holder
+
+
+def _is_disk_full(e: BaseException) -> bool:
+    text = str(e)
+    return (isinstance(e, OSError) and e.errno == 28) or "No space left on device" in text or "disk is full" in text
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the filesystem holding `path` (or its nearest existing parent)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
 # DuckDB's file begins with three 4 KiB headers, then the blocks.
 _HEADER_BYTES = 3 * 4096
 
@@ -78,6 +132,9 @@ def check_database(path: Path) -> None:
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as e:
+        held = _lock_holder(e)
+        if held is not None:
+            raise StoreLocked(path, *held) from e
         raise StoreDamaged(path, _first_line(e)) from e
     try:
         block_size, used_blocks = con.execute(
@@ -117,7 +174,7 @@ def check_database(path: Path) -> None:
         con.close()
 
 
-def _first_line(e: Exception) -> str:
+def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
@@ -199,6 +256,9 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except (OSError, duckdb.Error) as e:
+            held = _lock_holder(e)
+            if held is not None:
+                raise StoreLocked(self.path, *held) from e
             raise StoreError(f"cannot open results database {self.path}: {e}") from e
         if not read_only:
             for ddl in _DDL:
@@ -215,8 +275,10 @@ class Store:
         self.close()
 
     # ---- writing -------------------------------------------------------------
-    def save_run(self, run: RunRecord) -> None:
-        """Writes the whole run in one transaction (all or nothing)."""
+    def save_run(self, run: RunRecord, before_commit: Callable[[], None] | None = None) -> None:
+        """Writes the whole run in one transaction (all or nothing). `before_commit` runs inside the
+        transaction, after the rows are in and before COMMIT (it sees them): the runner writes the
+        run's report and syncs its folder there, so a failure of either leaves no stored run."""
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
@@ -241,6 +303,30 @@ class Store:
             cdf.insert(con)
             for study, reason in run.failures:
                 con.execute("INSERT INTO unavailable VALUES (?, ?, '(study)', '', ?)", [run.run_id, study, reason])
+            if before_commit is not None:
+                before_commit()
+            con.execute("COMMIT")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # a failed COMMIT has already ended the transaction
+            # DuckDB reports a WAL write that hit a full disk as a failed transaction, not as ENOSPC.
+            if _is_disk_full(e) or (isinstance(e, duckdb.Error) and free_bytes(self.path) < LOW_SPACE_BYTES):
+                raise StoreFull(
+                    f"run {run.run_id} could not be stored in {self.path}: the disk has "
+                    f"{free_bytes(self.path) // 1024} KiB free ({_first_line(e)}). Nothing of this run was "
+                    "stored; the database is as it was before the run"
+                ) from e
+            raise
+
+    def delete_run(self, run_id: str) -> None:
+        """Removes every row of one run (one transaction): undoes a run whose folder could not be kept."""
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in self.TABLES:
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

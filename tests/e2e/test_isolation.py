@@ -122,7 +122,7 @@ def test_without_root_the_section_says_unavailable_and_why(tmp_path, monkeypatch
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
     from tailscope.runner import run_studies
 
-    run_id, report, failures = run_studies([isolation.STUDY], form="quick", results_dir=tmp_path / "results")
+    run_id, report, failures, _database = run_studies([isolation.STUDY], form="quick", results_dir=tmp_path / "results")
     assert not failures
     text = report.read_text()
     assert "isolation study unavailable: lab hosts need root" in " ".join(text.split())
@@ -216,7 +216,7 @@ def test_tiny_isolation_study_end_to_end_removes_its_lab(tmp_path, monkeypatch):
 
     results = tmp_path / "results"
     try:
-        run_id, report, failures = run_studies(
+        run_id, report, failures, _database = run_studies(
             [isolation.STUDY],
             form="quick",
             results_dir=results,

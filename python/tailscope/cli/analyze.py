@@ -8,17 +8,16 @@ import click
 import duckdb
 
 from tailscope.cli.common import (
-    _results,
     _store_failure,
     console,
     max_traces_option,
     number,
     results_option,
+    wait_for_store_option,
     whole,
 )
 from tailscope.cli.run import run_and_report
 from tailscope.lab.allow_list import check_base_url
-from tailscope.runner import DB_NAME
 from tailscope.store import Store, StoreError
 
 
@@ -117,6 +116,7 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
 )
 @jaeger_options
 @results_option
+@wait_for_store_option
 def analyze(
     files: tuple[Path, ...],
     algorithm: str,
@@ -127,6 +127,7 @@ def analyze(
     timeline: bool,
     trace_ids: tuple[str, ...],
     results_dir: Path | None,
+    wait_for_store_s: float,
     **jaeger: object,
 ) -> None:
     """Critical paths of trace FILES (Jaeger JSON, NDJSON, OTLP JSON, optionally .gz), or of the traces
@@ -144,19 +145,25 @@ def analyze(
         "timeline": timeline,
         "timeline_traces": list(trace_ids),
     }
-    run_id = run_and_report(
-        ["analyze"], False, results_dir, options, form="analyze", studies_given=[jaeger_study] if jaeger_study else None
+    outcome = run_and_report(
+        ["analyze"],
+        False,
+        results_dir,
+        options,
+        form="analyze",
+        studies_given=[jaeger_study] if jaeger_study else None,
+        wait_for_store_s=wait_for_store_s,
     )
-    _print_analysis(_results(results_dir), run_id, timeline)
+    _print_analysis(outcome.database, outcome.report.parent, outcome.run_id, timeline)
 
 
-def _print_analysis(results: Path, run_id: str, timeline: bool) -> None:
+def _print_analysis(database: Path, run_dir: Path, run_id: str, timeline: bool) -> None:
     """The delays of the analyzed traces (figures or "unavailable: reason")
     and the timeline files written."""
     from tailscope.traces.critpath import delay_summary_lines
 
     try:
-        with Store(results / DB_NAME, read_only=True) as store:
+        with Store(database, read_only=True) as store:
             docs = [d.document for d in store.documents(run_id, "analyze")]
     except (StoreError, duckdb.Error) as e:
         _store_failure(e)
@@ -167,7 +174,7 @@ def _print_analysis(results: Path, run_id: str, timeline: bool) -> None:
             if "missing_trace_id" in t:
                 console.print(f"timeline of {t['missing_trace_id']}: unavailable: {t['reason']}", markup=False)
             elif timeline and t.get("svg_path"):
-                svg = results / run_id / "artifacts" / t["svg_path"]
+                svg = run_dir / "artifacts" / t["svg_path"]
                 console.print(f"timeline ({t.get('label', '')}): {svg}", markup=False)
         if timeline and doc.get("timelines_unavailable"):
             console.print(f"timelines: unavailable: {doc['timelines_unavailable']}", markup=False)

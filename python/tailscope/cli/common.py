@@ -108,6 +108,16 @@ def stacked(*options):
 
 # The options of every command that runs studies (`run`, `bench STUDY`): one definition, so the
 # commands cannot drift apart.
+wait_for_store_option = click.option(
+    "--wait-for-store",
+    "wait_for_store_s",
+    type=number(0.0, 86400.0),
+    default=0.0,
+    show_default=True,
+    help="When another program holds the results database at the end of the run, wait this many seconds "
+    "for it; then the run is stored in a database of its own in its run folder (nothing is lost).",
+)
+
 study_run_options = stacked(
     click.option("--full", is_flag=True, help="Long form of every study (quick form by default)."),
     click.option(
@@ -126,6 +136,7 @@ study_run_options = stacked(
     load_pacing_option,
     load_io_option,
     results_option,
+    wait_for_store_option,
 )
 
 

@@ -20,7 +20,7 @@ from tailscope.cli.common import (
     study_run_options,
 )
 from tailscope.lab import lifetime, machine
-from tailscope.runner import DB_NAME, RunError, run_studies, write_report
+from tailscope.runner import DB_NAME, RunError, RunOutcome, run_studies, write_report
 from tailscope.store import Store, StoreError
 from tailscope.studies.registry import all_studies, study_by_name
 from tailscope.traces.jaeger import JaegerQueryError
@@ -46,7 +46,8 @@ def run_and_report(
     options: dict,
     form: str | None = None,
     studies_given: list | None = None,
-) -> str:
+    wait_for_store_s: float = 0.0,
+) -> RunOutcome:
     try:
         studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else all_studies())
     except KeyError as e:
@@ -55,12 +56,13 @@ def run_and_report(
     try:
         # SIGTERM and SIGHUP take Ctrl-C's path: engines stopped, staging removed, nothing stored.
         with lifetime.terminate_as_interrupt():
-            run_id, report, failures = run_studies(
+            outcome = run_studies(
                 studies,
                 form=form or ("full" if full else "quick"),
                 results_dir=results,
                 options=options,
                 console=err_console,
+                wait_for_store_s=wait_for_store_s,
             )
     except (RunError, JaegerQueryError, StoreError, duckdb.Error) as e:
         _store_failure(e)
@@ -68,13 +70,13 @@ def run_and_report(
         what = "interrupted" if not isinstance(e, lifetime.Terminated) else f"stopped by {e}"
         err_console.print(f"[yellow]{what}: nothing was stored, no files were left behind[/]")
         sys.exit(lifetime.interrupt_exit_code(e))
-    for study, why in failures:
+    for study, why in outcome.failures:
         err_console.print(f"[red]study {study} failed:[/] {why}")
-    console.print(f"run [bold]{run_id}[/] stored in {results / DB_NAME}")
-    console.print(f"report: {report}")
-    if failures:
+    console.print(f"run [bold]{outcome.run_id}[/] stored in {outcome.database}")
+    console.print(f"report: {outcome.report}")
+    if outcome.failures:
         sys.exit(1)
-    return run_id
+    return outcome
 
 
 @click.command()
@@ -92,6 +94,7 @@ def _run_given(study_names: list[str], given: dict) -> None:
         bool(given["full"]),
         given["results_dir"],
         _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"], given["load_io"]),
+        wait_for_store_s=float(given["wait_for_store_s"]),
     )
 
 
