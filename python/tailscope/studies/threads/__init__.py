@@ -24,8 +24,8 @@ store (each load point's `threads_point` says what it measured). `analysis.py` t
 documents, read back from the store, into frozen dataclasses: every figure per point, the
 recommended N, the rule-of-thumb verdict, the article comparison and where the shape differs, the
 tail verdicts. `section.py` renders those values as the report section (figures, tables, sentences)
-and decides nothing. Tests: tests/unit/test_threads_analysis.py (values), test_threads_section.py
-(a few wordings), tests/e2e/test_threads.py (engines).
+and decides nothing. Tests: tests/unit/test_threads_analysis.py (the values, and a few golden
+wordings), tests/e2e/test_threads.py (engines, the tiny form end to end).
 """
 
 from __future__ import annotations
