@@ -12,6 +12,7 @@ from tailscope.store import Store
 from tailscope.studies.base import Study
 from tailscope.studies.common import LATENCY_COLUMNS, latency_cells
 from tailscope.studies.threads.analysis import (
+    LOADAVG_MIN_WINDOW_S,
     RULE_OF_THUMB_FACTOR,
     Combo,
     Point,
@@ -81,6 +82,8 @@ def _pct_change(ratio: float) -> str:
 
 
 def closing_line(combo: Combo, c: ThreadComparison, rec: Recommendation) -> str:
+    """A (workload, variant)'s closing note: the article's comparison, the recommended N beside the
+    rule of thumb, and where the shape differs from the article."""
     w, v = combo
     thr = c.throughput_ratio
     text = (
@@ -254,7 +257,7 @@ def _load_figure(a: ThreadsAnalysis) -> Figure:
         ""
         if a.loadavg_describes_points
         else " The kernel's 1-minute load average is not shown: points ran "
-        f"{a.window_s:.1f} s < 60 s, so it would mostly show earlier points (unavailable, not 0)."
+        f"{a.window_s:.1f} s < {LOADAVG_MIN_WINDOW_S:.0f} s, so it would mostly show earlier points (unavailable, not 0)."
     )
     return Figure(
         title=f"Load and run-queue length vs N ({a.top_users} users)",
