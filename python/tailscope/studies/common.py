@@ -137,7 +137,7 @@ def latency_cells(
     p90_ns: float | None,
     p99_ns: float | None,
     p999_ns: float | None,
-    count: int | float,
+    count: int | float | None,
     low_confidence: Iterable[str],
 ) -> list[str]:
     """The latency columns every study table shows (mean, p50, p90, p99, p99.9, samples);
