@@ -1,4 +1,4 @@
-"""Engine lifetime (issue 13, item 6): engines.serve's start errors and stop, engines
+"""Engine lifetime: engines.serve's start errors and stop, engines
 dying with their driver (PR_SET_PDEATHSIG), SIGTERM/SIGHUP handled like Ctrl-C by
 `tailscope run`, and stale staging / engine temp folders removed by the next run.
 

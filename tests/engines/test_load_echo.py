@@ -1,7 +1,7 @@
 """tailscope-load and tailscope-echo end to end: every echo model checked by the
 load generator's byte-for-byte verification and by a plain socket client, wrk
 against the HTTP mode, the .hlog read by the PyPI hdrhistogram package, and the
-faults of issue 4 (server killed mid-run; garbage, abrupt disconnect,
+faults a load generator must survive (server killed mid-run; garbage, abrupt disconnect,
 half-close and never-reading clients; fd exhaustion)."""
 
 from __future__ import annotations
@@ -415,7 +415,7 @@ def test_connection_refused_counts_connect_errors(tmp_path):
     assert doc["load"]["errors"]["connect"] > 0
 
 
-# ---- issue 13: what the document says must match what was measured ----------------------------
+# ---- what the document says must match what was measured ----------------------------
 def test_bytes_count_the_same_requests_as_the_request_counts(tmp_path):
     """bytes_sent / bytes_received included the warm-up while requests_sent /
     requests_completed did not. Echo answers byte for byte, so with no errors

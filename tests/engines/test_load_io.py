@@ -1,4 +1,4 @@
-"""tailscope-load's two I/O paths (--io uring / --io epoll, issue 14 item 4) end to end:
+"""tailscope-load's two I/O paths (--io uring / --io epoll) end to end:
 the same verification, counts and fault handling on both, the document saying which path
 ran, and the uring path's batching visible in the generator's own system-call count."""
 

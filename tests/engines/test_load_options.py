@@ -1,4 +1,4 @@
-"""tailscope-load's options (issue 13): every number a user can type is
+"""tailscope-load's options: every number a user can type is
 validated before anything connects — ranges, integers that are integers,
 durations bounded by a documented maximum — with a message naming the option
 and the value, exit code 1 as docs/load-generator.md says, and no document.

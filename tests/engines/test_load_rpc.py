@@ -138,7 +138,7 @@ def test_rpc_flags_are_refused_with_another_protocol():
     assert r.returncode == 1 and "only to --protocol rpc" in r.stderr, r.stderr
 
 
-# ---- issue 13: a long stage must not hold a service past its stop ------------------------------
+# ---- a long stage must not hold a service past its stop ------------------------------
 SLOW_TOPOLOGY = {
     "name": "slow",
     "services": [

@@ -1,4 +1,4 @@
-"""One topology validation, shared (issue 13): `python -m tailscope.lab.topology`
+"""One topology validation, shared: `python -m tailscope.lab.topology`
 and `tailscope-svc` reject the same invalid topologies with the same message.
 
 Python's old validator accepted 13 of 18 invalid values the engine rejected

@@ -1,4 +1,4 @@
-"""Each reference result beside this run's (issue 12's "Done when"): the shared reference-vs-here
+"""Each reference result beside this run's: the shared reference-vs-here
 block of the report, and every study's check computed from synthetic points with hand-computed
 verdicts — the capstone's Figures 6, 8, 9, 12 and 13/14, the article's 40k / 8k / 30k and the echo
 thesis's recommendation. No engines."""

@@ -115,7 +115,7 @@ def test_export_writes_one_file_per_table_with_only_that_run(tmp_path, fmt):
         Store(tmp_path / "t.duckdb").export("r2", tmp_path / "out", "xlsx")
 
 
-# ---- a damaged database file (issue 13, item 6) -----------------------------------
+# ---- a damaged database file: refused on open, never written to -----------------------------------
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage-in-a-block", "garbage-header", "empty"])

@@ -140,7 +140,7 @@ def manifests(
                 "OTLP_ENDPOINT": otlp_endpoint,
                 "TRACE_SAMPLE": repr(trace_sample),
                 # name=host:port of every service: what the RPC transport dials once it
-                # takes addresses (issue 11 item 3); today it dials loopback ports only.
+                # takes host names; today it takes numeric loopback or lab addresses only.
                 "peers": ",".join(f"{n}={a}" for n, a in peers.items()),
             },
         },

@@ -1,7 +1,7 @@
 """Process lifetime: engines die with the driver, signals end a run cleanly, and
 what a dead driver left behind is removed by the next one.
 
-Three leaks this module closes (issue 13, item 6):
+Three leaks this module closes (each found by killing a run mid-way):
 
 - An engine started by a driver that is killed (SIGKILL, OOM) would run on
   forever, a 13-process graph still listening. Every engine is started with

@@ -450,7 +450,7 @@ def _drawn_timelines(doc: dict) -> list[timeline.TimelineTrace]:
 
 
 # The capstone's Figure 6 trace: under load, std::async put 8–23 ms of scheduling and join delay on
-# compose-post's critical path (issue 3's reading of the study).
+# compose-post's critical path (as first read from the capstone's text).
 
 
 def figure6_check(doc: dict) -> ReferenceCheck:
