@@ -161,3 +161,12 @@ def test_engine_json_is_written_whole(tmp_path):
     )
     assert yaml.safe_load(out.read_text())["services"]["social-graph-service"] == {"host": "storage"}
     assert [p.name for p in tmp_path.iterdir()] == ["d.json"]
+
+
+def test_yaml_numbers_are_read_the_yaml_1_2_way():
+    """PyYAML (YAML 1.1) reads `1e9` as a string; a user's `cpu: 1e9` must reach the range check as
+    the number it is, so the message is about its size, not about a string."""
+    from tailscope.lab.yamlfile import safe_load
+
+    doc = safe_load("a: 1e9\nb: -2E-3\nc: .5e3\nd: 1.5\ne: 10\nf: '1e9'\ng: 1e\n")
+    assert doc == {"a": 1e9, "b": -0.002, "c": 500.0, "d": 1.5, "e": 10, "f": "1e9", "g": "1e"}

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from tailscope.atomicfile import write_text_atomic
+from tailscope.lab import yamlfile
 from tailscope.lab.allow_list import LAB_RANGE
 
 MAX_CPUS = 256  # whole CPUs a Kubernetes container may request here
@@ -156,7 +157,7 @@ def load(path: str | Path, topology_services: list[str] | None = None) -> Deploy
     file names must be one of them (a file may leave services out; `engine_json` needs all)."""
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yamlfile.safe_load(path.read_text())
     except OSError as e:
         raise DeploymentError(f"{path}: cannot read ({e.strerror})") from e
     except yaml.YAMLError as e:

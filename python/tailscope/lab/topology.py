@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from tailscope.atomicfile import write_text_atomic
+from tailscope.lab import yamlfile
 from tailscope.lab.engines import REPO_ROOT, EngineError, find_engine
 
 SOCIALNET = REPO_ROOT / "topologies" / "socialnet.yaml"
@@ -92,7 +93,7 @@ def load(path: str | Path) -> dict:
     except OSError as e:
         raise TopologyError(f"{path}: cannot read ({e.strerror})") from e
     try:
-        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        doc = json.loads(text) if path.suffix == ".json" else yamlfile.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as e:
         raise TopologyError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {e}") from e
     return validate(doc, str(path))

@@ -26,9 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
-from tailscope.lab import topology
+from tailscope.lab import topology, yamlfile
 from tailscope.lab.engines import EngineError, run_engine
 from tailscope.lab.graph import LOAD, graph
 from tailscope.lab.load import http_load_args
@@ -92,7 +90,7 @@ class TwinStudy:
         ctx.progress(f"twin: {name}: inferring and calibrating under {model}", 0.2)
         _, report, ts = from_traces([traces], calibrated_path, options, calibrate_model=model)
         diffs = differences(
-            yaml.safe_load(topo_path.read_text()), yaml.safe_load(calibrated_path.read_text()), driven_only=True
+            yamlfile.safe_load(topo_path.read_text()), yamlfile.safe_load(calibrated_path.read_text()), driven_only=True
         )
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
 
