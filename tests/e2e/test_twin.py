@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import engine_path, needs_engine
+from conftest import REPO, engine_path, needs_engine
 from tailscope.cli import main
 from tailscope.lab import topology
 from tailscope.twin.fit import fit_durations
@@ -362,3 +362,31 @@ def test_topology_inferred_from_hotel_traces_matches_what_hotels_path_reaches(ho
     assert differences(expected, yaml.safe_load(out.read_text()), driven_only=True) == []
     # what /hotels does not reach is not claimed: the full comparison names it
     assert any("recommendation" in d for d in differences(expected, yaml.safe_load(out.read_text())))
+
+
+@needs_engine("tailscope-critpath", "tailscope-svc")
+def test_validate_refuses_a_topology_that_models_none_of_the_traced_services(tmp_path):
+    """A twin compared with traces of another system would be called "within the traced run's own
+    variation" by a comparison of two unrelated latency sets: refused before anything runs."""
+    spans = [
+        [("a", None, "shop-front", "GET /", 0, 900, "server"), *rpc("b", "a", "shop-front", "stock", "get", 100, 500)]
+    ]
+    traces = write(tmp_path, jaeger(spans * 20))
+    out = tmp_path / "validation.json"
+    r = CliRunner().invoke(
+        main,
+        [
+            "twin",
+            "validate",
+            "--topology",
+            str(REPO / "topologies" / "passthrough.yaml"),
+            "--traces",
+            str(traces),
+            "--out",
+            str(out),
+        ],
+    )
+    text = " ".join(r.output.split())  # the console wraps long lines
+    assert r.exit_code == 1, r.output  # the twin commands' "could not validate" exit
+    assert "none of which appears in the traces" in text and "shop-front" in text
+    assert not out.exists()

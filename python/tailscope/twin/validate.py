@@ -10,6 +10,7 @@ unavailable with the reason, never 0.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from collections.abc import Callable
@@ -219,8 +220,6 @@ def run_twin(
                 timeout=f"{topology_doc.get('call_timeout_ms', 1000) * 2}ms",
             )
             load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
-        import json
-
         graph_doc = json.loads((workdir / "graph.json").read_text()) if (workdir / "graph.json").exists() else {}
         ts = read_traces([traces_dir / "traces.otlp.json"])
         if ts.traces:  # the warm-up's traces are not the twin's steady state
@@ -261,6 +260,14 @@ def validate(
     original = original or read_traces(trace_files)
     if not original.traces:
         raise ValueError(f"no analyzable trace in {', '.join(map(str, trace_files))}")
+    traced = {s for t in original.traces for s in (*t.service_cp_ns, t.root.service)}
+    modelled = set(topology_mod.services(topo))
+    if not traced & modelled:
+        raise ValueError(
+            f"the topology {topology_path} models services {', '.join(sorted(modelled))}, none of which appears "
+            f"in the traces (services {', '.join(sorted(traced)[:12])}): a twin is validated against the traces "
+            "it was inferred from"
+        )
     recorded = recorded_rate(original.traces, sampling)
     rate = rate_per_s if rate_per_s is not None else recorded.get("rate_per_s")
     if rate is None:
