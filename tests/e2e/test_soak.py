@@ -248,6 +248,8 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(soak, "CEILING_DURATION_S", 1.0)
     monkeypatch.setattr(soak, "SETTLE_S", 0.5)
+    monkeypatch.setattr(soak, "OBJECTIVE_POINT_S", 0.5)
+    monkeypatch.setattr(soak, "OBJECTIVE_WARMUP_S", 0.1)
     topo = topology.to_engine_json(topology.SOCIALNET, tmp_path / "socialnet.json")
     seen = []
     s = soak.soak_model(
@@ -261,6 +263,13 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
     )
     assert seen == [1, 2]
     assert len(s.intervals) == 2, s.intervals
+    # The rate held is 20 % of the highest open-loop rate that met the objective (or of the lowest
+    # tried, when none did), never of the closed-loop ceiling.
+    assert len(s.objective_points) >= len(soak.OBJECTIVE_FRACTIONS)
+    base = s.objective_rate_per_s if s.objective_rate_per_s is not None else min(r for r, _ in s.objective_points)
+    assert s.rate_per_s == pytest.approx(max(1.0, 0.2 * base))
+    if s.objective_rate_per_s is not None:
+        assert (s.objective_rate_per_s, True) in s.objective_points
     for iv in s.intervals:
         e = iv.episodes
         assert e is not None, "the interval's episodes were not read"
@@ -282,3 +291,20 @@ def test_a_growth_that_fell_between_intervals_is_not_called_a_climb():
     assert "fell" not in next(
         ln for ln in verdicts(_soak(_iv(1, 10e6, fds=12), _iv(2, 10e6, fds=16))) if ln.startswith("growth:")
     )
+
+
+def test_the_objective_line_says_how_the_rate_was_chosen():
+    from tailscope.studies.soak import ModelSoak, objective_line
+
+    met = ModelSoak(
+        "coroutine",
+        4000.0,
+        2400.0,
+        objective_rate_per_s=3000.0,
+        objective_points=[(1600.0, True), (3000.0, True), (3200.0, False)],
+    )
+    assert objective_line(met) == (
+        "highest rate meeting the p99 objective 3000/s (1600/s met, 3000/s met, 3200/s missed); held at 2400/s"
+    )
+    none = ModelSoak("std-thread", 1000.0, 320.0, objective_points=[(400.0, False), (600.0, False)])
+    assert objective_line(none).startswith("no tried rate met the p99 objective (400/s missed, 600/s missed)")

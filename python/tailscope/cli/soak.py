@@ -13,6 +13,7 @@ from tailscope.cli.common import (
     console,
     err_console,
     json_out_option,
+    known_models,
     number,
 )
 
@@ -38,20 +39,20 @@ from tailscope.cli.common import (
     type=number(0.05, 1.0),
     default=0.8,
     show_default=True,
-    help="Offered rate as a fraction of each model's measured closed-loop ceiling.",
+    help="Offered rate as a fraction of the highest open-loop rate at which each model meets the p99 objective.",
 )
 @json_out_option("--out", "out_path", "Also write every interval and verdict as JSON here.")
 def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, out_path: Path | None) -> None:
     """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
     from tailscope.lab.engines import EngineError
-    from tailscope.lab.graph import MODELS
     from tailscope.studies import soak as soak_mod
     from tailscope.units import fmt_ns
 
-    chosen = list(models) or list(MODELS)
-    unknown = [m for m in chosen if m not in MODELS]
+    known = known_models()
+    chosen = list(models) or list(known)
+    unknown = [m for m in chosen if m not in known]
     if unknown:
-        _fail(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(MODELS)})")
+        _fail(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
     def on_interval(s: soak_mod.ModelSoak, iv: soak_mod.Interval) -> None:
         procs = "  ".join(
@@ -85,7 +86,7 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         )
 
     def on_model(s: soak_mod.ModelSoak) -> None:
-        console.print(f"[bold]{s.model}[/]: ceiling {s.ceiling_per_s:.0f}/s, held at {s.rate_per_s:.0f}/s")
+        console.print(f"[bold]{s.model}[/]: ceiling {s.ceiling_per_s:.0f}/s; {soak_mod.objective_line(s)}")
         for v in s.verdicts:
             console.print(f"  {v}")
 

@@ -1,9 +1,14 @@
 """`tailscope soak` / `make soak`: the socialnet graph held under load over time.
 
 Each concurrency model in turn: start the graph (tracing at the socialnet
-study's sampling), measure its closed-loop ceiling, then drive it open loop at
-a fraction (default 80 %) of that ceiling for back-to-back intervals (default
-60 s). After each interval every service process is read from /proc: resident
+study's sampling), measure its closed-loop ceiling, find the highest open-loop
+rate that meets the socialnet study's p99 objective (a grid of fractions of the
+ceiling, then bisections of the bracket, each point judged as the socialnet
+study judges it: p99 within 50 ms, no errors, the rate served), then drive it
+open loop at a fraction (default 80 %) of that rate for back-to-back intervals
+(default 60 s). A soak exists to find leaks and drift at a load the system is
+meant to carry: 80 % of the *closed-loop* ceiling left a thread-per-call model
+on 2 cores with < 5 % idle CPU, so its p99 "drift" was a CPU queue, not a fault. After each interval every service process is read from /proc: resident
 memory, threads, open descriptors. What a soak is for is what a short study
 cannot see — leaks and drift — so the verdicts compare each interval with the
 first one:
@@ -64,6 +69,12 @@ from tailscope.units import fmt_ns
 GROWTH_LIMIT = 0.05
 DRIFT_LIMIT = 0.10
 CEILING_DURATION_S = 5.0
+# The open-loop search for the rate the graph carries within the p99 objective: fractions of the
+# closed-loop ceiling, then bisections of the bracket (highest met, lowest missed above it).
+OBJECTIVE_FRACTIONS = (0.4, 0.6, 0.8, 1.0)
+OBJECTIVE_BISECTIONS = 2
+OBJECTIVE_POINT_S = 4.0
+OBJECTIVE_WARMUP_S = 1.0
 SETTLE_S = 5.0
 # The graph's CPU per request is a reading beside the targets, not a target of the issue; a
 # change larger than this is called a cost drift (the graph's own, not the machine's).
@@ -141,6 +152,10 @@ class ModelSoak:
     intervals: list[Interval] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
     settle_errors: int = 0
+    # The highest open-loop rate that met the p99 objective (None: no tried rate met it, and the
+    # soak held a fraction of the lowest tried rate instead), and every (rate, met) tried.
+    objective_rate_per_s: float | None = None
+    objective_points: list[tuple[float, bool]] = field(default_factory=list)
 
 
 def sample_process(service: str, pid: int) -> ProcessSample:
@@ -522,6 +537,32 @@ def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
     return achieved, p50, p99, errors
 
 
+def objective_rate(
+    port: int, ceiling_per_s: float, point_s: float | None = None
+) -> tuple[float | None, list[tuple[float, bool]]]:
+    """The highest open-loop rate (of the grid and its bisections) that meets the socialnet study's
+    p99 objective on this graph, or None when no tried rate met it; and every (rate, met) tried."""
+    point_s = OBJECTIVE_POINT_S if point_s is None else point_s
+    tried: list[dict] = []
+
+    def attempt(rate: float) -> dict:
+        doc = run_front_load(port, rate, socialnet.CONNECTIONS, point_s, OBJECTIVE_WARMUP_S, point_s + 60)
+        doc["socialnet_point"] = {"rate_per_s": rate}
+        tried.append(doc)
+        return doc
+
+    for f in OBJECTIVE_FRACTIONS:
+        attempt(max(1.0, f * ceiling_per_s))
+    for _ in range(OBJECTIVE_BISECTIONS):
+        bracket = socialnet.objective_bracket(tried)
+        if bracket is None or bracket[1] - bracket[0] < 2.0:
+            break
+        attempt((bracket[0] + bracket[1]) / 2)
+    met = [d["socialnet_point"]["rate_per_s"] for d in tried if socialnet.meets_objective(d)]
+    points = [(d["socialnet_point"]["rate_per_s"], socialnet.meets_objective(d)) for d in tried]
+    return (max(met) if met else None), points
+
+
 def soak_model(
     model: str,
     topo_json: Path,
@@ -541,8 +582,10 @@ def soak_model(
         ceiling = _summary(ceiling_doc)[0]
         if ceiling <= 0:
             raise EngineError(f"soak: {model} served nothing in its closed-loop ceiling run")
-        rate = max(1.0, fraction * ceiling)
-        soak = ModelSoak(model, ceiling, rate)
+        carried, points = objective_rate(port, ceiling)
+        base = carried if carried is not None else min(r for r, _ in points)
+        rate = max(1.0, fraction * base)
+        soak = ModelSoak(model, ceiling, rate, objective_rate_per_s=carried, objective_points=points)
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
@@ -573,6 +616,20 @@ def soak_model(
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)
     return soak
+
+
+def objective_line(soak: ModelSoak) -> str:
+    """How the soak's rate was chosen, from the rates it tried."""
+    tried = ", ".join(f"{r:.0f}/s {'met' if ok else 'missed'}" for r, ok in sorted(soak.objective_points))
+    if soak.objective_rate_per_s is None:
+        return (
+            f"no tried rate met the p99 objective ({tried}); held at {soak.rate_per_s:.0f}/s, a fraction of the "
+            "lowest tried rate: the drift verdicts describe an overloaded graph"
+        )
+    return (
+        f"highest rate meeting the p99 objective {soak.objective_rate_per_s:.0f}/s ({tried}); "
+        f"held at {soak.rate_per_s:.0f}/s"
+    )
 
 
 def run_soak(
