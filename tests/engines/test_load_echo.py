@@ -228,12 +228,13 @@ def test_interrupted_run_writes_partial_document(tmp_path):
 
 @needs_engine("tailscope-load", "tailscope-echo", "tailscope-baseline")
 def test_echo_study_runs_and_renders(tmp_path):
-    """The study end to end at a tiny scale with two models: documents stored, section rendered."""
+    """The study end to end at a tiny scale with three models: documents stored, section rendered."""
     from datetime import datetime
 
     from tailscope.store import RunRecord, Store
     from tailscope.studies.base import RunContext
     from tailscope.studies.echo import STUDY
+    from tailscope.studies.echo.analysis import read
 
     ctx = RunContext(
         form="quick",
@@ -267,11 +268,12 @@ def test_echo_study_runs_and_renders(tmp_path):
     assert all(getattr(b, "finding", "x") for b in sec.blocks)
     ratios = next(b for b in sec.blocks if b.title.startswith("In-run ratios"))
     assert {r[0] for r in ratios.rows} == {"8", "100", "1000"}
-    assert "Target best ÷ poll" in ratios.caption
-    rec = next(b for b in sec.blocks if b.title.startswith("Recommendation"))
-    assert [r[0].split(" (")[0] for r in rec.rows] == ["< 100", "100–2000", "> 2000"]
-    assert rec.rows[2][1].startswith("unavailable")  # the quick form has no point above 2000
-    assert any(n.startswith("Load threads per connection count") for n in sec.notes)
+    assert any(b.title.startswith("Recommendation") for b in sec.blocks)
+    reading = read(docs)
+    assert reading.ratios is not None and [t.connections for t in reading.ratios.targets] == [100, 1000]
+    assert [r.name for r in reading.ranges] == ["< 100", "100–2000", "> 2000"]
+    assert reading.ranges[2].connections == ()  # the quick form has no point above 2000
+    assert reading.generator is not None and [c for c, _ in reading.generator.threads_by_connections] == [8, 100, 1000]
 
 
 def _rss_kib(pid: int) -> int:

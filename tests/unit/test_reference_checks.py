@@ -297,29 +297,38 @@ def test_article_check_from_the_peaks():
 
 
 def _echo_point(model, c, tput, server_limited=True):
-    return {
-        "model": model,
-        "c": c,
-        "throughput": tput,
-        "lat": {"percentiles": {"99": 1e6}},
-        "server_limited": server_limited,
-    }
+    from tailscope.studies.echo.analysis import EchoPoint
+
+    return EchoPoint(model, c, "closed", tput, 1e6, 1e6, 1e6, 1e6, 1e6, 100, cpu_pct=99.0 if server_limited else 50.0)
 
 
 def test_thesis_check_reads_the_ranges_from_100_connections_up():
-    from tailscope.studies.echo import thesis_check
+    from tailscope.studies.echo.analysis import thesis_reading
+    from tailscope.studies.echo.section import thesis_check
 
     closed = [_echo_point("poll", c, 100_000) for c in (8, 100, 1000)]
     closed += [_echo_point("asio-mt", c, 90_000) for c in (8, 100, 1000)]
     closed += [_echo_point("io-uring", c, 150_000, server_limited=False) for c in (8, 100, 1000)]
-    c = thesis_check(closed, [])
+    t = thesis_reading(closed, [])
+    assert t.verdict == "holds" and t.absent == ("> 2000",)
+    assert [(r.name, r.thesis_best, r.recommended, r.server_limited) for r in t.ranges] == [
+        ("100–2000", "poll", "io-uring", False)
+    ]
+    # The wording of the reference row (golden).
+    c = thesis_check(t)
     assert c.verdict == "holds"
-    assert "100–2000: best of the thesis's five poll; recommended overall io-uring [flagged" in c.here
-    assert "range > 2000: no point in this run" in c.why
+    assert c.here == (
+        "100–2000: best of the thesis's five poll; recommended overall io-uring [flagged: a point was not server-limited]"
+    )
+    assert (
+        c.why == c.here + " (mean closed-loop throughput over the range's counts); range > 2000: no point in this run."
+    )
     closed += [_echo_point("asio", c, 120_000) for c in (100, 1000)]
-    lost = thesis_check(closed, [])
-    assert lost.verdict == "does not hold" and "best of the thesis's five asio, poll 0.833× of it" in lost.here
-    assert thesis_check([_echo_point("poll", 8, 1.0)], []).verdict == "unavailable"
+    lost = thesis_reading(closed, [])
+    assert lost.verdict == "does not hold"
+    assert lost.ranges[0].thesis_best == "asio" and lost.ranges[0].pick_share == pytest.approx(100 / 120)
+    unavailable = thesis_reading([_echo_point("poll", 8, 1.0)], [])
+    assert unavailable.verdict == "unavailable" and thesis_check(unavailable).verdict == "unavailable"
 
 
 # ---- the section builders put the checks where the report shows them ----------------------------------
