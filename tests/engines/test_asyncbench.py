@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import engine_path, needs_engine
 from tailscope.lab.engines import validate_document
 
 ENGINE = "tailscope-asyncbench"
+pytestmark = needs_engine(ENGINE)
 SMALL = [
     "--quick",
     "--scale",
@@ -36,13 +38,8 @@ def run_asyncbench(exe: Path, args: list[str], out: Path, timeout_s: float) -> t
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from conftest import engine_path
-
-    exe = engine_path(ENGINE)
-    if not exe.exists():
-        pytest.skip(f"{exe} not built (run `make build`, or set TAILSCOPE_BUILD_DIR)")
     art = tmp_path_factory.mktemp("asyncbench")
-    doc, stderr = run_asyncbench(exe, [*SMALL, "--artifacts", str(art)], art / "result.json", 300)
+    doc, stderr = run_asyncbench(engine_path(ENGINE), [*SMALL, "--artifacts", str(art)], art / "result.json", 300)
     return doc, art, stderr
 
 
@@ -158,9 +155,9 @@ def test_progress_lines_are_json(small_run):
     assert phases and phases[-1] == "done"
 
 
-def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
+def test_an_unreachable_rate_ends_saturated_not_hung(tmp_path):
     doc, _ = run_asyncbench(
-        engine(ENGINE),
+        engine_path(ENGINE),
         [
             "--quick",
             "--scale",
@@ -185,9 +182,9 @@ def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
     assert steps[0]["saturated"] and doc["ramps"]["std-thread"]["saturation_found"]
 
 
-def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
+def test_payload_bytes_sweep_payload_and_unpinned_placement(tmp_path):
     doc, _ = run_asyncbench(
-        engine(ENGINE),
+        engine_path(ENGINE),
         [
             "--quick",
             "--scale",
@@ -235,7 +232,7 @@ def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
         (["--payload-bytes", "0"], "payload-bytes"),
     ],
 )
-def test_bad_flags_are_clear_errors(engine, args, message):
-    r = subprocess.run([str(engine(ENGINE)), *args], capture_output=True, text=True, timeout=60)
+def test_bad_flags_are_clear_errors(args, message):
+    r = subprocess.run([str(engine_path(ENGINE)), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert message in (r.stderr + r.stdout)
