@@ -1,20 +1,19 @@
-"""tailscope-asyncbench end to end (small, quick settings) and the `async`
-study's report section rendered from a temporary store."""
+"""tailscope-asyncbench end to end (small, quick settings). The `async` study's values and its
+report section are tested without the engine: tests/unit/test_asyncmodels_*.py."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from conftest import engine_path, needs_engine
 from tailscope.lab.engines import validate_document
-from tailscope.store import EngineDocument, RunRecord, Store
-from tailscope.units import fmt_count, fmt_ratio
 
 ENGINE = "tailscope-asyncbench"
+pytestmark = needs_engine(ENGINE)
 SMALL = [
     "--quick",
     "--scale",
@@ -39,13 +38,8 @@ def run_asyncbench(exe: Path, args: list[str], out: Path, timeout_s: float) -> t
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from conftest import engine_path
-
-    exe = engine_path(ENGINE)
-    if not exe.exists():
-        pytest.skip(f"{exe} not built (run `make build`, or set TAILSCOPE_BUILD_DIR)")
     art = tmp_path_factory.mktemp("asyncbench")
-    doc, stderr = run_asyncbench(exe, [*SMALL, "--artifacts", str(art)], art / "result.json", 300)
+    doc, stderr = run_asyncbench(engine_path(ENGINE), [*SMALL, "--artifacts", str(art)], art / "result.json", 300)
     return doc, art, stderr
 
 
@@ -161,9 +155,9 @@ def test_progress_lines_are_json(small_run):
     assert phases and phases[-1] == "done"
 
 
-def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
+def test_an_unreachable_rate_ends_saturated_not_hung(tmp_path):
     doc, _ = run_asyncbench(
-        engine(ENGINE),
+        engine_path(ENGINE),
         [
             "--quick",
             "--scale",
@@ -188,9 +182,9 @@ def test_an_unreachable_rate_ends_saturated_not_hung(engine, tmp_path):
     assert steps[0]["saturated"] and doc["ramps"]["std-thread"]["saturation_found"]
 
 
-def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
+def test_payload_bytes_sweep_payload_and_unpinned_placement(tmp_path):
     doc, _ = run_asyncbench(
-        engine(ENGINE),
+        engine_path(ENGINE),
         [
             "--quick",
             "--scale",
@@ -238,271 +232,7 @@ def test_payload_bytes_sweep_payload_and_unpinned_placement(engine, tmp_path):
         (["--payload-bytes", "0"], "payload-bytes"),
     ],
 )
-def test_bad_flags_are_clear_errors(engine, args, message):
-    r = subprocess.run([str(engine(ENGINE)), *args], capture_output=True, text=True, timeout=60)
+def test_bad_flags_are_clear_errors(args, message):
+    r = subprocess.run([str(engine_path(ENGINE)), *args], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert message in (r.stderr + r.stdout)
-
-
-# ---- the study's section, from a temporary store ----------------------------
-
-
-def _latency(p50, count=1000):
-    return {
-        "unit": "ns",
-        "count": count,
-        "min": p50 // 2,
-        "mean": p50 * 1.1,
-        "stddev": 1.0,
-        "max": p50 * 20,
-        "percentiles": {"50": p50, "90": p50 * 2, "99": p50 * 5, "99.9": p50 * 10, "99.99": p50 * 20},
-        "low_confidence": ["99.99"],
-    }
-
-
-def _m(name, model, mech, payload, load, p50):
-    return {
-        "name": name,
-        "variant": f"{model}/{mech}/{payload}",
-        "model": model,
-        "mechanism": mech,
-        "payload": payload,
-        "load_pct": load,
-        "offered_per_s": 1000.0,
-        "achieved_per_s": 990.0,
-        "saturated": load >= 100,
-        "pinning": {"policy": "pinned"},
-        "observed": {"load_pct": load},
-        "latency": _latency(p50),
-        "cdf": [[p50 // 2, 0.0], [p50, 50.0], [p50 * 20, 100.0]],
-        "hlog_tag": f"{name}.{model}/{mech}/{payload}.load{load}",
-    }
-
-
-def _synthetic_docs():
-    base = {
-        "schema": "tailscope.result/1",
-        "engine": "tailscope-baseline",
-        "machine": {},
-        "unavailable": [],
-        "warnings": [],
-        "measurements": [
-            {
-                "name": n,
-                "variant": "pinned",
-                "latency": _latency(p),
-                "cdf": [[p, 0.0], [p, 100.0]],
-                "pinning": {"policy": "pinned", "client_cpu": 0, "server_cpu": 1},
-            }
-            for n, p in (("condvar_handoff", 20000), ("spin_handoff", 200), ("thread_create", 40000))
-        ],
-    }
-    ms = []
-    for model, mechs, p50 in (
-        ("deferred", ("future", "continuation"), 300),
-        ("std-async", ("future",), 60000),
-        ("fixed-pool", ("future", "continuation"), 25000),
-        ("spin-pool", ("future",), 500),
-        ("coroutine", ("future", "resume"), 26000),
-    ):
-        for mech in mechs:
-            for payload, k in (("long_long", 1), ("vector10000", 3)):
-                for load in (25.0, 75.0, 100.0):
-                    if payload != "long_long" and load != 75.0:
-                        continue
-                    f = load / 25.0
-                    point = [
-                        _m("scheduling_delay", model, mech, payload, load, int(p50 * f)),
-                        _m("join_delay", model, mech, payload, load, int(p50 / 10 * k)),
-                        _m("total", model, mech, payload, load, int(p50 * 2 * k * f)),
-                    ]
-                    if model == "deferred":
-                        point.append(_m("deferral_wait", model, mech, payload, load, 5000))
-                    if load == 75.0:  # the payload comparison: every payload at the common rate
-                        ms += [
-                            m | {"series": "payload_common_rate", "variant": m["variant"] + "/common-rate"}
-                            for m in point
-                        ]
-                    if payload == "long_long":
-                        ms += point
-    # The spin pool's 25 % point: queueing behind a worker that waited for a CPU; its 100 % point: overloaded.
-    for m in ms:
-        if m["model"] == "spin-pool" and m["load_pct"] == 25.0:
-            m["observed"]["backlog"] = {
-                "calls": 1000,
-                "queue_p50": 87,
-                "queue_mean": 143.0,
-                "queue_max": 767,
-                "queue_empty_fraction": 0.37,
-                "in_flight_mean": 150.0,
-                "in_flight_max": 800,
-                "grew": False,
-                "stall_fraction": 0.6,
-                "stall_max_ns": 12_000_000,
-                "empty_queue_scheduling_p50_ns": 600,
-                "empty_queue_calls": 370,
-                "lateness_first_quarter_p50_ns": 1_500_000,
-                "lateness_last_quarter_p50_ns": 1_400_000,
-                "worker_parks_per_call": 0.0,
-                "sched": {
-                    "window_ns": 360_000_000,
-                    "workers": {"threads": 1, "run_ns": 130_000_000, "runqueue_wait_ns": 225_000_000, "timeslices": 40},
-                },
-            }
-        if m["model"] == "spin-pool" and m["load_pct"] == 100.0:
-            m["observed"]["backlog"] = {
-                "calls": 1000,
-                "grew": True,
-                "queue_p50": 2000,
-                "lateness_first_quarter_p50_ns": 2_000_000,
-                "lateness_last_quarter_p50_ns": 40_000_000,
-            }
-    ms.append(
-        {
-            "name": "same_thread_resume",
-            "variant": "coroutine/resume/void",
-            "latency": _latency(12),
-            "cdf": [[12, 0.0], [12, 100.0]],
-            "hlog_tag": "same_thread_resume.coroutine/resume/void",
-        }
-    )
-    bench = {
-        "schema": "tailscope.result/1",
-        "engine": ENGINE,
-        "machine": {},
-        "unavailable": [],
-        "warnings": [],
-        "config": {
-            "measure_at_pct": 75.0,
-            "sweep_payload": "long_long",
-            "placement": "pinned",
-            "producer_cpu": 0,
-            "consumer_cpu": 1,
-            "workers": 1,
-            "worker_cpus": "any",
-        },
-        "max_rate_per_s": {
-            "deferred": 900000.0,
-            "std-async": 20000.0,
-            "fixed-pool": 400000.0,
-            "spin-pool": 500000.0,
-            "coroutine": 380000.0,
-        },
-        "ramps": {m: {"steps": [{}], "saturation_found": True} for m in ("deferred", "std-async")},
-        "measurements": ms,
-    }
-    return base, bench
-
-
-def test_section_renders_figures_tables_targets_and_ratios(tmp_path):
-    from tailscope.studies.asyncmodels import STUDY
-
-    base, bench = _synthetic_docs()
-    now = datetime(2026, 1, 1, 12, 0, 0)
-    run = RunRecord(
-        "r1",
-        now,
-        now,
-        "quick",
-        ["async"],
-        {},
-        "test",
-        [EngineDocument("async", "tailscope-baseline", base), EngineDocument("async", ENGINE, bench)],
-    )
-    with Store(tmp_path / "t.duckdb") as store:
-        store.save_run(run)
-        sec = STUDY.section(store, "r1")
-    assert sec.id == "async"
-    titles = [b.title for b in sec.blocks]
-    for want in (
-        "Scheduling delay per model",
-        "Join delay per model",
-        "Total per model",
-        "Scheduling delay per payload",
-        "Join delay per payload",
-        "Load sweep",
-        "Maximum sustained rate",
-        "Performance targets",
-        "Delays at 75 %",
-    ):
-        assert any(t.startswith(want) for t in titles), (want, titles)
-    figures = [b for b in sec.blocks if hasattr(b, "svg")]
-    assert all(f.svg.startswith("<svg") and f.finding for f in figures)
-    sched = next(f for f in figures if f.title.startswith("Scheduling delay"))
-    # Computed from the data: at 75 % deferred has the lowest p50 (3 × 300 ns) = 0.045× the 20 µs condvar hand-off.
-    assert "deferred/" in sched.finding and f"900 ns ({fmt_ratio(0.045)}" in sched.finding
-    targets = next(b for b in sec.blocks if b.title.startswith("Performance targets"))
-    fixed = [r for r in targets.rows if r[0].startswith("fixed-pool") and "future, 25 % load" in r[0]][0]
-    assert fixed[3] == fmt_ratio(1.25) and fixed[5] == "met"  # 25 µs / 20 µs
-    spin = [r for r in targets.rows if r[0].startswith("spin-pool") and "25 % load" in r[0]][0]
-    assert spin[3] == fmt_ratio(2.5) and spin[5] == "met"
-    resume = [r for r in targets.rows if r[0].startswith("coroutine")][0]
-    assert resume[5] == "met"
-    table = next(b for b in sec.blocks if b.title.startswith("Delays at 75 %"))
-    assert table.columns[2] == "samples" and all(r[2] == fmt_count(1000) for r in table.rows)
-    rates = next(b for b in sec.blocks if b.title.startswith("Maximum sustained rate"))
-    assert [r[0] for r in rates.rows] == ["deferred", "std-async", "fixed-pool", "spin-pool", "coroutine"]
-    assert any("saturated" in n for n in sec.notes) is False  # nothing saturated at 75 %
-    backlog = next(b for b in sec.blocks if b.title.startswith("What the calls met"))
-    spin25 = next(r for r in backlog.rows if r[0] == "spin-pool/future @ 25 %")
-    assert spin25[3] == fmt_count(87) and spin25[5] == "steady" and spin25[6] == "62 %"
-    # The reading is prose: under the table (details), one per row, not a table cell.
-    assert len(backlog.columns) == len(spin25) and len(backlog.details) == len(backlog.rows)
-    reading = dict(backlog.details)["spin-pool/future @ 25 %"]
-    assert "queueing" in reading and "run queue" in reading and "600 ns (3× the spin hand-off)" in reading
-    # The empty-queue hand-off is a target row of its own: 600 ns / 200 ns.
-    hand = [r for r in targets.rows if "empty queue" in r[0]]
-    assert any(r[1] == "600 ns" and r[3] == fmt_ratio(3.0) for r in hand)
-    from tailscope.studies.asyncmodels import explain
-
-    over = next(
-        m
-        for m in bench["measurements"]
-        if m["model"] == "spin-pool" and m["load_pct"] == 100.0 and m["name"] == "scheduling_delay"
-    )
-    assert "overloaded" in explain(over, {}) and "backlog grew" in explain(over, {})
-
-
-def test_section_without_engine_documents_says_so(tmp_path):
-    from tailscope.studies.asyncmodels import STUDY
-
-    now = datetime(2026, 1, 1, 12, 0, 0)
-    with Store(tmp_path / "t.duckdb") as store:
-        store.save_run(RunRecord("r2", now, now, "quick", ["async"], {}, "test", [], [("async", "engine missing")]))
-        sec = STUDY.section(store, "r2")
-    assert sec.blocks == []
-    assert any("engine missing" in n for n in sec.notes)
-    assert any("no tailscope-asyncbench" in n for n in sec.notes)
-
-
-def _payload_point(model: str, payload: str, p50_ns: float, saturated: bool = False, name: str = "total") -> dict:
-    return {
-        "name": name,
-        "model": model,
-        "mechanism": "future",
-        "payload": payload,
-        "saturated": saturated,
-        "observed": {"why_saturated": ["backlog grew"] if saturated else []},
-        "latency": {"percentiles": {"50": p50_ns}},
-    }
-
-
-def test_findings_never_cite_a_flagged_point():
-    from tailscope.studies import asyncmodels
-
-    # fixed-pool/vector10000 saturated: its 4 837× would be the biggest change, and must not be cited.
-    rows = [
-        _payload_point("fixed-pool", "void", 1_000),
-        _payload_point("fixed-pool", "vector10000", 4_837_000, saturated=True),
-        _payload_point("std-thread", "void", 20_000),
-        _payload_point("std-thread", "vector10000", 60_000),
-    ]
-    line = asyncmodels.payload_finding(rows, "scheduling_delay")
-    assert "fixed-pool" not in line and "4 837" not in line and "4837" not in line
-    assert "std-thread/future" in line and "1 pair(s) with a saturated point were not compared" in line
-    # Every pair flagged: nothing is compared, and the line says why.
-    only_flagged = asyncmodels.payload_finding(rows[:2], "join_delay")
-    assert "No unflagged pair" in only_flagged
-    # Lowest/highest of a CDF figure: the saturated extreme is left out and counted.
-    ext = asyncmodels._extremes_finding(rows[:3], "Total", {})
-    assert "4.84 ms" not in ext and "1 flagged point(s) left out" in ext

@@ -116,13 +116,13 @@ def _bench_point(name, model, p50, p99, *, payload="long_long", load=75.0, satur
 
 
 def _bench(ms):
-    from tailscope.studies.asyncmodels import BenchData
+    from tailscope.studies.asyncmodels.analysis import BenchData
 
     return BenchData({"config": {"measure_at_pct": 75.0, "sweep_payload": "long_long"}, "measurements": ms})
 
 
 def test_figure12_std_thread_beats_std_async_from_the_p99s():
-    from tailscope.studies.asyncmodels import figure12_check
+    from tailscope.studies.asyncmodels.analysis import FLAGGED, figure12
 
     ms = [
         _bench_point("scheduling_delay", "std-async", 25_000, 300_000),
@@ -131,20 +131,22 @@ def test_figure12_std_thread_beats_std_async_from_the_p99s():
         _bench_point("join_delay", "std-thread", 500, 60_000),
         _bench_point("scheduling_delay", "deferred", 70, 90),
     ]
-    c = figure12_check(_bench(ms))
+    c = figure12(_bench(ms))
     assert c.verdict == "holds"
-    assert "scheduling delay p99 std::thread 170 µs vs std::async 300 µs (0.567×)" in c.here
-    assert "as we read its Figure 12" in c.reported and "deferred starts its body 70 ns" in c.why
+    sched = c.delays[0]
+    assert (sched.delay, sched.thread_p99_ns, sched.async_p99_ns) == ("scheduling_delay", 170_000, 300_000)
+    assert sched.thread_to_async == pytest.approx(0.567, abs=1e-3) and c.deferred_p50_ns == 70
     ms[3] = _bench_point("join_delay", "std-thread", 500, 90_000)  # join now worse than std::async's
-    assert figure12_check(_bench(ms)).verdict == "partly holds"
+    assert figure12(_bench(ms)).verdict == "partly holds"
     ms[2] = _bench_point("scheduling_delay", "std-thread", 30_000, 400_000, saturated=True)
-    flagged = figure12_check(_bench(ms))
-    assert flagged.verdict == "unavailable" and "[flagged: saturated (backlog grew)]" in flagged.why
-    assert figure12_check(_bench(ms[:2])).verdict == "unavailable"
+    flagged = figure12(_bench(ms))
+    assert flagged.verdict == "unavailable" and flagged.unavailable == FLAGGED
+    assert flagged.flagged == (("std-thread", "scheduling_delay", ("saturated (backlog grew)",)),)
+    assert figure12(_bench(ms[:2])).verdict == "unavailable"
 
 
 def test_figures13_14_judge_std_async_and_skip_flagged_pairs():
-    from tailscope.studies.asyncmodels import figures13_14_check
+    from tailscope.studies.asyncmodels.analysis import figures13_14
 
     def pair(model, delay, void, vec, saturated=False):
         return [
@@ -154,19 +156,24 @@ def test_figures13_14_judge_std_async_and_skip_flagged_pairs():
 
     ms = pair("std-async", "scheduling_delay", 20_000, 21_000) + pair("std-async", "join_delay", 1_000, 3_000)
     ms += pair("fixed-pool", "scheduling_delay", 1_000, 5_000_000, saturated=True)
-    c = figures13_14_check(_bench(ms))
+    c = figures13_14(_bench(ms))
     assert c.verdict == "holds"
-    assert "join delay void → vector10000 3×" in c.here and "scheduling delay void → vector10000 1.05×" in c.here
-    assert "1 of 2 unflagged delay pairs changed" in c.why and "1 pair(s) with a flagged point not compared" in c.why
+    moves = [(mv.delay, mv.small, mv.large, round(mv.ratio, 2), mv.changed) for mv in c.async_moves]
+    assert moves == [
+        ("scheduling_delay", "void", "vector10000", 1.05, False),
+        ("join_delay", "void", "vector10000", 3.0, True),
+    ]
+    assert (c.changed_pairs, c.compared_pairs, c.flagged_pairs) == (1, 2, 1)
     still = pair("std-async", "scheduling_delay", 20_000, 21_000) + pair("std-async", "join_delay", 1_000, 1_100)
-    assert figures13_14_check(_bench(still)).verdict == "does not hold"
+    assert figures13_14(_bench(still)).verdict == "does not hold"
     others = still + pair("coroutine", "join_delay", 1_000, 9_000)
-    assert figures13_14_check(_bench(others)).verdict == "partly holds"
-    assert figures13_14_check(_bench([])).verdict == "unavailable"
+    assert figures13_14(_bench(others)).verdict == "partly holds"
+    assert figures13_14(_bench([])).verdict == "unavailable"
 
 
 def test_async_section_carries_both_capstone_checks(tmp_path):
-    from tailscope.studies.asyncmodels import ENGINE, STUDY
+    from tailscope.studies.asyncmodels import STUDY
+    from tailscope.studies.asyncmodels.analysis import ENGINE
 
     ms = [
         _bench_point("scheduling_delay", "std-async", 25_000, 300_000),
