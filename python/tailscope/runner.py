@@ -7,8 +7,7 @@ full disk, Ctrl-C, SIGTERM, SIGHUP) leaves the database as it was and no folder.
 folder whose run was killed outright is removed by the next run (its name carries the owner's
 PID).
 
-The store step is serialised between tailscope processes by a lock file (results/.store.lock),
-so runs started together into one folder each store in turn. A database held by another program
+The store step is serialised between tailscope processes by a flock on the results folder, so runs started together into one folder each store in turn. A database held by another program
 (a notebook's DuckDB connection) is named as such — never called damaged: the run waits for it up
 to --wait-for-store seconds, then stores into a database of its own inside its run folder, so
 nothing measured is lost.
@@ -44,7 +43,6 @@ DB_NAME = "tailscope.duckdb"
 STAGING_PREFIX = ".staging-"
 
 
-STORE_LOCK = ".store.lock"
 # How long a run waits for another tailscope's store step (seconds: a run stores in seconds).
 TAILSCOPE_STORE_WAIT_S = 600.0
 # Free space a run needs before it starts, by form: its artifacts (traces, .hlog logs), its report
@@ -102,8 +100,9 @@ def check_free_space(results_dir: Path, need_bytes: int, what: str) -> None:
 
 @contextmanager
 def store_lock(results_dir: Path, wait_s: float = TAILSCOPE_STORE_WAIT_S) -> Iterator[None]:
-    """Holds results/.store.lock: one tailscope at a time opens the database to check or store."""
-    fd = os.open(results_dir / STORE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    """Holds an exclusive flock on the results folder itself: one tailscope at a time opens the
+    database to check or store (a lock on the folder leaves no lock file behind)."""
+    fd = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -153,9 +153,7 @@ def test_a_full_disk_at_the_report_stores_nothing_and_leaves_no_folder(results: 
     with pytest.raises(StoreFull, match="Nothing of this run was stored"):
         run_studies([TinyStudy()], form="quick", results_dir=results)
     assert _stored_runs(db) == before
-    assert sorted(p.name for p in results.iterdir() if not p.name.startswith(".store")) == sorted(
-        [DB_NAME, "latest", *before]
-    )
+    assert sorted(p.name for p in results.iterdir()) == sorted([DB_NAME, "latest", *before])
 
 
 def test_too_little_space_refuses_the_run_before_any_study(results: Path, monkeypatch):
