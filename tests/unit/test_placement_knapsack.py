@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tailscope.studies.placement_knapsack import Item, brute_force, solve
+from tailscope.studies.placement.knapsack import Item, brute_force, solve
 
 
 def _instance(rng: random.Random) -> tuple[list[Item], int]:

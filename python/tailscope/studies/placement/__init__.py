@@ -13,7 +13,7 @@ DeathStarBench mix search 60 % / recommend 39 % / login 0.5 % / reserve 0.5 %) i
    (shared LLC / memory). Per point: the service's own exclusive critical-path time p50/p99 from
    the traces (tailscope-critpath), end-to-end p50/p99, its CPU time per request and, where the
    PMU counts, IPC. Score = weighted mean of the relative slowdowns (`score_weights`);
-3. **placement**: a 0-1 knapsack (placement_knapsack.solve: weight = millicores, value = score,
+3. **placement**: a 0-1 knapsack (knapsack.solve: weight = millicores, value = score,
    capacity = the performance pool's CPUs × 1000) picks the services of the performance pool;
    compared in one run, at the same offered rate, with colocated (nothing pinned), two random
    placements of the same CPU budget (seeded, recorded) and a latency-driven placement (largest
@@ -31,7 +31,7 @@ flags, which counter figures exist) with pure functions that tests call on small
 calls it too, to size the services, score them and choose the placements; `section.py` renders
 those values as tables, figures and notes and decides nothing. run.py never imports section.py;
 section.py reads only the constants of run.py that say what ran (mix, model, sample interval).
-The knapsack itself is studies/placement_knapsack.py.
+The knapsack itself is studies/placement/knapsack.py.
 """
 
 from __future__ import annotations

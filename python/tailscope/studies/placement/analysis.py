@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from tailscope.measure.measurement import achieved_per_s, measurement
-from tailscope.studies.placement_knapsack import Item
-from tailscope.studies.placement_knapsack import solve as knapsack
+from tailscope.studies.placement.knapsack import Item
+from tailscope.studies.placement.knapsack import solve as knapsack
 
 SVC, LOAD = "tailscope-svc", "tailscope-load"
 ANALYSIS = "placement-analysis"  # the study's own document: pools, sizing, decisions
