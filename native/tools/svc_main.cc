@@ -48,6 +48,7 @@
 #include "core/clock.h"
 #include "core/proc_sampler.h"
 #include "core/result_writer.h"
+#include "core/stop_signals.h"
 #include "net/allow_list.h"
 #include "net/socket.h"
 #include "prof/counters.h"
@@ -152,31 +153,6 @@ std::map<std::string, int> parse_ports(const std::string& text) {
     out[item.substr(0, eq)] = value;
   }
   return out;
-}
-
-sigset_t stop_signals(bool with_child) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  if (with_child) sigaddset(&set, SIGCHLD);
-  return set;
-}
-
-// Waits for SIGINT/SIGTERM or the deadline (0 = none). Returns the signal or
-// 0 at the deadline; with `tick`, also returns 0 after each 200 ms without one.
-int wait_for_stop(const sigset_t& set, int64_t deadline_ns, bool tick = false) {
-  for (;;) {
-    int64_t wait_ns = 200'000'000;
-    if (deadline_ns) {
-      wait_ns = std::min<int64_t>(wait_ns, deadline_ns - monotonic_ns());
-      if (wait_ns <= 0) return 0;
-    }
-    timespec ts{wait_ns / 1'000'000'000, wait_ns % 1'000'000'000};
-    const int sig = sigtimedwait(&set, nullptr, &ts);
-    if (sig > 0) return sig;
-    if (tick) return 0;
-  }
 }
 
 json cpu_usage() {
@@ -341,7 +317,7 @@ int run_one(const Flags& f, int argc, char** argv) {
       throw std::runtime_error("--cpus " + f.cpus + ": sched_setaffinity: " + std::strerror(err));
   }
   Tracer::configure(f.trace_sample);
-  const sigset_t set = stop_signals(false);
+  const sigset_t set = signal_set({SIGINT, SIGTERM});
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits the mask
   std::unique_ptr<SpanSpiller> spiller;       // spans go to disk during the run: memory stays bounded
   if (!f.traces_dir.empty()) spiller = std::make_unique<SpanSpiller>(f.traces_dir, f.service);
@@ -519,6 +495,10 @@ int in_netns(int ns_fd, const std::string& name, const std::function<int()>& fn)
   return fn();
 }
 
+// How often the supervisor looks at its children between signals: the
+// placement observer's sampling period and a dead child's detection delay.
+constexpr int64_t kSupervisorTickNs = 200'000'000;
+
 int run_all(const Flags& flags, int argc, char** argv) {
   Flags f = flags;
   const Topology topology = load_topology_file(f.topology);
@@ -568,7 +548,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   f.parts_dir = tmpl;
   if (!f.traces_dir.empty()) ensure_directory(f.traces_dir + "/parts");
-  const sigset_t set = stop_signals(true);
+  const sigset_t set = signal_set({SIGINT, SIGTERM, SIGCHLD});
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -592,7 +572,7 @@ int run_all(const Flags& flags, int argc, char** argv) {
   const int64_t deadline = f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0;
   json restarts = json::array();
   for (;;) {
-    const int sig = wait_for_stop(set, deadline, true);
+    const int sig = wait_for_stop(set, deadline, kSupervisorTickNs);
     // Every tick: which CPUs each thread may use (short-lived std::async threads included).
     for (const auto& c : children)
       if (c.pid > 0) profiling.services[c.service].observer.sample(c.pid);
