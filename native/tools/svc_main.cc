@@ -24,7 +24,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +47,7 @@
 #include "core/clock.h"
 #include "core/proc_sampler.h"
 #include "core/result_writer.h"
+#include "core/rusage.h"
 #include "core/stop_signals.h"
 #include "net/allow_list.h"
 #include "net/socket.h"
@@ -153,17 +153,6 @@ std::map<std::string, int> parse_ports(const std::string& text) {
     out[item.substr(0, eq)] = value;
   }
   return out;
-}
-
-json cpu_usage() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return {{"user_s", s(ru.ru_utime)},
-          {"sys_s", s(ru.ru_stime)},
-          {"max_rss_bytes", ru.ru_maxrss * 1024},
-          {"voluntary_ctx_switches", ru.ru_nvcsw},
-          {"involuntary_ctx_switches", ru.ru_nivcsw}};
 }
 
 // Threads a service process starts besides its pool: IO dispatchers, the
@@ -353,7 +342,7 @@ int run_one(const Flags& f, int argc, char** argv) {
 
   json doc = new_result_document("tailscope-svc", argc, argv);
   json result = instance.result();
-  result["cpu"] = cpu_usage();
+  result["cpu"] = process_usage_json(read_process_usage());
   result["resources"] = sampler.summary();
   result["ran_s"] = ran_s;
   result["address"] = f.bind;
