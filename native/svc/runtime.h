@@ -169,6 +169,7 @@ std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
 std::unique_ptr<ConcurrencyModel> make_coroutine_model();
 // Throws std::invalid_argument naming the model and the known ones.
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);
+// Every name make_model knows, in registry order (tailscope-svc --list-models).
 const std::vector<std::string>& model_names();
 
 // One running service: runtime + model + listener.

@@ -3,6 +3,7 @@
 //   tailscope-svc --topology g.json --service text-service --model coroutine --port 9001 --ports a=9002,...
 //   tailscope-svc --topology g.json --all --model pool-callback --port 8080 --traces DIR --out result.json
 //   tailscope-svc --merge-traces DIR
+//   tailscope-svc --list-models   (the --model names, one per line)
 //   tailscope-svc --topology g.json --all --deployment d.json   (services on lab hosts; docs/lab-hosts.md)
 //
 // --all is a supervisor: it opens one loopback listener per service, starts
@@ -704,6 +705,8 @@ int main(int argc, char** argv) {
   app.add_option("--service", f.service, "Run this service");
   app.add_flag("--all", f.all, "Run every service, one process each, supervised");
   app.add_option("--model", f.model, "std-async | std-thread | pool-blocking | pool-callback | coroutine");
+  bool list_models = false;
+  app.add_flag("--list-models", list_models, "Print the concurrency model names, one per line, and exit");
   app.add_option("--port", f.port, "Listen port (--all: the front's); default: topology port or ephemeral")
       ->check(CLI::Range(0, 65535));
   app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... on 127.0.0.1 (single-service mode)");
@@ -769,6 +772,10 @@ int main(int argc, char** argv) {
   app.add_option("--ping-pid", f.ping.server_pid, "--ping: the service's pid, to measure its CPU too")
       ->check(CLI::Range(1, 1 << 22));
   CLI11_PARSE(app, argc, argv);
+  if (list_models) {
+    for (const std::string& name : model_names()) std::cout << name << '\n';
+    return 0;
+  }
   try {
     if (f.ping.port > 0) {  // the transport alone (svc/ping_client.h)
       f.ping.host = f.ping_host;
