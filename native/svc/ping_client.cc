@@ -14,7 +14,8 @@
 #include "core/proc_sampler.h"
 #include "core/rusage.h"
 #include "net/allow_list.h"
-#include "svc/rpc_client.h"
+#include "svc/multiplexed_channel.h"
+#include "svc/rpc_call.h"
 
 namespace tailscope::svc {
 namespace {

@@ -12,7 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "svc/rpc_client.h"
+#include "svc/blocking_client_pool.h"
+#include "svc/multiplexed_channel.h"
 #include "svc/server.h"
 #include "svc/timer_service.h"
 #include "svc/topology.h"
