@@ -12,6 +12,7 @@
 #include "core/hdr_histogram.h"
 #include "core/latency_summary.h"
 #include "core/proc_sampler.h"
+#include "core/result_writer.h"
 #include "core/rusage.h"
 #include "net/allow_list.h"
 #include "svc/multiplexed_channel.h"
@@ -197,6 +198,21 @@ nlohmann::json run_pings(const PingOptions& o) {
             {"one_way_delay_us", delay.delay_ns / 1000},
             {"jitter_us", delay.jitter_ns / 1000}}},
           {"unavailable", unavailable}};
+}
+
+nlohmann::json ping_result_document(const PingOptions& options, int argc, char** argv) {
+  nlohmann::json doc = new_result_document("tailscope-svc", argc, argv);
+  doc["config"] = {{"mode", "ping"},
+                   {"host", options.host},
+                   {"port", options.port},
+                   {"server_pid", options.server_pid},
+                   {"link_delays", options.link_delays.to_json()}};
+  nlohmann::json ping = run_pings(options);
+  doc["unavailable"] = ping["unavailable"];
+  ping.erase("unavailable");
+  doc["ping"] = ping;
+  doc["measurements"] = nlohmann::json::array();
+  return doc;
 }
 
 }  // namespace tailscope::svc
