@@ -493,7 +493,7 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
   std::printf("  end to end (capstone) %.2f M spans/s = %.2fx the parser floor, %.2fx the RapidJSON reader alone\n",
               spans_per_s / 1e6, ratio, rapidjson_read_s / capstone_s);
   std::printf(
-      "  targets (issue 14): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
+      "  targets (docs/critical-path.md): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
       spans_per_s >= 5e6 ? "met" : "not met", ratio >= 0.8 ? "met" : "not met");
   // What the ratio target leaves for everything after the parse, from this run: end to end at
   // 0.8x the floor may take 1.25x the floor's time, so reading (parse + build) plus the
