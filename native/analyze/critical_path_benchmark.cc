@@ -1,18 +1,15 @@
 // tailscope-critpath-bench: throughput of the critical-path analyzer on a
-// generated socialnet-shaped trace file — Jaeger JSON, one trace per line, as
-// tailscope's tracer and Jaeger's NDJSON exports write it (or a {"data": [...]}
-// envelope), and OTLP JSON, one resourceSpans document per line as the
-// collector's file exporter writes it — beside the floor it cannot beat on the
-// same file: simdjson
-// On-Demand visiting every span field the reader uses, and nothing else, from
-// memory. Prints spans/s, MB/s and each figure's ratio to the floor (thread
-// CPU time, best of --repeat runs, side by side in one process): the readers
-// alone (simdjson path and the RapidJSON path), the algorithm alone (tree,
-// critical path, delays, aggregation over traces already in memory) and end
-// to end (read + parse + tree + critical path + aggregation + writing every
-// trace's result as NDJSON), and splits the end-to-end time into parse (the
-// floor), trace building, algorithm and output, each measured. A performance
-// artifact, not a test: it asserts nothing.
+// generated socialnet-shaped trace file (trace/testing/synthetic_traces.h) —
+// Jaeger JSON, one trace per line, as tailscope's tracer and Jaeger's NDJSON
+// exports write it (or a {"data": [...]} envelope), and OTLP JSON, one
+// resourceSpans document per line as the collector's file exporter writes it —
+// beside the floor it cannot beat on the same file: simdjson On-Demand
+// visiting every span field the reader uses, and nothing else, from memory. Prints spans/s, MB/s and each figure's
+// ratio to the floor (thread CPU time, best of --repeat runs, side by side in one process): the readers alone (simdjson
+// path and the RapidJSON path), the algorithm alone (tree, critical path, delays, aggregation over traces already in
+// memory) and end to end (read + parse + tree + critical path + aggregation + writing every trace's result as NDJSON),
+// and splits the end-to-end time into parse (the floor), trace building, algorithm and output, each measured. A
+// performance artifact, not a test: it asserts nothing.
 //
 //   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope|otlp]...
 //                            [--file PREFIX] [--repeat N] [--cpu N] [--keep]
@@ -24,10 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <functional>
-#include <random>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,224 +33,35 @@
 #include "analyze/trace_analyzer.h"
 #include "core/clock.h"
 #include "core/result_writer.h"
+#include "trace/testing/synthetic_traces.h"
 #include "trace/trace_reader.h"
 
 namespace {
 
 using namespace tailscope;
 
-enum class Format : std::uint8_t { kNdjson, kEnvelope, kOtlp };
+using trace::testing::SyntheticFormat;
 
-const char* format_flag(Format f) {
+const char* format_flag(SyntheticFormat f) {
   switch (f) {
-    case Format::kNdjson:
+    case SyntheticFormat::kJaegerNdjson:
       return "ndjson";
-    case Format::kEnvelope:
+    case SyntheticFormat::kJaegerEnvelope:
       return "envelope";
-    case Format::kOtlp:
+    case SyntheticFormat::kOtlpNdjson:
       return "otlp";
   }
   return "";
 }
 
 struct Options {
-  std::size_t spans = 1'000'000;
-  std::size_t spans_per_trace = 30;  // a socialnet compose-post request is 20-40 spans
-  std::vector<Format> formats;       // default: Jaeger one trace per line, then OTLP
+  trace::testing::SyntheticTraceOptions traces;
+  std::vector<SyntheticFormat> formats;  // default: Jaeger one trace per line, then OTLP
   std::string file = "/tmp/tailscope-critpath-bench";
   int repeat = 3;
   int cpu = -1;  // -1: CPU 1 when this process may run there (one core, as `taskset -c 1`)
   bool keep = false;
 };
-
-// The OTLP file exporter batches: each line holds this many traces' spans,
-// grouped by service (resource).
-constexpr std::size_t kOtlpTracesPerDocument = 10;
-
-const char* const kServices[] = {"nginx-web-server",     "compose-post-service", "text-service",
-                                 "user-service",         "unique-id-service",    "media-service",
-                                 "url-shorten-service",  "user-mention-service", "post-storage-service",
-                                 "home-timeline-service"};
-constexpr int kServiceCount = 10;
-
-struct GeneratedSpan {
-  std::size_t parent;  // index in the trace; the root's is its own (0)
-  std::int64_t start_us;
-  std::int64_t duration_us;
-  int service;
-};
-
-// Socialnet-shaped traces (DeathStarBench's services): a server root, nested
-// client/server RPC pairs, a few tags per span. The same generator feeds both
-// formats, so their figures compare the formats, not the traces.
-void generate_trace(std::mt19937_64& rng, std::size_t t, std::size_t spans_per_trace,
-                    std::vector<GeneratedSpan>& spans) {
-  spans.resize(spans_per_trace);
-  const std::int64_t t0 = 1'700'000'000'000'000 + static_cast<std::int64_t>(t) * 10'000;
-  for (std::size_t i = 0; i < spans_per_trace; ++i) {
-    GeneratedSpan& s = spans[i];
-    if (i == 0) {
-      s = GeneratedSpan{0, t0, 5'000 + static_cast<std::int64_t>(rng() % 20'000), 0};
-      continue;
-    }
-    s.parent = i - 1 - rng() % std::min<std::size_t>(i, 4);
-    const GeneratedSpan& p = spans[s.parent];
-    const std::int64_t room = std::max<std::int64_t>(1, p.duration_us);
-    s.start_us = p.start_us + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(room / 2 + 1));
-    s.duration_us = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.start_us + room - s.start_us));
-    s.service = (i % 2 == 1) ? p.service : static_cast<int>(1 + rng() % 9);
-  }
-}
-
-// Jaeger JSON, processes listed after the spans (as Jaeger exports them).
-std::uint64_t write_jaeger_traces(const Options& o, Format format, const std::string& path, std::size_t* traces_out) {
-  const bool envelope = format == Format::kEnvelope;
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::perror(path.c_str());
-    std::exit(1);
-  }
-  std::mt19937_64 rng(42);
-  std::string out;
-  out.reserve(1 << 22);
-  std::uint64_t bytes = 0;
-  auto flush = [&](bool force) {
-    if (out.size() > (1 << 21) || force) {
-      std::fwrite(out.data(), 1, out.size(), f);
-      bytes += out.size();
-      out.clear();
-    }
-  };
-  if (envelope) out += "{\"data\": [";
-  const std::size_t traces = (o.spans + o.spans_per_trace - 1) / o.spans_per_trace;
-  std::vector<GeneratedSpan> spans;
-  char buf[512];
-  for (std::size_t t = 0; t < traces; ++t) {
-    if (t > 0 && envelope) out += ',';
-    std::snprintf(buf, sizeof buf, "{\"traceID\": \"%016llx\", \"spans\": [", static_cast<unsigned long long>(rng()));
-    out += buf;
-    const std::string trace_id(buf + 13, 16);
-    generate_trace(rng, t, o.spans_per_trace, spans);
-    for (std::size_t i = 0; i < spans.size(); ++i) {
-      const GeneratedSpan& s = spans[i];
-      if (i > 0) out += ',';
-      std::snprintf(buf, sizeof buf,
-                    "{\"traceID\": \"%s\", \"spanID\": \"%016zx\", \"flags\": 1, \"operationName\": \"%s_op%zu\", "
-                    "\"references\": [",
-                    trace_id.c_str(), i, kServices[s.service], i % 3);
-      out += buf;
-      if (i > 0) {
-        std::snprintf(buf, sizeof buf, "{\"refType\": \"CHILD_OF\", \"traceID\": \"%s\", \"spanID\": \"%016zx\"}",
-                      trace_id.c_str(), s.parent);
-        out += buf;
-      }
-      std::snprintf(buf, sizeof buf,
-                    "], \"startTime\": %lld, \"duration\": %lld, \"tags\": ["
-                    "{\"key\": \"span.kind\", \"type\": \"string\", \"value\": \"%s\"}, "
-                    "{\"key\": \"component\", \"type\": \"string\", \"value\": \"thrift\"}, "
-                    "{\"key\": \"internal.span.format\", \"type\": \"string\", \"value\": \"proto\"}], "
-                    "\"logs\": [], \"processID\": \"p%d\", \"warnings\": null}",
-                    static_cast<long long>(s.start_us), static_cast<long long>(s.duration_us),
-                    i % 2 == 1 ? "client" : "server", s.service + 1);
-      out += buf;
-    }
-    out += "], \"processes\": {";
-    for (int s = 0; s < kServiceCount; ++s) {
-      std::snprintf(buf, sizeof buf,
-                    "%s\"p%d\": {\"serviceName\": \"%s\", \"tags\": [{\"key\": \"hostname\", \"type\": \"string\", "
-                    "\"value\": \"host-%d\"}]}",
-                    s ? ", " : "", s + 1, kServices[s], s);
-      out += buf;
-    }
-    out += "}, \"warnings\": null}\n";
-    flush(false);
-  }
-  if (envelope) out += "], \"total\": 0, \"limit\": 0, \"offset\": 0, \"errors\": null}\n";
-  flush(true);
-  std::fclose(f);
-  *traces_out = traces;
-  return bytes;
-}
-
-// OTLP JSON as the collector's file exporter writes it: one
-// {"resourceSpans": [...]} document per line, each a batch of
-// kOtlpTracesPerDocument traces, spans grouped by service; times in ns as
-// strings, kind as a number (protobuf's JSON mapping).
-std::uint64_t write_otlp_traces(const Options& o, const std::string& path, std::size_t* traces_out) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::perror(path.c_str());
-    std::exit(1);
-  }
-  std::mt19937_64 rng(42);
-  std::string out;
-  out.reserve(1 << 22);
-  std::uint64_t bytes = 0;
-  const std::size_t traces = (o.spans + o.spans_per_trace - 1) / o.spans_per_trace;
-  std::vector<std::vector<GeneratedSpan>> batch(kOtlpTracesPerDocument);
-  std::vector<std::string> trace_ids(kOtlpTracesPerDocument);
-  char buf[512];
-  for (std::size_t first = 0; first < traces; first += kOtlpTracesPerDocument) {
-    const std::size_t count = std::min(kOtlpTracesPerDocument, traces - first);
-    for (std::size_t k = 0; k < count; ++k) {
-      std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                    static_cast<unsigned long long>(rng()));
-      trace_ids[k] = buf;
-      generate_trace(rng, first + k, o.spans_per_trace, batch[k]);
-    }
-    out += "{\"resourceSpans\": [";
-    bool first_resource = true;
-    for (int service = 0; service < kServiceCount; ++service) {
-      bool first_span = true;
-      for (std::size_t k = 0; k < count; ++k) {
-        for (std::size_t i = 0; i < batch[k].size(); ++i) {
-          const GeneratedSpan& s = batch[k][i];
-          if (s.service != service) continue;
-          if (first_span) {
-            std::snprintf(buf, sizeof buf,
-                          "%s{\"resource\": {\"attributes\": [{\"key\": \"service.name\", \"value\": "
-                          "{\"stringValue\": \"%s\"}}, {\"key\": \"host.name\", \"value\": {\"stringValue\": "
-                          "\"host-%d\"}}]}, \"scopeSpans\": [{\"scope\": {\"name\": \"tailscope\"}, \"spans\": [",
-                          first_resource ? "" : ", ", kServices[service], service);
-            out += buf;
-            first_resource = false;
-          } else {
-            out += ", ";
-          }
-          first_span = false;
-          std::snprintf(buf, sizeof buf, "{\"traceId\": \"%s\", \"spanId\": \"%016zx\", ", trace_ids[k].c_str(), i);
-          out += buf;
-          if (i > 0) {
-            std::snprintf(buf, sizeof buf, "\"parentSpanId\": \"%016zx\", ", s.parent);
-            out += buf;
-          }
-          const long long start_ns = static_cast<long long>(s.start_us) * 1000;
-          std::snprintf(buf, sizeof buf,
-                        "\"name\": \"%s_op%zu\", \"kind\": %d, \"startTimeUnixNano\": \"%lld\", "
-                        "\"endTimeUnixNano\": \"%lld\", \"attributes\": ["
-                        "{\"key\": \"component\", \"value\": {\"stringValue\": \"thrift\"}}, "
-                        "{\"key\": \"internal.span.format\", \"value\": {\"stringValue\": \"proto\"}}], "
-                        "\"status\": {}}",
-                        kServices[s.service], i % 3, i % 2 == 1 ? 3 : 2, start_ns,
-                        start_ns + static_cast<long long>(s.duration_us) * 1000);
-          out += buf;
-        }
-      }
-      if (!first_span) out += "]}]}";
-    }
-    out += "]}\n";
-    if (out.size() > (1 << 21)) {
-      std::fwrite(out.data(), 1, out.size(), f);
-      bytes += out.size();
-      out.clear();
-    }
-  }
-  std::fwrite(out.data(), 1, out.size(), f);
-  bytes += out.size();
-  std::fclose(f);
-  *traces_out = traces;
-  return bytes;
-}
 
 // Thread CPU time (user + system, page faults included): on a small shared
 // machine wall-clock time measures the neighbours as much as the code.
@@ -424,10 +230,10 @@ void visit_otlp_document(ondemand::object document, FloorSink& sink) {
 // visiting what the readers use and building nothing. One document per line
 // goes through iterate_many (simdjson's own multi-document stream); the
 // envelope is one document.
-std::uint64_t parser_floor(const simdjson::padded_string& text, Format format) {
+std::uint64_t parser_floor(const simdjson::padded_string& text, SyntheticFormat format) {
   ondemand::parser parser;
   FloorSink sink;
-  if (format == Format::kEnvelope) {
+  if (format == SyntheticFormat::kJaegerEnvelope) {
     ondemand::document doc;
     must(parser.iterate(text).get(doc));
     ondemand::array data;
@@ -439,7 +245,7 @@ std::uint64_t parser_floor(const simdjson::padded_string& text, Format format) {
     for (auto doc : docs) {
       ondemand::object object;
       must(doc.get_object().get(object));
-      if (format == Format::kOtlp) {
+      if (format == SyntheticFormat::kOtlpNdjson) {
         visit_otlp_document(object, sink);
       } else {
         visit_trace(object, sink);
@@ -549,16 +355,17 @@ int pin_to_cpu(int requested) {
 
 // Everything for one input format: the file, the floor, the readers, the
 // algorithm, the output and end to end, and the split of the end-to-end time.
-void run_format(const Options& o, Format format, int cpu) {
+void run_format(const Options& o, SyntheticFormat format, int cpu) {
   const std::string path = o.file + "-" + format_flag(format) + ".json";
-  std::size_t traces = 0;
-  const std::uint64_t bytes =
-      format == Format::kOtlp ? write_otlp_traces(o, path, &traces) : write_jaeger_traces(o, format, path, &traces);
-  const std::size_t spans = traces * o.spans_per_trace;
+  const trace::testing::SyntheticTraceFile file = trace::testing::write_synthetic_trace_file(o.traces, format, path);
+  const std::size_t traces = file.traces;
+  const std::uint64_t bytes = file.bytes;
+  const std::size_t spans = traces * o.traces.spans_per_trace;
   const double mb = static_cast<double>(bytes) / 1e6;
-  const char* description = format == Format::kEnvelope ? "Jaeger JSON, {\"data\": [...]} envelope"
-                            : format == Format::kOtlp   ? "OTLP JSON, one resourceSpans document of 10 traces per line"
-                                                        : "Jaeger JSON, one trace per line";
+  const char* description = format == SyntheticFormat::kJaegerEnvelope ? "Jaeger JSON, {\"data\": [...]} envelope"
+                            : format == SyntheticFormat::kOtlpNdjson
+                                ? "OTLP JSON, one resourceSpans document of 10 traces per line"
+                                : "Jaeger JSON, one trace per line";
   std::printf("\n%s: %zu spans in %zu traces, %.1f MB (%s); thread CPU time, best of %d, %s\n", description, spans,
               traces, mb, path.c_str(), o.repeat,
               cpu >= 0 ? ("pinned to CPU " + std::to_string(cpu)).c_str()
@@ -685,8 +492,9 @@ void run_format(const Options& o, Format format, int cpu) {
       capstone_output_s, share(capstone_output_s), other_s, share(other_s));
   std::printf("  end to end (capstone) %.2f M spans/s = %.2fx the parser floor, %.2fx the RapidJSON reader alone\n",
               spans_per_s / 1e6, ratio, rapidjson_read_s / capstone_s);
-  std::printf("  targets (issue 14): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
-              spans_per_s >= 5e6 ? "met" : "not met", ratio >= 0.8 ? "met" : "not met");
+  std::printf(
+      "  targets (docs/critical-path.md): >= 5.00 M spans/s end to end on one core -> %s; >= 0.80x floor -> %s\n",
+      spans_per_s >= 5e6 ? "met" : "not met", ratio >= 0.8 ? "met" : "not met");
   // What the ratio target leaves for everything after the parse, from this run: end to end at
   // 0.8x the floor may take 1.25x the floor's time, so reading (parse + build) plus the
   // algorithm and the output must fit in it.
@@ -723,17 +531,17 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--spans") {
-      o.spans = parse_count(arg, value(), 1, 20'000'000);  // ~11 GB of JSON at most
+      o.traces.spans = parse_count(arg, value(), 1, 20'000'000);  // ~11 GB of JSON at most
     } else if (arg == "--spans-per-trace") {
-      o.spans_per_trace = parse_count(arg, value(), 1, 1'000'000);
+      o.traces.spans_per_trace = parse_count(arg, value(), 1, 1'000'000);
     } else if (arg == "--format") {
       const std::string format = value();
       if (format == "ndjson") {
-        o.formats.push_back(Format::kNdjson);
+        o.formats.push_back(SyntheticFormat::kJaegerNdjson);
       } else if (format == "envelope") {
-        o.formats.push_back(Format::kEnvelope);
+        o.formats.push_back(SyntheticFormat::kJaegerEnvelope);
       } else if (format == "otlp") {
-        o.formats.push_back(Format::kOtlp);
+        o.formats.push_back(SyntheticFormat::kOtlpNdjson);
       } else {
         std::fprintf(stderr, "tailscope-critpath-bench: --format expects ndjson, envelope or otlp, got '%s'\n",
                      format.c_str());
@@ -754,10 +562,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.formats.empty()) o.formats = {Format::kNdjson, Format::kOtlp};
+  if (o.formats.empty()) o.formats = {SyntheticFormat::kJaegerNdjson, SyntheticFormat::kOtlpNdjson};
   const int cpu = pin_to_cpu(o.cpu);
-  std::printf("tailscope-critpath-bench: %zu spans in traces of %zu, socialnet-shaped\n", o.spans, o.spans_per_trace);
-  for (Format format : o.formats) run_format(o, format, cpu);
+  std::printf("tailscope-critpath-bench: %zu spans in traces of %zu, socialnet-shaped\n", o.traces.spans,
+              o.traces.spans_per_trace);
+  try {
+    for (SyntheticFormat format : o.formats) run_format(o, format, cpu);
+  } catch (const std::exception& e) {  // the trace file could not be written
+    std::fprintf(stderr, "tailscope-critpath-bench: %s\n", e.what());
+    return 1;
+  }
   report_wide_fan_outs(o.repeat);
   return 0;
 }

@@ -9,7 +9,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,18 +21,12 @@
 
 #include "baseline/reference.h"
 #include "core/clock.h"
+#include "core/rusage.h"
 
 namespace tailscope::baseline {
 namespace {
 
 constexpr size_t kMessageBytes = 64;
-
-int64_t process_cpu_ns() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000; };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
 
 [[noreturn]] void sys_fail(const char* what) {
   throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));

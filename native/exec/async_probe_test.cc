@@ -1,4 +1,5 @@
-// The probe's derived delays, exactly as the issue defines them.
+// The probe's derived delays, exactly as docs/async-study.md ("The probe: five
+// timestamps per call") defines them.
 #include "exec/async_probe.h"
 
 #include <gtest/gtest.h>

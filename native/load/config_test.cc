@@ -40,7 +40,8 @@ TEST(ParseDuration, AcceptsUnits) {
   EXPECT_THROW(parse_duration_s("3 fortnights"), std::invalid_argument);
 }
 
-// Issue 13: each of these used to be accepted, misread or reported as "stod".
+// Each of these used to be accepted, misread or reported as "stod": a run must
+// refuse what it cannot honour, with a message naming the input.
 TEST(ParseOptions, RejectWhatTheRunCannotHonour) {
   auto message = [](auto&& parse) -> std::string {
     try {

@@ -86,7 +86,7 @@ TEST(RequestTiming, WarmUpAndAfterWindowRequestsAreCutByIntendedTime) {
   EXPECT_EQ(w.result.completed_in_window, 1);
   EXPECT_EQ(w.result.intended.total_count(), 1);
   EXPECT_EQ(w.result.send_lag.total_count(), 1);
-  // Bytes follow the same rule as the counts (issue 13: they included the warm-up).
+  // Bytes follow the same rule as the counts (they once included the warm-up).
   EXPECT_EQ(w.result.bytes_sent, 10);
   EXPECT_EQ(w.result.bytes_received, 10);
 }

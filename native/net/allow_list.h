@@ -1,7 +1,8 @@
-// The one rule every connect in native/ obeys (DESIGN.md, Safety): traffic
-// goes to loopback or to the lab subnet, the addresses of the network
-// namespaces tailscope's own lab hosts make (docs/lab-hosts.md), and nowhere
-// else. The RPC client, the ping client, the OTLP exporter and tailscope-load
+// The one rule every connect in native/ obeys: traffic goes to loopback or to
+// the lab subnet, the addresses of the network namespaces tailscope's own lab
+// hosts make, and nowhere else (docs/lab-hosts.md, "The allow-list"). The lab
+// generates load: a typo in an address must not aim it at someone else's
+// machine. The RPC client, the ping client, the OTLP exporter and tailscope-load
 // check a target here before their socket exists, so a refused address never
 // sees a packet.
 //

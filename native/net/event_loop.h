@@ -50,7 +50,7 @@ class EventLoop {
 // with tokens that have kTokenTag set (the loop's owner gives those events to
 // on_ready), and the owner calls service() once per iteration, before it
 // waits, to send what was queued meanwhile. svc's coroutine model drives its
-// RPC client connections this way (svc/rpc_client.h, ChannelLoop).
+// RPC client connections this way (svc/multiplexed_channel.h, ChannelLoop).
 class LoopDriven {
  public:
   // User-space pointers and descriptors never have the top bit set.

@@ -1,7 +1,10 @@
 // Socket mechanics every server model and the load generator share, written
 // once: listeners, non-blocking mode, TCP_NODELAY, the fd limit.
 //
-// Everything binds loopback unless told otherwise (DESIGN.md, Safety).
+// Everything binds loopback unless told otherwise, and never beyond the lab
+// subnet: a load generator and services that anyone on the network could
+// reach (or that could reach anyone) would turn a latency lab into a traffic
+// source. The rule is net/allow_list.h; docs/lab-hosts.md ("The allow-list").
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // (channel callback, timer) resumes it on the handler's own loop, so a
 // handler's code always runs on one thread and needs no locks.
 // Each loop owns its own client connections (a ChannelLoop it drives,
-// svc/rpc_client.h): a call's frame leaves when the loop finishes its
+// svc/multiplexed_channel.h): a call's frame leaves when the loop finishes its
 // iteration, the response is read by the same loop, and the resumption is a
 // post to itself — no channel thread, no cross-thread hand-off per call.
 // A group's async calls start eagerly and are joined with exec::when_all;

@@ -211,6 +211,14 @@ INSTANTIATE_TEST_SUITE_P(Svc, EveryModel,
                            return n;
                          });
 
+TEST(ModelRegistry, ListsEveryModelInOrderAndMakesEachByItsName) {
+  // The order is part of the interface: tailscope-svc --list-models prints it.
+  EXPECT_EQ(model_names(),
+            (std::vector<std::string>{"std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"}));
+  for (const std::string& name : model_names()) EXPECT_EQ(make_model(name)->name(), name);
+  EXPECT_THROW(make_model("fibers"), std::invalid_argument);
+}
+
 TEST(Faults, MalformedFrameClosesTheConnectionAndIsCounted) {
   Graph g("coroutine");
   const int fd = connect_to(g.port("uid"));

@@ -11,7 +11,10 @@
 // retried a bounded number of times; then the batch is dropped and counted.
 //
 // Endpoint hosts are loopback or the lab subnet (198.18.0.0/15) only — the
-// project never sends a packet anywhere else (DESIGN.md, Safety).
+// project never sends a packet anywhere else: spans name services and
+// timings of the machine under test, and a typo in a URL must not send them
+// (or load) off the machine (net/allow_list.h; docs/lab-hosts.md, "The
+// allow-list").
 #pragma once
 
 #include <atomic>

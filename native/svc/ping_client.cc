@@ -1,6 +1,5 @@
 #include "svc/ping_client.h"
 
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,18 +12,14 @@
 #include "core/hdr_histogram.h"
 #include "core/latency_summary.h"
 #include "core/proc_sampler.h"
+#include "core/result_writer.h"
+#include "core/rusage.h"
 #include "net/allow_list.h"
-#include "svc/rpc_client.h"
+#include "svc/multiplexed_channel.h"
+#include "svc/rpc_call.h"
 
 namespace tailscope::svc {
 namespace {
-
-int64_t self_cpu_ns() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000; };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
 
 // How the server's CPU time was read: its POSIX CPU-time clock counts
 // nanoseconds; /proc's utime + stime count clock ticks (10 ms), an error of
@@ -35,7 +30,7 @@ enum class CpuClock { kPosixCpuClock, kProcTicks };
 const char* to_string(CpuClock c) { return c == CpuClock::kPosixCpuClock ? "posix_cpu_clock" : "proc_ticks"; }
 
 // -1 when the process cannot be read.
-int64_t process_cpu_ns(pid_t pid, CpuClock* how) {
+int64_t cpu_ns_of(pid_t pid, CpuClock* how) {
   clockid_t clock{};
   timespec ts{};
   if (clock_getcpuclockid(pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
@@ -147,13 +142,13 @@ nlohmann::json run_pings(const PingOptions& o) {
 
   HdrHistogram rtt = HdrHistogram::for_latency_ns();
   CpuClock clock_before = CpuClock::kProcTicks, clock_after = CpuClock::kProcTicks;
-  const int64_t server_cpu_before = o.server_pid > 0 ? process_cpu_ns(o.server_pid, &clock_before) : -1;
-  const int64_t client_cpu_before = self_cpu_ns();
+  const int64_t server_cpu_before = o.server_pid > 0 ? cpu_ns_of(o.server_pid, &clock_before) : -1;
+  const int64_t client_cpu_before = process_cpu_ns();
   const int64_t start_ns = monotonic_ns();
   driver.run(o.calls, o.concurrency, &rtt);
   const int64_t wall_ns = monotonic_ns() - start_ns;
-  const int64_t client_cpu_ns = self_cpu_ns() - client_cpu_before;
-  const int64_t server_cpu_after = o.server_pid > 0 ? process_cpu_ns(o.server_pid, &clock_after) : -1;
+  const int64_t client_cpu_ns = process_cpu_ns() - client_cpu_before;
+  const int64_t server_cpu_after = o.server_pid > 0 ? cpu_ns_of(o.server_pid, &clock_after) : -1;
   const int64_t iterations = loop.iterations() - iterations_before, sends = loop.sends() - sends_before;
   const int64_t delayed_batches = loop.delayed_batches() - delayed_before;
   channel.close();
@@ -203,6 +198,21 @@ nlohmann::json run_pings(const PingOptions& o) {
             {"one_way_delay_us", delay.delay_ns / 1000},
             {"jitter_us", delay.jitter_ns / 1000}}},
           {"unavailable", unavailable}};
+}
+
+nlohmann::json ping_result_document(const PingOptions& options, int argc, char** argv) {
+  nlohmann::json doc = new_result_document("tailscope-svc", argc, argv);
+  doc["config"] = {{"mode", "ping"},
+                   {"host", options.host},
+                   {"port", options.port},
+                   {"server_pid", options.server_pid},
+                   {"link_delays", options.link_delays.to_json()}};
+  nlohmann::json ping = run_pings(options);
+  doc["unavailable"] = ping["unavailable"];
+  ping.erase("unavailable");
+  doc["ping"] = ping;
+  doc["measurements"] = nlohmann::json::array();
+  return doc;
 }
 
 }  // namespace tailscope::svc

@@ -42,4 +42,8 @@ struct PingOptions {
 // {address, one_way_delay_us, jitter_us} of this side}.
 nlohmann::json run_pings(const PingOptions& options);
 
+// `tailscope-svc --ping`'s result document: run_pings' figures under "ping",
+// its "unavailable" at the top, the options under "config".
+nlohmann::json ping_result_document(const PingOptions& options, int argc, char** argv);
+
 }  // namespace tailscope::svc

@@ -268,18 +268,35 @@ RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
 
 // ---------------------------------------------------------------- models
 
+namespace {
+
+// The registry: every model by the name --model and topologies give it, in
+// the order tools list them (tailscope-svc --list-models). Names and
+// factories live in one table so a model cannot be listed and not made.
+struct ModelEntry {
+  std::string_view name;
+  std::unique_ptr<ConcurrencyModel> (*make)();
+};
+constexpr ModelEntry kModels[] = {{"std-async", make_std_async_model},
+                                  {"std-thread", make_std_thread_model},
+                                  {"pool-blocking", make_pool_blocking_model},
+                                  {"pool-callback", make_pool_callback_model},
+                                  {"coroutine", make_coroutine_model}};
+
+}  // namespace
+
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"std-async", "std-thread", "pool-blocking", "pool-callback",
-                                                 "coroutine"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ModelEntry& m : kModels) out.emplace_back(m.name);
+    return out;
+  }();
   return names;
 }
 
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name) {
-  if (name == "std-async") return make_std_async_model();
-  if (name == "std-thread") return make_std_thread_model();
-  if (name == "pool-blocking") return make_pool_blocking_model();
-  if (name == "pool-callback") return make_pool_callback_model();
-  if (name == "coroutine") return make_coroutine_model();
+  for (const ModelEntry& m : kModels)
+    if (m.name == name) return m.make();
   std::string known;
   for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown concurrency model '" + std::string(name) + "' (known: " + known + ")");

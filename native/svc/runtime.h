@@ -12,7 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "svc/rpc_client.h"
+#include "svc/blocking_client_pool.h"
+#include "svc/multiplexed_channel.h"
 #include "svc/server.h"
 #include "svc/timer_service.h"
 #include "svc/topology.h"
@@ -169,6 +170,7 @@ std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
 std::unique_ptr<ConcurrencyModel> make_coroutine_model();
 // Throws std::invalid_argument naming the model and the known ones.
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);
+// Every name make_model knows, in registry order (tailscope-svc --list-models).
 const std::vector<std::string>& model_names();
 
 // One running service: runtime + model + listener.

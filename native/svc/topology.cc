@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -312,6 +313,20 @@ Topology parse_topology_text(const std::string& text, const std::string& origin,
   Topology t = parse_topology(doc, origin);
   if (doc_out) *doc_out = std::move(doc);
   return t;
+}
+
+json check_topology_input(const std::string& path, const std::string& origin) {
+  std::stringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path);
+    if (!in) throw std::invalid_argument(path + ": cannot open topology file");
+    ss << in.rdbuf();
+  }
+  json doc;
+  parse_topology_text(ss.str(), origin.empty() ? path : origin, &doc);
+  return doc;
 }
 
 }  // namespace tailscope::svc

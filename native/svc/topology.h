@@ -106,5 +106,9 @@ Topology load_topology_file(const std::string& path);
 // load_topology_file does; errors name `origin`. Returns the document too,
 // for `tailscope-svc --check-topology` (the one validator Python calls).
 Topology parse_topology_text(const std::string& text, const std::string& origin, nlohmann::json* doc_out = nullptr);
+// `tailscope-svc --check-topology`: reads FILE (or stdin for "-"), validates it
+// as parse_topology_text does (errors name `origin`, or FILE when it is "")
+// and returns the normalised document.
+nlohmann::json check_topology_input(const std::string& path, const std::string& origin);
 
 }  // namespace tailscope::svc

@@ -1,4 +1,4 @@
-# tailscope-critpath: the trace analysis engine (issue 5).
+# tailscope-critpath: the trace analysis engine (docs/critical-path.md).
 if(TARGET tailscope_analyze)
   tailscope_engine(tailscope-critpath
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/critpath_main.cc

@@ -17,6 +17,7 @@
 
 #include "core/affinity.h"
 #include "core/result_writer.h"
+#include "core/stop_signals.h"
 #include "prof/placement.h"
 #include "prof/probe.h"
 #include "prof/stress/driver.h"
@@ -106,9 +107,7 @@ int main(int argc, char** argv) {
   }
 
   // Blocked in every thread (instances inherit the mask); the driver waits for them.
-  sigset_t stop_set;
-  sigemptyset(&stop_set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_set, sig);
+  const sigset_t stop_set = signal_set({SIGINT, SIGTERM, SIGHUP});
   pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   try {
     json doc = new_result_document("tailscope-stress", argc, argv);

@@ -1,8 +1,6 @@
 #include "trace/trace_reader.h"
 
 #include <fcntl.h>
-#include <rapidjson/error/en.h>
-#include <rapidjson/reader.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +10,8 @@
 #include <vector>
 
 #include "trace/gzip_read_stream.h"
-#include "trace/internal/jaeger_trace_builder.h"
-#include "trace/internal/json_scalar.h"
-#include "trace/internal/otlp_document_builder.h"
+#include "trace/internal/input_buffer.h"
+#include "trace/internal/rapidjson_value_reader.h"
 #include "trace/internal/simdjson_value_reader.h"
 #include "trace/internal/value_scanner.h"
 
@@ -37,371 +34,8 @@ void ReadStats::add(const ReadStats& o) {
 
 namespace {
 
-using internal::JaegerTraceBuilder;
-using internal::JsonScalar;
-using internal::OtlpDocumentBuilder;
-
-// Routes the SAX events of one top-level JSON value. A top-level object is
-// either a Jaeger trace, a {"data": [trace…]} envelope or an OTLP
-// {"resourceSpans": […]} document — we only know which from its keys, so a
-// top-level object is read as a trace candidate while "data" and
-// "resourceSpans" are routed to their own readers.
-class TraceJsonHandler {
- public:
-  TraceJsonHandler(NameTable& names, const ReadOptions& options, ReadStats& stats, const TraceCallback& on_trace)
-      : options_(options),
-        stats_(stats),
-        on_trace_(on_trace),
-        top_trace_(names, options, stats),
-        item_trace_(names, options, stats),
-        otlp_(names, options, stats) {}
-
-  bool stopped() const { return stopped_; }
-  const std::string& semantic_error() const { return semantic_error_; }
-
-  // RapidJSON SAX handler concept.
-  bool Null() { return on_scalar(JsonScalar{}); }
-  bool Bool(bool b) {
-    JsonScalar s;
-    s.type = JsonScalar::Type::kBool;
-    s.boolean = b;
-    return on_scalar(s);
-  }
-  bool Int(int i) { return Int64(i); }
-  bool Uint(unsigned u) { return Int64(u); }
-  bool Int64(std::int64_t i) {
-    JsonScalar s;
-    s.type = JsonScalar::Type::kInt;
-    s.integer = i;
-    return on_scalar(s);
-  }
-  bool Uint64(std::uint64_t u) {
-    JsonScalar s;
-    s.type = JsonScalar::Type::kUint;
-    s.unsigned_integer = u;
-    return on_scalar(s);
-  }
-  bool Double(double d) {
-    JsonScalar s;
-    s.type = JsonScalar::Type::kDouble;
-    s.number = d;
-    return on_scalar(s);
-  }
-  bool RawNumber(const char* str, rapidjson::SizeType length, bool copy) { return String(str, length, copy); }
-  bool String(const char* str, rapidjson::SizeType length, bool) {
-    JsonScalar s;
-    s.type = JsonScalar::Type::kString;
-    s.text = std::string_view(str, length);
-    return on_scalar(s);
-  }
-  bool Key(const char* str, rapidjson::SizeType length, bool) {
-    const std::string_view key(str, length);
-    if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {  // the hot path: inside a span
-      inside_trace_->key(key);
-      return true;
-    }
-    Route& r = routes_.back();
-    switch (r.kind) {
-      case RouteKind::kTrace:
-        if (depth_ == r.base_depth && r.may_be_envelope) {
-          if (key == "data") {
-            pending_ = Pending::kData;
-            return true;
-          }
-          if (key == "resourceSpans") {
-            pending_ = Pending::kOtlp;
-            return true;
-          }
-        }
-        pending_ = Pending::kNone;
-        r.trace->key(key);
-        return true;
-      case RouteKind::kOtlp:
-        otlp_.key(key);
-        return true;
-      default:
-        return true;
-    }
-  }
-  bool StartObject() { return on_start(true); }
-  bool StartArray() { return on_start(false); }
-  bool EndObject(rapidjson::SizeType) { return on_end(); }
-  bool EndArray(rapidjson::SizeType) { return on_end(); }
-
- private:
-  enum class RouteKind : std::uint8_t { kTop, kTopArray, kTrace, kData, kOtlp, kSkip };
-  enum class Pending : std::uint8_t { kNone, kData, kOtlp };
-  struct Route {
-    RouteKind kind;
-    int base_depth;  // depth inside the container that opened this route
-    JaegerTraceBuilder* trace = nullptr;
-    bool may_be_envelope = false;
-  };
-
-  bool on_scalar(const JsonScalar& value) {
-    if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {
-      inside_trace_->scalar(value);
-      return true;
-    }
-    Route& r = routes_.back();
-    switch (r.kind) {
-      case RouteKind::kTrace:
-        if (pending_ != Pending::kNone && depth_ == r.base_depth) {
-          pending_ = Pending::kNone;  // "data": null and the like
-          return true;
-        }
-        r.trace->scalar(value);
-        return true;
-      case RouteKind::kOtlp:
-        otlp_.scalar(value);
-        return true;
-      case RouteKind::kTop:
-      case RouteKind::kTopArray:
-        return fail("expected a JSON object (a Jaeger trace or envelope, or an OTLP document)");
-      default:
-        return true;  // kData: non-object items are ignored; kSkip
-    }
-  }
-
-  bool on_start(bool is_object) {
-    if (depth_ >= options_.max_nesting_depth) {
-      return fail("JSON nested deeper than " + std::to_string(options_.max_nesting_depth) + " levels");
-    }
-    ++depth_;
-    if (inside_trace_ != nullptr && depth_ > trace_base_depth_ + 1) {
-      if (is_object)
-        inside_trace_->start_object();
-      else
-        inside_trace_->start_array();
-      return true;
-    }
-    Route& r = routes_.back();
-    switch (r.kind) {
-      case RouteKind::kTop:
-        if (is_object) {
-          begin_trace(&top_trace_, true);
-        } else {
-          routes_.push_back(Route{RouteKind::kTopArray, depth_});
-          update_fast_path();
-        }
-        return true;
-      case RouteKind::kTopArray:
-        if (!is_object) return fail("expected a JSON object inside the top-level array");
-        begin_trace(&top_trace_, true);
-        return true;
-      case RouteKind::kTrace:
-        if (depth_ == r.base_depth + 1 && pending_ != Pending::kNone) {
-          const Pending pending = pending_;
-          pending_ = Pending::kNone;
-          if (!is_object && pending == Pending::kData) {
-            routes_.push_back(Route{RouteKind::kData, depth_});
-          } else if (!is_object && pending == Pending::kOtlp) {
-            otlp_.begin();
-            routes_.push_back(Route{RouteKind::kOtlp, depth_});
-          } else {
-            routes_.push_back(Route{RouteKind::kSkip, depth_});
-          }
-          update_fast_path();
-          return true;
-        }
-        if (is_object)
-          r.trace->start_object();
-        else
-          r.trace->start_array();
-        return true;
-      case RouteKind::kData:
-        if (is_object) {
-          begin_trace(&item_trace_, false);
-        } else {
-          routes_.push_back(Route{RouteKind::kSkip, depth_});
-          update_fast_path();
-        }
-        return true;
-      case RouteKind::kOtlp:
-        if (is_object)
-          otlp_.start_object();
-        else
-          otlp_.start_array();
-        return true;
-      case RouteKind::kSkip:
-        return true;
-    }
-    return true;
-  }
-
-  bool on_end() {
-    if (inside_trace_ != nullptr && depth_ > trace_base_depth_) {
-      --depth_;
-      inside_trace_->end_container();
-      return true;
-    }
-    Route& r = routes_.back();
-    const bool closes_route = r.kind != RouteKind::kTop && depth_ == r.base_depth;
-    --depth_;
-    if (!closes_route) {
-      if (r.kind == RouteKind::kTrace)
-        r.trace->end_container();
-      else if (r.kind == RouteKind::kOtlp)
-        otlp_.end_container();
-      return true;
-    }
-    const Route done = r;
-    routes_.pop_back();
-    update_fast_path();
-    switch (done.kind) {
-      case RouteKind::kTrace:
-        if (!done.may_be_envelope || done.trace->has_content()) return emit(done.trace->finish());
-        return true;
-      case RouteKind::kOtlp:
-        if (!otlp_.finish(on_trace_)) {
-          stopped_ = true;
-          return false;
-        }
-        return true;
-      default:
-        return true;
-    }
-  }
-
-  void begin_trace(JaegerTraceBuilder* builder, bool may_be_envelope) {
-    builder->begin();
-    pending_ = Pending::kNone;
-    routes_.push_back(Route{RouteKind::kTrace, depth_, builder, may_be_envelope});
-    update_fast_path();
-  }
-
-  // Events deeper than a trace object's own keys go straight to its builder.
-  void update_fast_path() {
-    const Route& r = routes_.back();
-    inside_trace_ = r.kind == RouteKind::kTrace ? r.trace : nullptr;
-    trace_base_depth_ = r.base_depth;
-  }
-
-  bool emit(Trace& trace) {
-    ++stats_.traces;
-    ++stats_.jaeger_traces;
-    stats_.spans += trace.spans.size();
-    if (!on_trace_(trace)) {
-      stopped_ = true;
-      return false;
-    }
-    return true;
-  }
-
-  bool fail(std::string message) {
-    semantic_error_ = std::move(message);
-    return false;
-  }
-
-  const ReadOptions& options_;
-  ReadStats& stats_;
-  const TraceCallback& on_trace_;
-  JaegerTraceBuilder top_trace_;   // a top-level object (maybe an envelope)
-  JaegerTraceBuilder item_trace_;  // an element of "data"
-  OtlpDocumentBuilder otlp_;
-  std::vector<Route> routes_{Route{RouteKind::kTop, 0}};
-  Pending pending_ = Pending::kNone;
-  int depth_ = 0;
-  JaegerTraceBuilder* inside_trace_ = nullptr;  // set while the innermost route is a trace
-  int trace_base_depth_ = 0;
-  bool stopped_ = false;
-  std::string semantic_error_;
-};
-
-// The reader's input: a window over the (decompressed) bytes, refilled from
-// the file in chunks and grown only while one top-level value does not fit.
-// It is also RapidJSON's input stream for the slow path. The bytes past the
-// filled part are readable padding, as simdjson needs.
-class InputBuffer {
- public:
-  using Ch = char;
-  static constexpr std::size_t kChunkBytes = 1 << 20;
-
-  InputBuffer(GzipReadStream* source, std::size_t padding) : source_(source), padding_(padding) {
-    reserve(kChunkBytes);
-  }
-  // In-memory input: the whole text, no source.
-  InputBuffer(std::string_view text, std::size_t padding) : padding_(padding) {
-    reserve(text.size());
-    std::memcpy(buffer_.get(), text.data(), text.size());
-    end_ = text.size();
-  }
-
-  const char* cursor() const { return buffer_.get() + pos_; }
-  std::size_t available() const { return end_ - pos_; }
-  void skip(std::size_t n) { pos_ += n; }
-  // Reads more input after what is buffered (moving it to the buffer's start,
-  // so cursor() changes). False at the end of input.
-  bool fill() {
-    if (source_ == nullptr || source_->at_end()) return false;
-    if (pos_ > 0) {
-      std::memmove(buffer_.get(), buffer_.get() + pos_, end_ - pos_);
-      consumed_ += pos_;
-      end_ -= pos_;
-      pos_ = 0;
-    }
-    if (capacity_ - end_ < kChunkBytes / 2) reserve(2 * capacity_);
-    const std::size_t n = source_->read(buffer_.get() + end_, capacity_ - end_);
-    end_ += n;
-    std::memset(buffer_.get() + end_, 0, padding_);  // '\0' ends RapidJSON's view
-    return n > 0;
-  }
-  // True at the real end of input (Peek() is also '\0' at a NUL byte).
-  bool at_end() { return pos_ == end_ && !fill(); }
-  // Whether rewind_to() can go back past the buffer's start (a regular file,
-  // or text in memory; not a pipe).
-  bool rewindable() const { return source_ == nullptr || source_->rewindable(); }
-  // Moves the read position back to input offset `offset` (at most Tell()):
-  // inside the buffer while those bytes are still there, else by reading the
-  // source again from its start. False when it cannot.
-  bool rewind_to(std::uint64_t offset) {
-    if (offset >= consumed_) {
-      pos_ = offset - consumed_;
-      return true;
-    }
-    if (source_ == nullptr || !source_->rewind()) return false;
-    consumed_ = pos_ = end_ = 0;
-    while (consumed_ + end_ < offset) {
-      pos_ = end_;  // drop what is before the offset
-      if (!fill()) return false;
-    }
-    pos_ = offset - consumed_;
-    return true;
-  }
-
-  // RapidJSON stream concept.
-  Ch Peek() {
-    if (pos_ == end_) fill();
-    return buffer_[pos_];
-  }
-  Ch Take() {
-    const Ch c = Peek();
-    if (pos_ < end_) ++pos_;
-    return c;
-  }
-  std::size_t Tell() const { return consumed_ + pos_; }
-  Ch* PutBegin() { return nullptr; }
-  void Put(Ch) {}
-  void Flush() {}
-  std::size_t PutEnd(Ch*) { return 0; }
-
- private:
-  void reserve(std::size_t capacity) {
-    auto grown = std::make_unique<char[]>(capacity + padding_ + 1);
-    if (buffer_ != nullptr) std::memcpy(grown.get(), buffer_.get(), end_);
-    std::memset(grown.get() + end_, 0, capacity + padding_ + 1 - end_);
-    buffer_ = std::move(grown);
-    capacity_ = capacity;
-  }
-
-  GzipReadStream* source_ = nullptr;
-  std::size_t padding_;
-  std::unique_ptr<char[]> buffer_;
-  std::size_t capacity_ = 0;
-  std::size_t pos_ = 0;
-  std::size_t end_ = 0;
-  std::size_t consumed_ = 0;  // input bytes dropped from the buffer's front
-};
+using internal::InputBuffer;
+using internal::is_json_space;
 
 // A top-level value larger than this is read by the RapidJSON stream instead
 // of being buffered whole for simdjson: memory stays bounded by the largest
@@ -424,8 +58,6 @@ internal::ValueScanner::Status cut_value(InputBuffer& in, internal::ValueScanner
     if (*scanned >= kMaxBufferedValueBytes || !in.fill()) return status;
   }
 }
-
-inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // Length of `{ "data" : [` (or "resourceSpans") at p[0, n), whitespace
 // allowed where JSON allows it; 0 when the value does not start so.
@@ -483,7 +115,7 @@ StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fas
   if (otlp) fast.begin_resource_spans();
   std::uint64_t delivered = 0;
   for (bool first = true;; first = false) {
-    rapidjson::SkipWhitespace(in);
+    in.skip_whitespace();
     char c = in.Peek();
     if (c == ']') {
       in.Take();
@@ -492,7 +124,7 @@ StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fas
     if (!first) {
       if (c != ',') return StreamStatus::kGaveUp;
       in.Take();
-      rapidjson::SkipWhitespace(in);
+      in.skip_whitespace();
       c = in.Peek();
     }
     if (c != '{') return StreamStatus::kGaveUp;
@@ -515,14 +147,14 @@ StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fas
     delivered = 0;
     if (status == FastReadStatus::kStopped) return StreamStatus::kStopped;
   }
-  rapidjson::SkipWhitespace(in);
+  in.skip_whitespace();
   if (in.Peek() == '}') {
     in.Take();
     return StreamStatus::kOk;
   }
   if (in.Peek() != ',') return StreamStatus::kGaveUp;
   in.Take();
-  rapidjson::SkipWhitespace(in);
+  in.skip_whitespace();
   if (in.Peek() != '"') return StreamStatus::kGaveUp;  // e.g. a trailing comma: RapidJSON says so
   // The rest of the envelope's members, up to its closing brace.
   ValueScanner scanner(options.max_nesting_depth, 1);
@@ -555,13 +187,12 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
     }
     return on_trace(t);
   };
-  TraceJsonHandler handler(names, options, result.stats, skip_delivered);
+  internal::RapidjsonValueReader slow(names, options, result.stats, skip_delivered);
   internal::SimdjsonValueReader fast(names, options);
   std::string stream_scratch;  // the members after a streamed envelope's array
-  rapidjson::Reader reader;
   bool any_value = false;
   for (;;) {
-    rapidjson::SkipWhitespace(in);
+    in.skip_whitespace();
     if (in.Peek() == '\0') {
       if (!in.at_end()) {
         result.ok = false;
@@ -619,19 +250,14 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
       }
     }
     ++result.stats.values_rapidjson;
-    reader.Parse<rapidjson::kParseStopWhenDoneFlag>(in, handler);
+    const internal::SlowReadStatus slow_status = slow.read(in, &result.error, &result.error_offset);
     skip = 0;
-    if (reader.HasParseError()) {
-      if (handler.stopped()) {
-        result.stopped = true;
-        break;
-      }
+    if (slow_status == internal::SlowReadStatus::kStopped) {
+      result.stopped = true;
+      break;
+    }
+    if (slow_status == internal::SlowReadStatus::kError) {
       result.ok = false;
-      result.error_offset = reader.GetErrorOffset();
-      result.error = handler.semantic_error().empty()
-                         ? std::string("invalid JSON at byte offset ") + std::to_string(result.error_offset) + ": " +
-                               rapidjson::GetParseError_En(reader.GetParseErrorCode())
-                         : handler.semantic_error() + " at byte offset " + std::to_string(result.error_offset);
       break;
     }
   }

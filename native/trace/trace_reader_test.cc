@@ -684,7 +684,7 @@ std::string big_envelope(bool otlp, int count, const std::string& bad_element, i
   return text + "]" + tail;
 }
 
-// Regression (issue 14): a {"data": [...]} export or an OTLP batch larger
+// Regression: a {"data": [...]} export or an OTLP batch larger
 // than 8 MiB was one value too big for simdjson and went to the RapidJSON
 // path whole. It now streams element by element through simdjson, giving the
 // same traces and counters; when it meets an error it rewinds (a plain file,

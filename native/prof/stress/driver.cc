@@ -9,6 +9,7 @@
 
 #include "core/affinity.h"
 #include "core/clock.h"
+#include "core/stop_signals.h"
 #include "prof/cache_sizes.h"
 
 namespace tailscope::prof::stress {
@@ -128,16 +129,9 @@ StressOutcome run_stress(const StressConfig& config, const sigset_t& stop_set, c
   cv.notify_all();
   out.stopped_by = "duration";
   if (failure.empty()) {
-    for (;;) {
-      const int64_t left = start_ns + duration_ns - monotonic_ns();
-      if (left <= 0) break;
-      timespec ts{left / 1'000'000'000, left % 1'000'000'000};
-      const int sig = sigtimedwait(&stop_set, nullptr, &ts);
-      if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-        out.stopped_by = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP";
-        break;
-      }
-    }
+    const int sig = wait_for_stop(stop_set, start_ns + duration_ns);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+      out.stopped_by = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP";
   }
   stop.store(true);
   for (auto& t : threads) t.join();

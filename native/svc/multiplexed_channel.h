@@ -1,44 +1,26 @@
-// RPC clients. Two shapes, because the models need both:
+// The multiplexed RPC client: a few long-lived connections to one service,
+// many calls in flight on each, responses matched by request id. The sockets
+// belong to one ChannelLoop per service process (net/event_loop.h), not to a
+// thread per connection: a call encodes its frame into its connection's
+// output buffer and, if the loop has nothing queued for that connection yet,
+// queues it (waking the loop only when it sleeps); the loop sends what a
+// connection gathered in one send() per iteration, reads responses, decodes
+// them in place and runs each call's callback on the loop thread, so a
+// completion reaches the model's executor with one wake-up (the model's
+// post). Request ids index a slot table (internal/pending_calls.h), so
+// nothing on the hot path allocates once buffers have grown. Per-call
+// timeouts through the TimerService. Used by pool-blocking (which then
+// blocks on a future), pool-callback and coroutine; the other client model
+// is svc/blocking_client_pool.h. How a call ends: svc/rpc_call.h.
 //
-//  * MultiplexedChannel — a few long-lived connections to one service, many
-//    calls in flight on each, responses matched by request id. The sockets
-//    belong to one ChannelLoop per service process (net/event_loop.h), not to
-//    a thread per connection: a call encodes its frame into its connection's
-//    output buffer and, if the loop has nothing queued for that connection
-//    yet, queues it (waking the loop only when it sleeps); the loop sends what
-//    a connection gathered in one send() per iteration, reads responses,
-//    decodes them in place and runs each call's callback on the loop thread,
-//    so a completion reaches the model's executor with one wake-up (the
-//    model's post). Request ids index a slot table, so nothing on the hot
-//    path allocates once buffers have grown. Per-call timeouts through the
-//    TimerService. Used by pool-blocking (which then blocks on a future),
-//    pool-callback and coroutine.
-//  * BlockingClientPool — DeathStarBench's ClientPool: a call borrows an idle
-//    connection (opening one if none is idle, up to max_connections), sends,
-//    and reads its response on the calling thread; one call per connection at
-//    a time. Used by std-async and std-thread, which serve each connection with
-//    one thread, so the callee's concurrency is the number of connections —
-//    exactly DeathStarBench's Thrift setup. It stays blocking: that is the
-//    model being studied.
-//
-// Either way a call ends exactly once: with the response, kTimeout when the
-// deadline passes, or kUnavailable when the connection fails or cannot be
-// opened. A failed connection is reopened on a later call, so the graph
-// recovers when a killed service comes back.
-//
-// A service's peers live at host:port; every host passes the allow-list
-// (net/allow_list.h) when a client is built, before any socket exists. A
-// nonzero LinkDelay (svc/link_delay.h) holds each request frame until its
+// A nonzero LinkDelay (svc/link_delay.h) holds each request frame until its
 // deadline: the channel loop keeps the held frames per connection and wakes
-// at the earliest deadline (its wait timeout, nanoseconds: epoll_pwait2); a
-// blocking pool's call thread, which waits for the answer anyway, sleeps
-// until then before it sends. Zero delay takes the paths above unchanged.
+// at the earliest deadline (its wait timeout, nanoseconds: epoll_pwait2).
+// Zero delay takes the paths above unchanged.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -49,17 +31,13 @@
 #include <vector>
 
 #include "net/event_loop.h"
+#include "svc/internal/pending_calls.h"
 #include "svc/link_delay.h"
+#include "svc/rpc_call.h"
 #include "svc/timer_service.h"
 #include "svc/transport.h"
 
 namespace tailscope::svc {
-
-struct CallResult {
-  RpcStatus status = RpcStatus::kOk;
-  std::string payload;
-};
-using CallCallback = std::function<void(CallResult&&)>;
 
 // A call's timeout deadline, rounded up to a grid of 1 % of the timeout (1 µs
 // … 10 ms). Calls due in one grid step share a deadline, so the timer thread
@@ -69,35 +47,7 @@ using CallCallback = std::function<void(CallResult&&)>;
 // times out at most 1 % (10 ms) later than asked.
 int64_t coarse_deadline_ns(int64_t now_ns, int64_t timeout_ns);
 
-// Opens a blocking TCP connection (TCP_NODELAY) to host:port within
-// timeout_ms; -1 on failure. Throws std::invalid_argument, before any socket
-// exists, when host is not numeric or not on the allow-list.
-int connect_to(const std::string& host, int port, int timeout_ms);
-
 namespace internal {
-
-// Calls in flight on one connection. A request id is the slot index (low 32
-// bits) and the slot's generation (high 32 bits): a late response or a
-// timeout for a slot already reused finds another generation and does nothing.
-class PendingCalls {
- public:
-  uint64_t add(CallCallback done);
-  // The callback of `id`, removed; empty when the call already ended.
-  CallCallback take(uint64_t id);
-  // Every pending callback, removed.
-  std::vector<CallCallback> take_all();
-  size_t size() const { return in_use_; }
-
- private:
-  struct Slot {
-    uint32_t generation = 0;
-    bool used = false;
-    CallCallback done;
-  };
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> free_;
-  size_t in_use_ = 0;
-};
 
 // One multiplexed connection. Callers touch the fields under `mu`; the loop
 // owns the `loop_*` fields.
@@ -226,53 +176,6 @@ class MultiplexedChannel {
   ChannelLoop& loop_;
   std::vector<std::unique_ptr<internal::ChannelConnection>> connections_;
   std::atomic<uint64_t> round_robin_{0};
-};
-
-class BlockingClientPool {
- public:
-  // Throws std::invalid_argument when host is not on the allow-list.
-  // `idle_timeout_ns` > 0: a pooled connection idle that long is closed at the
-  // next borrow or give-back (0: kept until close()).
-  BlockingClientPool(std::string host, int port, size_t max_connections, LinkDelay delay, int64_t idle_timeout_ns = 0,
-                     size_t max_frame_bytes = kDefaultMaxFrameBytes);
-  // 127.0.0.1:port, no delay.
-  BlockingClientPool(int port, size_t max_connections, size_t max_frame_bytes = kDefaultMaxFrameBytes)
-      : BlockingClientPool("127.0.0.1", port, max_connections, LinkDelay{}, 0, max_frame_bytes) {}
-  ~BlockingClientPool();
-  BlockingClientPool(const BlockingClientPool&) = delete;
-  BlockingClientPool& operator=(const BlockingClientPool&) = delete;
-
-  CallResult call(std::string_view method, std::string_view payload, const TraceContext& trace, int64_t timeout_ns);
-  void close();
-  size_t open_connections() const;
-
- private:
-  int borrow(int64_t deadline_ns);
-  void give_back(int fd, bool reusable);
-  // Caller holds mu_: moves every idle connection older than the idle timeout
-  // into `out` (closed by the caller once the lock is released).
-  void take_expired(std::vector<int>& out);
-
-  struct Idle {
-    int fd;
-    int64_t since_ns;  // when it was given back
-  };
-
-  std::string host_;
-  int port_;
-  size_t max_connections_;
-  size_t max_frame_bytes_;
-  LinkDelay delay_;
-  int64_t idle_timeout_ns_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  // Most recently given back at the back (reused first), so the front holds
-  // the longest idle: a burst's extra connections sink to the front and
-  // expire there, instead of the pool keeping its high-water mark for good.
-  std::deque<Idle> idle_;
-  size_t open_ = 0;
-  bool closed_ = false;
-  std::atomic<uint64_t> next_id_{1};
 };
 
 }  // namespace tailscope::svc

@@ -6,7 +6,7 @@
 // frames at least their delay, keeps their order, and never holds up the loop;
 // a peer outside the allow-list is refused before any socket exists. Driven
 // by a server's event loop, a channel's calls start and end on that loop's thread.
-#include "svc/rpc_client.h"
+#include "svc/multiplexed_channel.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,12 +22,16 @@
 
 #include "core/clock.h"
 #include "net/socket.h"
+#include "svc/internal/pending_calls.h"
 #include "svc/server.h"
+#include "svc/testing/rpc_test_server.h"
 
 namespace tailscope::svc {
 namespace {
 
-constexpr int64_t kLongTimeoutNs = 30'000'000'000;  // never reached: the runner's timeout catches hangs
+using testing::kLongTimeoutNs;
+using testing::kShimDelayNs;
+using testing::TestServer;
 
 // Collects call results by key; wait_for(n) blocks until n calls have ended.
 class Results {
@@ -54,59 +58,6 @@ class Results {
   std::condition_variable cv_;
   std::map<int, std::vector<CallResult>> ended_;
   int total_ = 0;
-};
-
-// An RPC server on an ephemeral loopback port. `answer` decides per request:
-// true answers it now (payload echoed), false holds it in held().
-class TestServer {
- public:
-  explicit TestServer(bool answer = true) : listen_fd_(net::make_listener("127.0.0.1", 0)) { start(answer); }
-  ~TestServer() {
-    stop();
-    ::close(listen_fd_);
-  }
-  void start(bool answer) {
-    server_ = std::make_unique<EventLoopServer>(ListenSpec{listen_fd_}, 1, counters_,
-                                                [this, answer](size_t, InboundRequest&& r) {
-                                                  dispatched_.fetch_add(1);
-                                                  if (answer) {
-                                                    r.conn->respond(r.id, RpcStatus::kOk, r.payload);
-                                                    return;
-                                                  }
-                                                  std::lock_guard lock(mu_);
-                                                  held_.push_back(std::move(r));
-                                                });
-    server_->start();
-  }
-  // Stops serving: its connections are shut down (the clients see EOF).
-  void stop() {
-    if (server_) server_->stop();
-    server_.reset();
-  }
-  size_t held_count() {
-    std::lock_guard lock(mu_);
-    return held_.size();
-  }
-  void answer_held() {
-    std::lock_guard lock(mu_);
-    for (auto& r : held_) r.conn->respond(r.id, RpcStatus::kOk, r.payload);
-    held_.clear();
-  }
-  void drop_held() {
-    std::lock_guard lock(mu_);
-    held_.clear();
-  }
-  int port() const { return net::bound_port(listen_fd_); }
-  int dispatched() const { return dispatched_.load(); }
-  ServiceCounters& counters() { return counters_; }
-
- private:
-  int listen_fd_;
-  ServiceCounters counters_;
-  std::unique_ptr<EventLoopServer> server_;
-  std::atomic<int> dispatched_{0};
-  std::mutex mu_;
-  std::vector<InboundRequest> held_;
 };
 
 struct Client {
@@ -379,7 +330,7 @@ TEST(PendingCalls, ReusedSlotsGetANewIdAndAStaleIdFindsNothing) {
 
 // ---------------------------------------------------------------- link-delay shim
 
-constexpr int64_t kShimDelayNs = 20'000'000;
+// ---------------------------------------------------------------- link-delay shim
 
 TEST(LinkDelayShim, HeldRequestsLeaveInOrderAndNoEarlierThanTheirDelay) {
   TestServer server;
@@ -475,53 +426,6 @@ TEST(LinkDelayShim, TheServerHoldsAnswersToAPeerWithADelay) {
   ::close(listen_fd);
 }
 
-TEST(LinkDelayShim, TheBlockingPoolHoldsItsRequestToo) {
-  TestServer server;
-  BlockingClientPool pool("127.0.0.1", server.port(), 1, LinkDelay{kShimDelayNs, 0});
-  const int64_t start = monotonic_ns();
-  const CallResult r = pool.call("m", "p", TraceContext{}, kLongTimeoutNs);
-  EXPECT_EQ(r.status, RpcStatus::kOk);
-  EXPECT_EQ(r.payload, "p");
-  EXPECT_GE(monotonic_ns() - start, kShimDelayNs);
-  // A delay longer than the call's deadline: a timeout, and nothing was sent.
-  const CallResult late = pool.call("m", "q", TraceContext{}, 1'000'000);
-  EXPECT_EQ(late.status, RpcStatus::kTimeout);
-  EXPECT_EQ(server.dispatched(), 1);
-}
-
-// `n` calls held in flight at once make the pool use n connections (opening
-// those it lacks); this returns once all are answered and back in the pool.
-void calls_at_once(TestServer& server, BlockingClientPool& pool, size_t n) {
-  std::vector<std::thread> callers;
-  for (size_t i = 0; i < n; ++i)
-    callers.emplace_back(
-        [&pool] { EXPECT_EQ(pool.call("m", "p", TraceContext{}, kLongTimeoutNs).status, RpcStatus::kOk); });
-  while (server.held_count() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  server.answer_held();
-  for (auto& t : callers) t.join();
-}
-
-TEST(BlockingClientPool, ClosesConnectionsIdleLongerThanItsTimeout) {
-  TestServer server(/*answer=*/false);
-  constexpr int64_t kIdleNs = 20'000'000;
-  BlockingClientPool pool("127.0.0.1", server.port(), 8, LinkDelay{}, kIdleNs);
-  calls_at_once(server, pool, 2);
-  EXPECT_EQ(pool.open_connections(), 2u);
-  std::this_thread::sleep_for(std::chrono::nanoseconds(3 * kIdleNs));
-  // Both idled past the timeout: the next call closes them and opens one.
-  calls_at_once(server, pool, 1);
-  EXPECT_EQ(pool.open_connections(), 1u);
-}
-
-TEST(BlockingClientPool, WithoutATimeoutKeepsItsHighWaterMark) {
-  TestServer server(/*answer=*/false);
-  BlockingClientPool pool("127.0.0.1", server.port(), 8, LinkDelay{}, 0);
-  calls_at_once(server, pool, 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  calls_at_once(server, pool, 1);
-  EXPECT_EQ(pool.open_connections(), 2u);
-}
-
 TEST(CoarseDeadline, RoundsUpToOnePercentOfTheTimeoutWithinBounds) {
   // 1 s timeout: a 10 ms grid; never early, at most one step late.
   EXPECT_EQ(coarse_deadline_ns(5'000'000, 1'000'000'000), 1'010'000'000);
@@ -539,14 +443,11 @@ TEST(CoarseDeadline, RoundsUpToOnePercentOfTheTimeoutWithinBounds) {
   }
 }
 
-TEST(AllowList, ClientsRefuseAPeerOutsideItBeforeAnySocketExists) {
+TEST(AllowList, TheChannelRefusesAPeerOutsideItBeforeAnySocketExists) {
   TimerService timers;
   ChannelLoop loop;
   // 192.0.2.1 is RFC 5737 documentation space: refused by the rule, and no packet is sent.
   EXPECT_THROW(MultiplexedChannel("192.0.2.1", 9, 1, timers, loop), std::invalid_argument);
-  EXPECT_THROW(BlockingClientPool("192.0.2.1", 9, 1, LinkDelay{}), std::invalid_argument);
-  EXPECT_THROW(connect_to("192.0.2.1", 9, 100), std::invalid_argument);
-  EXPECT_THROW(connect_to("example.com", 9, 100), std::invalid_argument);
   loop.stop();
   timers.stop();
 }
