@@ -111,6 +111,17 @@ def needs_engine(*names: str) -> pytest.MarkDecorator:
     )
 
 
+def svc_models() -> list[str]:
+    """tailscope-svc's models (`--list-models`, the one list) for parametrize; [] when the engine is
+    not built — the tests using it carry needs_engine("tailscope-svc") and skip saying why."""
+    exe = engine_path("tailscope-svc")
+    if not exe.exists():
+        return []
+    return subprocess.run(
+        [str(exe), "--list-models"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.split()
+
+
 def built_engine(name: str) -> Path:
     """The engine's path; skips the test (saying how to build it) when it is not built."""
     p = engine_path(name)

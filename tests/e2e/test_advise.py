@@ -110,12 +110,13 @@ def test_nothing_clean_means_no_recommendation_and_unavailable_figures_are_null(
     assert "recommended: unavailable:" in "\n".join(advise_mod.advice_lines(doc))
 
 
+@needs_engine("tailscope-svc")
 def test_full_form_offers_every_model_and_the_threads_studys_pool_sizes():
-    from tailscope.lab.graph import MODELS
     from tailscope.lab.graph import POOL_SIZES as SOCIALNET_THREADS
+    from tailscope.lab.graph import svc_models
 
     names = [a.name for a in advise_mod.all_alternatives({"model": "std-async", "services_by_p99": []})]
-    assert names[: len(MODELS)] == MODELS
+    assert names[: len(svc_models())] == list(svc_models())
     assert SOCIALNET_THREADS, "no pool sizes"
     for n in SOCIALNET_THREADS:
         assert f"pool-blocking --workers {n}" in names and f"pool-callback --workers {n}" in names

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, needs_engine
+from conftest import BUILD, needs_engine, svc_models
 from tailscope.lab import topology
 from tailscope.lab.engines import run_engine, serve
 from tailscope.lab.placement import make_pools
@@ -24,7 +24,7 @@ from tailscope.studies.placement.run import HOTEL, MIX, plan_weights
 
 SVC = BUILD / "bin" / "tailscope-svc"
 LOAD = BUILD / "bin" / "tailscope-load"
-MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+MODELS = svc_models()
 
 
 @pytest.fixture(scope="module")

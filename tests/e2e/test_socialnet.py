@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import engine_path, needs_engine
+from conftest import engine_path, needs_engine, svc_models
 from tailscope.lab import topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
 
 SVC = engine_path("tailscope-svc")
-MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+MODELS = svc_models()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import needs_engine
 from tailscope.lab.engines import EngineError, find_engine, validate_document
 
 
@@ -38,3 +39,11 @@ def test_missing_engine_names_search_path(monkeypatch, tmp_path):
     monkeypatch.setenv("TAILSCOPE_BUILD_DIR", str(tmp_path / "nothing"))
     with pytest.raises(EngineError, match="not found"):
         find_engine("tailscope-no-such-engine")
+
+
+@needs_engine("tailscope-svc")
+def test_svc_lists_its_models_in_the_order_the_studies_use():
+    """The one model list: every study, the CLI and advise read it from here."""
+    from tailscope.lab.graph import svc_models
+
+    assert list(svc_models()) == ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import echo_server, engine_path, needs_engine, run_load
+from conftest import echo_server, engine_path, needs_engine, run_load, svc_models
 from tailscope.lab import topology
 from tailscope.lab.engines import serve, validate_document
 
@@ -154,7 +154,7 @@ SLOW_TOPOLOGY = {
         }
     ],
 }
-MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+MODELS = svc_models()
 
 
 @needs_engine("tailscope-svc", "tailscope-load")

@@ -448,7 +448,8 @@ def test_the_connections_sweep_per_model_by_connections():
         d["socialnet_point"]["connections"] = c
         return d
 
-    sweep = analysis.connections_sweep([conn("coroutine", 100, 9), conn("std-async", 20, 25), conn("coroutine", 20, 6)])
+    # The models in the order the run measured them (the engine's model order); points by connections.
+    sweep = analysis.connections_sweep([conn("std-async", 20, 25), conn("coroutine", 100, 9), conn("coroutine", 20, 6)])
     assert sweep is not None and sweep.rate_per_s == 400
     assert [line.model for line in sweep.lines] == ["std-async", "coroutine"]
     assert sweep.lines[1].points == ((20, 6e6), (100, 9e6))

@@ -225,3 +225,14 @@ def _store_failure(e: Exception) -> NoReturn:
             "(move tailscope.duckdb aside to start a new one)"
         )
     _fail(e)
+
+
+def known_models() -> tuple[str, ...]:
+    """tailscope-svc's model names (the engine's own list), or exit 2 saying why they are unknown."""
+    from tailscope.lab.engines import EngineError
+    from tailscope.lab.graph import svc_models
+
+    try:
+        return svc_models()
+    except EngineError as e:
+        _fail(e)

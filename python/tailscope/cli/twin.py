@@ -23,6 +23,7 @@ from tailscope.cli.common import (
     jaeger_fetch_options,
     jaeger_urls_option,
     json_out_option,
+    known_models,
     max_traces_option,
     number,
     sampling_option,
@@ -44,10 +45,9 @@ def _require_traces(files: tuple[Path, ...], jaeger_urls: tuple[str, ...]) -> No
 
 def _check_model(flag: str, model: str) -> None:
     """Exit 2 naming `flag` unless `model` is one tailscope-svc runs."""
-    from tailscope.lab.graph import MODELS
-
-    if model not in MODELS:
-        _fail(f"{flag}: unknown model {model} (known: {', '.join(MODELS)})")
+    known = known_models()
+    if model not in known:
+        _fail(f"{flag}: unknown model {model} (known: {', '.join(known)})")
 
 
 def _fail_unmarked(e: Exception, exit_code: int) -> NoReturn:

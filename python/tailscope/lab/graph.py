@@ -3,24 +3,40 @@ and tailscope-load against its HTTP front."""
 
 from __future__ import annotations
 
+import functools
 import resource
+import subprocess
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tailscope.lab.engines import EngineStartError, run_engine, serve
+from tailscope.lab.engines import EngineError, EngineStartError, find_engine, run_engine, serve
 from tailscope.lab.load import http_load_args
 from tailscope.lab.procstat import ProcSampler
 
 SVC = "tailscope-svc"
 LOAD = "tailscope-load"
-# tailscope-svc's concurrency models, in the engine's order (`tailscope-svc --list-models`).
-MODELS = ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
 # The compose-post front of topologies/socialnet.yaml (DeathStarBench's wrk2 path).
 PATH = "/wrk2-api/post/compose"
 # The pool sizes the threads study and the advice try on the pool models (the article's 10 vs 100, and 2).
 POOL_SIZES = [2, 10, 100]
+
+
+@functools.cache
+def svc_models() -> tuple[str, ...]:
+    """tailscope-svc's concurrency models in the engine's order (`tailscope-svc --list-models`): the
+    one list, so a model added to the engine is a choice everywhere without another edit here."""
+    exe = find_engine(SVC)
+    try:
+        r = subprocess.run([str(exe), "--list-models"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EngineError(f"{exe} --list-models failed: {e}") from e
+    models = tuple(r.stdout.split())
+    if r.returncode != 0 or not models:
+        raise EngineError(f"{exe} --list-models exited {r.returncode} with no model names: {r.stderr.strip()[:300]}")
+    return models
+
 
 # Kept by name for the studies that catch it: the graph exited before it was ready.
 GraphStartError = EngineStartError

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tailscope.lab import topology
 from tailscope.lab.engines import run_engine
-from tailscope.lab.graph import LOAD, MODELS, PATH, graph
+from tailscope.lab.graph import LOAD, PATH, graph, svc_models
 from tailscope.lab.load import http_load_args
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.report import plots
@@ -49,7 +49,7 @@ class ContentionStudy:
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         full = ctx.form == "full"
         duration, warmup = point_times(ctx, quick=(1.0, 0.3), full=(4.0, 1.0), floor=(0.3, 0.1))
-        models = list(ctx.options.get("contention_models") or (MODELS if full else MODELS_QUICK))
+        models = list(ctx.options.get("contention_models") or (svc_models() if full else MODELS_QUICK))
         counts = [int(c) for c in ctx.options.get("contention_connections") or []] or (
             CONNECTIONS_FULL if full else CONNECTIONS_QUICK
         )

@@ -39,7 +39,7 @@ from pathlib import Path
 from tailscope.lab import agents as agents_mod
 from tailscope.lab import deployment, labhosts, machine, topology
 from tailscope.lab.engines import REPO_ROOT, run_engine
-from tailscope.lab.graph import MODELS, PATH, SVC, graph
+from tailscope.lab.graph import PATH, SVC, graph, svc_models
 from tailscope.measure.measurement import measurement
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import EngineDocument, Store
@@ -89,14 +89,15 @@ def choose_models(ctx: RunContext) -> tuple[list[str], str]:
     """std-async and the best model, and a sentence saying which and why."""
     asked = ctx.options.get("isolation_models")
     if asked:
-        bad = [m for m in asked if m not in MODELS]
+        known = svc_models()
+        bad = [m for m in asked if m not in known]
         if bad:
-            raise ValueError(f"isolation_models: '{bad[0]}' is not one of {', '.join(MODELS)}")
+            raise ValueError(f"isolation_models: '{bad[0]}' is not one of {', '.join(known)}")
         return list(asked), f"models {', '.join(asked)} (chosen with the isolation_models option)"
     # The socialnet study measures its tracing cost with the model of the highest closed-loop
     # ceiling; the files it leaves name that model.
     socialnet_art = Path(ctx.artifacts_dir) / "socialnet"
-    best = [m for m in MODELS if (socialnet_art / f"graph-{m}-tracing-0-0.json").exists()]
+    best = [m for m in svc_models() if (socialnet_art / f"graph-{m}-tracing-0-0.json").exists()]
     if best:
         why = f"{best[0]}: the highest closed-loop ceiling in this run's socialnet study"
         chosen = best[0]

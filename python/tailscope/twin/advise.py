@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.engines import EngineError
-from tailscope.lab.graph import MODELS, POOL_SIZES
+from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
 from tailscope.measure.measurement import measurement
 from tailscope.twin.infer import InferOptions, infer
@@ -59,7 +59,7 @@ def _threads_text(model: str, workers: int | None = None) -> str:
 
 
 def model_alternatives(options: dict) -> list[Alternative]:
-    return [Alternative(m, m, [], "socialnet", _threads_text(m)) for m in options.get("models") or MODELS]
+    return [Alternative(m, m, [], "socialnet", _threads_text(m)) for m in options.get("models") or svc_models()]
 
 
 def thread_alternatives(options: dict) -> list[Alternative]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tailscope.lab.graph import LOAD, MODELS, SVC
+from tailscope.lab.graph import LOAD, SVC
 from tailscope.measure.measurement import achieved_per_s, measurement
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
@@ -324,7 +324,7 @@ class ConnectionsSweep:
 class SocialnetSummary:
     """Everything the section shows, decided."""
 
-    models: tuple[str, ...]  # in MODELS order
+    models: tuple[str, ...]  # in the order the run measured them (the engine's --list-models order)
     per: Mapping[str, ModelResult]
     common_rate_per_s: float | None
     best: str | None  # the highest rate at the objective
@@ -350,10 +350,16 @@ def summarize_documents(docs: Sequence[EngineDocument]) -> SocialnetSummary | No
     return summarize(loads, graphs, baseline)
 
 
+def models_in_run_order(loads: list[dict]) -> list[str]:
+    """The models of these load documents in the order the run measured them (the store keeps
+    insertion order; the run goes through the engine's model list in its order)."""
+    return list(dict.fromkeys(d["socialnet_point"]["model"] for d in loads))
+
+
 def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None = None) -> SocialnetSummary:
     """Everything the section shows, from the stored documents. `graphs`: tailscope-svc documents by
     point ("{model}/graph", "{model}/ping"); `baseline`: the run's thread_create baseline document."""
-    models = [m for m in MODELS if any(d["socialnet_point"]["model"] == m for d in loads)]
+    models = models_in_run_order(loads)
     partial: dict[str, dict[str, Any]] = {}
     common_rate = None
     for m in models:
@@ -685,7 +691,7 @@ def connections_sweep(loads: list[dict]) -> ConnectionsSweep | None:
     if not conn:
         return None
     lines = []
-    for m in MODELS:
+    for m in models_in_run_order(conn):
         pts = sorted(
             (d["socialnet_point"]["connections"], p99)
             for d in conn

@@ -13,7 +13,7 @@ from pathlib import Path
 from tailscope.lab import topology
 from tailscope.lab.cpus import requested_cpus
 from tailscope.lab.engines import EngineError, run_engine
-from tailscope.lab.graph import LOAD, MODELS, SVC, graph, run_front_load
+from tailscope.lab.graph import LOAD, SVC, graph, run_front_load, svc_models
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
@@ -65,7 +65,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     scale = run_scale(ctx.options)
     duration, warmup = point_times(ctx, quick=(2.0, 0.5), full=(5.0, 1.0), floor=(0.3, 0.1))
     timeout = duration + warmup + 60
-    models = list(ctx.options.get("socialnet_models") or MODELS)
+    models = list(ctx.options.get("socialnet_models") or svc_models())
     cpus = requested_cpus(ctx.options)
     client_cpu, server_cpu = cpus if cpus else (None, None)
     pinning = pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu) if cpus else UNPINNED
