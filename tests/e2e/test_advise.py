@@ -14,9 +14,9 @@ from test_twin import jaeger, rpc, write
 
 from conftest import needs_engine
 from tailscope.cli import main
+from tailscope.traces.spans import read_traces
 from tailscope.twin import advise as advise_mod
 from tailscope.twin.infer import InferOptions
-from tailscope.twin.spans import read_traces
 
 
 def load_doc(p99_ns: float | None, rate: float, *, achieved: float | None = None, errors: int = 0, gen: bool = False):

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from conftest import REPO, engine_path, needs_engine
 from tailscope.cli import main
 from tailscope.lab import topology
+from tailscope.traces.spans import read_traces
 from tailscope.twin.fit import fit_durations
 from tailscope.twin.infer import MAX_GROUP_CALLS, InferOptions, infer, insertions
-from tailscope.twin.spans import read_traces
 from tailscope.twin.structure import differences
 from tailscope.twin.validate import compare
 
@@ -321,7 +321,7 @@ def test_an_operation_seen_once_is_kept_as_a_constant_and_flagged_rare(tmp_path)
 
 
 def test_the_original_against_itself_is_the_twins_noise_floor():
-    from tailscope.twin.spans import Span, Trace, TraceSet
+    from tailscope.traces.spans import Span, Trace, TraceSet
     from tailscope.twin.validate import comparison
 
     def trace(i: int, ns: int) -> Trace:

@@ -1,12 +1,12 @@
 """The `tailscope` command: parse → call → print. One module per group of commands (run,
-analyze, soak, lab, twin); what they share (consoles, option types, failures) is in common.py.
+analyze, soak, lab, twin, diagnose); what they share (consoles, option types, failures) is in common.py.
 Commands may import lower layers lazily: `tailscope --help` stays quick."""
 
 from __future__ import annotations
 
 import click
 
-from tailscope.cli import analyze, lab, run, soak, twin
+from tailscope.cli import analyze, diagnose, lab, run, soak, twin
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,3 +28,4 @@ main.add_command(lab.deploy)
 main.add_command(twin.topology)
 main.add_command(twin.twin)
 main.add_command(twin.advise)
+main.add_command(diagnose.diagnose)

@@ -269,11 +269,11 @@ def advise(
     import tempfile
 
     from tailscope.lab.topology import TopologyError
+    from tailscope.traces.spans import read_traces
     from tailscope.twin.advise import advice_lines
     from tailscope.twin.advise import advise as run_advise
     from tailscope.twin.commands import trace_inputs
     from tailscope.twin.infer import InferenceError, InferOptions
-    from tailscope.twin.spans import read_traces
 
     _require_traces(files, jaeger_urls)
     _check_model("--model", model)

@@ -35,10 +35,10 @@ from tailscope.report.blocks import Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import study_section
+from tailscope.traces.spans import TraceSet
 from tailscope.twin.advise import advice_lines, advise, inferred_twin, point_flags
 from tailscope.twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from tailscope.twin.infer import InferOptions
-from tailscope.twin.spans import TraceSet
 from tailscope.twin.structure import differences
 from tailscope.twin.validate import TwinRun, comparison, load_summary, run_twin
 from tailscope.units import fmt_ns, fmt_ratio

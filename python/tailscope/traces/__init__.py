@@ -1,1 +1,2 @@
-"""Traces: the critical-path driver, the Jaeger query client (fetch only) and timelines."""
+"""Traces: the spans of trace files (`spans`, read by the engine), the critical-path driver, the Jaeger
+query client (fetch only) and timelines."""

@@ -1,7 +1,7 @@
 """From a user's traces to a runnable twin (docs/twin.md).
 
-- `spans`: the spans of Jaeger/OTLP traces, read by `tailscope-critpath --span-dump` (one reader per
-  format: the engine's), with the analyzer's RPC pairs and probe delays.
+- the spans come from `tailscope.traces.spans` (read by `tailscope-critpath --span-dump`), which
+  `tailscope.diagnose` reads too.
 - `fit`: durations fitted to the topology's distribution kinds, with goodness of fit.
 - `infer`: the topology (services, endpoints, stages, distributions) and what could not be inferred.
 - `structure`: a topology's call structure in canonical form (what "structurally equal" means).

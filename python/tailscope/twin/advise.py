@@ -23,8 +23,8 @@ from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
 from tailscope.measure.measurement import measurement
+from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.twin.spans import TraceSet
 from tailscope.twin.validate import TwinRun, _connections, comparison, load_summary, run_twin, samples
 from tailscope.units import fmt_ns, fmt_ratio
 

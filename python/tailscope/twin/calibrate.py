@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tailscope.lab import topology as topology_mod
+from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, fit_medians_us, infer
-from tailscope.twin.spans import TraceSet
 from tailscope.twin.validate import _connections, run_twin
 
 

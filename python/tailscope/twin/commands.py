@@ -13,9 +13,9 @@ from tailscope.atomicfile import write_text_atomic
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.allow_list import check_base_url
 from tailscope.traces import jaeger as jq
+from tailscope.traces.spans import TraceSet, read_traces
 from tailscope.twin.calibrate import calibrate
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.twin.spans import TraceSet, read_traces
 from tailscope.units import fmt_ns, fmt_ratio
 
 

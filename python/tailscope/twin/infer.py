@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tailscope.traces.spans import Span, Trace, TraceSet
 from tailscope.twin.fit import Fit, fit_durations, scale_dist
-from tailscope.twin.spans import Span, Trace, TraceSet
 
 DEFAULT_DEFERRED_GAP_US = 20.0
 DEFAULT_MIN_TRACES = 20

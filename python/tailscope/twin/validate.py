@@ -26,8 +26,8 @@ from tailscope.lab.engines import run_engine
 from tailscope.lab.graph import graph
 from tailscope.lab.load import http_load_args
 from tailscope.measure.measurement import achieved_per_s
+from tailscope.traces.spans import Trace, TraceSet, read_traces
 from tailscope.twin.infer import recorded_rate
-from tailscope.twin.spans import Trace, TraceSet, read_traces
 
 LOAD = "tailscope-load"
 # The twin's trace volume: enough for a p99 with ≥ 10 samples beyond it on every service, small
