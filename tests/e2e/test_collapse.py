@@ -34,7 +34,8 @@ def test_tiny_form_callback_serves_at_least_blocking_with_equal_pools(tmp_path):
     # The limbo is measured in the pool models: a count for every request that reached a thread.
     assert blocking["queue_wait"]["count"] > 0 and callback["queue_wait"]["count"] > 0
     section = report_section(report, "collapse")
-    assert ("shape holds here" in section or "shape does not hold here" in section) and "Limbo" in section
+    assert any(w in section for w in ("shape holds here", "shape does not hold here", "not comparable here"))
+    assert "Limbo" in section
 
 
 def test_shape_verdict_reads_the_ratios_and_cites_flags():

@@ -288,16 +288,20 @@ def test_sigterm_mid_study_takes_the_lab_down(tmp_path):
 
 
 def test_split_check_compares_unflagged_pairs_with_the_capstone():
-    from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+    from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 
-    analysis = {"plan": {"split": {"front": [0], "logic": [1], "storage": [0]}}}
+    analysis = {"plan": {"split": {"front": [0], "logic": [1], "storage": [2]}}}
 
     def pair(p99: float, flags: list[str] | None = None) -> dict:
         return {"p99": p99, "flags": flags or []}
 
     assert isolation.split_check([pair(0.5), pair(0.8)], analysis).verdict == HOLDS
     partly = isolation.split_check([pair(0.5), pair(1.3)], analysis)
-    assert partly.verdict == PARTLY and "lowered p99 at 1 of 2" in partly.why and "2 CPU(s)" in partly.why
+    assert partly.verdict == PARTLY and "lowered p99 at 1 of 2" in partly.why and "3 of this machine" in partly.why
     worse = isolation.split_check([pair(1.1), pair(1.5), pair(0.2, ["saturated"])], analysis)
     assert worse.verdict == DOES_NOT_HOLD and "over 2 unflagged pairs" in worse.here  # the flagged pair is left out
     assert isolation.split_check([pair(0.2, ["saturated"])], analysis).verdict == UNAVAILABLE
+    # Two service hosts on one CPU: not the capstone's separate nodes, whatever the ratios.
+    shared = {"plan": {"split": {"front": [0], "logic": [1], "storage": [0]}}}
+    c = isolation.split_check([pair(0.5), pair(0.8)], shared)
+    assert c.verdict == NOT_COMPARABLE and "share CPU(s) 0" in c.why and "lowered p99 at 2 of 2" in c.why

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.studies.echo import analysis as A
 from tailscope.studies.echo.analysis import CLOSED, RATE, EchoPoint
@@ -388,25 +388,44 @@ def test_a_range_without_points_has_no_pick():
     assert all(r.pick is None and r.lowest_tail is None and r.thesis_best is None for r in empty)
 
 
-def test_thesis_reading_holds_partly_does_not_hold_or_unavailable():
-    closed = [_point("poll", c, 100_000, 1) for c in (8, 100, 5000)]
-    closed += [_point("io-uring", c, 150_000, 1, cpu=50.0) for c in (8, 100, 5000)]
-    holds = A.thesis_reading(closed, [])
-    assert holds.verdict == HOLDS and holds.absent == () and holds.unavailable == ""
-    assert [(r.name, r.thesis_best, r.recommended, r.pick_share) for r in holds.ranges] == [
-        ("100–2000", "poll", "io-uring", None),
-        ("> 2000", "poll", "io-uring", None),
+def test_thesis_reading_judges_each_range_by_its_own_pick():
+    five = ("thread-per-connection", "poll", "poll-pool", "asio", "asio-mt")
+    # Unpinned server (server_cpu None): every range can be judged; the picks win where they should.
+    tput = {"thread-per-connection": 90_000, "poll": 80_000, "poll-pool": 60_000, "asio": 50_000, "asio-mt": 70_000}
+    closed = [_point(m, 8, tput[m], 1) for m in five]
+    closed += [_point(m, 1000, 100_000 if m == "asio-mt" else 90_000, 1) for m in five]
+    closed += [_point(m, 5000, 100_000 if m == "poll" else 60_000, 1) for m in five]
+    t = A.thesis_reading(closed, [])
+    assert t.server_cpus is None
+    assert [(r.name, r.thesis_pick, r.verdict, r.thesis_best) for r in t.ranges] == [
+        ("< 100", "thread-per-connection", HOLDS, "thread-per-connection"),
+        ("100–2000", "asio-mt", HOLDS, "asio-mt"),
+        ("> 2000", "poll", HOLDS, "poll"),
     ]
-    assert not any(r.server_limited for r in holds.ranges)  # io-uring's points left the server idle
-    partly = A.thesis_reading(closed + [_point("asio", 5000, 120_000, 1)], [])
-    assert partly.verdict == PARTLY
-    assert partly.ranges[1].thesis_best == "asio" and partly.ranges[1].pick_share == pytest.approx(100 / 120)
-    lost = A.thesis_reading(closed + [_point("asio", c, 120_000, 1) for c in (100, 5000)], [])
-    assert lost.verdict == DOES_NOT_HOLD
-    no_high = A.thesis_reading([_point("poll", 8, 1.0, 1)], [])
-    assert no_high.verdict == UNAVAILABLE and no_high.ranges == ()
-    assert no_high.absent == ("100–2000", "> 2000")
-    assert no_high.unavailable == "no range from 100 connections up has a closed-loop point of the thesis's models"
+
+    # poll beaten at 5000 by 5 % or less: a tie (partly); by more: does not hold.
+    def asio_at_5000(tput: float) -> list:
+        return [p for p in closed if (p.model, p.connections) != ("asio", 5000)] + [_point("asio", 5000, tput, 1)]
+
+    tie = A.thesis_reading(asio_at_5000(104_000), []).range("> 2000")
+    assert tie.verdict == PARTLY and tie.thesis_best == "asio" and tie.pick_share == pytest.approx(100 / 104)
+    assert A.thesis_reading(asio_at_5000(120_000), []).range("> 2000").verdict == DOES_NOT_HOLD
+
+
+def test_thesis_reading_says_not_comparable_where_the_setup_differs():
+    five = ("thread-per-connection", "poll", "poll-pool", "asio", "asio-mt")
+    pinned = [_point(m, c, 100_000, 1, server_cpu=1) for m in five for c in (8, 100, 1000)]
+    t = A.thesis_reading(pinned, [])
+    assert t.server_cpus == 1
+    low, middle, high = t.ranges
+    # Multi-threaded picks on a server pinned to one CPU: the thesis's server had 8 logical CPUs.
+    assert low.verdict == middle.verdict == NOT_COMPARABLE and "8 logical CPUs" in middle.reason
+    # No count above 2000 (the quick form): not comparable, naming the counts measured.
+    assert high.verdict == NOT_COMPARABLE and "8, 100, 1000" in high.reason
+    # A pick not measured in a range it has counts for: unavailable.
+    no_pick = A.thesis_reading([p for p in pinned if p.model != "thread-per-connection"], [])
+    assert no_pick.ranges[0].verdict == UNAVAILABLE
+    assert A.thesis_reading([], []).ranges[0].verdict == NOT_COMPARABLE
 
 
 # ---- the floor and the coordinated-omission demo -----------------------------------------------------------
@@ -464,7 +483,8 @@ def test_reading_of_a_small_run_and_of_an_empty_one():
     assert at_100.verdict == A.MET and at_100.p99_no_higher  # 1.4×, an equal p99 is no higher
     assert not at_100.server_limited  # the documents carry no server CPU
     assert r.ratios.targets[1].unavailable == "no poll point at 1000"
-    assert r.thesis is not None and r.thesis.verdict == HOLDS and r.thesis.absent == ("> 2000",)
+    # Neither thesis pick of the measured ranges ran, and no count above 2000: nothing judged.
+    assert r.thesis is not None and [t.verdict for t in r.thesis.ranges] == [UNAVAILABLE, UNAVAILABLE, NOT_COMPARABLE]
     assert r.floor is None and r.coordinated_omission is None  # neither was stored
     empty = A.read([])
     assert empty.points == () and empty.pinning is None and empty.generator is None

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.studies.socialnet import analysis
 from tailscope.studies.socialnet.analysis import (
-    CAPSTONE_DELAY_RANGE_NS,
+    FIGURE8_TAIL_OVER_P90,
     GAP_CPU,
     GAP_SHORT_OF_CPU,
     GAP_TAIL,
@@ -470,41 +470,70 @@ def test_summarize_documents_sorts_the_stored_documents_by_engine():
     assert analysis.summarize_documents(docs[-8:]) is None  # no load point
 
 
-# ---- capstone Figure 8 --------------------------------------------------------------------------------
+# ---- capstone Figure 8 (the two-sided tests of its row: tests/unit/test_reference_checks.py) ------------
 
 
 def _call(model: str, p99_ns: float, samples: int, name: str = "probe_call_scheduling", call: str = "c") -> dict:
     return {"point": model, "name": name, "variant": call, "p99_ns": p99_ns, "samples": samples}
 
 
+def _pooled(model: str, name: str, p90_ns: float, p99_ns: float, samples: int = 500) -> dict:
+    return {"point": model, "name": name, "variant": "", "p50_ns": 1e5, "p90_ns": p90_ns, "p99_ns": p99_ns} | {
+        "samples": samples
+    }
+
+
+STEADY = {"kind": "steady", "fraction": 0.75, "rate_per_s": 900, "ceiling_per_s": 1200, "achieved_per_s": 899}
+STEADY |= {"trace_sample": 0.2}
+
+
 @pytest.mark.parametrize(
-    "std_async_ns, verdict, within, highest",
+    "join_p99_over_p90, verdict",
     [
-        (CAPSTONE_DELAY_RANGE_NS[0], HOLDS, True, True),  # the capstone's low end: within
-        (CAPSTONE_DELAY_RANGE_NS[0] - 1e5, PARTLY, False, True),  # below it, but the highest here
-        (2e6, DOES_NOT_HOLD, False, False),  # below it and below coroutine's 3 ms
+        (FIGURE8_TAIL_OVER_P90, HOLDS),  # the capstone's low end: both tails ≥ 2× their p90
+        (FIGURE8_TAIL_OVER_P90 - 0.01, PARTLY),  # the join tail just below it
     ],
 )
-def test_figure8_verdict_on_both_sides_of_the_capstones_range(std_async_ns, verdict, within, highest):
+def test_figure8_judges_the_tail_over_the_p90_of_every_async_call(join_p99_over_p90, verdict):
     rows = [
-        _call("std-async", std_async_ns, 500),
+        _pooled("std-async", "probe_scheduling", 5e6, 20e6),
+        _pooled("std-async", "probe_join", 1e6, join_p99_over_p90 * 1e6),
+        _call("std-async", 30e6, 500),
         _call("std-async", 90e6, MIN_P99_SAMPLES - 1, name="probe_call_join"),  # too few samples to cite
         _call("coroutine", 3e6, 900, name="probe_call_join", call="t"),
         {"point": "coroutine", "name": "rpc_scheduling", "variant": "", "p99_ns": 1e9, "samples": 900},
     ]
-    c = analysis.figure8_comparison(rows)
+    c = analysis.figure8_comparison(rows, STEADY)
     assert c is not None and c.verdict == verdict
-    assert c.within_capstone_range is within and c.std_async_highest is highest
-    assert c.std_async is not None and c.std_async.p99_ns == std_async_ns and c.std_async.kind == "scheduling"
+    assert [p.kind for p in c.pooled] == ["scheduling", "join"] and c.std_async_highest is True
+    assert c.std_async is not None and c.std_async.p99_ns == 30e6 and c.std_async.kind == "scheduling"
     assert [(o.model, o.p99_ns, o.kind) for o in c.others] == [("coroutine", 3e6, "join")]
 
 
-def test_figure8_without_other_models_or_enough_samples():
-    alone = analysis.figure8_comparison([_call("std-async", 2e6, 500)])
-    assert alone is not None and alone.verdict == DOES_NOT_HOLD and alone.std_async_highest is False
-    few = analysis.figure8_comparison([_call("std-async", 20e6, MIN_P99_SAMPLES - 1), _call("coroutine", 3e6, 500)])
-    assert few is not None and few.verdict == UNAVAILABLE and few.std_async is None
-    assert few.unavailable == f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces"
+def test_figure8_not_comparable_unless_the_traces_come_from_a_steady_70_to_80_percent():
+    rows = [_pooled("std-async", "probe_scheduling", 5e6, 20e6)]
+    sweep = analysis.figure8_comparison(rows)  # no trace load: the sweep's traces (old runs)
+    assert sweep is not None and sweep.verdict == NOT_COMPARABLE and "1.6× its ceiling" in (sweep.unavailable or "")
+    high = analysis.figure8_comparison(rows, STEADY | {"fraction": 0.95})
+    assert high is not None and high.verdict == NOT_COMPARABLE and "at 95 % of" in (high.unavailable or "")
+    overloaded = analysis.figure8_comparison(rows, STEADY | {"achieved_per_s": 500})
+    assert (
+        overloaded is not None
+        and overloaded.verdict == NOT_COMPARABLE
+        and "served 500" in (overloaded.unavailable or "")
+    )
+    flat = analysis.figure8_comparison([_pooled("std-async", "probe_scheduling", 5e6, 6e6)], STEADY)
+    assert flat is not None and flat.verdict == DOES_NOT_HOLD
+
+
+def test_figure8_without_enough_samples_or_probe_calls():
+    few = analysis.figure8_comparison(
+        [_pooled("std-async", "probe_scheduling", 5e6, 20e6, MIN_P99_SAMPLES - 1), _call("coroutine", 3e6, 500)], STEADY
+    )
+    assert few is not None and few.verdict == UNAVAILABLE and few.pooled == ()
+    assert (
+        few.unavailable == f"std-async's traces have no scheduling or join delay with {MIN_P99_SAMPLES} or more samples"
+    )
     assert analysis.figure8_comparison([]) is None
     assert analysis.figure8_comparison([{**_call("std-async", 2e6, 500), "name": "rpc_join"}]) is None
 
@@ -519,6 +548,30 @@ def test_the_largest_async_call_delay_counts_every_call():
     assert d is not None and d.samples == 1450
     assert (d.largest.model, d.largest.call, d.largest.kind, d.largest.p99_ns) == ("std-async", "b", "join", 90e6)
     assert analysis.async_call_delays([]) is None
+
+
+# ---- capstone Figure 3 ---------------------------------------------------------------------------------
+
+
+def _latency_doc(kind: str, rate: float, p50_ms: float, p90_ms: float, p99_ms: float, **extra) -> dict:
+    d = _load_doc("std-async", kind, rate, rate, p99_ms)
+    d["socialnet_point"] |= extra
+    d["measurements"][0]["latency"]["percentiles"] = {"50": p50_ms * 1e6, "90": p90_ms * 1e6, "99": p99_ms * 1e6}
+    return d
+
+
+def test_figure3_reads_the_steady_point_else_a_sweep_point_at_70_to_80_percent():
+    closed = _load_doc("std-async", "closed", 0, 1000, 80)
+    steady = _latency_doc("steady", 750, 2, 8, 12, fraction=0.75)
+    c = analysis.figure3_comparison([closed, _latency_doc("rate", 800, 2, 3, 4), steady])
+    assert (c.kind, c.fraction, c.verdict) == ("steady", 0.75, HOLDS)  # ×4 ≥ 0.8 × 5, ×6 ≥ 5
+    assert c.p90_over_p50 == pytest.approx(4) and c.scale == pytest.approx(0.2)
+    sweep = analysis.figure3_comparison([closed, _latency_doc("rate", 800, 2, 3, 12)])
+    assert (sweep.kind, sweep.fraction, sweep.verdict) == ("rate", 0.8, PARTLY)  # tail only
+    flat = analysis.figure3_comparison([closed, _latency_doc("rate", 800, 2, 3, 4)])
+    assert flat.verdict == DOES_NOT_HOLD
+    none = analysis.figure3_comparison([closed, _latency_doc("rate", 950, 2, 8, 12)])
+    assert none.verdict == NOT_COMPARABLE and "70 %–80 %" in (none.unavailable or "")
 
 
 # ---- the notes' wording (golden: a few sentences pinned word for word) ---------------------------------

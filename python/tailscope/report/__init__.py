@@ -12,11 +12,13 @@ from tailscope.atomicfile import write_text_atomic
 from tailscope.report.blocks import (
     DOES_NOT_HOLD,
     HOLDS,
+    NOT_COMPARABLE,
     PARTLY,
     UNAVAILABLE,
     Figure,
     ReferenceCheck,
     Section,
+    Source,
     Table,
     reference_table,
 )
@@ -26,6 +28,7 @@ __all__ = [
     "Figure",
     "ReferenceCheck",
     "Section",
+    "Source",
     "Table",
     "machine_rows",
     "reference_overview",
@@ -87,7 +90,7 @@ def reference_overview(sections: list[Section]) -> Section | None:
     checks = [(s, c) for s in sections for c in s.references]
     if not checks:
         return None
-    counts = {v: sum(1 for _, c in checks if c.verdict == v) for v in (HOLDS, PARTLY, DOES_NOT_HOLD)}
+    counts = {v: sum(1 for _, c in checks if c.verdict == v) for v in (HOLDS, PARTLY, DOES_NOT_HOLD, NOT_COMPARABLE)}
     unavailable = sum(1 for _, c in checks if c.verdict == UNAVAILABLE)
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     sec = Section(
@@ -96,7 +99,8 @@ def reference_overview(sections: list[Section]) -> Section | None:
         "The reference studies' central results beside this run's, as computed in each section below "
         f"({len(checks)} compared: {summary or 'none judged'}"
         + (f"; {unavailable} unavailable" if unavailable else "")
-        + ").",
+        + "). Each row quotes its source (document, section or figure); “not comparable here” names the part "
+        "of the reference's setup or load this run did not reproduce.",
     )
     table = reference_table([c for _, c in checks], "Reference results beside this run")
     table.columns.insert(1, "section")

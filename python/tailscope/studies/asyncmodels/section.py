@@ -43,6 +43,7 @@ from tailscope.studies.asyncmodels.analysis import (
     references,
 )
 from tailscope.studies.common import cite, find_document, study_section
+from tailscope.studies.sources import CAPSTONE_FIGURE12, CAPSTONE_FIGURES13_14
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 REF_LABELS = {"condvar_handoff": "condvar hand-off", "spin_handoff": "spin hand-off", "thread_create": "thread start"}
@@ -504,11 +505,9 @@ def _targets_table(t: Targets) -> Table:
 
 # ---- the capstone's figures beside this run ------------------------------------
 
-FIGURE12_REPORTED = (
-    "as we read its Figure 12 (launch policies): std::thread beats std::async on scheduling and join delay"
-)
+FIGURE12_REPORTED = "std::thread beats std::async on scheduling and join delay, each at 75 % of its maximum rate"
 FIGURES13_14_REPORTED = (
-    "the size of the promised value (void, long long, vector of 10 000) changes scheduling and join delay"
+    "a larger promised value (void → long long → vector of 10 000) increases scheduling and join delay"
 )
 
 
@@ -520,7 +519,9 @@ def figure12_check(f: Figure12) -> ReferenceCheck:
             why = f"a point it would compare was flagged at {f.load_pct:g} % of max: {', '.join(flagged)}"
         else:
             why = f"not measured in this run: {', '.join(f'{m} {_delay_words(d)}' for m, d in f.missing)}"
-        return ReferenceCheck("capstone Figure 12", FIGURE12_REPORTED, "unavailable", UNAVAILABLE, why)
+        return ReferenceCheck(
+            "capstone Figure 12", FIGURE12_REPORTED, "unavailable", UNAVAILABLE, why, CAPSTONE_FIGURE12
+        )
     here = "; ".join(
         f"{_delay_words(d.delay)} p99 std::thread {fmt_ns(d.thread_p99_ns)} vs std::async {fmt_ns(d.async_p99_ns)} "
         f"({fmt_ratio(d.thread_to_async)})"
@@ -536,7 +537,9 @@ def figure12_check(f: Figure12) -> ReferenceCheck:
         if f.deferred_p50_ns is not None
         else ""
     )
-    return ReferenceCheck("capstone Figure 12", FIGURE12_REPORTED, here, f.verdict, f"{here}, {rates}{deferred_text}.")
+    return ReferenceCheck(
+        "capstone Figure 12", FIGURE12_REPORTED, here, f.verdict, f"{here}, {rates}{deferred_text}.", CAPSTONE_FIGURE12
+    )
 
 
 def figures13_14_check(f: Figures13_14) -> ReferenceCheck:
@@ -549,13 +552,16 @@ def figures13_14_check(f: Figures13_14) -> ReferenceCheck:
             "unavailable",
             UNAVAILABLE,
             "std::async/future has no unflagged pair of payload points at a common rate in this run" + skipped_text,
+            CAPSTONE_FIGURES13_14,
         )
     here = "std::async/future p50: " + ", ".join(
         f"{_delay_words(mv.delay)} {mv.small} → {mv.large} {fmt_ratio(mv.ratio)}" for mv in f.async_moves
     )
+    rose = [_delay_words(mv.delay) for mv in f.async_moves if mv.rose]
     why = (
-        f"{here} (a change counts at ×{PAYLOAD_CHANGE:g} or more either way); across every model, "
-        f"{f.changed_pairs} of {f.compared_pairs} unflagged delay pairs changed that much"
-        f"{skipped_text}; at each model's common rate, {f.main_load_pct:g} % of the lowest of its payloads' max rates."
+        f"{here}: a delay counts as rising at ×{PAYLOAD_CHANGE:g} or more (the capstone: a larger value, a longer "
+        f"delay); rose: {', '.join(rose) or 'none'}; across every model (not judged), {f.changed_pairs} of "
+        f"{f.compared_pairs} unflagged delay pairs changed that much either way{skipped_text}; at each model's "
+        f"common rate, {f.main_load_pct:g} % of the lowest of its payloads' max rates."
     )
-    return ReferenceCheck("capstone Figures 13/14", FIGURES13_14_REPORTED, here, f.verdict, why)
+    return ReferenceCheck("capstone Figures 13/14", FIGURES13_14_REPORTED, here, f.verdict, why, CAPSTONE_FIGURES13_14)

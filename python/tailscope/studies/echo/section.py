@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tailscope.report import plots
-from tailscope.report.blocks import UNAVAILABLE, Figure, ReferenceCheck, Section, Table
+from tailscope.report.blocks import NOT_COMPARABLE, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
 from tailscope.studies.common import LATENCY_COLUMNS, latency_cells, pinning_text, series, study_section
 from tailscope.studies.echo.analysis import (
@@ -21,7 +21,8 @@ from tailscope.studies.echo.analysis import (
     SERVER_SATURATED_CPU_SHARE,
     TARGET_RATIO,
     THESIS_MODELS,
-    THESIS_PICK,
+    THESIS_PICKS,
+    THESIS_TIE_SHARE,
     CommonRateReading,
     CoordinatedOmission,
     CpuReading,
@@ -38,12 +39,14 @@ from tailscope.studies.echo.analysis import (
     SelfCheck,
     SyscallShare,
     TargetReading,
+    ThesisRange,
     ThesisReading,
     ThroughputLeader,
     models_in,
     read,
 )
 from tailscope.studies.echo.run import CONNECTIONS_PER_LOAD_THREAD, PAYLOAD_BYTES
+from tailscope.studies.sources import ECHO_HIGH, ECHO_LOW, ECHO_MIDDLE
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 # How many not-server-limited points the generator note names before it says "…".
@@ -98,7 +101,7 @@ def render(sec: Section, r: EchoReading) -> None:
         if r.ratios:
             sec.blocks.append(ratio_table(r.ratios))
         sec.blocks.append(_recommendation_table(r.ranges))
-        sec.add_references([thesis_check(r.thesis)], "The thesis's recommendation vs here")
+        sec.add_references(thesis_checks(r.thesis), "The thesis's recommendation vs here")
     if r.floor:
         sec.blocks.append(_floor_table(r.floor))
     if r.coordinated_omission:
@@ -507,7 +510,11 @@ def _recommendation_table(ranges: Sequence[RangeReading]) -> Table:
     rows = []
     for r in ranges:
         if not r.connections:
-            rows.append([r.name, "unavailable: no point of this run in the range (the full form covers it)"] + [""] * 4)
+            rows.append(
+                [r.name, "unavailable: no point of this run in the range (the full form covers it)"]
+                + [""] * 4
+                + [THESIS_PICKS[r.name]]
+            )
             continue
         pick, lowest_tail, thesis_best = r.pick, r.lowest_tail, r.thesis_best
         if pick is None or lowest_tail is None:
@@ -520,6 +527,7 @@ def _recommendation_table(ranges: Sequence[RangeReading]) -> Table:
                 fmt_ns(r.p99_at_rate[pick]) if math.isfinite(r.p99_at_rate[pick]) else "—",
                 lowest_tail,
                 f"{thesis_best} ({fmt_ratio(r.thesis_best_ratio)})" if thesis_best else "—",
+                THESIS_PICKS[r.name],
             ]
         )
     return Table(
@@ -531,40 +539,47 @@ def _recommendation_table(ranges: Sequence[RangeReading]) -> Table:
             "p99 at common rate",
             "lowest p99 at common rate",
             "best thesis model (throughput ratio)",
+            "the thesis's pick (§5.1)",
         ],
         rows,
         "Recommended = highest mean closed-loop throughput over the range's points; among models within "
-        "5 % of it, the lowest mean p99 at the common fixed rate. Ranges as the thesis's table "
-        "(< 100, 100–2000, > 2000 connections). † = some closed-loop point in the range was not "
+        "5 % of it, the lowest mean p99 at the common fixed rate. Ranges and picks as the thesis's conclusion "
+        "(§5.1: < 100, 100–2000, > 2000 connections, each pick for its throughput). † = some closed-loop point in the range was not "
         "server-limited (see the ratio table). With the server pinned to one CPU, multi-threaded models "
         "cannot use more than one core.",
         numeric_from=2,
     )
 
 
-def thesis_check(t: ThesisReading) -> ReferenceCheck:
-    """The thesis's recommendation beside this run's, as the report's reference row."""
-    reported = "single-thread poll is the best choice at high connection counts (its table: < 100, 100–2000, > 2000)"
-    absent_text = f"; range {', '.join(t.absent)}: no point in this run" if t.absent else ""
-    if t.verdict == UNAVAILABLE:
-        return ReferenceCheck(
-            "echo thesis: recommendation table", reported, "unavailable", UNAVAILABLE, t.unavailable + absent_text
-        )
-    parts = []
-    for r in t.ranges:
-        vs = f", {THESIS_PICK} {fmt_ratio(r.pick_share)} of it" if r.pick_share is not None else ""
-        parts.append(
-            f"{r.name}: best of the thesis's five {r.thesis_best}{vs}; recommended overall {r.recommended}"
-            + ("" if r.server_limited else " [flagged: a point was not server-limited]")
-        )
-    here = "; ".join(parts)
-    return ReferenceCheck(
-        "echo thesis: recommendation table",
-        reported,
-        here,
-        t.verdict,
-        f"{here} (mean closed-loop throughput over the range's counts){absent_text}.",
-    )
+THESIS_SOURCES: dict[str, Source] = {"< 100": ECHO_LOW, "100–2000": ECHO_MIDDLE, "> 2000": ECHO_HIGH}
+
+
+def thesis_check(r: ThesisRange) -> ReferenceCheck:
+    """One range of the thesis's recommendation beside this run's, as a reference row."""
+    ref = f"echo thesis §5.1: {r.name} connections"
+    reported = f"{r.thesis_pick} has the best throughput (Fortio closed loop, 64 B, a server of 8 logical CPUs)"
+    counts = f" at {', '.join(map(str, r.connections))} connections" if r.connections else ""
+    if r.thesis_best is None:
+        here = "no point of the thesis's five models" + counts
+    elif r.pick_share is None:
+        here = f"best of the thesis's five: {r.thesis_best}; {r.thesis_pick} not measured"
+    elif r.thesis_best == r.thesis_pick:
+        here = f"best of the thesis's five: {r.thesis_pick}{counts}"
+    else:
+        here = f"best of the thesis's five: {r.thesis_best}; {r.thesis_pick} {fmt_ratio(r.pick_share)} of it{counts}"
+    flag = "" if r.server_limited or not r.connections else " [a point was not server-limited]"
+    measured = f"{here} (mean closed-loop throughput over the range's counts){flag}"
+    if r.verdict in (UNAVAILABLE, NOT_COMPARABLE):
+        why = r.reason + (f". Measured all the same: {measured}." if r.thesis_best else ".")
+        return ReferenceCheck(ref, reported, here, r.verdict, why, THESIS_SOURCES[r.name])
+    tie = f" (a tie: within {100 - THESIS_TIE_SHARE * 100:.0f} % of the best)" if r.verdict == PARTLY else ""
+    why = f"{measured}{tie}; this run's recommendation overall: {r.recommended}."
+    return ReferenceCheck(ref, reported, here, r.verdict, why, THESIS_SOURCES[r.name])
+
+
+def thesis_checks(t: ThesisReading) -> list[ReferenceCheck]:
+    """The thesis's recommendation, one reference row per range (its three ranges, in order)."""
+    return [thesis_check(r) for r in t.ranges]
 
 
 def _floor_table(f: FloorReading) -> Table:

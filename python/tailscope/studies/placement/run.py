@@ -108,7 +108,7 @@ def scenario_document(sc: Scenario) -> dict:
     elif sc.method == RANDOM:
         how = f"services in random order (seed {sc.seed}) while they fit {sc.capacity_millicores} millicores"
     elif sc.method == LATENCY_DRIVEN:
-        how = "largest exclusive critical-path p99 first while they fit (the thesis's latency-driven placement)"
+        how = "largest exclusive critical-path p99 first while they fit (not the thesis's hand-made latency placements)"
     else:
         raise ValueError(f"placement method '{sc.method}' is not one the study runs")
     doc: dict = {"performance": None if sc.performance is None else list(sc.performance), "how": how}

@@ -7,19 +7,24 @@ from typing import Any
 
 from tailscope.lab.placement import cpu_text
 from tailscope.report import plots
-from tailscope.report.blocks import Figure, Section, Table
+from tailscope.report.blocks import UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import Store
 from tailscope.studies.common import study_section
 from tailscope.studies.placement.analysis import (
     ANALYSIS,
+    KNAPSACK_BETTER_SHARE,
     LOAD,
     NO_MEASUREMENTS,
     SVC,
+    IpcVsLatency,
+    KnapsackVsColocated,
+    LatencyPlacements,
     PlacementSummary,
     has_measurements,
     summarize,
 )
-from tailscope.studies.placement.run import MIX, MODEL, SAMPLE_INTERVAL_S
+from tailscope.studies.placement.run import LOAD_FRACTION, MIX, MODEL, SAMPLE_INTERVAL_S
+from tailscope.studies.sources import NTUA_IPC_VS_LATENCY, NTUA_KNAPSACK, NTUA_LATENCY_PLACEMENTS
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 INTRO = (
@@ -63,7 +68,86 @@ def placement_section(study: Any, store: Store, run_id: str) -> Section:
     if s.outcomes:
         sec.blocks.append(_scenario_table(s))
         sec.blocks.append(_scenario_figure(s))
+    sec.add_references(thesis_references(s), "The thesis's placements vs here")
     return sec
+
+
+# ---- the thesis's results beside this run's ----------------------------------------------------------
+
+KNAPSACK_REPORTED = (
+    "the knapsack placement (services valued by IPC) gave the best latency and tail latency, under 30 ms, "
+    "improving on colocated; request rate raised until latency passed 50 ms"
+)
+LATENCY_REPORTED = (
+    "three hand-made placements pairing services sensitive to different resources did not improve on colocated"
+)
+IPC_REPORTED = "IPC lowest under the memory-bandwidth kernel, while tail latency was among its lowest there"
+
+
+def _vs(o, base) -> str:
+    return f"{fmt_ns(o.p50_ns)} / {fmt_ns(o.p99_ns)}" + (
+        f" vs {fmt_ns(base.p50_ns)} / {fmt_ns(base.p99_ns)}" if base else ""
+    )
+
+
+def knapsack_reference(k: KnapsackVsColocated, s: PlacementSummary) -> ReferenceCheck:
+    ref = "NTUA thesis §6.3.5: knapsack vs colocated"
+    if k.knapsack is None or k.colocated is None:
+        return ReferenceCheck(ref, KNAPSACK_REPORTED, "unavailable", k.verdict, k.reason, NTUA_KNAPSACK)
+    here = (
+        f"knapsack p50 / p99 {_vs(k.knapsack, k.colocated)} colocated "
+        f"({fmt_ratio(k.p50_ratio)} / {fmt_ratio(k.p99_ratio)})"
+    )
+    setup = (
+        f"the knapsack's values here are scores from {' / '.join(s.score_bases) or 'no score'} (the thesis: IPC); "
+        f"the rate is {LOAD_FRACTION * 100:.0f} % of the closed-loop ceiling ({fmt_count(s.rate_per_s)}/s; the thesis: the "
+        "rate at which latency passed 50 ms)"
+    )
+    if k.verdict == UNAVAILABLE:
+        return ReferenceCheck(ref, KNAPSACK_REPORTED, here, k.verdict, f"{k.reason}; {setup}.", NTUA_KNAPSACK)
+    why = f"{here}; a latency counts as improved at ≤ {KNAPSACK_BETTER_SHARE:g}× colocated's; {setup}."
+    return ReferenceCheck(ref, KNAPSACK_REPORTED, here, k.verdict, why, NTUA_KNAPSACK)
+
+
+def latency_reference(lp: LatencyPlacements) -> ReferenceCheck:
+    ref = "NTUA thesis §6.3.5: latency1–3 vs colocated"
+    o = lp.latency_driven
+    here = (
+        f"latency-driven (not the thesis's) p99 {fmt_ns(o.p99_ns)}, {fmt_ratio(o.p99_vs_colocated)} of colocated"
+        if o is not None
+        else "latency-driven placement not measured"
+    )
+    why = lp.reason + (f". Measured all the same: {here}." if o is not None else ".")
+    return ReferenceCheck(ref, LATENCY_REPORTED, here, lp.verdict, why, NTUA_LATENCY_PLACEMENTS)
+
+
+def ipc_reference(c: IpcVsLatency) -> ReferenceCheck:
+    ref = "NTUA thesis §6.3.4: IPC vs tail latency"
+    if not c.services:
+        return ReferenceCheck(ref, IPC_REPORTED, "unavailable", c.verdict, c.reason, NTUA_IPC_VS_LATENCY)
+    here = "; ".join(
+        f"{r.service}: IPC cut most by {r.ipc_kernel} ({100 * r.ipc_loss:+.0f} %), p99 raised most by "
+        f"{r.latency_kernel} ({100 * r.latency_rise:+.0f} %)"
+        for r in c.services
+    )
+    differ = [r.service for r in c.services if r.disagree]
+    why = (
+        f"{here}; each kernel at its highest intensity measured, end-to-end p99 (the thesis's wrk2 tail); the two "
+        f"figures point at different kernels for {', '.join(differ) or 'no service'} of {len(c.services)}."
+    )
+    return ReferenceCheck(ref, IPC_REPORTED, here, c.verdict, why, NTUA_IPC_VS_LATENCY)
+
+
+def thesis_references(s: PlacementSummary) -> list[ReferenceCheck]:
+    """The thesis's three placement results beside this run, as the section's reference rows."""
+    out = []
+    if s.knapsack_check is not None:
+        out.append(knapsack_reference(s.knapsack_check, s))
+    if s.latency_check is not None:
+        out.append(latency_reference(s.latency_check))
+    if s.ipc_check is not None:
+        out.append(ipc_reference(s.ipc_check))
+    return out
 
 
 # ---- notes -----------------------------------------------------------------------------------------

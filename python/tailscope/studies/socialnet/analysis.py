@@ -9,13 +9,14 @@ capstone's Figure 8 holds. section.py only formats these values. Pure functions 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tailscope.lab.graph import LOAD, SVC
 from tailscope.measure.measurement import achieved_per_s, measurement
-from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, PARTLY, UNAVAILABLE
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.units import fmt_ns
 
@@ -41,8 +42,28 @@ BASELINE = "tailscope-baseline"
 # others, so its cost lies between this ping's and the one-at-a-time ping's.
 PING_BATCHED_CONCURRENCY = 16
 TRACE_SAMPLE = 0.01
-# The capstone's scheduling + join delay of the first async calls (its Figure 6 text; analyze and Figure 8 compare with it).
-CAPSTONE_DELAY_RANGE_NS = (8e6, 23e6)
+# The traces the analyze study reads (capstone Figures 6 and 8) come from one steady point per model at
+# this fraction of its closed-loop ceiling — the capstone traced at "around 70-80% of the system
+# capacity" (§3.1.5) — sampled at STEADY_TRACE_SAMPLE (1 % of a 2 s point would give a call ~20 samples).
+# The load is written beside the traces (TRACE_LOAD_FILE) and stored with the analysis (`trace_load`).
+STEADY_FRACTION = 0.75
+STEADY_TRACE_SAMPLE = 0.2
+TRACE_LOAD_FILE = "load.json"
+CAPSTONE_LOAD_RANGE = (0.7, 0.8)  # of capacity, the capstone's load for its traces and Figure 3
+# Capstone Figure 6 (§3.1.2): "at least 45ms" of scheduling, join and queuing delay in one trace, whose
+# latency lies in its tail of 50–200 ms (Figure 3): at least 45 ÷ 200 of the trace, whatever its length.
+CAPSTONE_TRACE_DELAY_NS = 45e6
+CAPSTONE_TAIL_NS = (50e6, 200e6)
+FIGURE6_MIN_SHARE = CAPSTONE_TRACE_DELAY_NS / CAPSTONE_TAIL_NS[1]
+# Capstone Figure 8 (§3.1.4): the tail of the async-call delays is "at least 2-8 times" their p90.
+FIGURE8_TAIL_OVER_P90 = 2.0
+# Capstone Figure 3 (§3): compose-post p50 ≈ 10 ms, p90 = 5 × p50, tail 50–200 ms.
+CAPSTONE_P50_NS = 10e6
+CAPSTONE_P90_OVER_P50 = 5.0
+# A ratio counts as the capstone's when it reaches this share of it (its figures are rounded: "a factor
+# of 5"); the tail counts when p99 ≥ the tail's low end over the median (50 ms ÷ 10 ms).
+CAPSTONE_RATIO_SHARE = 0.8
+CAPSTONE_TAIL_OVER_P50 = CAPSTONE_TAIL_NS[0] / CAPSTONE_P50_NS
 # The tracing target: 100 % sampling costs at most this share of the closed-loop throughput.
 TRACING_COST_TARGET = 0.05
 # A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
@@ -725,16 +746,41 @@ class AsyncCallDelays:
 
 
 @dataclass(frozen=True)
-class Figure8Comparison:
-    """The capstone's Figure 8 (async-call delays of 8–23 ms in DeathStarBench, std::async) beside
-    this run: std-async's largest async-call p99 with MIN_P99_SAMPLES or more samples."""
+class PooledDelay:
+    """std-async's delay over every async call of its traces (analyze's probe_scheduling / probe_join)."""
 
-    std_async: CallDelay | None  # None: unavailable
-    others: tuple[CallDelay, ...]  # each other model's largest cited p99, by model
-    within_capstone_range: bool  # std-async's ≥ the capstone's low end (within or above the range)
+    kind: str  # SCHEDULING or JOIN
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    samples: int
+
+    @property
+    def tail_over_p90(self) -> float | None:
+        return self.p99_ns / self.p90_ns if self.p90_ns > 0 else None
+
+    @property
+    def heavy_tail(self) -> bool:
+        """The capstone's shape: the tail at least FIGURE8_TAIL_OVER_P90 × the p90."""
+        r = self.tail_over_p90
+        return r is not None and r >= FIGURE8_TAIL_OVER_P90
+
+
+@dataclass(frozen=True)
+class Figure8Comparison:
+    """The capstone's Figure 8 (§3.1.4: most async calls wait close to 0 ms, the p90 is 5× higher and the
+    tail 10–40 ms, "at least 2-8 times" the p90; std::async, traced at 70–80 % of capacity) beside this
+    run: std-async's scheduling and join delay over every async call (holds when each tail is at least
+    FIGURE8_TAIL_OVER_P90 × its p90, partly when one is), with the largest per-call p99 and the other
+    models' for context. NOT_COMPARABLE when the traces do not come from a steady 70–80 % load."""
+
+    pooled: tuple[PooledDelay, ...]  # std-async's, with MIN_P99_SAMPLES or more samples
+    std_async: CallDelay | None  # std-async's largest cited per-call p99
+    others: tuple[CallDelay, ...]  # each other model's largest cited per-call p99, by model
     std_async_highest: bool  # above every other model's largest (and there is another model)
-    verdict: str  # HOLDS, PARTLY, DOES_NOT_HOLD or UNAVAILABLE
-    unavailable: str | None
+    verdict: str  # HOLDS, PARTLY, DOES_NOT_HOLD, NOT_COMPARABLE or UNAVAILABLE
+    unavailable: str | None  # why UNAVAILABLE or NOT_COMPARABLE
+    trace_load: TraceLoad | None = None
 
 
 def _call(row: Mapping[str, Any]) -> CallDelay:
@@ -765,11 +811,28 @@ def async_call_delays(rows: Iterable[Mapping[str, Any]]) -> AsyncCallDelays | No
     return AsyncCallDelays(largest, int(sum(int(r["samples"]) for r in calls)))
 
 
-def figure8_comparison(rows: Iterable[Mapping[str, Any]]) -> Figure8Comparison | None:
-    """std-async's largest cited async-call p99 against the capstone's range and the other models'
-    largest. None when the run analyzed no traces with probe calls."""
+def _pooled(rows: Iterable[Mapping[str, Any]], model: str) -> tuple[PooledDelay, ...]:
+    out = []
+    for name, kind in (("probe_scheduling", SCHEDULING), ("probe_join", JOIN)):
+        r = next((r for r in rows if r["name"] == name and str(r["point"]) == model), None)
+        if r is None or int(r["samples"]) < MIN_P99_SAMPLES:
+            continue
+        vals = [float(v) for k in ("p50_ns", "p90_ns", "p99_ns") if (v := r.get(k)) is not None]
+        if len(vals) < 3 or any(math.isnan(v) for v in vals):  # None or NaN: not measured
+            continue
+        out.append(PooledDelay(kind, vals[0], vals[1], vals[2], int(r["samples"])))
+    return tuple(out)
+
+
+def figure8_comparison(
+    rows: Iterable[Mapping[str, Any]], trace_load: Mapping[str, Any] | None = None
+) -> Figure8Comparison | None:
+    """std-async's delay over every async call against the capstone's Figure 8 shape; the largest cited
+    per-call p99 of each model beside it. `trace_load`: what load std-async's traces came from (the
+    analyze document's `trace_load`). None when the run analyzed no traces with probe delays."""
+    rows = list(rows)
     calls = _probe_calls(rows)
-    if not calls:
+    if not calls and not any(r["name"] in ("probe_scheduling", "probe_join") for r in rows):
         return None
     worst: dict[str, CallDelay] = {}
     for r in calls:
@@ -780,10 +843,132 @@ def figure8_comparison(rows: Iterable[Mapping[str, Any]]) -> Figure8Comparison |
             worst[c.model] = c
     others = tuple(w for m, w in sorted(worst.items()) if m != BASELINE_MODEL)
     mine = worst.get(BASELINE_MODEL)
-    if mine is None:
-        why = f"no std-async async call has {MIN_P99_SAMPLES} or more samples in this run's traces"
-        return Figure8Comparison(None, others, False, False, UNAVAILABLE, why)
-    within = mine.p99_ns >= CAPSTONE_DELAY_RANGE_NS[0]
-    highest = bool(others) and all(mine.p99_ns > w.p99_ns for w in others)
-    verdict = HOLDS if within else PARTLY if highest else DOES_NOT_HOLD
-    return Figure8Comparison(mine, others, within, highest, verdict, None)
+    highest = mine is not None and bool(others) and all(mine.p99_ns > w.p99_ns for w in others)
+    pooled = _pooled(rows, BASELINE_MODEL)
+    load = trace_load_of(trace_load)
+    if not pooled:
+        why = f"std-async's traces have no scheduling or join delay with {MIN_P99_SAMPLES} or more samples"
+        return Figure8Comparison(pooled, mine, others, highest, UNAVAILABLE, why, load)
+    not_here = trace_load_reason(load)
+    if not_here:
+        return Figure8Comparison(pooled, mine, others, highest, NOT_COMPARABLE, not_here, load)
+    heavy = [p.heavy_tail for p in pooled]
+    verdict = HOLDS if all(heavy) else PARTLY if any(heavy) else DOES_NOT_HOLD
+    return Figure8Comparison(pooled, mine, others, highest, verdict, None, load)
+
+
+# ---- what load the traces come from (capstone Figures 6 and 8), and capstone Figure 3 -----------------
+
+
+@dataclass(frozen=True)
+class TraceLoad:
+    """The load a model's traces were recorded under (TRACE_LOAD_FILE beside them)."""
+
+    kind: str  # "steady": one rate for the whole trace set
+    fraction: float  # offered rate ÷ the model's closed-loop ceiling
+    rate_per_s: float
+    ceiling_per_s: float
+    achieved_per_s: float
+    trace_sample: float
+
+
+def trace_load_of(raw: Mapping[str, Any] | None) -> TraceLoad | None:
+    """The TraceLoad of a stored `trace_load` object; None when there is none (or it lacks a field)."""
+    if not raw:
+        return None
+    try:
+        return TraceLoad(
+            str(raw["kind"]),
+            float(raw["fraction"]),
+            float(raw["rate_per_s"]),
+            float(raw["ceiling_per_s"]),
+            float(raw["achieved_per_s"]),
+            float(raw["trace_sample"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def trace_load_reason(load: TraceLoad | None) -> str | None:
+    """Why traces recorded under `load` are not the capstone's (a steady load at 70–80 % of capacity),
+    or None when they are."""
+    lo, hi = CAPSTONE_LOAD_RANGE
+    capstone = f"the capstone traced a steady load at {lo * 100:.0f} %–{hi * 100:.0f} % of capacity"
+    if load is None:
+        return (
+            f"the traces come from the open-loop sweep, which runs each model from {min(SWEEP_FRACTIONS):g}× to "
+            f"{max(SWEEP_FRACTIONS):g}× its ceiling (overloaded requests among them); {capstone}"
+        )
+    if load.kind != "steady" or not lo <= load.fraction <= hi:
+        return (
+            f"the traces come from a {load.kind} load at {load.fraction * 100:.0f} % of the model's ceiling; {capstone}"
+        )
+    if load.achieved_per_s < SERVED_SHARE * load.rate_per_s:
+        return (
+            f"the traced point served {load.achieved_per_s:.0f} of the {load.rate_per_s:.0f} requests/s offered "
+            f"({load.fraction * 100:.0f} % of the ceiling): the graph was overloaded there; {capstone}"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Figure3Comparison:
+    """The capstone's Figure 3 (§3: compose-post p50 ≈ 10 ms, p90 5× the median, tail 50–200 ms) beside
+    std-async's latency at 70–80 % of its ceiling: the shape (p90 ÷ p50, p99 ÷ p50) judged, the scale
+    (p50 ÷ the capstone's) stated. NOT_COMPARABLE when no std-async point ran at 70–80 % of its ceiling."""
+
+    kind: str | None  # the point's kind ("steady", or a sweep "rate"); None: no such point
+    fraction: float | None  # offered ÷ ceiling
+    rate_per_s: float | None
+    p50_ns: float | None
+    p90_ns: float | None
+    p99_ns: float | None
+    verdict: str
+    unavailable: str | None  # why NOT_COMPARABLE or UNAVAILABLE
+
+    @property
+    def p90_over_p50(self) -> float | None:
+        return self.p90_ns / self.p50_ns if self.p90_ns and self.p50_ns else None
+
+    @property
+    def p99_over_p50(self) -> float | None:
+        return self.p99_ns / self.p50_ns if self.p99_ns and self.p50_ns else None
+
+    @property
+    def scale(self) -> float | None:
+        """p50 ÷ the capstone's ≈ 10 ms."""
+        return self.p50_ns / CAPSTONE_P50_NS if self.p50_ns else None
+
+
+def figure3_comparison(loads: Sequence[dict]) -> Figure3Comparison:
+    """From the socialnet load documents: std-async's steady point (else the sweep point nearest 75 % of
+    its ceiling within 70–80 %) against the capstone's Figure 3."""
+    lo, hi = CAPSTONE_LOAD_RANGE
+    mine = [d for d in loads if d["socialnet_point"]["model"] == BASELINE_MODEL]
+    closed = next((d for d in mine if d["socialnet_point"]["kind"] == "closed"), None)
+    ceiling = achieved_per_s(closed) if closed else 0.0
+    candidates: list[tuple[int, float, dict]] = []
+    for d in mine:
+        sp = d["socialnet_point"]
+        if sp["kind"] == "steady" and sp.get("fraction"):
+            candidates.append((0, float(sp["fraction"]), d))
+        elif sp["kind"] in ("rate", "common", "refine") and ceiling > 0:
+            candidates.append((1, _rate(d) / ceiling, d))
+    inside = sorted((c for c in candidates if lo <= c[1] <= hi), key=lambda c: (c[0], abs(c[1] - STEADY_FRACTION)))
+    if not inside:
+        why = f"no std-async point ran at {lo * 100:.0f} %–{hi * 100:.0f} % of its closed-loop ceiling (the capstone's load)"
+        return Figure3Comparison(None, None, None, None, None, None, NOT_COMPARABLE, why)
+    _, fraction, d = inside[0]
+    m = measurement(d, "latency_intended")
+    p50, p90, p99 = (m.p_ns("50"), m.p_ns("90"), m.p_ns("99")) if m else (None, None, None)
+    kind, rate = d["socialnet_point"]["kind"], _rate(d)
+    if not (p50 and p90 and p99):
+        why = "the point has no latency percentiles"
+        return Figure3Comparison(kind, fraction, rate, p50, p90, p99, UNAVAILABLE, why)
+    if achieved_per_s(d) < SERVED_SHARE * rate:
+        why = f"the point served {achieved_per_s(d):.0f} of the {rate:.0f} requests/s offered: overloaded, not steady"
+        return Figure3Comparison(kind, fraction, rate, p50, p90, p99, NOT_COMPARABLE, why)
+    body = p90 / p50 >= CAPSTONE_RATIO_SHARE * CAPSTONE_P90_OVER_P50
+    tail = p99 / p50 >= CAPSTONE_TAIL_OVER_P50
+    verdict = HOLDS if body and tail else PARTLY if body or tail else DOES_NOT_HOLD
+    return Figure3Comparison(kind, fraction, rate, p50, p90, p99, verdict, None)

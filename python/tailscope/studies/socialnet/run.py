@@ -26,7 +26,10 @@ from tailscope.studies.socialnet.analysis import (
     CONNECTIONS,
     PING_BATCHED_CONCURRENCY,
     REFINE_MODELS,
+    STEADY_FRACTION,
+    STEADY_TRACE_SAMPLE,
     SWEEP_FRACTIONS,
+    TRACE_LOAD_FILE,
     TRACE_SAMPLE,
     UNPINNED,
     meets_objective,
@@ -85,7 +88,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     docs: list[EngineDocument] = []
     fractions = SWEEP_FRACTIONS
     steps = (
-        len(models) * (4 + len(fractions))
+        len(models) * (5 + len(fractions))
         + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
         + (1 + REFINE_MODELS) * REFINE_STEPS
         + 2 * len(CONNECTION_SWEEP)
@@ -143,12 +146,13 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         else 100.0
     )
 
-    # 2. Per model: the open-loop sweep and the common rate, traces at 1 % sampling.
+    # 2. Per model: the open-loop sweep and the common rate, traced at 1 % sampling like every socialnet
+    # point (the sweep's traces run into overload, so they are not kept: 2c traces a steady load).
     sweeps: dict[str, list[dict]] = {}
     for model in models:
         rates = sorted({round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
         out = art / f"graph-{model}.json"
-        traces = art / "traces" / model
+        traces = art / "sweep-traces" / model
         with start_graph(model, out, TRACE_SAMPLE, traces) as (port, _):
             for rate in rates:
                 progress(f"{model} at {fmt_count(rate)}/s")
@@ -157,6 +161,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                 store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
                 sweeps.setdefault(model, []).append(d)
         _store_graph(study, docs, out, f"{model}/graph", model)
+        shutil.rmtree(traces, ignore_errors=True)
 
     # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
     # after a rate that missed, a graph that is still working off its backlog would fail the next.
@@ -175,6 +180,37 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             store_load(d, model, "refine", mid, CONNECTIONS, f"{model}/refine/{mid:.0f}")
             bracket = (mid, bracket[1]) if meets_objective(d) else (bracket[0], mid)
     shutil.rmtree(art / "refine-traces", ignore_errors=True)
+
+    # 2c. The traces the analyze study reads (capstone Figures 6 and 8): each model held at a steady
+    # STEADY_FRACTION of its ceiling — the capstone traced "around 70-80% of the system capacity" — on a
+    # fresh graph, sampled at STEADY_TRACE_SAMPLE so that one point gives every async call enough samples.
+    # What load the traces come from is written beside them (TRACE_LOAD_FILE) for the analysis to check.
+    for model in models:
+        if ceilings[model] <= 0:
+            continue
+        rate = round_rate(STEADY_FRACTION * ceilings[model])
+        progress(f"{model} traced at {fmt_count(rate)}/s ({STEADY_FRACTION * 100:.0f} % of its ceiling)")
+        traces = art / "traces" / model
+        with start_graph(model, art / f"graph-{model}-steady.json", STEADY_TRACE_SAMPLE, traces) as (port, _):
+            d = load(port, rate, CONNECTIONS)
+        store_load(d, model, "steady", rate, CONNECTIONS, f"{model}/steady/{rate:.0f}")
+        d["socialnet_point"] |= {"fraction": STEADY_FRACTION, "ceiling_per_s": ceilings[model]}
+        traces.mkdir(parents=True, exist_ok=True)
+        (traces / TRACE_LOAD_FILE).write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "kind": "steady",
+                    "fraction": STEADY_FRACTION,
+                    "rate_per_s": rate,
+                    "ceiling_per_s": ceilings[model],
+                    "achieved_per_s": achieved_per_s(d),
+                    "trace_sample": STEADY_TRACE_SAMPLE,
+                    "connections": CONNECTIONS,
+                }
+            )
+        )
+    shutil.rmtree(art / "sweep-traces", ignore_errors=True)
 
     # What starting a thread costs here, for std-async's thread per async call (same run).
     progress("thread creation baseline")

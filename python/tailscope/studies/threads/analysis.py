@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tailscope.measure.measurement import achieved_per_s
+from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.studies.threads.run import DEFAULT_OBJECTIVE_MS, FRONT, VARIANTS, WORKLOADS
 
 Combo = tuple[str, str]  # (workload, variant)
@@ -311,6 +312,72 @@ def compare_threads(points: Sequence[Point]) -> ThreadComparison | None:
     )
 
 
+# ---- the article's shape as reference rows -----------------------------------------------------------
+
+# The article's setup: Ballerina's workers never block (its pool is this study's non-blocking variant),
+# 10 vs 100 threads, "message transformation" (CPU-bound: this study's transform) and "simple
+# pass-through" (IO-bound: passthrough).
+ARTICLE_VARIANT = "non-blocking"
+ARTICLE_CPU_BOUND, ARTICLE_IO_BOUND = "transform", "passthrough"
+# Which figure each row compares (ArticleCheck.figure).
+P99_CPU_BOUND = "p99, CPU-bound"
+P99_IO_BOUND = "p99, IO-bound"
+LOAD_CPU_BOUND = "load, CPU-bound"
+
+
+@dataclass(frozen=True)
+class ArticleCheck:
+    """One of the article's findings at 10 vs 100 threads beside this run's non-blocking variant:
+    P99_CPU_BOUND — p99 rises (≥ ARTICLE_RISE) with throughput the same (within
+    ±ARTICLE_SAME_THROUGHPUT: the article's TPS moved at most 7 %), partly when only the p99 rose;
+    P99_IO_BOUND — p99 does not rise; LOAD_CPU_BOUND — the load rises (≥ ARTICLE_RISE). NOT_COMPARABLE
+    when the run did not measure both 10 and 100 threads; UNAVAILABLE when a figure is missing."""
+
+    figure: str  # P99_CPU_BOUND, P99_IO_BOUND or LOAD_CPU_BOUND
+    workload: str
+    verdict: str
+    comparison: ThreadComparison | None
+    reason: str = ""  # why NOT_COMPARABLE or UNAVAILABLE
+
+
+def article_checks(points: Sequence[Point]) -> tuple[ArticleCheck, ...]:
+    """The article's three findings, from the non-blocking variant's closed-loop points."""
+    out = []
+    for figure, workload in (
+        (P99_CPU_BOUND, ARTICLE_CPU_BOUND),
+        (P99_IO_BOUND, ARTICLE_IO_BOUND),
+        (LOAD_CPU_BOUND, ARTICLE_CPU_BOUND),
+    ):
+        mine = [p for p in closed_points(points) if p.combo == (workload, ARTICLE_VARIANT)]
+        if not mine:
+            out.append(ArticleCheck(figure, workload, UNAVAILABLE, None, f"{workload} {ARTICLE_VARIANT} was not run"))
+            continue
+        ns = sorted({p.threads for p in mine})
+        if not all(n in ns for n in COMPARE):
+            why = (
+                f"the article compared {COMPARE[0]} and {COMPARE[1]} threads; this run measured "
+                f"N = {', '.join(map(str, ns))} for {workload} {ARTICLE_VARIANT}"
+            )
+            out.append(ArticleCheck(figure, workload, NOT_COMPARABLE, None, why))
+            continue
+        c = compare_threads(mine)
+        ratio = None if c is None else (c.load_ratio if figure == LOAD_CPU_BOUND else c.p99_ratio)
+        if c is None or ratio is None:
+            what = "load" if figure == LOAD_CPU_BOUND else "p99"
+            why = f"no {what} at both {COMPARE[0]} and {COMPARE[1]} threads at the same users count"
+            out.append(ArticleCheck(figure, workload, UNAVAILABLE, c, why))
+            continue
+        rose = ratio >= ARTICLE_RISE
+        if figure == P99_CPU_BOUND:
+            verdict = (HOLDS if not c.throughput_changed else PARTLY) if rose else DOES_NOT_HOLD
+        elif figure == P99_IO_BOUND:
+            verdict = DOES_NOT_HOLD if rose else HOLDS
+        else:
+            verdict = HOLDS if rose else DOES_NOT_HOLD
+        out.append(ArticleCheck(figure, workload, verdict, c))
+    return tuple(out)
+
+
 # ---- the graphs ---------------------------------------------------------------------------------------
 
 
@@ -379,6 +446,7 @@ class ThreadsAnalysis:
     worst_open: Point | None  # the open-loop point with the highest p99
     recommendations: Mapping[Combo, Recommendation]
     comparisons: Mapping[Combo, ThreadComparison | None]
+    article: tuple[ArticleCheck, ...] = ()  # the article's findings at 10 vs 100 threads (reference rows)
 
     @property
     def closed(self) -> list[Point]:
@@ -432,4 +500,5 @@ def analyze(docs: Sequence[dict]) -> ThreadsAnalysis:
         worst_open=max(opens, key=lambda p: p.p99_ns or 0.0, default=None),
         recommendations={c: recommend([p for p in points if p.combo == c], objective_ns, cores) for c in combos},
         comparisons={c: compare_threads([p for p in points if p.combo == c]) for c in combos},
+        article=article_checks(points),
     )

@@ -7,13 +7,21 @@ import math
 from collections.abc import Callable
 
 from tailscope.report import plots
-from tailscope.report.blocks import Figure, Section, Table
+from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
 from tailscope.studies.base import Study
 from tailscope.studies.common import LATENCY_COLUMNS, latency_cells
+from tailscope.studies.sources import BALLERINA_LOAD, BALLERINA_TAIL_CPU, BALLERINA_TAIL_IO
 from tailscope.studies.threads.analysis import (
+    ARTICLE_RISE,
+    ARTICLE_SAME_THROUGHPUT,
+    COMPARE,
+    LOAD_CPU_BOUND,
     LOADAVG_MIN_WINDOW_S,
+    P99_CPU_BOUND,
+    P99_IO_BOUND,
     RULE_OF_THUMB_FACTOR,
+    ArticleCheck,
     Combo,
     Point,
     Recommendation,
@@ -45,7 +53,72 @@ def threads_section(study: Study, store: Store, run_id: str) -> Section:
     a = analyze([d.document for d in docs])
     sec.notes += notes(a)
     sec.blocks += figures(a)
+    sec.add_references(article_references(a), "The Ballerina article's 10 vs 100 threads vs here")
     return sec
+
+
+# ---- the article's findings as reference rows -----------------------------------------------------------
+
+ARTICLE_ROWS: dict[str, tuple[str, Source]] = {
+    P99_CPU_BOUND: (
+        "p99 higher with 100 threads than with 10 (message transformation, CPU-bound); TPS within ~7 %",
+        BALLERINA_TAIL_CPU,
+    ),
+    P99_IO_BOUND: (
+        "no significant p99 degradation with 100 threads (simple pass-through, IO-bound)",
+        BALLERINA_TAIL_IO,
+    ),
+    LOAD_CPU_BOUND: (
+        "load average up with many threads (transformation; 4 → 100 threads: load 5 → 37, run queue 8 → 41)",
+        BALLERINA_LOAD,
+    ),
+}
+
+
+def article_reference(r: ArticleCheck, a: ThreadsAnalysis) -> ReferenceCheck:
+    """One of the article's findings at 10 vs 100 threads beside this run (analysis.ArticleCheck decides)."""
+    reported, source = ARTICLE_ROWS[r.figure]
+    ref = f"Ballerina article: {r.figure}, 100 vs 10 threads"
+    c = r.comparison
+    if c is None:
+        here = "unavailable" if r.verdict == UNAVAILABLE else f"not measured at {COMPARE[0]} and {COMPARE[1]} threads"
+        return ReferenceCheck(ref, reported, here, r.verdict, r.reason, source)
+    thr = c.throughput_ratio
+    tput = f"throughput {_pct_change(thr)}" if thr is not None else "throughput —"
+    if r.figure == LOAD_CPU_BOUND:
+        here = (
+            f"{r.workload} non-blocking at {c.users} users: load {fmt_ratio(c.load_ratio)} "
+            f"({_num(c.at_lo.inst_load, '.1f')} → {_num(c.at_hi.inst_load, '.1f')}), run queue "
+            f"{fmt_ratio(c.runq_ratio)} ({_num(c.at_lo.procs_running, '.1f')} → {_num(c.at_hi.procs_running, '.1f')})"
+        )
+        quantity = (
+            "instantaneous load, the figure the kernel's 1-minute load average smooths: the points ran "
+            f"{a.window_s:.0f} s, less than the {LOADAVG_MIN_WINDOW_S:.0f} s the load average needs"
+            if not a.loadavg_describes_points
+            else "instantaneous load over the point's window"
+        )
+        criterion = f"the shape counts as a rise at ≥ {ARTICLE_RISE:g}×; {quantity}"
+    else:
+        here = (
+            f"{r.workload} non-blocking at {c.users} users: p99 {fmt_ratio(c.p99_ratio)} "
+            f"({fmt_ns(c.at_lo.p99_ns)} → {fmt_ns(c.at_hi.p99_ns)}), {tput}"
+        )
+        criterion = f"p99 counts as rising at ≥ {ARTICLE_RISE:g}×" + (
+            f", throughput as the same within ±{ARTICLE_SAME_THROUGHPUT * 100:.0f} %"
+            if r.figure == P99_CPU_BOUND
+            else ""
+        )
+    if r.verdict in (NOT_COMPARABLE, UNAVAILABLE):
+        return ReferenceCheck(ref, reported, here, r.verdict, f"{r.reason}. Measured all the same: {here}.", source)
+    why = (
+        f"{here}; {criterion}; the article ran Ballerina on a 4-vCPU instance, this graph on {a.cores} CPU(s) "
+        "with a pool-callback front."
+    )
+    return ReferenceCheck(ref, reported, here, r.verdict, why, source)
+
+
+def article_references(a: ThreadsAnalysis) -> list[ReferenceCheck]:
+    return [article_reference(r, a) for r in a.article]
 
 
 # ---- notes ---------------------------------------------------------------------------------------------
