@@ -143,6 +143,11 @@ def test_a_documents_intervals_read_into_the_typed_measurement():
     old = Measurement.from_dict({"name": "x", "latency": {"count": 1000, "percentiles": {"99": 990}}})
     assert old.interval("99").unavailable == NO_INTERVALS_IN_DOCUMENT and old.interval("99").lo_ns is None
     assert from_latency({"count": 0, "unavailable": "no samples recorded"}, "99").unavailable == "no samples recorded"
+    # Keys that are not percentiles in (0, 100) are left out, never read as one.
+    odd = Measurement.from_dict({"name": "x", "latency": {"count": 9, "percentiles": {"max": 5, "100": 7, "50": 3}}})
+    assert sorted(odd.intervals) == ["50"] and odd.p_ns("max") == 5
+    with pytest.raises(ValueError, match="not a percentile"):
+        from_latency({}, "p99")
 
 
 # ---- coverage, by simulation --------------------------------------------------------------------------

@@ -159,11 +159,23 @@ def quantile_ci_from_buckets(
 NO_INTERVALS_IN_DOCUMENT = "the document has no percentile intervals (written before engines added them)"
 
 
+def percentile_key_q(key: str) -> float | None:
+    """q of a percentile key ("99.9" → 0.999); None for a key that is not a percentile strictly
+    between 0 and 100 (a document's keys are read, not trusted)."""
+    try:
+        q = float(key) / 100
+    except ValueError:
+        return None
+    return q if 0 < q < 1 else None
+
+
 def from_latency(latency: dict, key: str) -> QuantileInterval:
     """Percentile `key` ("50", "99", "99.9" …) of a document's `latency` summary (docs/formats.md)
     with the interval the engine computed: `percentile_ci[key]`, or the reason in
-    `percentile_ci_unavailable[key]`."""
-    q = float(key) / 100
+    `percentile_ci_unavailable[key]`. ValueError for a key that is not a percentile in (0, 100)."""
+    q = percentile_key_q(key)
+    if q is None:
+        raise ValueError(f"{key!r} is not a percentile strictly between 0 and 100")
     count = int(latency.get("count") or 0)
     raw = (latency.get("percentiles") or {}).get(key)
     estimate = None if raw is None else float(raw)

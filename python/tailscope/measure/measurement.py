@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tailscope.measure.intervals import QuantileInterval, from_latency
+from tailscope.measure.intervals import QuantileInterval, from_latency, percentile_key_q
 
 T = TypeVar("T")
 
@@ -45,7 +45,9 @@ class Measurement:
             low_confidence=frozenset(lat.get("low_confidence") or ()),
             cdf=[(float(v), float(p)) for v, p in m.get("cdf") or []],
             raw=m,
-            intervals={k: from_latency(lat, k) for k in lat.get("percentiles") or {}},
+            intervals={
+                k: from_latency(lat, k) for k in lat.get("percentiles") or {} if percentile_key_q(k) is not None
+            },
         )
 
     def p_ns(self, key: str) -> float | None:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tailscope.measure.intervals import QuantileInterval, from_latency
+from tailscope.measure.intervals import QuantileInterval, from_latency, percentile_key_q
 from tailscope.measure.measurement import achieved_per_s, measurement
 from tailscope.measure.verdict import MET as INTERVAL_MET
 from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
@@ -207,7 +207,7 @@ def read_points(docs: Iterable[EngineDocument]) -> list[EchoPoint]:
                 samples=int(lat.get("count") or 0),
                 low_confidence=frozenset(lat.get("low_confidence") or ()),
                 cdf=tuple((float(v), float(p)) for v, p in meas["latency_intended"].get("cdf", [])),
-                intervals={k: from_latency(lat, k) for k in pct},
+                intervals={k: from_latency(lat, k) for k in pct if percentile_key_q(k) is not None},
                 rate_per_s=float(ep.get("rate_per_s") or 0),
                 cpu_pct=_float_or_none(proc.get("cpu_pct_mean")),
                 cpu_sys_pct=_float_or_none(proc.get("cpu_sys_pct_mean")),
