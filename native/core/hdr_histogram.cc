@@ -178,15 +178,17 @@ int64_t HdrHistogram::value_at_percentile(double percentile) const noexcept {
   const double fp_rank = p / 100.0 * static_cast<double>(total_count_);
   const double nearest = std::nearbyint(fp_rank);
   const double rank = std::fabs(fp_rank - nearest) <= 1e-9 * std::max(1.0, fp_rank) ? nearest : std::ceil(fp_rank);
-  int64_t target = static_cast<int64_t>(rank);
-  target = std::clamp<int64_t>(target, 1, total_count_);
+  const int64_t value = value_at_rank(static_cast<int64_t>(rank));
+  return p == 0.0 ? lowest_equivalent_value(value) : highest_equivalent_value(value);
+}
+
+int64_t HdrHistogram::value_at_rank(int64_t rank) const noexcept {
+  if (total_count_ == 0) return 0;
+  const int64_t target = std::clamp<int64_t>(rank, 1, total_count_);
   int64_t cumulative = 0;
   for (size_t i = 0; i < counts_.size(); ++i) {
     cumulative += counts_[i];
-    if (cumulative >= target) {
-      const int64_t value = value_from_index(i);
-      return p == 0.0 ? lowest_equivalent_value(value) : highest_equivalent_value(value);
-    }
+    if (cumulative >= target) return value_from_index(i);
   }
   return 0;  // unreachable while total_count_ matches the counts
 }

@@ -98,6 +98,13 @@ class HdrHistogram {
   // [0, 100].
   int64_t value_at_percentile(double percentile) const noexcept;
 
+  // The bucket holding the sample of 1-based rank `rank` in value order (rank
+  // clamped to [1, total_count]), as its lowest value (value_from_index): pass
+  // it to lowest_/highest_equivalent_value for the bucket's bounds. 0 when
+  // empty. value_at_percentile and the order-statistic intervals
+  // (core/latency_summary.h) read ranks through it.
+  int64_t value_at_rank(int64_t rank) const noexcept;
+
   // HdrHistogram's percentile iteration (outputPercentileDistribution):
   // starts at 0 %, takes ticks_per_half_distance equal steps in each half of
   // the remaining distance to 100 %, and ends with one step at exactly 100 %.

@@ -11,6 +11,7 @@
 #include "core/affinity.h"
 #include "core/clock.h"
 #include "core/hlog.h"
+#include "core/latency_summary.h"
 #include "core/result_writer.h"
 #include "core/stop_signals.h"
 #include "load/client_protocol.h"
@@ -260,6 +261,7 @@ int main(int argc, char** argv) {
     if (print_latency) {
       std::cerr << "  Latency Distribution (HdrHistogram - Recorded Latency, from the intended send time)\n"
                 << result.totals.intended.percentile_spectrum_text(1000.0) << "\n"
+                << percentile_interval_text(latency_summary(result.totals.intended), {"99", "99.9"}) << "\n"
                 << "  " << result.totals.completed_in_window << " requests in " << result.measured_s << "s, "
                 << doc["load"]["achieved_per_s"].get<double>() << " requests/s\n";
     }

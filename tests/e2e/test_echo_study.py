@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 
 from tailscope.lab import load as load_args
+from tailscope.measure.intervals import QuantileInterval
 from tailscope.report.blocks import Table
 from tailscope.store import EngineDocument, RunRecord, Store
 from tailscope.studies.echo import STUDY
@@ -93,6 +94,9 @@ def _load_doc(model: str, c: int, mode: str, tput: float, p99: float, cpu: float
                     "count": 500,
                     "mean": p99 / 2,
                     "percentiles": {"50": p99 / 3, "90": p99 / 2, "99": p99, "99.9": p99 * 2},
+                    "percentile_ci": {"99": [p99 * 0.95, p99 * 1.1]},
+                    "percentile_ci_level": 0.95,
+                    "percentile_ci_unavailable": {"99.9": "fewer than 3688 samples"},
                 },
                 "cdf": [[p99 / 3, 50.0], [p99, 99.0]],
             }
@@ -147,6 +151,10 @@ def test_section_from_stored_documents_has_every_block_of_a_quick_run(tmp_path):
     assert tables
     points, ratios, rec = tables[0], tables[1], tables[2]
     assert len(points.rows) == len(docs)
+    # p99 with its interval, p99.9 without one (too few samples), as the documents say.
+    p99_col, p999_col = points.columns.index("p99"), points.columns.index("p99.9")
+    assert all(row[p99_col].endswith("[190–220 µs]") for row in points.rows if row[2] == "closed")
+    assert all(row[p999_col].endswith("[—]") for row in points.rows)
     assert [(r[0], r[1]) for r in ratios.rows] == [
         (str(c), m) for c in (8, 100, 1000) for m in ("poll", "epoll", "io-uring")
     ]
@@ -167,8 +175,10 @@ def test_a_run_without_points_says_so(tmp_path):
 
 def test_golden_ratio_caption_target_and_cpu_sentences():
     closed = [
-        _point("poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0),
-        _point("io-uring", 100, 131_800, 150_000, cpu_sys_pct=98.0, cpu_user_pct=1.0),
+        _point("poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0, intervals=_p99(200e3, 190e3, 215e3)),
+        _point(
+            "io-uring", 100, 131_800, 150_000, cpu_sys_pct=98.0, cpu_user_pct=1.0, intervals=_p99(150e3, 140e3, 160e3)
+        ),
     ]
     reading = A.ratios(closed, {100: 0.33}, 247.5)
     assert reading is not None
@@ -177,7 +187,7 @@ def test_golden_ratio_caption_target_and_cpu_sentences():
         "poll ran twice at each count, before and after the other models; its closed-loop throughput moved "
         "by 33 % at 100: a ratio closer to 1 than that is within this run's noise. "
         "Target best ÷ poll ≥ 1.3× with p99 no higher: 100 connections: io-uring 1.318× of poll, p99 no higher "
-        "— met on this run's figures, but within its noise (poll's repeat moved 33 %); "
+        "(95 % intervals apart) — met on this run's figures, but within its noise (poll's repeat moved 33 %); "
         "1000 connections: unavailable (no poll point at 1000). "
         "By server CPU per echo: 100 connections: io-uring 7.51 µs per echo vs poll's 9.9 µs = 1.32× the echoes "
         "per core-second (at least 1.3×) (system time of the server's CPU: poll 95 %, io-uring 99 %); an empty "
@@ -185,6 +195,23 @@ def test_golden_ratio_caption_target_and_cpu_sentences():
         "user time 5 %; without both it would carry 1.11× its echoes per core-second; "
         "1000 connections: unavailable (no server CPU for poll or any model at 1000)."
     ) in caption, caption
+
+
+def _p99(estimate: float, lo: float, hi: float) -> dict[str, QuantileInterval]:
+    return {"99": QuantileInterval(0.99, 100_000, estimate, lo, hi)}
+
+
+def test_golden_target_undecided_at_this_length():
+    closed = [
+        _point("poll", 100, 100_000, 200_000, intervals=_p99(200e3, 190e3, 215e3)),
+        _point("io-uring", 100, 140_000, 195_000, intervals=_p99(195e3, 185e3, 205e3)),
+    ]
+    reading = A.ratios(closed)
+    assert reading is not None
+    assert (
+        "100 connections: io-uring 1.400× of poll, p99 no higher by the estimates, but the 95 % intervals overlap: "
+        "a run 16.0× as long (1\u2009600\u2009000 samples, ~16 s) would decide it — undecided at this length"
+    ) in S.ratio_table(reading).caption
 
 
 def test_golden_self_check_note():

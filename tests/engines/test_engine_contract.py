@@ -29,6 +29,33 @@ def test_invalid_documents_are_rejected_with_reason(mutate, message):
         validate_document(doc, "x")
 
 
+def _with_latency(latency: dict) -> dict:
+    m = {"name": "a", "latency": {"count": 1000, "percentiles": {"50": 500, "99.9": 999}} | latency}
+    return {"schema": "tailscope.result/1", "engine": "x", "machine": {}, "measurements": [m], "unavailable": []}
+
+
+def test_percentile_intervals_are_accepted_and_checked():
+    good = _with_latency(
+        {
+            "percentile_ci": {"50": [469, 532]},
+            "percentile_ci_level": 0.95,
+            "percentile_ci_unavailable": {"99.9": "fewer than 3688 samples"},
+        }
+    )
+    assert validate_document(good, "x") is good
+    assert validate_document(_with_latency({}), "x")  # a document from before intervals
+    for bad, message in [
+        ({"percentile_ci": {"50": [532, 469]}}, "lo > hi"),
+        ({"percentile_ci": {"50": [469]}}, "not \\[lo, hi\\]"),
+        ({"percentile_ci": {"50": ["a", "b"]}}, "not \\[lo, hi\\]"),
+        ({"percentile_ci_unavailable": {"99.9": ""}}, "no reason"),
+        ({"percentile_ci": {"50": [1, 2]}, "percentile_ci_unavailable": {"50": "why"}}, "both"),
+        ({"percentile_ci": [1, 2]}, "must be objects"),
+    ]:
+        with pytest.raises(EngineError, match=message):
+            validate_document(_with_latency(bad), "x")
+
+
 def test_non_object_rejected():
     with pytest.raises(EngineError, match="not a JSON object"):
         validate_document([1, 2], "x")

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from tailscope.measure.intervals import NO_INTERVALS_IN_DOCUMENT, QuantileInterval
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
+from tailscope.measure.verdict import UNDECIDED
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.studies.echo import analysis as A
@@ -101,6 +105,24 @@ def test_a_point_is_read_from_its_document_and_an_unmeasured_lag_stays_none():
     assert p.errors == 2 and p.error_kinds == {"timeout": 2}  # kinds that did not occur are left out
     assert p.generator_busy_share == 0.4 and p.generator_io == "uring" and p.load_pacing == "busy-poll"
     assert p.send_lag_p99_ns is None  # no self-check in the document: not measured, never 0
+    # A document from before the engines wrote intervals: the reading says so, it invents none.
+    assert p.intervals["99"].unavailable == NO_INTERVALS_IN_DOCUMENT and p.intervals["99"].lo_ns is None
+
+
+def test_a_points_percentile_intervals_are_read_from_its_document():
+    doc = _load_doc("poll", 100, CLOSED, 50_000, 400_000)
+    doc["measurements"][0]["latency"] |= {
+        "percentile_ci": {"50": [130_000, 136_000], "99": [390_000, 415_000]},
+        "percentile_ci_level": 0.95,
+        "percentile_ci_unavailable": {"99.9": "fewer than 3688 samples"},
+    }
+    (p,) = A.read_points([EngineDocument("echo", A.LOAD, doc, "closed/poll/100")])
+    assert (p.intervals["99"].lo_ns, p.intervals["99"].estimate_ns, p.intervals["99"].hi_ns) == (
+        390_000,
+        400_000,
+        415_000,
+    )
+    assert p.intervals["99.9"].unavailable == "fewer than 3688 samples" and p.intervals["99.9"].estimate_ns == 800_000
 
 
 def test_the_server_is_the_limit_from_90_percent_of_its_core():
@@ -203,6 +225,51 @@ def test_a_met_target_within_polls_own_run_to_run_movement_is_noise():
     # A point that was not server-limited is flagged beside the verdict.
     flagged = A.ratios([closed[0], _point("io-uring", 100, 131_800, 150_000, cpu=50.0)])
     assert flagged is not None and not flagged.targets[0].server_limited
+
+
+def _p99(estimate: float, lo: float, hi: float, count: int = 100_000) -> dict[str, QuantileInterval]:
+    return {"99": QuantileInterval(0.99, count, estimate, lo, hi)}
+
+
+def test_target_p99_is_judged_by_the_intervals_met_not_met_or_undecided():
+    poll = _point("poll", 100, 100_000, 200_000, intervals=_p99(200_000, 190_000, 215_000))
+
+    def target(best: EchoPoint) -> A.TargetReading:
+        r = A.ratios([poll, best])
+        assert r is not None
+        return r.targets[0]
+
+    apart_below = target(_point("io-uring", 100, 140_000, 150_000, intervals=_p99(150_000, 140_000, 160_000)))
+    assert apart_below.p99_verdict.verdict == INTERVAL_MET and apart_below.met and apart_below.verdict == A.MET
+    # Lower by the estimates, but the intervals overlap: undecided at this length, and how long would decide it.
+    overlap = target(_point("io-uring", 100, 140_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
+    assert overlap.p99_no_higher and not overlap.met and overlap.p99_undecided
+    assert overlap.verdict == A.TARGET_UNDECIDED == UNDECIDED
+    v = overlap.p99_verdict
+    # Half-widths facing each other: (205 − 195) + (200 − 190) = 20 over a gap of 5: (20 / 5)² = 16× the run.
+    assert v.length_factor == pytest.approx(16.0) and v.samples_to_decide == 1_600_000
+    assert v.seconds_to_decide == pytest.approx(16.0)  # poll's run, 100 000 samples at 100 000/s, is the longer
+    apart_above = target(_point("io-uring", 100, 140_000, 300_000, intervals=_p99(300_000, 280_000, 320_000)))
+    assert apart_above.p99_verdict.verdict == INTERVAL_NOT_MET and apart_above.verdict == A.NOT_MET
+    # A ratio below the target is not met whatever the p99 intervals say.
+    slow = target(_point("io-uring", 100, 120_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
+    assert slow.p99_verdict.verdict == UNDECIDED and not slow.p99_undecided and slow.verdict == A.NOT_MET
+    # A higher estimate inside poll's interval is undecided too, never "not met".
+    higher = target(_point("io-uring", 100, 140_000, 205_000, intervals=_p99(205_000, 195_000, 220_000)))
+    assert not higher.p99_no_higher and higher.verdict == A.TARGET_UNDECIDED
+    # Without intervals (older documents) the estimates decide, and the reason is kept beside them.
+    plain = target(_point("io-uring", 100, 140_000, 195_000))
+    assert plain.p99_verdict.unavailable == "no p99 interval in the documents" and plain.verdict == A.MET
+    too_few = target(
+        _point(
+            "io-uring",
+            100,
+            140_000,
+            195_000,
+            intervals={"99": QuantileInterval(0.99, 300, 195_000.0, unavailable="fewer than 368 samples")},
+        )
+    )
+    assert too_few.p99_verdict.unavailable == "fewer than 368 samples" and too_few.met
 
 
 def test_target_without_a_poll_point_is_unavailable_with_the_reason():

@@ -32,7 +32,8 @@ from pathlib import Path
 from tailscope.lab import labhosts, lifetime
 from tailscope.lab.allow_list import check_base_url
 from tailscope.lab.engines import EngineError, find_engine, kill_group, spawn
-from tailscope.measure.hlog import HlogError, histogram_from_hlog, new_histogram
+from tailscope.measure.hlog import HlogError, buckets, histogram_from_hlog, new_histogram
+from tailscope.measure.intervals import LEVEL, quantile_ci_from_buckets
 from tailscope.measure.measurement import measurement
 
 LOAD = "tailscope-load"
@@ -265,6 +266,20 @@ def latency_summary(h) -> dict:
         "percentiles": {p: int(h.get_value_at_percentile(float(p))) for p in PERCENTILES},
         "tail_samples": tail,
         "low_confidence": [p for p in PERCENTILES if tail[p] < MIN_TAIL_SAMPLES],
+        **_percentile_intervals(h),
+    }
+
+
+def _percentile_intervals(h) -> dict:
+    """The summary's `percentile_ci` keys (docs/formats.md), as the engines compute them."""
+    rows = buckets(h)
+    found = {p: quantile_ci_from_buckets(rows, float(p) / 100) for p in PERCENTILES}
+    return {
+        "percentile_ci": {
+            p: [int(i.lo_ns), int(i.hi_ns)] for p, i in found.items() if i.lo_ns is not None and i.hi_ns is not None
+        },
+        "percentile_ci_level": LEVEL,
+        "percentile_ci_unavailable": {p: i.unavailable for p, i in found.items() if not i.available},
     }
 
 

@@ -104,7 +104,32 @@ def validate_document(doc: object, engine: str) -> dict:
     for i, m in enumerate(doc["measurements"]):
         if not isinstance(m, dict) or not isinstance(m.get("name"), str) or not isinstance(m.get("latency"), dict):
             raise EngineError(f"{engine}: measurement {i} lacks a name or a latency summary")
+        if why := _interval_problem(m["latency"]):
+            raise EngineError(f"{engine}: measurement {i} ({m['name']}): {why}")
     return doc
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _interval_problem(latency: dict) -> str:
+    """What is wrong with a latency summary's percentile intervals (docs/formats.md), "" if nothing.
+    A summary without them (an older engine, an empty histogram) is fine."""
+    ci, missing = latency.get("percentile_ci", {}), latency.get("percentile_ci_unavailable", {})
+    if not isinstance(ci, dict) or not isinstance(missing, dict):
+        return "percentile_ci and percentile_ci_unavailable must be objects"
+    for key, bounds in ci.items():
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(_number(b) for b in bounds)):
+            return f"percentile_ci[{key!r}] is not [lo, hi]"
+        if bounds[0] > bounds[1]:
+            return f"percentile_ci[{key!r}] has lo > hi"
+    for key, why in missing.items():
+        if not isinstance(why, str) or not why:
+            return f"percentile_ci_unavailable[{key!r}] gives no reason"
+        if key in ci:
+            return f"percentile {key!r} has both an interval and a reason for none"
+    return ""
 
 
 def spawn(cmd: list[str], *, cpus: set[int] | None = None, **popen_kwargs: Any) -> subprocess.Popen:

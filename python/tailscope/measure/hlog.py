@@ -57,3 +57,16 @@ def histogram_from_hlog(path: str | Path, tag: str) -> HdrHistogram:
     for _, h in rows:
         total.add(h)
     return total
+
+
+def buckets(h: HdrHistogram) -> list[tuple[int, int, int]]:
+    """(lowest value, highest value, count) of every non-empty bucket, in value order: what
+    measure.intervals.quantile_ci_from_buckets reads a histogram's ranks from."""
+    return [
+        (
+            int(h.get_lowest_equivalent_value(item.value_iterated_to)),
+            int(h.get_highest_equivalent_value(item.value_iterated_to)),
+            int(item.count_at_value_iterated_to),
+        )
+        for item in h.get_recorded_iterator()
+    ]

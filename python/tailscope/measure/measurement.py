@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
+
+from tailscope.measure.intervals import QuantileInterval, from_latency, percentile_key_q
 
 T = TypeVar("T")
 
@@ -28,6 +30,8 @@ class Measurement:
     low_confidence: frozenset[str]
     cdf: list[tuple[float, float]]  # (value_ns, percentile 0..100)
     raw: dict
+    # Per percentile key, its 95 % interval or why there is none (docs/formats.md `percentile_ci`).
+    intervals: dict[str, QuantileInterval] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, m: dict) -> Measurement:
@@ -41,11 +45,19 @@ class Measurement:
             low_confidence=frozenset(lat.get("low_confidence") or ()),
             cdf=[(float(v), float(p)) for v, p in m.get("cdf") or []],
             raw=m,
+            intervals={
+                k: from_latency(lat, k) for k in lat.get("percentiles") or {} if percentile_key_q(k) is not None
+            },
         )
 
     def p_ns(self, key: str) -> float | None:
         """Percentile `key` ("50", "99", "99.9" ...) in ns, or None if the document lacks it."""
         return self.percentiles_ns.get(key)
+
+    def interval(self, key: str) -> QuantileInterval:
+        """Percentile `key` with its 95 % interval as the engine wrote it (`percentile_ci`), or
+        unavailable with the engine's reason (too few samples; a document older than intervals)."""
+        return self.intervals.get(key) or from_latency(self.raw.get("latency") or {}, key)
 
 
 def measurements(doc: dict | None) -> list[Measurement]:

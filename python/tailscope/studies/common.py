@@ -6,12 +6,13 @@ unavailable notes, typed access to the measurements of a result document
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tailscope.measure.intervals import QuantileInterval
 from tailscope.report.blocks import Section
 from tailscope.store import EngineDocument, Store
-from tailscope.units import fmt_count, fmt_ns
+from tailscope.units import fmt_count, fmt_ns, fmt_ns_interval
 
 if TYPE_CHECKING:
     from tailscope.studies.base import RunContext
@@ -139,15 +140,31 @@ def latency_cells(
     p999_ns: float | None,
     count: int | float | None,
     low_confidence: Iterable[str],
+    intervals: Mapping[str, QuantileInterval] | None = None,
 ) -> list[str]:
     """The latency columns every study table shows (mean, p50, p90, p99, p99.9, samples);
-    a percentile with too few samples beyond it is marked " *" (docs/measurement.md)."""
+    a percentile with too few samples beyond it is marked " *" (docs/measurement.md).
+
+    With `intervals` (percentile key → its 95 % interval, e.g. a point's Measurement.intervals) the
+    tail cells, p99 and p99.9, add theirs as " [lo–hi]", or " [—]" when there is none (too few
+    samples for one, or a document from before intervals): the tail is where a table's readers compare
+    figures, and two more brackets per row keep the table readable."""
     low = set(low_confidence)
+
+    def tail(value_ns: float | None, key: str) -> str:
+        cell = fmt_ns(value_ns) + (" *" if key in low else "")
+        if intervals is None or value_ns is None:
+            return cell
+        i = intervals.get(key)
+        return cell + (
+            " [—]" if i is None or i.lo_ns is None or i.hi_ns is None else " " + fmt_ns_interval(i.lo_ns, i.hi_ns)
+        )
+
     return [
         fmt_ns(mean_ns),
         fmt_ns(p50_ns),
         fmt_ns(p90_ns),
-        fmt_ns(p99_ns) + (" *" if "99" in low else ""),
-        fmt_ns(p999_ns) + (" *" if "99.9" in low else ""),
+        tail(p99_ns, "99"),
+        tail(p999_ns, "99.9"),
         fmt_count(count),
     ]

@@ -10,7 +10,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tailscope.measure.intervals import QuantileInterval, from_latency, percentile_key_q
 from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict, at_most_other
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.studies.common import find_document, round_rate
@@ -84,6 +88,8 @@ LIMIT_UNAVAILABLE = "unavailable"
 MET = "met"
 NOT_MET = "not met"
 MET_WITHIN_NOISE = "met on this run's figures, but within its noise"
+# The throughput ratio is met but the two p99 intervals overlap: neither met nor missed (measure.verdict).
+TARGET_UNDECIDED = UNDECIDED
 
 # The io-uring model's kernel features, as its ready line reports them, in report order.
 IO_URING_FEATURES = ("multishot_accept", "multishot_recv", "provided_buffer_ring", "registered_files", "sqpoll")
@@ -109,6 +115,8 @@ class EchoPoint:
     samples: int
     low_confidence: frozenset[str] = frozenset()  # percentiles with fewer than 10 samples beyond them
     cdf: tuple[tuple[float, float], ...] = ()  # (value_ns, percentile 0..100)
+    # Per percentile key, its 95 % interval or why there is none (measure.intervals); empty: not read.
+    intervals: dict[str, QuantileInterval] = field(default_factory=dict)
     rate_per_s: float = 0.0  # the requested rate; 0 in closed loop
     # The server process over the measured window (/proc, 100 ms samples); None: not sampled.
     cpu_pct: float | None = None  # mean, 100 = one core
@@ -205,6 +213,7 @@ def read_points(docs: Iterable[EngineDocument]) -> list[EchoPoint]:
                 samples=int(lat.get("count") or 0),
                 low_confidence=frozenset(lat.get("low_confidence") or ()),
                 cdf=tuple((float(v), float(p)) for v, p in meas["latency_intended"].get("cdf", [])),
+                intervals={k: from_latency(lat, k) for k in pct if percentile_key_q(k) is not None},
                 rate_per_s=float(ep.get("rate_per_s") or 0),
                 cpu_pct=_float_or_none(proc.get("cpu_pct_mean")),
                 cpu_sys_pct=_float_or_none(proc.get("cpu_sys_pct_mean")),
@@ -422,7 +431,11 @@ class TargetReading:
     unavailable: str = ""  # why it cannot be judged ("" when it can); the fields below are then unset
     best: str = ""  # the model with the highest closed-loop throughput
     ratio: float = math.nan  # best's throughput ÷ poll's
-    p99_no_higher: bool = False
+    p99_no_higher: bool = False  # best's p99 ≤ poll's, as point estimates
+    # best's p99 ≤ poll's judged by their 95 % intervals (met / not met / undecided at this length, with the
+    # run length that would decide it); verdict "" with `unavailable` set when a point has no interval, and
+    # then the point estimates decide (p99_no_higher).
+    p99_verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
     met: bool = False
     server_limited: bool = False  # both best's and poll's points were server-limited
     spread: float | None = None  # how far poll's repeat moved at this count (None: not repeated)
@@ -430,8 +443,15 @@ class TargetReading:
     within_noise: bool = False
 
     @property
+    def p99_undecided(self) -> bool:
+        """The ratio is met, and whether the p99 is no higher is undecided at this length."""
+        return self.ratio >= TARGET_RATIO and self.p99_verdict.verdict == UNDECIDED
+
+    @property
     def verdict(self) -> str:
-        """MET, NOT_MET or MET_WITHIN_NOISE (a reading with `unavailable` set has no verdict)."""
+        """MET, NOT_MET, MET_WITHIN_NOISE or TARGET_UNDECIDED (a reading with `unavailable` set has no verdict)."""
+        if self.p99_undecided:
+            return TARGET_UNDECIDED
         if self.within_noise:
             return MET_WITHIN_NOISE
         return MET if self.met else NOT_MET
@@ -530,19 +550,37 @@ def _target_reading(c: int, ms: dict[str, EchoPoint], spread: dict[int, float]) 
     best = max(ms.values(), key=lambda p: p.throughput_per_s)
     ratio = best.throughput_per_s / poll.throughput_per_s
     p99_ok = best.p99_ns <= poll.p99_ns
-    met = ratio >= TARGET_RATIO and p99_ok
+    p99_verdict = _p99_at_most(best, poll)
+    if p99_verdict.verdict in (INTERVAL_MET, INTERVAL_NOT_MET):
+        p99_ok_by_interval = p99_verdict.verdict == INTERVAL_MET
+    else:  # undecided is not met; without intervals the point estimates decide, as before intervals existed
+        p99_ok_by_interval = p99_ok and p99_verdict.verdict != UNDECIDED
+    met = ratio >= TARGET_RATIO and p99_ok_by_interval
     moved = spread.get(c)
     return TargetReading(
         c,
         best=best.model,
         ratio=ratio,
         p99_no_higher=p99_ok,
+        p99_verdict=p99_verdict,
         met=met,
         server_limited=best.server_limited and poll.server_limited,
         spread=moved,
         # A lead no larger than poll's own movement between two runs of the point is not shown.
         within_noise=moved is not None and met and ratio - 1 <= moved,
     )
+
+
+def _p99_at_most(best: EchoPoint, poll: EchoPoint) -> IntervalVerdict:
+    """best's p99 ≤ poll's by their intervals; a closed-loop point records one sample per echo, so its
+    throughput is its sample rate (what "how long would decide it" divides by)."""
+    if best is poll:
+        return IntervalVerdict("", unavailable="the best model is poll itself")
+    missing = IntervalVerdict("", unavailable="no p99 interval in the documents")
+    a, b = best.intervals.get("99"), poll.intervals.get("99")
+    if a is None or b is None:
+        return missing
+    return at_most_other(a, b, best.throughput_per_s or None, poll.throughput_per_s or None)
 
 
 def ratios(

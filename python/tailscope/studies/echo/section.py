@@ -8,6 +8,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
+from tailscope.measure.verdict import UNDECIDED
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
@@ -259,10 +262,28 @@ def target_finding(targets: Sequence[TargetReading]) -> str:
         if t.spread is not None:
             caveat += f" (poll's repeat moved {t.spread * 100:.0f} %)"
         parts.append(
-            f"{t.connections} connections: {t.best} {t.ratio:.3f}× of poll, p99 "
-            f"{'no higher' if t.p99_no_higher else 'higher'} — {t.verdict}{caveat}"
+            f"{t.connections} connections: {t.best} {t.ratio:.3f}× of poll, {p99_text(t)} — {t.verdict}{caveat}"
         )
     return f"Target best ÷ poll ≥ {TARGET_RATIO}× with p99 no higher: " + "; ".join(parts) + "."
+
+
+def p99_text(t: TargetReading) -> str:
+    """best's p99 beside poll's: by their 95 % intervals when both have one, else by the estimates."""
+    v, by_estimate = t.p99_verdict, "no higher" if t.p99_no_higher else "higher"
+    if v.verdict == INTERVAL_MET:
+        return "p99 no higher (95 % intervals apart)"
+    if v.verdict == INTERVAL_NOT_MET:
+        return "p99 higher (95 % intervals apart)"
+    if v.verdict == UNDECIDED:
+        if v.length_factor is not None:
+            at = f", ~{v.seconds_to_decide:.0f} s" if v.seconds_to_decide is not None else ""
+            length = (
+                f"a run {v.length_factor:.1f}× as long ({fmt_count(v.samples_to_decide)} samples{at}) would decide it"
+            )
+        else:
+            length = v.why_no_length
+        return f"p99 {by_estimate} by the estimates, but the 95 % intervals overlap: {length}"
+    return f"p99 {by_estimate} (estimates only; intervals unavailable: {v.unavailable})"
 
 
 def cpu_finding(readings: Sequence[CpuReading]) -> str:
@@ -475,7 +496,9 @@ def _points_table(points: Sequence[EchoPoint], pin: str) -> Table:
                 str(p.connections),
                 "closed" if p.mode == CLOSED else f"{fmt_count(p.rate_per_s)}/s",
                 fmt_count(p.throughput_per_s),
-                *latency_cells(p.mean_ns, p.p50_ns, p.p90_ns, p.p99_ns, p.p999_ns, p.samples, p.low_confidence),
+                *latency_cells(
+                    p.mean_ns, p.p50_ns, p.p90_ns, p.p99_ns, p.p999_ns, p.samples, p.low_confidence, p.intervals
+                ),
                 "—" if p.cpu_pct is None else f"{p.cpu_pct:.0f}",
                 "—" if not p.rss_bytes else f"{p.rss_bytes / 2**20:.1f}",
                 "—" if p.threads is None else str(p.threads),
@@ -499,7 +522,8 @@ def _points_table(points: Sequence[EchoPoint], pin: str) -> Table:
         ],
         rows,
         f"{pin}. Latency from the intended send time (closed loop: intended = actual send). "
-        "* = fewer than 10 samples beyond this percentile.",
+        "* = fewer than 10 samples beyond this percentile. [lo–hi] = its distribution-free 95 % interval "
+        "(order statistics); [—] = none (fewer samples than one needs: 368 for p99, 3688 for p99.9).",
         numeric_from=1,
     )
 
