@@ -259,12 +259,20 @@ nlohmann::json ResourceSampler::summary() const {
     else
       proc["open_fds_max"] = nullptr, proc["open_fds_unavailable"] = "/proc/PID/fd not readable";
     if (t.first_alive && span_s > 0) {
-      proc["voluntary_ctx_switches_per_s"] =
-          static_cast<double>(t.last_alive->proc_voluntary_ctx_switches - t.first_alive->proc_voluntary_ctx_switches) /
-          span_s;
-      proc["involuntary_ctx_switches_per_s"] = static_cast<double>(t.last_alive->proc_involuntary_ctx_switches -
-                                                                   t.first_alive->proc_involuntary_ctx_switches) /
-                                               span_s;
+      // The counters are sums over the threads alive at each sample: threads that exit in the
+      // window (a load generator's workers at its end) take their switches with them, and the
+      // difference can fall. A rate that cannot be negative is then unavailable, never negative.
+      const int64_t vol = t.last_alive->proc_voluntary_ctx_switches - t.first_alive->proc_voluntary_ctx_switches;
+      const int64_t invol = t.last_alive->proc_involuntary_ctx_switches - t.first_alive->proc_involuntary_ctx_switches;
+      if (vol >= 0 && invol >= 0) {
+        proc["voluntary_ctx_switches_per_s"] = static_cast<double>(vol) / span_s;
+        proc["involuntary_ctx_switches_per_s"] = static_cast<double>(invol) / span_s;
+      } else {
+        proc["voluntary_ctx_switches_per_s"] = nullptr;
+        proc["involuntary_ctx_switches_per_s"] = nullptr;
+        proc["ctx_switches_unavailable"] =
+            "threads exited during the window: the sum over live threads fell, so no rate is given";
+      }
     }
     out["process"] = proc;
   }

@@ -8,16 +8,29 @@
 namespace tailscope::load {
 namespace {
 
+bool starts_like_a_number(std::string_view s) {
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
+}
+
 double parse_number_prefix(std::string_view text, size_t* used) {
   std::string s(text);
-  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) {
-    throw std::invalid_argument("'" + s + "' is not a number");
+  if (!s.empty() && s[0] == '-' && starts_like_a_number(std::string_view(s).substr(1))) {
+    // A number, only a negative one: say so rather than "not a number".
+    throw std::invalid_argument("'" + s + "' is negative; must be ≥ 0");
   }
+  if (!starts_like_a_number(s)) throw std::invalid_argument("'" + s + "' is not a number");
   double v = 0;
   try {
     v = std::stod(s, used);
   } catch (const std::out_of_range&) {
     throw std::invalid_argument("'" + s + "' is out of range");
+  }
+  // std::stod also reads hexadecimal ("0x10" is 16): a typed count or rate is decimal only.
+  for (size_t i = 0; i < *used; ++i) {
+    const char c = s[i];
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
+      throw std::invalid_argument("'" + s + "' is not a decimal number");
+    }
   }
   if (!std::isfinite(v) || v < 0) throw std::invalid_argument("'" + s + "' is not a finite non-negative number");
   return v;

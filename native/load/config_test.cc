@@ -64,7 +64,11 @@ TEST(ParseOptions, RejectWhatTheRunCannotHonour) {
   EXPECT_DOUBLE_EQ(parse_duration_in("-d", "24h", kMinDurationS, kMaxDurationS), 86'400);
   EXPECT_EQ(message([] { parse_number_in("--spin-us", "nan", 0, 10'000); }), "--spin-us: 'nan' is not a number");
   EXPECT_EQ(message([] { parse_number_in("--spin-us", "5us", 0, 10'000); }), "--spin-us: '5us' is not a number");
-  EXPECT_EQ(message([] { parse_count("-t", "-1", 1, 256); }), "-t: '-1' is not a number");
+  EXPECT_EQ(message([] { parse_count("-t", "-1", 1, 256); }), "-t: '-1' is negative; must be ≥ 0");
+  EXPECT_EQ(message([] { parse_rate_per_s("-R", "-5"); }), "-R: '-5' is negative; must be ≥ 0");
+  EXPECT_EQ(message([] { parse_count("-c", "0x10", 1, 1'000'000); }), "-c: '0x10' is not a decimal number");
+  EXPECT_EQ(message([] { parse_rate_per_s("-R", "0x1p3"); }), "-R: '0x1p3' is not a decimal number");
+  EXPECT_EQ(message([] { parse_count("-c", "-x", 1, 256); }), "-c: '-x' is not a number");
 }
 
 TEST(CheckLoadConfig, AnOpenLoopRunMustIntendARequestInTheWindow) {
