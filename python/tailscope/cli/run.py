@@ -64,7 +64,7 @@ def run_and_report(
                 console=err_console,
                 wait_for_store_s=wait_for_store_s,
             )
-    except (RunError, JaegerQueryError, StoreError, duckdb.Error) as e:
+    except (RunError, JaegerQueryError, StoreError, duckdb.Error, OSError) as e:  # OSError: a full disk mid-run
         _store_failure(e)
     except KeyboardInterrupt as e:
         what = "interrupted" if not isinstance(e, lifetime.Terminated) else f"stopped by {e}"
