@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tailscope.store import EngineDocument, RunRecord, Store
+from tailscope.studies.echo.analysis import CLOSED, EchoPoint
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("TAILSCOPE_BUILD_DIR", REPO / "build" / "release"))
@@ -311,3 +312,35 @@ def big_store(path):
         for k in range(3):
             s.save_run(stored_run(f"r{k}", [doc]))
     return path
+
+
+# ---- echo study points ------------------------------------------------------------------------
+
+
+def echo_point(
+    model: str,
+    c: int,
+    tput: float,
+    p99: float,
+    cpu: float | None = 99.0,
+    mode: str = CLOSED,
+    gen_busy: float | None = 0.5,
+    **kw,
+) -> EchoPoint:
+    """One echo sweep point with plausible figures around `tput` and `p99` (tests of the echo study)."""
+    fields = dict(
+        model=model,
+        connections=c,
+        mode=mode,
+        throughput_per_s=tput,
+        mean_ns=p99 / 2,
+        p50_ns=p99 / 3,
+        p90_ns=p99 / 2,
+        p99_ns=p99,
+        p999_ns=p99 * 2,
+        samples=1000,
+        cpu_pct=cpu,
+        generator_busy_share=gen_busy,
+        load_cpus=(0,),
+    )
+    return EchoPoint(**(fields | kw))

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 
+from conftest import echo_point
 from tailscope.lab import load as load_args
 from tailscope.measure.intervals import QuantileInterval
 from tailscope.report.blocks import Table
@@ -18,27 +19,7 @@ from tailscope.studies.echo import STUDY
 from tailscope.studies.echo import analysis as A
 from tailscope.studies.echo import run as R
 from tailscope.studies.echo import section as S
-from tailscope.studies.echo.analysis import CLOSED, RATE, EchoPoint
-
-
-def _point(model: str, c: int, tput: float, p99: float, cpu: float | None = 99.0, **kw) -> EchoPoint:
-    fields = dict(
-        model=model,
-        connections=c,
-        mode=CLOSED,
-        throughput_per_s=tput,
-        mean_ns=p99 / 2,
-        p50_ns=p99 / 3,
-        p90_ns=p99 / 2,
-        p99_ns=p99,
-        p999_ns=p99 * 2,
-        samples=1000,
-        cpu_pct=cpu,
-        generator_busy_share=0.5,
-        load_cpus=(0,),
-    )
-    return EchoPoint(**(fields | kw))
-
+from tailscope.studies.echo.analysis import CLOSED, RATE
 
 # ---- the run's plan -------------------------------------------------------------------------------------
 
@@ -175,8 +156,10 @@ def test_a_run_without_points_says_so(tmp_path):
 
 def test_golden_ratio_caption_target_and_cpu_sentences():
     closed = [
-        _point("poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0, intervals=_p99(200e3, 190e3, 215e3)),
-        _point(
+        echo_point(
+            "poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0, intervals=_p99(200e3, 190e3, 215e3)
+        ),
+        echo_point(
             "io-uring", 100, 131_800, 150_000, cpu_sys_pct=98.0, cpu_user_pct=1.0, intervals=_p99(150e3, 140e3, 160e3)
         ),
     ]
@@ -203,8 +186,8 @@ def _p99(estimate: float, lo: float, hi: float) -> dict[str, QuantileInterval]:
 
 def test_golden_target_undecided_at_this_length():
     closed = [
-        _point("poll", 100, 100_000, 200_000, intervals=_p99(200e3, 190e3, 215e3)),
-        _point("io-uring", 100, 140_000, 195_000, intervals=_p99(195e3, 185e3, 205e3)),
+        echo_point("poll", 100, 100_000, 200_000, intervals=_p99(200e3, 190e3, 215e3)),
+        echo_point("io-uring", 100, 140_000, 195_000, intervals=_p99(195e3, 185e3, 205e3)),
     ]
     reading = A.ratios(closed)
     assert reading is not None
@@ -215,10 +198,10 @@ def test_golden_target_undecided_at_this_length():
 
 
 def test_golden_self_check_note():
-    flagged = _point(
+    flagged = echo_point(
         "poll-pool", 1000, 14_000, 6_890_000, mode=RATE, generator_bottleneck=True, send_lag_p99_ns=2_700_000.0
     )
-    clean = _point("epoll", 1000, 14_000, 2_000_000, mode=RATE)
+    clean = echo_point("epoll", 1000, 14_000, 2_000_000, mode=RATE)
     check = A.self_check([flagged, clean])
     assert check is not None
     assert S.self_check_note(check) == (
@@ -236,8 +219,8 @@ def test_golden_self_check_note():
 
 def test_golden_generator_notes():
     points = [
-        _point("poll", 8, 1, 1, generator_io="epoll", generator_syscalls_per_request=2.0),
-        _point("poll", 100, 1, 1, cpu=60.0, generator_io="uring", generator_syscalls_per_request=0.5),
+        echo_point("poll", 8, 1, 1, generator_io="epoll", generator_syscalls_per_request=2.0),
+        echo_point("poll", 100, 1, 1, cpu=60.0, generator_io="uring", generator_syscalls_per_request=0.5),
     ]
     assert S.generator_notes(A.generator_reading(points)) == [
         "Load threads per connection count — 8: 1; 100: 1 (at most one per client CPU; client CPUs 0; one thread "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import echo_point
 from tailscope.measure.intervals import NO_INTERVALS_IN_DOCUMENT, QuantileInterval
 from tailscope.measure.verdict import MET as INTERVAL_MET
 from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
@@ -14,34 +15,6 @@ from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY
 from tailscope.store import EngineDocument
 from tailscope.studies.echo import analysis as A
 from tailscope.studies.echo.analysis import CLOSED, RATE, EchoPoint
-
-
-def _point(
-    model: str,
-    c: int,
-    tput: float,
-    p99: float,
-    cpu: float | None = 99.0,
-    mode: str = CLOSED,
-    gen_busy: float | None = 0.5,
-    **kw,
-) -> EchoPoint:
-    fields = dict(
-        model=model,
-        connections=c,
-        mode=mode,
-        throughput_per_s=tput,
-        mean_ns=p99 / 2,
-        p50_ns=p99 / 3,
-        p90_ns=p99 / 2,
-        p99_ns=p99,
-        p999_ns=p99 * 2,
-        samples=1000,
-        cpu_pct=cpu,
-        generator_busy_share=gen_busy,
-        load_cpus=(0,),
-    )
-    return EchoPoint(**(fields | kw))
 
 
 def _load_doc(model: str, c: int, mode: str, tput: float, p99: float, **extra) -> dict:
@@ -126,30 +99,30 @@ def test_a_points_percentile_intervals_are_read_from_its_document():
 
 
 def test_the_server_is_the_limit_from_90_percent_of_its_core():
-    assert _point("poll", 100, 1, 1, cpu=90.0).server_limited
-    assert not _point("poll", 100, 1, 1, cpu=89.9).server_limited
-    assert not _point("poll", 100, 1, 1, cpu=None).server_limited
+    assert echo_point("poll", 100, 1, 1, cpu=90.0).server_limited
+    assert not echo_point("poll", 100, 1, 1, cpu=89.9).server_limited
+    assert not echo_point("poll", 100, 1, 1, cpu=None).server_limited
 
 
 def test_each_point_says_whether_the_server_or_the_generator_was_the_limit():
-    assert _point("epoll", 100, 1, 1, cpu=97.0, gen_busy=0.4).limit == A.LIMIT_SERVER
-    assert _point("epoll", 100, 1, 1, cpu=70.0, gen_busy=0.9).limit == A.LIMIT_GENERATOR
-    assert _point("epoll", 100, 1, 1, cpu=70.0, gen_busy=0.89).limit == A.LIMIT_ROUND_TRIP
-    assert _point("epoll", 100, 1, 1, cpu=95.0, gen_busy=0.95).limit == A.LIMIT_BOTH
-    assert _point("epoll", 8, 1, 1, cpu=40.0, gen_busy=0.3).limit == A.LIMIT_ROUND_TRIP
-    assert _point("epoll", 8, 1, 1, cpu=95.0, gen_busy=None).limit == A.LIMIT_SERVER
+    assert echo_point("epoll", 100, 1, 1, cpu=97.0, gen_busy=0.4).limit == A.LIMIT_SERVER
+    assert echo_point("epoll", 100, 1, 1, cpu=70.0, gen_busy=0.9).limit == A.LIMIT_GENERATOR
+    assert echo_point("epoll", 100, 1, 1, cpu=70.0, gen_busy=0.89).limit == A.LIMIT_ROUND_TRIP
+    assert echo_point("epoll", 100, 1, 1, cpu=95.0, gen_busy=0.95).limit == A.LIMIT_BOTH
+    assert echo_point("epoll", 8, 1, 1, cpu=40.0, gen_busy=0.3).limit == A.LIMIT_ROUND_TRIP
+    assert echo_point("epoll", 8, 1, 1, cpu=95.0, gen_busy=None).limit == A.LIMIT_SERVER
     # A document without the generator's busy share: said, not guessed.
-    unknown = _point("epoll", 8, 1, 1, cpu=40.0, gen_busy=None)
+    unknown = echo_point("epoll", 8, 1, 1, cpu=40.0, gen_busy=None)
     assert (
         unknown.limit == A.LIMIT_UNAVAILABLE and unknown.limit_unavailable == "no generator busy share in the document"
     )
-    assert _point("epoll", 8, 1, 1).limit_unavailable == ""
+    assert echo_point("epoll", 8, 1, 1).limit_unavailable == ""
 
 
 def test_server_cpu_per_echo_or_none_when_not_measured():
-    assert _point("poll", 100, 200_000, 1, cpu=90.0).cpu_per_echo_ns == pytest.approx(4500.0)
-    assert _point("poll", 100, 200_000, 1, cpu=None).cpu_per_echo_ns is None
-    assert _point("poll", 100, 0, 1, cpu=90.0).cpu_per_echo_ns is None
+    assert echo_point("poll", 100, 200_000, 1, cpu=90.0).cpu_per_echo_ns == pytest.approx(4500.0)
+    assert echo_point("poll", 100, 200_000, 1, cpu=None).cpu_per_echo_ns is None
+    assert echo_point("poll", 100, 0, 1, cpu=90.0).cpu_per_echo_ns is None
 
 
 # ---- what the run adapts to -------------------------------------------------------------------------------
@@ -166,16 +139,16 @@ def test_common_rate_is_a_quarter_of_the_slowest_rounded_down_and_zero_without_p
 
 
 def test_no_ratios_without_a_poll_point():
-    assert A.ratios([_point("epoll", 100, 1, 1)]) is None
+    assert A.ratios([echo_point("epoll", 100, 1, 1)]) is None
 
 
 def test_ratio_rows_each_model_to_poll_and_io_uring_to_epoll():
     closed = [
-        _point("poll", 100, 100_000, 200_000),
-        _point("io-uring", 100, 140_000, 150_000),
-        _point("epoll", 100, 110_000, 180_000),
-        _point("epoll", 1000, 100_000, 1_900_000),  # no poll at 1000
-        _point("poll", 8, 10_000, 10_000),
+        echo_point("poll", 100, 100_000, 200_000),
+        echo_point("io-uring", 100, 140_000, 150_000),
+        echo_point("epoll", 100, 110_000, 180_000),
+        echo_point("epoll", 1000, 100_000, 1_900_000),  # no poll at 1000
+        echo_point("poll", 8, 10_000, 10_000),
     ]
     r = A.ratios(closed)
     assert r is not None
@@ -197,10 +170,10 @@ def test_ratio_rows_each_model_to_poll_and_io_uring_to_epoll():
 
 def test_target_met_and_not_met_on_each_side_of_the_ratio_and_the_p99():
     closed = [
-        _point("poll", 100, 100_000, 200_000),
-        _point("io-uring", 100, 130_000, 150_000),  # exactly 1.3 with a lower p99: met
-        _point("poll", 1000, 90_000, 2_000_000),
-        _point("io-uring", 1000, 120_000, 2_500_000),  # 1.33 but p99 higher: not met
+        echo_point("poll", 100, 100_000, 200_000),
+        echo_point("io-uring", 100, 130_000, 150_000),  # exactly 1.3 with a lower p99: met
+        echo_point("poll", 1000, 90_000, 2_000_000),
+        echo_point("io-uring", 1000, 120_000, 2_500_000),  # 1.33 but p99 higher: not met
     ]
     r = A.ratios(closed)
     assert r is not None
@@ -208,12 +181,12 @@ def test_target_met_and_not_met_on_each_side_of_the_ratio_and_the_p99():
     assert (at_100.connections, at_100.best, at_100.met, at_100.p99_no_higher) == (100, "io-uring", True, True)
     assert at_100.ratio == pytest.approx(1.3) and at_100.verdict == A.MET and at_100.server_limited
     assert (at_1000.best, at_1000.met, at_1000.p99_no_higher, at_1000.verdict) == ("io-uring", False, False, A.NOT_MET)
-    below = A.ratios([_point("poll", 100, 100_000, 200_000), _point("io-uring", 100, 129_900, 150_000)])
+    below = A.ratios([echo_point("poll", 100, 100_000, 200_000), echo_point("io-uring", 100, 129_900, 150_000)])
     assert below is not None and below.targets[0].ratio == pytest.approx(1.299) and not below.targets[0].met
 
 
 def test_a_met_target_within_polls_own_run_to_run_movement_is_noise():
-    closed = [_point("poll", 100, 100_000, 200_000), _point("io-uring", 100, 131_800, 150_000)]
+    closed = [echo_point("poll", 100, 100_000, 200_000), echo_point("io-uring", 100, 131_800, 150_000)]
     noisy = A.ratios(closed, {100: 0.33})
     assert noisy is not None
     t = noisy.targets[0]
@@ -223,7 +196,7 @@ def test_a_met_target_within_polls_own_run_to_run_movement_is_noise():
     assert clear is not None
     assert clear.targets[0].met and not clear.targets[0].within_noise and clear.targets[0].verdict == A.MET
     # A point that was not server-limited is flagged beside the verdict.
-    flagged = A.ratios([closed[0], _point("io-uring", 100, 131_800, 150_000, cpu=50.0)])
+    flagged = A.ratios([closed[0], echo_point("io-uring", 100, 131_800, 150_000, cpu=50.0)])
     assert flagged is not None and not flagged.targets[0].server_limited
 
 
@@ -232,36 +205,36 @@ def _p99(estimate: float, lo: float, hi: float, count: int = 100_000) -> dict[st
 
 
 def test_target_p99_is_judged_by_the_intervals_met_not_met_or_undecided():
-    poll = _point("poll", 100, 100_000, 200_000, intervals=_p99(200_000, 190_000, 215_000))
+    poll = echo_point("poll", 100, 100_000, 200_000, intervals=_p99(200_000, 190_000, 215_000))
 
     def target(best: EchoPoint) -> A.TargetReading:
         r = A.ratios([poll, best])
         assert r is not None
         return r.targets[0]
 
-    apart_below = target(_point("io-uring", 100, 140_000, 150_000, intervals=_p99(150_000, 140_000, 160_000)))
+    apart_below = target(echo_point("io-uring", 100, 140_000, 150_000, intervals=_p99(150_000, 140_000, 160_000)))
     assert apart_below.p99_verdict.verdict == INTERVAL_MET and apart_below.met and apart_below.verdict == A.MET
     # Lower by the estimates, but the intervals overlap: undecided at this length, and how long would decide it.
-    overlap = target(_point("io-uring", 100, 140_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
+    overlap = target(echo_point("io-uring", 100, 140_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
     assert overlap.p99_no_higher and not overlap.met and overlap.p99_undecided
     assert overlap.verdict == A.TARGET_UNDECIDED == UNDECIDED
     v = overlap.p99_verdict
     # Half-widths facing each other: (205 − 195) + (200 − 190) = 20 over a gap of 5: (20 / 5)² = 16× the run.
     assert v.length_factor == pytest.approx(16.0) and v.samples_to_decide == 1_600_000
     assert v.seconds_to_decide == pytest.approx(16.0)  # poll's run, 100 000 samples at 100 000/s, is the longer
-    apart_above = target(_point("io-uring", 100, 140_000, 300_000, intervals=_p99(300_000, 280_000, 320_000)))
+    apart_above = target(echo_point("io-uring", 100, 140_000, 300_000, intervals=_p99(300_000, 280_000, 320_000)))
     assert apart_above.p99_verdict.verdict == INTERVAL_NOT_MET and apart_above.verdict == A.NOT_MET
     # A ratio below the target is not met whatever the p99 intervals say.
-    slow = target(_point("io-uring", 100, 120_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
+    slow = target(echo_point("io-uring", 100, 120_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
     assert slow.p99_verdict.verdict == UNDECIDED and not slow.p99_undecided and slow.verdict == A.NOT_MET
     # A higher estimate inside poll's interval is undecided too, never "not met".
-    higher = target(_point("io-uring", 100, 140_000, 205_000, intervals=_p99(205_000, 195_000, 220_000)))
+    higher = target(echo_point("io-uring", 100, 140_000, 205_000, intervals=_p99(205_000, 195_000, 220_000)))
     assert not higher.p99_no_higher and higher.verdict == A.TARGET_UNDECIDED
     # Without intervals (older documents) the estimates decide, and the reason is kept beside them.
-    plain = target(_point("io-uring", 100, 140_000, 195_000))
+    plain = target(echo_point("io-uring", 100, 140_000, 195_000))
     assert plain.p99_verdict.unavailable == "no p99 interval in the documents" and plain.verdict == A.MET
     too_few = target(
-        _point(
+        echo_point(
             "io-uring",
             100,
             140_000,
@@ -273,7 +246,7 @@ def test_target_p99_is_judged_by_the_intervals_met_not_met_or_undecided():
 
 
 def test_target_without_a_poll_point_is_unavailable_with_the_reason():
-    r = A.ratios([_point("poll", 8, 1000, 10), _point("epoll", 100, 2000, 10)])
+    r = A.ratios([echo_point("poll", 8, 1000, 10), echo_point("epoll", 100, 2000, 10)])
     assert r is not None
     assert [(t.connections, t.unavailable) for t in r.targets] == [
         (100, "no poll point at 100"),
@@ -282,7 +255,7 @@ def test_target_without_a_poll_point_is_unavailable_with_the_reason():
 
 
 def test_poll_repeat_spread_from_the_repeat_documents():
-    closed = [_point("poll", 100, 200_000, 200_000)]
+    closed = [echo_point("poll", 100, 200_000, 200_000)]
     again = {"echo_point": {"connections": 100, "model": "poll"}, "load": {"achieved_per_s": 150_000}}
     docs = [EngineDocument("echo", A.LOAD, again, "repeat/poll/100"), EngineDocument("echo", A.LOAD, {}, "closed/x/8")]
     assert A.repeat_spread(docs, closed) == {100: pytest.approx(0.25)}
@@ -290,10 +263,10 @@ def test_poll_repeat_spread_from_the_repeat_documents():
 
 def test_cpu_per_echo_at_the_target_counts_on_each_side_of_the_target_ratio():
     closed = [
-        _point("poll", 100, 200_000, 200_000, cpu=90.0),  # 4.5 us of server CPU per echo
-        _point("io-uring", 100, 180_000, 150_000, cpu=54.0, gen_busy=0.99),  # 3 us: generator-limited
-        _point("poll", 1000, 100_000, 2_000_000, cpu=50.0),
-        _point("epoll", 1000, 100_000, 2_000_000, cpu=48.0),
+        echo_point("poll", 100, 200_000, 200_000, cpu=90.0),  # 4.5 us of server CPU per echo
+        echo_point("io-uring", 100, 180_000, 150_000, cpu=54.0, gen_busy=0.99),  # 3 us: generator-limited
+        echo_point("poll", 1000, 100_000, 2_000_000, cpu=50.0),
+        echo_point("epoll", 1000, 100_000, 2_000_000, cpu=48.0),
     ]
     r = A.ratios(closed)
     assert r is not None
@@ -307,7 +280,7 @@ def test_cpu_per_echo_at_the_target_counts_on_each_side_of_the_target_ratio():
 
 
 def test_cpu_per_echo_without_the_servers_cpu_is_unavailable_with_the_reason():
-    r = A.ratios([_point("poll", 100, 1000, 10, cpu=None), _point("epoll", 100, 1000, 10, cpu=None)])
+    r = A.ratios([echo_point("poll", 100, 1000, 10, cpu=None), echo_point("epoll", 100, 1000, 10, cpu=None)])
     assert r is not None
     assert r.cpu[0].unavailable == "no server CPU for poll or any model at 100"
     assert r.rows[0].point.cpu_per_echo_ns is None and r.rows[0].per_core_vs_poll is None
@@ -315,8 +288,8 @@ def test_cpu_per_echo_without_the_servers_cpu_is_unavailable_with_the_reason():
 
 def test_kernel_share_and_the_system_call_share_of_polls_cpu_per_echo():
     closed = [
-        _point("poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0),
-        _point("io-uring", 100, 105_000, 150_000, cpu_sys_pct=98.0, cpu_user_pct=1.0),
+        echo_point("poll", 100, 100_000, 200_000, cpu_sys_pct=94.0, cpu_user_pct=5.0),
+        echo_point("io-uring", 100, 105_000, 150_000, cpu_sys_pct=98.0, cpu_user_pct=1.0),
     ]
     without = A.ratios(closed)
     assert without is not None
@@ -332,9 +305,9 @@ def test_kernel_share_and_the_system_call_share_of_polls_cpu_per_echo():
     assert (s.entries_share, s.user_share) == (pytest.approx(0.05), pytest.approx(5 / 99))
     assert s.carry_factor == pytest.approx(1 / (1 - 0.05 - 5 / 99))
     # Entries and user time that add up to all of poll's CPU per echo: no bound to state.
-    greedy = A.ratios([_point("poll", 100, 100_000, 1, cpu_user_pct=99.0)], None, 247.5)
+    greedy = A.ratios([echo_point("poll", 100, 100_000, 1, cpu_user_pct=99.0)], None, 247.5)
     assert greedy is not None and greedy.cpu[0].syscall is not None and greedy.cpu[0].syscall.carry_factor is None
-    no_user = A.ratios([_point("poll", 100, 100_000, 1)], None, 247.5)
+    no_user = A.ratios([echo_point("poll", 100, 100_000, 1)], None, 247.5)
     assert no_user is not None and no_user.cpu[0].syscall_unavailable == "no user CPU for poll's server"
 
 
@@ -348,12 +321,14 @@ def test_the_empty_system_call_comes_from_the_baseline():
 
 
 def test_self_check_names_the_worst_lag_share_or_why_it_cannot():
-    flagged = _point("poll-pool", 1000, 14_000, 6_890_000, mode=RATE, generator_bottleneck=True, send_lag_p99_ns=2.7e6)
-    clean = _point("epoll", 1000, 14_000, 2_000_000, mode=RATE, send_lag_p99_ns=1_000.0)
+    flagged = echo_point(
+        "poll-pool", 1000, 14_000, 6_890_000, mode=RATE, generator_bottleneck=True, send_lag_p99_ns=2.7e6
+    )
+    clean = echo_point("epoll", 1000, 14_000, 2_000_000, mode=RATE, send_lag_p99_ns=1_000.0)
     s = A.self_check([flagged, clean])
     assert s is not None and (s.flagged, s.rate_points) == (1, 2)
     assert s.worst is flagged and s.lag_share == pytest.approx(2.7 / 6.89)
-    unmeasured = A.self_check([_point("poll", 1000, 1, 1, mode=RATE, generator_bottleneck=True)])
+    unmeasured = A.self_check([echo_point("poll", 1000, 1, 1, mode=RATE, generator_bottleneck=True)])
     assert unmeasured is not None and unmeasured.worst is None and unmeasured.lag_share is None
     assert unmeasured.lag_unavailable == "no flagged point's document carries a self-check lag"
     assert A.self_check([clean]) is None
@@ -361,11 +336,13 @@ def test_self_check_names_the_worst_lag_share_or_why_it_cannot():
 
 def test_generator_reading_threads_io_path_self_check_and_unsaturated_points():
     points = [
-        _point("poll", 8, 1, 1, cpu=30.0, generator_io="epoll", generator_syscalls_per_request=2.5),
-        _point("poll", 100, 1, 1, cpu=60.0, generator_io="uring", generator_syscalls_per_request=0.5, load_threads=2),
-        _point("epoll", 100, 1, 1, cpu=99.0, generator_io="uring"),
-        _point("poll", 100, 1, 1, mode=RATE, generator_bottleneck=True),
-        _point("epoll", 100, 1, 1, mode=RATE, load_pacing="sleep"),
+        echo_point("poll", 8, 1, 1, cpu=30.0, generator_io="epoll", generator_syscalls_per_request=2.5),
+        echo_point(
+            "poll", 100, 1, 1, cpu=60.0, generator_io="uring", generator_syscalls_per_request=0.5, load_threads=2
+        ),
+        echo_point("epoll", 100, 1, 1, cpu=99.0, generator_io="uring"),
+        echo_point("poll", 100, 1, 1, mode=RATE, generator_bottleneck=True),
+        echo_point("epoll", 100, 1, 1, mode=RATE, load_pacing="sleep"),
     ]
     g = A.generator_reading(points)
     assert g.threads_by_connections == ((8, (1,)), (100, (1, 2)))
@@ -374,7 +351,7 @@ def test_generator_reading_threads_io_path_self_check_and_unsaturated_points():
     assert (g.rate_points, g.rate_points_passed, g.rate_pacings) == (2, 1, ("busy-poll", "sleep"))
     # poll at 8 left the server idle too, but below 100 connections the round trip is expected to.
     assert g.not_server_limited == (points[1],)
-    bare = A.generator_reading([_point("poll", 8, 1, 1)])
+    bare = A.generator_reading([echo_point("poll", 8, 1, 1)])
     assert bare.io_by_connections == () and bare.syscalls_per_request is None and bare.rate_points == 0
 
 
@@ -385,10 +362,10 @@ def test_io_uring_features_used_and_not_used_with_the_reason():
         "multishot_recv": {"used": False, "reason": "kernel 5.15"},
         "sqpoll": {"used": False},
     }
-    f = A.io_uring_features([_point("epoll", 8, 1, 1), _point("io-uring", 8, 1, 1, server_features=feats)])
+    f = A.io_uring_features([echo_point("epoll", 8, 1, 1), echo_point("io-uring", 8, 1, 1, server_features=feats)])
     assert f is not None and f.ring_setup == "single-issuer" and f.used == ("multishot_accept",)
     assert f.not_used == (("multishot_recv", "kernel 5.15"), ("sqpoll", "no reason given"))
-    assert A.io_uring_features([_point("io-uring", 8, 1, 1)]) is None
+    assert A.io_uring_features([echo_point("io-uring", 8, 1, 1)]) is None
 
 
 # ---- figures' findings --------------------------------------------------------------------------------------
@@ -396,9 +373,9 @@ def test_io_uring_features_used_and_not_used_with_the_reason():
 
 def test_the_figures_readings_at_each_count_and_at_the_top_count():
     closed = [
-        _point("poll", 100, 100_000, 200_000, rss_bytes=4 * 2**20, cpu=50.0),
-        _point("epoll", 100, 90_000, 100_000, rss_bytes=2 * 2**20, cpu=40.0),
-        _point("poll", 8, 20_000, 50_000),
+        echo_point("poll", 100, 100_000, 200_000, rss_bytes=4 * 2**20, cpu=50.0),
+        echo_point("epoll", 100, 90_000, 100_000, rss_bytes=2 * 2**20, cpu=40.0),
+        echo_point("poll", 8, 20_000, 50_000),
     ]
     assert [(t.connections, t.fastest.model, t.slowest.model) for t in A.throughput_leaders(closed)] == [
         (8, "poll", "poll"),
@@ -407,13 +384,13 @@ def test_the_figures_readings_at_each_count_and_at_the_top_count():
     lat = A.latency_spread(closed)
     assert (lat.connections, lat.lowest_p99.model, lat.highest_p99.model, lat.p99_ratio) == (100, "epoll", "poll", 2.0)
     assert not lat.p999_low_confidence
-    assert A.latency_spread([_point("poll", 8, 1, 1, low_confidence=frozenset({"99.9"}))]).p999_low_confidence
+    assert A.latency_spread([echo_point("poll", 8, 1, 1, low_confidence=frozenset({"99.9"}))]).p999_low_confidence
     res = A.resource_reading(closed)
     assert res is not None and (res.largest_rss.model, res.smallest_rss.model, res.rss_ratio) == ("poll", "epoll", 2.0)
     assert res.most_efficient is not None and res.most_efficient.model == "epoll"
     assert res.requests_per_cpu_pct == 2250.0
-    assert A.resource_reading([_point("poll", 8, 1, 1)]) is None  # no RSS sample
-    rate = [_point("poll", 100, 1, 300, mode=RATE, rate_per_s=5000.0), _point("epoll", 100, 1, 200, mode=RATE)]
+    assert A.resource_reading([echo_point("poll", 8, 1, 1)]) is None  # no RSS sample
+    rate = [echo_point("poll", 100, 1, 300, mode=RATE, rate_per_s=5000.0), echo_point("epoll", 100, 1, 200, mode=RATE)]
     (at_100,) = A.common_rate_readings(rate)
     assert (at_100.connections, at_100.rate_per_s, at_100.lowest_p99.model) == (100, 5000.0, "epoll")
 
@@ -422,8 +399,8 @@ def test_the_figures_readings_at_each_count_and_at_the_top_count():
 
 
 def test_recommendation_uses_the_thesis_ranges():
-    closed = [_point("poll", c, 1000 * c, 100) for c in (8, 100, 5000)]
-    closed += [_point("epoll", c, 900 * c, 90, cpu=40) for c in (8, 100, 5000)]
+    closed = [echo_point("poll", c, 1000 * c, 100) for c in (8, 100, 5000)]
+    closed += [echo_point("epoll", c, 900 * c, 90, cpu=40) for c in (8, 100, 5000)]
     ranges = A.range_readings(closed, [])
     assert [(r.name, r.connections) for r in ranges] == [("< 100", (8,)), ("100–2000", (100,)), ("> 2000", (5000,))]
     assert all(r.pick == "poll" and not r.server_limited for r in ranges)
@@ -431,11 +408,15 @@ def test_recommendation_uses_the_thesis_ranges():
 
 
 def test_the_pick_is_the_lowest_tail_among_models_within_5_percent_of_the_best():
-    closed = [_point("poll", 100, 100_000, 1), _point("epoll", 100, 95_000, 1), _point("asio", 100, 94_000, 1)]
+    closed = [
+        echo_point("poll", 100, 100_000, 1),
+        echo_point("epoll", 100, 95_000, 1),
+        echo_point("asio", 100, 94_000, 1),
+    ]
     rate = [
-        _point("poll", 100, 1, 300, mode=RATE),
-        _point("epoll", 100, 1, 200, mode=RATE),
-        _point("asio", 100, 1, 100, mode=RATE),
+        echo_point("poll", 100, 1, 300, mode=RATE),
+        echo_point("epoll", 100, 1, 200, mode=RATE),
+        echo_point("asio", 100, 1, 100, mode=RATE),
     ]
     (r,) = [r for r in A.range_readings(closed, rate) if r.connections]
     assert r.pick == "epoll"  # 95 % of poll's throughput, a lower tail; asio (94 %) is out
@@ -448,7 +429,7 @@ def test_the_pick_is_the_lowest_tail_among_models_within_5_percent_of_the_best()
 
 
 def test_a_range_without_points_has_no_pick():
-    ranges = A.range_readings([_point("poll", 8, 1, 1)], [])
+    ranges = A.range_readings([echo_point("poll", 8, 1, 1)], [])
     assert ranges
     empty = [r for r in ranges if not r.connections]
     assert [r.name for r in empty] == ["100–2000", "> 2000"]
@@ -459,9 +440,9 @@ def test_thesis_reading_judges_each_range_by_its_own_pick():
     five = ("thread-per-connection", "poll", "poll-pool", "asio", "asio-mt")
     # Unpinned server (server_cpu None): every range can be judged; the picks win where they should.
     tput = {"thread-per-connection": 90_000, "poll": 80_000, "poll-pool": 60_000, "asio": 50_000, "asio-mt": 70_000}
-    closed = [_point(m, 8, tput[m], 1) for m in five]
-    closed += [_point(m, 1000, 100_000 if m == "asio-mt" else 90_000, 1) for m in five]
-    closed += [_point(m, 5000, 100_000 if m == "poll" else 60_000, 1) for m in five]
+    closed = [echo_point(m, 8, tput[m], 1) for m in five]
+    closed += [echo_point(m, 1000, 100_000 if m == "asio-mt" else 90_000, 1) for m in five]
+    closed += [echo_point(m, 5000, 100_000 if m == "poll" else 60_000, 1) for m in five]
     t = A.thesis_reading(closed, [])
     assert t.server_cpus is None
     assert [(r.name, r.thesis_pick, r.verdict, r.thesis_best) for r in t.ranges] == [
@@ -472,7 +453,7 @@ def test_thesis_reading_judges_each_range_by_its_own_pick():
 
     # poll beaten at 5000 by 5 % or less: a tie (partly); by more: does not hold.
     def asio_at_5000(tput: float) -> list:
-        return [p for p in closed if (p.model, p.connections) != ("asio", 5000)] + [_point("asio", 5000, tput, 1)]
+        return [p for p in closed if (p.model, p.connections) != ("asio", 5000)] + [echo_point("asio", 5000, tput, 1)]
 
     tie = A.thesis_reading(asio_at_5000(104_000), []).range("> 2000")
     assert tie.verdict == PARTLY and tie.thesis_best == "asio" and tie.pick_share == pytest.approx(100 / 104)
@@ -481,7 +462,7 @@ def test_thesis_reading_judges_each_range_by_its_own_pick():
 
 def test_thesis_reading_says_not_comparable_where_the_setup_differs():
     five = ("thread-per-connection", "poll", "poll-pool", "asio", "asio-mt")
-    pinned = [_point(m, c, 100_000, 1, server_cpu=1) for m in five for c in (8, 100, 1000)]
+    pinned = [echo_point(m, c, 100_000, 1, server_cpu=1) for m in five for c in (8, 100, 1000)]
     t = A.thesis_reading(pinned, [])
     assert t.server_cpus == 1
     low, middle, high = t.ranges
