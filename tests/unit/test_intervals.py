@@ -262,3 +262,51 @@ def test_at_most_other_on_each_side_and_overlapping():
     assert same.verdict == V.UNDECIDED and same.length_factor is None and "equal" in same.why_no_length
     gone = V.at_most_other(_iv(150, 140, 160), QuantileInterval(0.99, 100, 200.0, unavailable="fewer than 368 samples"))
     assert (gone.verdict, gone.unavailable) == ("", "fewer than 368 samples")
+
+
+def test_the_length_to_decide_is_the_squared_ratio_of_half_width_to_gap():
+    # By hand: a half-width of 30 ms facing a target 10 ms away must shrink 3×, i.e. 9× the samples.
+    assert V.length_factor_to_decide(30e6, 10e6) == pytest.approx(9.0)
+    assert V.length_factor_to_decide(5.0, 10.0) == pytest.approx(0.25)  # a shorter run would have decided
+    assert V.length_factor_to_decide(5.0, 0.0) is None
+    with pytest.raises(ValueError):
+        V.length_factor_to_decide(-1.0, 1.0)
+    # The same figure through a verdict: p99 45 ms [40–75 ms] of 2 000 samples at 500/s against 50 ms:
+    # (75 − 45)² / (50 − 45)² = 36× → 72 000 samples, 144 s.
+    v = V.at_most(QuantileInterval(0.99, 2000, 45e6, 40e6, 75e6), 50e6, rate_per_s=500.0)
+    assert (v.verdict, v.length_factor, v.samples_to_decide) == (V.UNDECIDED, pytest.approx(36.0), 72_000)
+    assert v.seconds_to_decide == pytest.approx(144.0)
+
+
+def test_within_a_band_inside_outside_and_straddling():
+    band = (0.85, 1.15)
+    assert V.judge_within(1.0, 0.9, 1.1, band, 500).verdict == V.MET
+    assert V.judge_within(1.0, 0.85, 1.15, band, 500).verdict == V.MET  # on the edges is inside
+    assert V.judge_within(1.3, 1.2, 1.4, band, 500).verdict == V.NOT_MET
+    assert V.judge_within(0.7, 0.6, 0.84, band, 500).verdict == V.NOT_MET
+    # Inside, crossing the high edge: upper half 0.2 over the gap 0.1 → 4×; lower edge not crossed.
+    up = V.judge_within(1.05, 0.95, 1.25, band, 500, rate_per_s=50.0)
+    assert up.verdict == V.UNDECIDED and up.length_factor == pytest.approx(4.0)
+    assert up.samples_to_decide == 2000 and up.seconds_to_decide == pytest.approx(40.0)
+    # Inside, crossing both: the larger of (0.2/0.1)² and (0.3/0.1)² = 9×.
+    both = V.judge_within(1.05, 0.75, 1.35, band, 500)
+    assert both.length_factor == pytest.approx(9.0)
+    # Outside above, its lower half crossing 1.15: (1.25 − 1.10)² / (1.25 − 1.15)² = 2.25×.
+    out = V.judge_within(1.25, 1.10, 1.30, band, 500)
+    assert out.verdict == V.UNDECIDED and out.length_factor == pytest.approx(2.25)
+    edge = V.judge_within(1.15, 1.10, 1.20, band, 500)
+    assert edge.verdict == V.UNDECIDED and edge.length_factor is None and "edge" in edge.why_no_length
+    with pytest.raises(ValueError):
+        V.judge_within(1.0, 0.9, 1.1, (1.2, 0.8), 500)
+
+
+def test_decided_together_takes_the_longest_length():
+    a = V.at_most(_iv(100, 90, 120), 110, rate_per_s=100.0)  # 4×, 4 000 samples, 40 s
+    b = V.at_most(_iv(100, 90, 130, count=3000), 105, rate_per_s=100.0)  # (30/5)² = 36×, 108 000, 1 080 s
+    v = V.decided_together([a, V.IntervalVerdict(V.MET), b])
+    assert v.verdict == V.UNDECIDED and v.length_factor == pytest.approx(36.0)
+    assert v.samples_to_decide == 108_000 and v.seconds_to_decide == pytest.approx(1080.0)
+    stuck = V.decided_together([a, V.at_most(_iv(100, 90, 120), 100)])
+    assert stuck.length_factor is None and stuck.why_no_length == V.ON_THE_TARGET
+    with pytest.raises(ValueError):
+        V.decided_together([V.IntervalVerdict(V.MET)])
