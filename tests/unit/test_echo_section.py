@@ -51,7 +51,12 @@ def test_latency_cells_add_the_tail_intervals_only_when_given():
         "99.9": QuantileInterval(0.999, 1000, 4e5, unavailable="fewer than 3688 samples"),
     }
     cells = latency_cells(1e5, 1e5, 2e5, 3e5, 4e5, 1000, {"99.9"}, intervals)
-    assert cells[3] == "300 µs [290–315 µs]" and cells[4] == "400 µs * [—]"
+    # Fewer than 10 samples beyond p99.9: called unavailable, not given the interval those few would set.
+    assert cells[3] == "300 µs [290–315 µs]" and cells[4] == "400 µs [unavailable (n beyond < 10)]"
+    # With enough beyond it but no interval (too few samples for one, an old document): [—].
+    assert latency_cells(1e5, 1e5, 2e5, 3e5, 4e5, 1000, (), intervals)[4] == "400 µs [—]"
+    few = latency_cells(1e5, 1e5, 2e5, 3e5, 4e5, 500, {"99"}, {"99": QuantileInterval(0.99, 500, 3e5, 2.9e5, 3.4e5)})
+    assert few[3] == "300 µs [unavailable (n beyond < 10)]"  # an interval exists at 500, but 5 samples set it
     assert cells[:3] == plain[:3] and cells[5] == plain[5]
     crossing = latency_cells(
         1e5, 1e5, 2e5, 9.9e5, None, 1000, (), {"99": QuantileInterval(0.99, 1000, 9.9e5, 9.83e5, 1.2e6)}

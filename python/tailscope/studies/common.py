@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tailscope.measure.intervals import QuantileInterval
+from tailscope.measure.verdict import IntervalVerdict
 from tailscope.report.blocks import Section
 from tailscope.store import EngineDocument, Store
 from tailscope.units import fmt_count, fmt_ns, fmt_ns_interval
@@ -128,6 +129,30 @@ def series(
     return [x(p) for p in chosen], [y(p) for p in chosen]
 
 
+# A percentile with fewer than 10 samples beyond it: its interval's upper end is one of those few
+# samples, so the report calls it unavailable rather than show a bound that a handful of samples set.
+FEW_BEYOND = "unavailable (n beyond < 10)"
+
+
+def interval_cell(i: QuantileInterval | None, few_beyond: bool) -> str:
+    """A percentile's 95 % interval for a table: "[lo–hi]"; "[unavailable (n beyond < 10)]" when fewer
+    than 10 samples lie beyond the percentile; "[—]" when there is none (too few samples for one, or a
+    document from before intervals; the table's caption says which)."""
+    if few_beyond:
+        return f"[{FEW_BEYOND}]"
+    if i is None or i.lo_ns is None or i.hi_ns is None:
+        return "[—]"
+    return fmt_ns_interval(i.lo_ns, i.hi_ns)
+
+
+def length_to_decide_text(v: IntervalVerdict, unit: str = "samples") -> str:
+    """How long a run would decide an undecided verdict, in words (or why no length would)."""
+    if v.length_factor is None:
+        return v.why_no_length
+    at = f", ~{v.seconds_to_decide:.0f} s" if v.seconds_to_decide is not None else ""
+    return f"a run {v.length_factor:.1f}× as long ({fmt_count(v.samples_to_decide)} {unit}{at}) would decide it"
+
+
 # The headers of latency_cells' columns, in the same order.
 LATENCY_COLUMNS = ["mean", "p50", "p90", "p99", "p99.9", "samples"]
 
@@ -146,19 +171,14 @@ def latency_cells(
     a percentile with too few samples beyond it is marked " *" (docs/measurement.md).
 
     With `intervals` (percentile key → its 95 % interval, e.g. a point's Measurement.intervals) the
-    tail cells, p99 and p99.9, add theirs as " [lo–hi]", or " [—]" when there is none (too few
-    samples for one, or a document from before intervals): the tail is where a table's readers compare
-    figures, and two more brackets per row keep the table readable."""
+    tail cells, p99 and p99.9, add theirs (interval_cell) in place of the mark: the tail is where a
+    table's readers compare figures, and two more brackets per row keep the table readable."""
     low = set(low_confidence)
 
     def tail(value_ns: float | None, key: str) -> str:
-        cell = fmt_ns(value_ns) + (" *" if key in low else "")
         if intervals is None or value_ns is None:
-            return cell
-        i = intervals.get(key)
-        return cell + (
-            " [—]" if i is None or i.lo_ns is None or i.hi_ns is None else " " + fmt_ns_interval(i.lo_ns, i.hi_ns)
-        )
+            return fmt_ns(value_ns) + (" *" if key in low else "")
+        return fmt_ns(value_ns) + " " + interval_cell(intervals.get(key), key in low)
 
     return [
         fmt_ns(mean_ns),

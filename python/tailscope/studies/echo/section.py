@@ -14,7 +14,15 @@ from tailscope.measure.verdict import UNDECIDED
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, PARTLY, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
-from tailscope.studies.common import LATENCY_COLUMNS, latency_cells, pinning_text, series, study_section
+from tailscope.studies.common import (
+    FEW_BEYOND,
+    LATENCY_COLUMNS,
+    latency_cells,
+    length_to_decide_text,
+    pinning_text,
+    series,
+    study_section,
+)
 from tailscope.studies.echo.analysis import (
     CLOSED,
     GENERATOR_SATURATED_BUSY_SHARE,
@@ -275,14 +283,7 @@ def p99_text(t: TargetReading) -> str:
     if v.verdict == INTERVAL_NOT_MET:
         return "p99 higher (95 % intervals apart)"
     if v.verdict == UNDECIDED:
-        if v.length_factor is not None:
-            at = f", ~{v.seconds_to_decide:.0f} s" if v.seconds_to_decide is not None else ""
-            length = (
-                f"a run {v.length_factor:.1f}× as long ({fmt_count(v.samples_to_decide)} samples{at}) would decide it"
-            )
-        else:
-            length = v.why_no_length
-        return f"p99 {by_estimate} by the estimates, but the 95 % intervals overlap: {length}"
+        return f"p99 {by_estimate} by the estimates, but the 95 % intervals overlap: {length_to_decide_text(v)}"
     return f"p99 {by_estimate} (estimates only; intervals unavailable: {v.unavailable})"
 
 
@@ -522,8 +523,9 @@ def _points_table(points: Sequence[EchoPoint], pin: str) -> Table:
         ],
         rows,
         f"{pin}. Latency from the intended send time (closed loop: intended = actual send). "
-        "* = fewer than 10 samples beyond this percentile. [lo–hi] = its distribution-free 95 % interval "
-        "(order statistics); [—] = none (fewer samples than one needs: 368 for p99, 3688 for p99.9).",
+        "[lo–hi] = the percentile's distribution-free 95 % interval (order statistics); "
+        f"[{FEW_BEYOND}] = fewer than 10 samples beyond it; [—] = none (fewer samples than one needs: "
+        "368 for p99, 3688 for p99.9, or a document from before intervals).",
         numeric_from=1,
     )
 
