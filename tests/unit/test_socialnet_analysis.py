@@ -37,7 +37,7 @@ def _load_doc(model: str, kind: str, rate: float, achieved: float, p99_ms: float
             {
                 "name": "latency_intended",
                 "cdf": [[1e6, 0.0], [p99_ms * 1e6, 100.0]],
-                "latency": {"percentiles": {"50": 1e6, "99": p99_ms * 1e6}},
+                "latency": {"count": 5000, "percentiles": {"50": 1e6, "99": p99_ms * 1e6}},
             }
         ],
     }
@@ -580,14 +580,15 @@ def test_figure3_reads_the_steady_point_else_a_sweep_point_at_70_to_80_percent()
 def test_wording_of_the_targets_met_and_core_scaling():
     s = summarize(_with_cores(_target_met_loads()), {})
     assert summary_notes(s) == [
-        "Target best model ≥ 4× std-async at p99 ≤ 50 ms: coroutine reached 4.02× (met); on the sweep's grid "
+        "Target best model ≥ 4× std-async at p99 ≤ 50 ms: coroutine reached 4.02× (met by the estimates; no p99 intervals to "
+        "judge it by: the document has no percentile intervals (written before engines added them)); on the sweep's grid "
         "std-async met it at 500/s and missed at 900/s; coroutine met it at 2\u2009010/s and missed at "
         "2\u2009600/s, so the ratio lies between 2.23× and 5.2×.",
         "Core scaling, closed-loop ceiling with the graph on 1 … all allowed CPUs (generator unpinned): "
         "std-async 600/s on 1 → 1\u2009000/s on 2 CPUs (1.67× for 2× the CPUs); coroutine 1\u2009600/s on 1 → "
         "3\u2009000/s on 2 CPUs (1.88× for 2× the CPUs). coroutine ÷ std-async ceiling: 2.67× on 1, 3× on 2.",
-        "Target tracing at 100 % sampling ≤ 5 % throughput cost: measured 3.0 % on coroutine (met; median of "
-        "1 alternated pairs).",
+        "Target tracing at 100 % sampling ≤ 5 % throughput cost: measured 3.0 % on coroutine (met by the median of "
+        "1 alternated pairs; no 95 % interval: an interval of the median needs 6 alternated pairs, this run has 1).",
     ]
 
 
@@ -595,7 +596,8 @@ def test_wording_of_a_missed_target_and_the_runs_costs():
     s = summarize(_two_models(), _decomposed_graphs(300e3), _THREAD_CREATE)
     notes = summary_notes(s)
     assert notes[0] == (
-        "Target best model ≥ 4× std-async at p99 ≤ 50 ms: coroutine reached 2× (not met); on the sweep's grid "
+        "Target best model ≥ 4× std-async at p99 ≤ 50 ms: coroutine reached 2× (not met by the estimates; no p99 intervals to "
+        "judge it by: the document has no percentile intervals (written before engines added them)); on the sweep's grid "
         "std-async met it at 500/s and at every higher rate tried; coroutine met it at 1\u2009000/s and at every "
         "higher rate tried, so the grid does not bound the ratio."
     )
@@ -620,3 +622,123 @@ def test_wording_of_a_missed_target_and_the_runs_costs():
         "accounts for the gap.",
     ]
     assert notes[-1].startswith("Core scaling unavailable: no closed-loop run on fewer CPUs")
+
+
+# ---- the verdicts by the p99 intervals (measure.verdict) ---------------------------------------------
+
+
+def _ci_doc(
+    model: str, rate: float, p99_ms: float, lo_ms: float, hi_ms: float, count: int = 2000, errors: int = 0
+) -> dict:
+    """An open-loop point whose p99 carries its 95 % interval, as the engines write it."""
+    d = _load_doc(model, "rate", rate, rate, p99_ms, errors)
+    lat = d["measurements"][0]["latency"]
+    lat.update(count=count, percentile_ci={"99": [lo_ms * 1e6, hi_ms * 1e6]}, percentile_ci_level=0.95)
+    return d
+
+
+@pytest.mark.parametrize(
+    "p99_ms, lo_ms, hi_ms, verdict",
+    [
+        (45, 40, 50, "met"),  # the whole interval within 50 ms (touching it)
+        (60, 50.5, 70, "not met"),  # all of it above
+        (45, 40, 75, "undecided at this length"),  # straddling
+        (55, 48, 60, "undecided at this length"),  # straddling from above
+    ],
+)
+def test_a_points_objective_by_its_interval_on_each_side_and_straddling(p99_ms, lo_ms, hi_ms, verdict):
+    assert analysis.objective_verdict(_ci_doc("coroutine", 1000, p99_ms, lo_ms, hi_ms)).verdict == verdict
+
+
+def test_an_undecided_point_says_how_long_would_decide_it():
+    # By hand: p99 45 ms [40–75 ms] of 2 000 samples at 2 000/s against 50 ms: the upper half-width (30 ms)
+    # must fit in the 5 ms to the objective, (30 / 5)² = 36× the point: 72 000 samples, 36 s.
+    v = analysis.objective_verdict(_ci_doc("coroutine", 2000, 45, 40, 75))
+    assert v.length_factor == pytest.approx(36.0) and v.samples_to_decide == 72_000
+    assert v.seconds_to_decide == pytest.approx(36.0)
+
+
+def test_errors_or_an_unserved_rate_miss_the_objective_whatever_the_interval():
+    assert analysis.objective_verdict(_ci_doc("c", 1000, 10, 8, 12, errors=3)).verdict == "not met"
+    short = _ci_doc("c", 1000, 10, 8, 12)
+    short["load"]["achieved_per_s"] = 900  # < 95 % of 1 000 served
+    assert analysis.objective_verdict(short).verdict == "not met"
+
+
+def test_a_point_without_an_interval_says_why_and_its_estimate_decides():
+    v = analysis.objective_verdict(_load_doc("c", "rate", 500, 500, 10))
+    assert v.verdict == "" and "no percentile intervals" in v.unavailable
+    p = summarize([_load_doc("c", "rate", 500, 500, 10)], {}).per["c"].sweep[0]
+    assert p.surely_met and p.possibly_met
+
+
+def _ratio_loads(coroutine_top: dict) -> list[dict]:
+    """std-async surely met at 500/s and surely missed at 900/s; coroutine surely met at 1 000/s, and
+    `coroutine_top` decides the rest."""
+    return [
+        _ci_doc("std-async", 500, 10, 8, 12),
+        _ci_doc("std-async", 900, 80, 70, 90),
+        _ci_doc("coroutine", 1000, 10, 8, 12),
+        coroutine_top,
+    ]
+
+
+def test_the_ratio_target_met_by_the_intervals():
+    t = summarize(_ratio_loads(_ci_doc("coroutine", 2010, 20, 15, 30)), {}).target
+    assert t is not None and t.met and t.verdict.verdict == "met"
+    assert t.low_by_intervals == pytest.approx(4.02) and t.high_by_intervals == pytest.approx(4.02)
+    assert t.estimates_only == ""
+
+
+def test_the_ratio_target_not_met_even_with_an_undecided_point():
+    # coroutine's 1 500/s point straddles the objective, but even met it gives 3× < 4×.
+    t = summarize(_ratio_loads(_ci_doc("coroutine", 1500, 45, 40, 75)), {}).target
+    assert t is not None and t.verdict.verdict == "not met"
+    assert (t.low_by_intervals, t.high_by_intervals) == (pytest.approx(2.0), pytest.approx(3.0))
+
+
+def test_the_ratio_target_undecided_with_the_length_that_decides_it():
+    # coroutine at 2 010/s: p99 45 ms [40–75 ms]; met by the estimate (4.02×), but its interval straddles:
+    # the ratio lies between 1 000/500 = 2× and 2 010/500 = 4.02×; (30/5)² = 36× decides that point.
+    s = summarize(_ratio_loads(_ci_doc("coroutine", 2010, 45, 40, 75)), {})
+    t = s.target
+    assert t is not None and t.met  # the estimates alone would call it met
+    assert t.verdict.verdict == "undecided at this length"
+    assert (t.low_by_intervals, t.high_by_intervals) == (pytest.approx(2.0), pytest.approx(4.02))
+    assert t.verdict.length_factor == pytest.approx(36.0) and t.verdict.samples_to_decide == 72_000
+    assert t.verdict.seconds_to_decide == pytest.approx(72_000 / 2010)
+    assert summary_notes(s)[0] == (
+        "Target best model ≥ 4× std-async at p99 ≤ 50 ms: coroutine reached 4.02× (undecided at this length: "
+        "between 2× and 4.02× by the points' p99 intervals; a run 36.0× as long (72\u2009000 samples, ~36 s) would "
+        "decide it at every undecided point); on the sweep's grid std-async met it at 500/s and missed at 900/s; "
+        "coroutine met it at 2\u2009010/s and at every higher rate tried, so the ratio is at least 2.23×."
+    )
+
+
+def _pairs(on_per_s: list[float]) -> list[dict]:
+    docs = []
+    for on in on_per_s:
+        docs += [_load_doc("coroutine", "tracing-off", 0, 1000, 50), _load_doc("coroutine", "tracing-on", 0, on, 50)]
+    return docs
+
+
+def test_the_tracing_target_by_the_medians_interval_on_each_side_and_straddling():
+    met = analysis.tracing_cost(_pairs([990, 985, 980, 975, 970, 960]))  # costs 1 … 4 %
+    assert met is not None and met.cost_interval == (pytest.approx(0.01), pytest.approx(0.04))
+    assert met.verdict.verdict == "met"
+    missed = analysis.tracing_cost(_pairs([940, 935, 930, 925, 920, 900]))  # costs 6 … 10 %
+    assert missed is not None and missed.verdict.verdict == "not met"
+    # Costs 1, 1.5, 2, 2.5, 3, 10 %: median 2.25 %, interval [1–10 %]; by hand (7.75 / 2.75)² = 7.94× the
+    # pairs: 48 pairs would decide it.
+    open_ = analysis.tracing_cost(_pairs([990, 985, 980, 975, 970, 900]))
+    assert open_ is not None and open_.cost == pytest.approx(0.0225)
+    assert open_.verdict.verdict == "undecided at this length"
+    assert open_.verdict.length_factor == pytest.approx((7.75 / 2.75) ** 2) and open_.verdict.samples_to_decide == 48
+    assert summary_notes(summarize(_pairs([990, 985, 980, 975, 970, 900]), {}))[-1] == (
+        "Target tracing at 100 % sampling ≤ 5 % throughput cost: measured 2.2 % on coroutine (undecided at this "
+        "length; median of 6 alternated pairs, 95 % interval 1.0–10.0 %; a run 7.9× as long (48 pairs) would "
+        "decide it)."
+    )
+    few = analysis.tracing_cost(_pairs([990, 985, 980, 975, 970]))
+    assert few is not None and few.cost_interval is None and few.verdict.verdict == ""
+    assert few.verdict.unavailable == "an interval of the median needs 6 alternated pairs, this run has 5"

@@ -189,6 +189,35 @@ def value_cdf(
     format_ns_axis(ax.xaxis)
 
 
+def line_with_intervals(
+    ax,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    bounds: Sequence[tuple[float, float] | None],
+    label: str,
+    *,
+    marker: str = "o",
+) -> None:
+    """One line of percentiles, with each point's 95 % interval (lo, hi) as an error bar where the data
+    carries one (a document's `percentile_ci`); a point without one (too few samples, an old document)
+    is drawn without, never with a made-up bar. No point with an interval: a plain line."""
+    (line,) = ax.plot(xs, ys, marker=marker, label=label)
+    shown = [(x, y, b) for x, y, b in zip(xs, ys, bounds) if b is not None]
+    if not shown:
+        return
+    below = [max(0.0, y - b[0]) for _, y, b in shown]
+    above = [max(0.0, b[1] - y) for _, y, b in shown]
+    ax.errorbar(
+        [x for x, _, _ in shown],
+        [y for _, y, _ in shown],
+        yerr=[below, above],
+        fmt="none",
+        ecolor=line.get_color(),
+        elinewidth=1,
+        capsize=3,
+    )
+
+
 # Small multiples (two panels a row) fill the report's figure column: at 7.5 in each panel was
 # ~370 px wide with 7 pt ticks, too small to read at 1400 px (screenshots of the threads section).
 PANEL_GRID_WIDTH_IN = 10.0

@@ -1,7 +1,7 @@
 """The socialnet study's analysis: stored documents → values (frozen dataclasses).
 
 Every verdict the section states is decided here, as a value: whether a point met the p99
-objective, the ratio at the objective and its bracket, met / not met of the two targets, what the
+objective (by its 95 % interval: met, not met or undecided at this length, measure.verdict), the ratio at the objective and its bracket, met / not met of the two targets, what the
 run's own costs say about a missed target, core scaling, the tracing cost, and whether the
 capstone's Figure 8 holds. section.py only formats these values. Pure functions of the documents
 (dicts read back from the store): tested without engines (tests/unit/test_socialnet_analysis.py).
@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailscope.lab.graph import LOAD, SVC
+from tailscope.measure.intervals import QuantileInterval, order_statistic_ranks
 from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict, at_most, decided_together, judge_at_most
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
 from tailscope.units import fmt_ns
@@ -68,6 +72,8 @@ CAPSTONE_TAIL_OVER_P50 = CAPSTONE_TAIL_NS[0] / CAPSTONE_P50_NS
 TRACING_COST_TARGET = 0.05
 # A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
 MIN_P99_SAMPLES = 100
+# The median of n pairs has a two-sided 95 % order-statistic interval from 6 pairs on (0.5⁶ ≤ 0.025).
+MIN_PAIRS_FOR_INTERVAL = 6
 # A point serves its offered rate when it achieved at least this share of it.
 SERVED_SHARE = 0.95
 # Best ÷ std-async at the objective within this share of the CPU-per-request ratio: CPU accounts for it.
@@ -107,6 +113,27 @@ def meets_objective(d: dict) -> bool:
 
 def _rate(d: dict) -> float:
     return d["socialnet_point"]["rate_per_s"]
+
+
+def p99_interval(doc: dict) -> QuantileInterval | None:
+    """The point's p99 of latency_intended with its 95 % interval (or why none); None: no measurement."""
+    m = measurement(doc, "latency_intended")
+    return m.interval("99") if m else None
+
+
+def objective_verdict(d: dict) -> IntervalVerdict:
+    """The p99 objective at one point, judged by the p99's 95 % interval (measure.verdict.at_most at the
+    achieved rate, one latency sample per request): met, not met, or undecided at this length with the
+    run length that would decide it. Errors, or a rate not served, are NOT_MET outright (not a question
+    of sampling); a point without an interval is verdict "" with the reason (its estimate then decides,
+    meets_objective). run.py's bisection follows the estimates: a run adapts to what it measured."""
+    want = d["socialnet_point"]["rate_per_s"] or 0
+    if d["load"].get("errors_total") or achieved_per_s(d) < SERVED_SHARE * want:
+        return IntervalVerdict(INTERVAL_NOT_MET)
+    p99 = p99_interval(d)
+    if p99 is None:
+        return IntervalVerdict("", unavailable="no latency_intended measurement")
+    return at_most(p99, P99_OBJECTIVE_NS, achieved_per_s(d) or None)
 
 
 # ---- what the run adapts to (run.py calls these between phases) --------------------------------
@@ -149,7 +176,21 @@ class SweepPoint:
     achieved_per_s: float
     p99_ns: float | None
     errors: int
-    meets_objective: bool
+    meets_objective: bool  # by the point estimate (what run.py's bisection followed)
+    # The p99 with its 95 % interval (None: no measurement) and the objective judged by it.
+    p99: QuantileInterval | None = None
+    verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
+    low_confidence: bool = False  # fewer than 10 samples beyond the p99
+
+    @property
+    def surely_met(self) -> bool:
+        """Met by the interval, or by the estimate when the point has no interval."""
+        return self.verdict.verdict == INTERVAL_MET or (self.verdict.verdict == "" and self.meets_objective)
+
+    @property
+    def possibly_met(self) -> bool:
+        """Not surely missed: met, undecided, or met by the estimate when the point has no interval."""
+        return self.surely_met or self.verdict.verdict == UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -226,6 +267,10 @@ class ModelResult:
     decomposition: Decomposition
     cores: tuple[CorePoint, ...]  # by CPU count, ending with the all-CPU ceiling
     ceiling_cpu_per_request_ns: float | None  # the closed-loop run's own graph
+    # The max rate at the objective as the p99 intervals bound it: the highest achieved rate surely
+    # met (0: none) and the highest not surely missed (SweepPoint.surely_met / possibly_met).
+    at_objective_sure_per_s: float = 0.0
+    at_objective_possible_per_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -257,9 +302,18 @@ class RatioTarget:
 
     best: str
     ratio: float | None  # None: std-async met the objective at none of its rates
-    met: bool  # False when the ratio is undefined
+    met: bool  # by the point estimates; False when the ratio is undefined
     bracket: RatioBracket | None  # None when the best is std-async itself, or the ratio is undefined
     unavailable: str | None  # why the ratio is undefined
+    # The target judged by the p99 intervals: best's rate surely at the objective ÷ std-async's not
+    # surely missed (low) and the reverse (high; None: unbounded, std-async surely met it nowhere).
+    # MET when low ≥ TARGET_RATIO, NOT_MET when high < it, else UNDECIDED with the length that decides
+    # every point in between (measure.verdict.decided_together).
+    verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
+    low_by_intervals: float | None = None
+    high_by_intervals: float | None = None
+    # Why some of the two models' points had no p99 interval (their estimates decide them); "" if all had.
+    estimates_only: str = ""
 
 
 @dataclass(frozen=True)
@@ -324,7 +378,11 @@ class TracingCost:
     cost: float  # 1 − ratio
     on_per_s: tuple[float, ...]
     off_per_s: tuple[float, ...]
-    met: bool  # cost ≤ TRACING_COST_TARGET
+    met: bool  # cost ≤ TRACING_COST_TARGET, by the median
+    # The median cost's distribution-free 95 % interval over the pairs (order statistics, as a percentile's):
+    # None below MIN_PAIRS_FOR_INTERVAL pairs; the target judged by it (verdict "" and why without one).
+    cost_interval: tuple[float, float] | None = None
+    verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
 
 
 @dataclass(frozen=True)
@@ -409,10 +467,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             "at_objective_per_s": at_objective,
             "first_miss_per_s": first_miss,
             "bisections": sum(1 for d in sweep if d["socialnet_point"]["kind"] == "refine"),
-            "sweep": tuple(
-                SweepPoint(_rate(d), achieved_per_s(d), p99_ns(d), d["load"].get("errors_total", 0), meets_objective(d))
-                for d in sweep
-            ),
+            "sweep": tuple(_sweep_point(d) for d in sweep),
             "common": _common_latency(common) if common is not None else None,
             "cpu_per_request_ns": (totals.get("cpu_s", 0) * 1e9 / front_requests) if front_requests else None,
             "threads": totals.get("threads_max_sum"),
@@ -421,6 +476,9 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
             "cores": _core_points(mine, graphs, m, closed[0] if closed else None),
             "ceiling_cpu_per_request_ns": _graph_cpu_per_request(graphs.get(f"{m}/graph-closed") or {}),
         }
+    for p in partial.values():
+        p["at_objective_sure_per_s"] = max((q.achieved_per_s for q in p["sweep"] if q.surely_met), default=0.0)
+        p["at_objective_possible_per_s"] = max((q.achieved_per_s for q in p["sweep"] if q.possibly_met), default=0.0)
     base = partial.get(BASELINE_MODEL, {}).get("at_objective_per_s") or 0
     base_ceiling = partial.get(BASELINE_MODEL, {}).get("ceiling_per_s") or 0
     per = {
@@ -455,6 +513,20 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
     )
 
 
+def _sweep_point(d: dict) -> SweepPoint:
+    m = measurement(d, "latency_intended")
+    return SweepPoint(
+        _rate(d),
+        achieved_per_s(d),
+        p99_ns(d),
+        d["load"].get("errors_total", 0),
+        meets_objective(d),
+        p99=m.interval("99") if m else None,
+        verdict=objective_verdict(d),
+        low_confidence=bool(m and "99" in m.low_confidence),
+    )
+
+
 def _common_latency(doc: dict) -> CommonRateLatency:
     m = measurement(doc, "latency_intended")
     return CommonRateLatency(
@@ -470,7 +542,41 @@ def _ratio_target(per: Mapping[str, ModelResult], best: str) -> RatioTarget:
     if not base:
         return RatioTarget(best, None, False, None, "std-async met the p99 objective at none of its rates")
     ratio = per[best].at_objective_per_s / base
-    return RatioTarget(best, ratio, ratio >= TARGET_RATIO, _ratio_bracket(per, best), None)
+    verdict, low, high = _ratio_verdict(per, best)
+    sides = [per[BASELINE_MODEL], per[best]]
+    no_interval = next((q.verdict.unavailable for r in sides for q in r.sweep if q.verdict.unavailable), "")
+    if not any(q.p99 is not None and q.p99.available for r in sides for q in r.sweep):
+        # No point has an interval (documents from before intervals): the estimates alone decide, and say so.
+        verdict, low, high, no_interval = IntervalVerdict("", unavailable=no_interval or "no p99"), None, None, ""
+    return RatioTarget(
+        best, ratio, ratio >= TARGET_RATIO, _ratio_bracket(per, best), None, verdict, low, high, no_interval
+    )
+
+
+def _ratio_verdict(per: Mapping[str, ModelResult], best: str) -> tuple[IntervalVerdict, float | None, float | None]:
+    """best ÷ std-async at the objective judged by the points' p99 intervals: (verdict, low, high).
+    Each model's max rate at the objective lies between its highest rate surely met and its highest
+    not surely missed; the ratio between the extremes of the two. (Each point's interval is 95 %; the
+    pair of ends is judged together, so this is a range of plausible ratios, not a 95 % interval of it.)"""
+    a, b = per[BASELINE_MODEL], per[best]
+    if best == BASELINE_MODEL:
+        return IntervalVerdict(INTERVAL_NOT_MET), 1.0, 1.0  # std-async against itself: 1×
+    low = b.at_objective_sure_per_s / a.at_objective_possible_per_s
+    high = b.at_objective_possible_per_s / a.at_objective_sure_per_s if a.at_objective_sure_per_s else None
+    if low >= TARGET_RATIO:
+        return IntervalVerdict(INTERVAL_MET), low, high
+    if high is not None and high < TARGET_RATIO:
+        return IntervalVerdict(INTERVAL_NOT_MET), low, high
+    # What leaves it open: the undecided points above each model's surely met rate.
+    open_points = [
+        q.verdict
+        for r in (a, b)
+        for q in r.sweep
+        if q.verdict.verdict == UNDECIDED and q.achieved_per_s > r.at_objective_sure_per_s
+    ]
+    if not open_points:  # cannot happen (an open range needs an undecided point), but say so if it does
+        return IntervalVerdict(UNDECIDED, why_no_length="no undecided point bounds the ratio"), low, high
+    return decided_together(open_points), low, high
 
 
 def _ratio_bracket(per: Mapping[str, ModelResult], best: str) -> RatioBracket | None:
@@ -695,6 +801,7 @@ def tracing_cost(loads: list[dict]) -> TracingCost | None:
         return None
     n = len(ratios)
     mid = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    cost_interval, verdict = _tracing_verdict([1 - r for r in reversed(ratios)], 1 - mid)
     return TracingCost(
         model=on[0]["socialnet_point"]["model"],
         pairs=n,
@@ -703,7 +810,21 @@ def tracing_cost(loads: list[dict]) -> TracingCost | None:
         on_per_s=tuple(achieved_per_s(d) for d in on),
         off_per_s=tuple(achieved_per_s(d) for d in off),
         met=1 - mid <= TRACING_COST_TARGET,
+        cost_interval=cost_interval,
+        verdict=verdict,
     )
+
+
+def _tracing_verdict(costs: list[float], median: float) -> tuple[tuple[float, float] | None, IntervalVerdict]:
+    """The median cost's 95 % interval from the pairs' order statistics (measure.intervals, the same
+    binomial interval on the rank as a percentile's) and the target judged by it; the length that
+    would decide it is counted in pairs (`samples_to_decide`). `costs` ascending."""
+    ranks = order_statistic_ranks(len(costs), 0.5)
+    if ranks is None:
+        why = f"an interval of the median needs {MIN_PAIRS_FOR_INTERVAL} alternated pairs, this run has {len(costs)}"
+        return None, IntervalVerdict("", unavailable=why)
+    lo, hi = costs[ranks.lower_rank - 1], costs[ranks.upper_rank - 1]
+    return (lo, hi), judge_at_most(median, lo, hi, TRACING_COST_TARGET, len(costs))
 
 
 def connections_sweep(loads: list[dict]) -> ConnectionsSweep | None:

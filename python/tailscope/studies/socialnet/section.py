@@ -8,10 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tailscope.lab.graph import PATH
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import Store
-from tailscope.studies.common import study_section
+from tailscope.studies.common import FEW_BEYOND, interval_cell, length_to_decide_text, study_section
 from tailscope.studies.socialnet.analysis import (
     BASELINE_MODEL,
     CAPSTONE_LOAD_RANGE,
@@ -31,6 +34,7 @@ from tailscope.studies.socialnet.analysis import (
     PING_BATCHED_CONCURRENCY,
     PROBE_CALLS,
     SCHEDULING,
+    SERVED_SHARE,
     SWEEP_FRACTIONS,
     TARGET_RATIO,
     TRACE_SAMPLE,
@@ -43,6 +47,7 @@ from tailscope.studies.socialnet.analysis import (
     RatioBracket,
     RatioTarget,
     SocialnetSummary,
+    SweepPoint,
     TargetShortfall,
     TracingCost,
     async_call_delays,
@@ -84,6 +89,7 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
     if summary.common_rate_per_s:
         sec.blocks.append(_cdf_figure(summary, summary.common_rate_per_s))
     sec.blocks.append(_summary_table(summary))
+    sec.blocks.append(_objective_table(summary))
     sec.blocks.append(_decomposition_table(summary))
     if summary.connections:
         sec.blocks.append(_connections_figure(summary.connections))
@@ -132,8 +138,31 @@ def _target_line(t: RatioTarget) -> str:
     bracket = _bracket_text(t.bracket) if t.bracket else ""
     return (
         f"Target best model ≥ {TARGET_RATIO:g}× std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}: {t.best} reached "
-        f"{fmt_ratio(t.ratio)} ({_met(t.met)}){bracket}."
+        f"{fmt_ratio(t.ratio)} ({_ratio_verdict_text(t)}){bracket}."
     )
+
+
+def _ratio_verdict_text(t: RatioTarget) -> str:
+    """The target by the points' p99 intervals (RatioTarget.verdict), or by the estimates without them."""
+    v = t.verdict
+    if v.verdict == "":
+        return f"{_met(t.met)} by the estimates; no p99 intervals to judge it by: {v.unavailable}"
+    lo, hi = t.low_by_intervals, t.high_by_intervals
+    if hi is not None and lo == hi:
+        span = f"{fmt_ratio(lo)} by the points' p99 intervals too"
+    else:
+        span = (
+            f"between {fmt_ratio(lo)} and "
+            + ("an unbounded ratio" if hi is None else fmt_ratio(hi))
+            + " by the points' p99 intervals"
+        )
+    if v.verdict == UNDECIDED:
+        text = f"{UNDECIDED}: {span}; {length_to_decide_text(v)} at every undecided point"
+    else:
+        text = f"{v.verdict}: {span}"
+    if t.estimates_only:
+        text += f"; points without a p99 interval judged by their estimates ({t.estimates_only})"
+    return text
 
 
 def _bracket_text(b: RatioBracket) -> str:
@@ -269,9 +298,17 @@ def _core_scaling_line(c: CoreScaling) -> str:
 
 
 def _tracing_line(t: TracingCost) -> str:
+    v = t.verdict
+    if v.verdict == "" or t.cost_interval is None:
+        said = f"{_met(t.met)} by the median of {t.pairs} alternated pairs; no 95 % interval: {v.unavailable}"
+    else:
+        lo, hi = t.cost_interval
+        said = f"{v.verdict}; median of {t.pairs} alternated pairs, 95 % interval {lo * 100:.1f}–{hi * 100:.1f} %"
+        if v.verdict == UNDECIDED:
+            said += f"; {length_to_decide_text(v, 'pairs')}"
     return (
         f"Target tracing at 100 % sampling ≤ {TRACING_COST_TARGET * 100:g} % throughput cost: measured "
-        f"{t.cost * 100:.1f} % on {t.model} ({_met(t.met)}; median of {t.pairs} alternated pairs)."
+        f"{t.cost * 100:.1f} % on {t.model} ({said})."
     )
 
 
@@ -281,9 +318,11 @@ def _tracing_line(t: TracingCost) -> str:
 def _curve_figure(s: SocialnetSummary) -> Figure:
     fig, ax = plots.new_figure()
     for m in s.models:
-        pts = [(p.achieved_per_s, p.p99_ns) for p in s.per[m].sweep if p.p99_ns]
+        pts = [p for p in s.per[m].sweep if p.p99_ns]
         if pts:
-            ax.plot([a for a, _ in pts], [p for _, p in pts], marker="o", label=m)
+            plots.line_with_intervals(
+                ax, [p.achieved_per_s for p in pts], [p.p99_ns or 0.0 for p in pts], [_bounds(p) for p in pts], m
+            )
     ax.axhline(P99_OBJECTIVE_NS, color="#57606a", linestyle="--", linewidth=1, label="p99 objective")
     ax.set_yscale("log")
     plots.format_ns_axis(ax.yaxis)
@@ -301,8 +340,60 @@ def _curve_figure(s: SocialnetSummary) -> Figure:
         svg=plots.to_svg(fig),
         caption=f"p99 of latency_intended per offered rate; rates are fractions {SWEEP_FRACTIONS} of each "
         f"model's closed-loop ceiling ({CEILING_CONNECTIONS} connections) plus the common rate; "
-        f"{CONNECTIONS} connections.",
+        f"{CONNECTIONS} connections. Error bars: the p99's distribution-free 95 % interval where the point has "
+        "one (none below 368 samples or with fewer than 10 beyond the p99).",
         finding=finding,
+    )
+
+
+def _bounds(p: SweepPoint) -> tuple[float, float] | None:
+    """A point's p99 interval for an error bar: none with fewer than 10 samples beyond the p99."""
+    i = p.p99
+    if p.low_confidence or i is None or i.lo_ns is None or i.hi_ns is None:
+        return None
+    return (i.lo_ns, i.hi_ns)
+
+
+def _objective_cell(p: SweepPoint) -> str:
+    """The p99 objective at one point: met / not met / undecided (with the length that decides it)."""
+    v: IntervalVerdict = p.verdict
+    if v.verdict == UNDECIDED:
+        if v.length_factor is None:
+            return f"{UNDECIDED} ({v.why_no_length})"
+        return f"{UNDECIDED}; {v.length_factor:.1f}× as long decides it"
+    if v.verdict == INTERVAL_NOT_MET and p.errors:
+        return f"{INTERVAL_NOT_MET} (errors)"
+    if v.verdict == INTERVAL_NOT_MET and p.achieved_per_s < SERVED_SHARE * p.rate_per_s:
+        return f"{INTERVAL_NOT_MET} (rate not served)"
+    if v.verdict in (INTERVAL_MET, INTERVAL_NOT_MET):
+        return v.verdict
+    return f"{_met(p.meets_objective)} (estimate; no interval)"
+
+
+def _objective_table(s: SocialnetSummary) -> Table:
+    rows = [
+        [
+            m,
+            fmt_count(p.rate_per_s),
+            fmt_count(p.achieved_per_s),
+            fmt_ns(p.p99_ns) + ("" if p.p99_ns is None else " " + interval_cell(p.p99, p.low_confidence)),
+            str(p.errors),
+            _objective_cell(p),
+        ]
+        for m in s.models
+        for p in s.per[m].sweep
+    ]
+    return Table(
+        title=f"The p99 objective (≤ {fmt_ns(P99_OBJECTIVE_NS)}) at every open-loop point",
+        columns=["model", "offered /s", "achieved /s", "p99 [95 % interval]", "errors", "objective"],
+        rows=rows,
+        caption="Each point judged by its p99's distribution-free 95 % interval (order statistics): met when "
+        "the whole interval lies within the objective, not met when all of it lies above (or the point had "
+        "errors, or served < 95 % of its rate), undecided at this length when it straddles the objective — "
+        "with how many times this point's length would decide it at its observed rate, if the p99 stays "
+        f"where it is (docs/measurement.md). [{FEW_BEYOND}]: fewer than 10 samples beyond the p99; [—]: "
+        "no interval (fewer than 368 samples, or a document from before intervals), the estimate decides.",
+        numeric_from=1,
     )
 
 
@@ -456,10 +547,14 @@ def _tracing_table(t: TracingCost) -> Table:
                 ", ".join(fmt_count(x) for x in t.off_per_s),
                 ", ".join(fmt_count(x) for x in t.on_per_s),
                 fmt_ratio(t.ratio),
-                f"{t.cost * 100:.1f} %",
+                f"{t.cost * 100:.1f} %"
+                + (
+                    f" [{t.cost_interval[0] * 100:.1f}–{t.cost_interval[1] * 100:.1f} %]" if t.cost_interval else " [—]"
+                ),
             ]
         ],
-        caption=f"Closed-loop throughput, {t.pairs} alternated pairs on fresh graphs; spans of every RPC, "
+        caption=f"Closed-loop throughput, {t.pairs} alternated pairs on fresh graphs; cost [95 % interval of "
+        "the median, order statistics over the pairs; [—] below 6 pairs]; spans of every RPC, "
         "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
         "buffers and written to disk once a second during the run (the cost includes that export).",
     )
