@@ -232,7 +232,8 @@ def test_a_distribution_one_side_lacks_is_unavailable_not_zero():
 
 
 def test_ratio_intervals_cover_the_truth_and_narrow_with_samples():
-    from tailscope.twin.validate import target_confidence
+    from tailscope.measure.verdict import MET, NOT_MET, UNDECIDED
+    from tailscope.twin.validate import contract_verdict
 
     rng = np.random.default_rng(1)
     # The twin is the original × 1.1 exactly in distribution: every interval should hold 1.1.
@@ -244,10 +245,13 @@ def test_ratio_intervals_cover_the_truth_and_narrow_with_samples():
             assert lo < 1.1 < hi
     width = {n: r["ratio_ci95"]["p99"][1] - r["ratio_ci95"]["p99"][0] for n, r in (("s", small), ("l", large))}
     assert width["l"] < width["s"] / 3  # 66× the samples: the interval about 8× narrower
-    # 20 000 samples at 1.1× decide the ±15 % band (inside); 300 samples do not.
-    assert target_confidence(large) == "decided" and target_confidence(small) == "undecided"
+    # 20 000 samples at 1.1× decide the ±15 % band (inside: met); 300 samples do not, and say how long would.
+    assert contract_verdict(large).verdict == MET
+    open_ = contract_verdict(small)
+    assert open_.verdict == UNDECIDED and open_.length_factor is not None and open_.length_factor > 1
+    assert open_.samples_to_decide is not None and open_.samples_to_decide > 300
     far = compare("svc", rng.lognormal(0, 0.5, 20000), 2.0 * rng.lognormal(0, 0.5, 20000))
-    assert target_confidence(far) == "decided"  # wholly outside
+    assert contract_verdict(far).verdict == NOT_MET  # wholly outside
     assert compare("svc", rng.lognormal(0, 0.5, 50), None).get("ratio_ci95") is None
 
 

@@ -310,3 +310,39 @@ def test_decided_together_takes_the_longest_length():
     assert stuck.length_factor is None and stuck.why_no_length == V.ON_THE_TARGET
     with pytest.raises(ValueError):
         V.decided_together([V.IntervalVerdict(V.MET)])
+
+
+# ---- the twin's contract: the same verdict on the ratios' intervals -------------------------------------
+
+
+def _twin_row(p50: tuple[float, float, float], p99: tuple[float, float, float], count: int = 400) -> dict:
+    """A validation row: (ratio, lo, hi) at p50 and p99, `count` requests on each side."""
+    return {
+        "ratios": {"p50": p50[0], "p90": 1.0, "p99": p99[0]},
+        "ratio_ci95": {"p50": list(p50[1:]), "p99": list(p99[1:])},
+        "original": {"count": count},
+        "twin": {"count": count},
+    }
+
+
+def test_the_twins_contract_met_not_met_and_undecided_by_the_ratio_intervals():
+    from tailscope.twin.commands import confidence_clause
+    from tailscope.twin.validate import contract_verdict
+
+    assert contract_verdict(_twin_row((1.0, 0.95, 1.05), (1.05, 0.9, 1.14))).verdict == V.MET
+    # One interval wholly outside the band is not met, whatever the other.
+    assert contract_verdict(_twin_row((1.0, 0.95, 1.05), (1.4, 1.2, 1.7))).verdict == V.NOT_MET
+    # p99 1.05 [0.9–1.35]: its upper half (0.30) must fit in the 0.10 to 1.15 → 9×; p50 inside (met).
+    v = contract_verdict(_twin_row((1.0, 0.95, 1.05), (1.05, 0.9, 1.35)))
+    assert v.verdict == V.UNDECIDED and v.length_factor == pytest.approx(9.0) and v.samples_to_decide == 3600
+    doc = {"contract": v.__dict__, "target_ratio_error": 0.15}
+    assert confidence_clause(doc) == (
+        " (undecided at this length: an interval straddles the ±15% band; traces and twin 9.0× as long "
+        "(3\u2009600 requests on the larger side) would decide it)"
+    )
+    assert confidence_clause({"contract": {"verdict": "met"}, "target_ratio_error": 0.15}) == (
+        " (met by the 95 % intervals)"
+    )
+    gone = contract_verdict({"ratios": {"p50": 1.0, "p99": 1.0}, "ratio_ci95": {"p50": [0.9, 1.1], "p99": None}})
+    assert gone.verdict == "" and "no p99 interval" in gone.unavailable
+    assert confidence_clause({}) == ""  # a document from before the contract verdict

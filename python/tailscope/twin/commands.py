@@ -12,11 +12,12 @@ import yaml
 from tailscope.atomicfile import write_text_atomic
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.allow_list import check_base_url
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.traces import jaeger as jq
 from tailscope.traces.spans import TraceSet, read_traces
 from tailscope.twin.calibrate import calibrate
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.units import fmt_ns, fmt_ratio
+from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 
 def fetch_jaeger(url: str, into: Path, *, service: str | None, limit: int, lookback: str) -> list[Path]:
@@ -198,16 +199,21 @@ def ci_text(row: dict, key: str) -> str:
 
 
 def confidence_clause(doc: dict) -> str:
-    """Whether the samples can decide the target at all (twin/validate.py target_confidence)."""
-    c = doc.get("target_confidence")
-    if c is None:
+    """The contract by the ratios' 95 % intervals (twin/validate.py contract_verdict): met, not met, or
+    undecided at this length with how long would decide it; nothing for a document without it."""
+    c = doc.get("contract")
+    if not c:
         return ""
-    if c == "decided":
-        return " (the intervals decide it)"
-    o, t = doc["end_to_end"]["original"], doc["end_to_end"]["twin"]
+    v = IntervalVerdict(**c)
+    if v.verdict == "":
+        return f" (the intervals cannot judge it: {v.unavailable})"
+    if v.verdict != UNDECIDED:
+        return f" ({v.verdict} by the 95 % intervals)"
+    if v.length_factor is None:
+        return f" ({UNDECIDED}: {v.why_no_length})"
     return (
-        f" (undecided: an interval straddles the ±{doc['target_ratio_error']:.0%} band with "
-        f"{o['count']} traced and {t['count']} twin requests)"
+        f" ({UNDECIDED}: an interval straddles the ±{doc['target_ratio_error']:.0%} band; traces and twin "
+        f"{v.length_factor:.1f}× as long ({fmt_count(v.samples_to_decide)} requests on the larger side) would decide it)"
     )
 
 
