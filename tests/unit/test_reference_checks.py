@@ -835,3 +835,32 @@ def test_a_wide_log_axis_drops_minor_labels_that_would_overlap():
     plots.value_cdf(ax2, [1e3, 5e4], [0.0, 100.0], label="narrow")
     fig2.canvas.draw()
     assert [t.get_text() for t in ax2.xaxis.get_minorticklabels() if t.get_text()]
+
+
+def test_knapsack_vs_colocated_by_the_two_points_intervals():
+    from dataclasses import replace
+
+    from tailscope.measure.intervals import QuantileInterval
+    from tailscope.studies.placement.analysis import knapsack_vs_colocated
+    from tailscope.studies.placement.section import knapsack_reference
+
+    def with_ci(o, p50, p99):
+        return replace(
+            o, p50=QuantileInterval(0.5, 4000, o.p50_ns, *p50), p99=QuantileInterval(0.99, 4000, o.p99_ns, *p99)
+        )
+
+    colocated = with_ci(_outcome("colocated", 10e6, 40e6), (9.8e6, 10.2e6), (38e6, 42e6))  # × 0.9: p99 [34.2–37.8 ms]
+    # p50 8 [7.9–8.1] ≤ 0.9 × [9.8–10.2] = [8.82–9.18]: improved; p99 30 [28–36] overlaps [34.2–37.8]: undecided.
+    knap = with_ci(_outcome("knapsack", 8e6, 30e6), (7.9e6, 8.1e6), (28e6, 36e6))
+    k = knapsack_vs_colocated([colocated, knap])
+    assert k.verdict == HOLDS  # the estimates: both ≤ 0.9×
+    assert k.p50_verdict.verdict == "met" and k.p99_verdict.verdict == "undecided at this length"
+    # By hand: knapsack's upper half 6 ms plus colocated's scaled lower half 36 − 34.2 = 1.8 ms over the
+    # gap 36 − 30 = 6 ms: (7.8 / 6)² = 1.69× both runs.
+    assert k.p99_verdict.length_factor == pytest.approx((7.8 / 6) ** 2)
+    why = knapsack_reference(k, _placement_summary()).why
+    assert "by the two points' 95 % intervals: p50 improved, p99 undecided at this length (a run 1.7× as long" in why
+    worse = knapsack_vs_colocated([colocated, with_ci(_outcome("knapsack", 12e6, 45e6), (11e6, 13e6), (43e6, 47e6))])
+    assert (worse.p50_verdict.verdict, worse.p99_verdict.verdict) == ("not met", "not met")
+    plain = knapsack_vs_colocated([_outcome("colocated", 10e6, 40e6), _outcome("knapsack", 8e6, 30e6)])
+    assert plain.p99_verdict.verdict == "" and "p99 unavailable" in knapsack_reference(plain, _placement_summary()).why

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailscope.measure.intervals import QuantileInterval
 
@@ -168,9 +168,13 @@ def at_most(x: QuantileInterval, target_ns: float, rate_per_s: float | None = No
 
 
 def at_most_other(
-    a: QuantileInterval, b: QuantileInterval, rate_a_per_s: float | None = None, rate_b_per_s: float | None = None
+    a: QuantileInterval,
+    b: QuantileInterval,
+    rate_a_per_s: float | None = None,
+    rate_b_per_s: float | None = None,
+    share_of_b: float = 1.0,
 ) -> IntervalVerdict:
-    """Is a's percentile ≤ b's (two runs side by side)? MET when a's interval lies at or below b's,
+    """Is a's percentile ≤ b's (× `share_of_b`: "at most 0.9 × b's") in two runs side by side? MET when a's interval lies at or below b's,
     NOT_MET when entirely above it, UNDECIDED when they overlap. Two disjoint 95 % intervals are a
     stricter test than one of 95 % on the difference: an undecided pair may still differ, a decided
     one does. How long: both runs lengthened by the same factor k (they are run side by side, for
@@ -180,6 +184,11 @@ def at_most_other(
         return IntervalVerdict("", unavailable=why)
     assert a.lo_ns is not None and a.hi_ns is not None and a.estimate_ns is not None
     assert b.lo_ns is not None and b.hi_ns is not None and b.estimate_ns is not None
+    if share_of_b != 1.0:  # "a ≤ share × b": b's estimate and interval scale alike
+        if share_of_b <= 0:
+            raise ValueError(f"share_of_b must be > 0, got {share_of_b}")
+        b = replace(b, estimate_ns=b.estimate_ns * share_of_b, lo_ns=b.lo_ns * share_of_b, hi_ns=b.hi_ns * share_of_b)
+        assert b.lo_ns is not None and b.hi_ns is not None and b.estimate_ns is not None
     if a.hi_ns <= b.lo_ns:
         return IntervalVerdict(MET)
     if a.lo_ns > b.hi_ns:

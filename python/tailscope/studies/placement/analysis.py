@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from tailscope.measure.intervals import QuantileInterval
 from tailscope.measure.measurement import achieved_per_s, measurement
+from tailscope.measure.verdict import IntervalVerdict, at_most_other
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.studies.placement.knapsack import Item
 from tailscope.studies.placement.knapsack import solve as knapsack
@@ -369,6 +371,9 @@ class ScenarioOutcome:
     errors: int
     generator_bottleneck: bool  # the generator's own lag, not the graph, may set the tail
     p99_vs_colocated: float | None  # this p99 ÷ colocated's (1 for colocated); None: either unavailable
+    # p50 and p99 with their 95 % intervals (measure.intervals); None: no latency measurement.
+    p50: QuantileInterval | None = None
+    p99: QuantileInterval | None = None
 
 
 # ---- the thesis's results beside this run's (reference rows) ----------------------------------------
@@ -391,6 +396,12 @@ class KnapsackVsColocated:
     p50_ratio: float | None  # knapsack ÷ colocated
     p99_ratio: float | None
     reason: str = ""  # why UNAVAILABLE
+    # "knapsack ≤ KNAPSACK_BETTER_SHARE × colocated" at p50 and p99 judged by the two points' 95 %
+    # intervals (measure.verdict.at_most_other): met, not met or undecided at this length. The
+    # reference row's verdict (holds / partly / does not hold) stays the estimates'; these say which
+    # of its two improvements the intervals confirm. Verdict "" with the reason when a point has none.
+    p50_verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
+    p99_verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
 
 
 def knapsack_vs_colocated(outcomes: Sequence[ScenarioOutcome]) -> KnapsackVsColocated:
@@ -411,7 +422,16 @@ def knapsack_vs_colocated(outcomes: Sequence[ScenarioOutcome]) -> KnapsackVsColo
         return KnapsackVsColocated(UNAVAILABLE, k, c, p50, p99, why)
     better = [r <= KNAPSACK_BETTER_SHARE for r in (p50, p99)]
     verdict = HOLDS if all(better) else PARTLY if any(better) else DOES_NOT_HOLD
-    return KnapsackVsColocated(verdict, k, c, p50, p99)
+    by_interval = [_improved(k, c, "p50"), _improved(k, c, "p99")]
+    return KnapsackVsColocated(verdict, k, c, p50, p99, "", *by_interval)
+
+
+def _improved(k: ScenarioOutcome, c: ScenarioOutcome, which: str) -> IntervalVerdict:
+    a, b = getattr(k, which), getattr(c, which)
+    if a is None or b is None:
+        return IntervalVerdict("", unavailable="no latency measurement")
+    rates = (k.achieved_per_s or None, c.achieved_per_s or None)
+    return at_most_other(a, b, *rates, share_of_b=KNAPSACK_BETTER_SHARE)
 
 
 @dataclass(frozen=True)
@@ -591,6 +611,8 @@ def _outcomes(docs: Sequence[dict], planned: Sequence[str]) -> list[ScenarioOutc
             errors=d["load"].get("errors_total", 0),
             generator_bottleneck=bool(d["load"].get("generator_bottleneck")),
             p99_vs_colocated=p99 / base if base and p99 else None,
+            p50=m.interval("50") if m else None,
+            p99=m.interval("99") if m else None,
         )
         for name, (d, m, p99) in measured.items()
     ]

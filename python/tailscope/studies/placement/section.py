@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tailscope.lab.placement import cpu_text
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import UNDECIDED
 from tailscope.report import plots
 from tailscope.report.blocks import UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import Store
-from tailscope.studies.common import study_section
+from tailscope.studies.common import length_to_decide_text, study_section
 from tailscope.studies.placement.analysis import (
     ANALYSIS,
     KNAPSACK_BETTER_SHARE,
@@ -105,8 +107,23 @@ def knapsack_reference(k: KnapsackVsColocated, s: PlacementSummary) -> Reference
     )
     if k.verdict == UNAVAILABLE:
         return ReferenceCheck(ref, KNAPSACK_REPORTED, here, k.verdict, f"{k.reason}; {setup}.", NTUA_KNAPSACK)
-    why = f"{here}; a latency counts as improved at ≤ {KNAPSACK_BETTER_SHARE:g}× colocated's; {setup}."
+    why = (
+        f"{here}; a latency counts as improved at ≤ {KNAPSACK_BETTER_SHARE:g}× colocated's{_by_intervals(k)}; {setup}."
+    )
     return ReferenceCheck(ref, KNAPSACK_REPORTED, here, k.verdict, why, NTUA_KNAPSACK)
+
+
+def _by_intervals(k: KnapsackVsColocated) -> str:
+    """The two improvements as the 95 % intervals judge them (KnapsackVsColocated.p50_verdict/p99_verdict)."""
+    said = []
+    for name, v in (("p50", k.p50_verdict), ("p99", k.p99_verdict)):
+        if v.verdict == "":
+            said.append(f"{name} unavailable ({v.unavailable})")
+        elif v.verdict == UNDECIDED:
+            said.append(f"{name} {UNDECIDED} ({length_to_decide_text(v)})")
+        else:
+            said.append(f"{name} {'improved' if v.verdict == INTERVAL_MET else 'not improved'}")
+    return "; by the two points' 95 % intervals: " + ", ".join(said)
 
 
 def latency_reference(lp: LatencyPlacements) -> ReferenceCheck:
