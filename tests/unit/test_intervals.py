@@ -346,3 +346,15 @@ def test_the_twins_contract_met_not_met_and_undecided_by_the_ratio_intervals():
     gone = contract_verdict({"ratios": {"p50": 1.0, "p99": 1.0}, "ratio_ci95": {"p50": [0.9, 1.1], "p99": None}})
     assert gone.verdict == "" and "no p99 interval" in gone.unavailable
     assert confidence_clause({}) == ""  # a document from before the contract verdict
+
+
+def test_at_most_a_share_of_the_other_scales_its_interval():
+    b = _iv(200, 190, 215)  # × 0.9: 180 [171–193.5]
+    assert V.at_most_other(_iv(160, 150, 170), b, share_of_b=0.9).verdict == V.MET
+    assert V.at_most_other(_iv(160, 150, 175), b).verdict == V.MET  # without the share, met
+    # With it, 175 > 171: overlapping; (15 + 9)² / 20² = 1.44×.
+    v = V.at_most_other(_iv(160, 150, 175), b, share_of_b=0.9)
+    assert v.verdict == V.UNDECIDED and v.length_factor == pytest.approx(1.44)
+    assert V.at_most_other(_iv(200, 195, 205), b, share_of_b=0.9).verdict == V.NOT_MET
+    with pytest.raises(ValueError):
+        V.at_most_other(_iv(160, 150, 170), b, share_of_b=0)

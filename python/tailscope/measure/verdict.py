@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tailscope.measure.intervals import QuantileInterval
 
@@ -174,8 +174,8 @@ def at_most_other(
     rate_b_per_s: float | None = None,
     share_of_b: float = 1.0,
 ) -> IntervalVerdict:
-    """Is a's percentile ≤ b's (× `share_of_b`: "at most 0.9 × b's") in two runs side by side? MET when a's interval lies at or below b's,
-    NOT_MET when entirely above it, UNDECIDED when they overlap. Two disjoint 95 % intervals are a
+    """Is a's percentile ≤ b's (× `share_of_b`: "at most 0.9 × b's") in two runs side by side? MET
+    when a's interval lies at or below b's, NOT_MET when entirely above it, UNDECIDED when they overlap. Two disjoint 95 % intervals are a
     stricter test than one of 95 % on the difference: an undecided pair may still differ, a decided
     one does. How long: both runs lengthened by the same factor k (they are run side by side, for
     the same time), until the two half-widths facing each other fit between the estimates:
@@ -184,24 +184,23 @@ def at_most_other(
         return IntervalVerdict("", unavailable=why)
     assert a.lo_ns is not None and a.hi_ns is not None and a.estimate_ns is not None
     assert b.lo_ns is not None and b.hi_ns is not None and b.estimate_ns is not None
-    if share_of_b != 1.0:  # "a ≤ share × b": b's estimate and interval scale alike
-        if share_of_b <= 0:
-            raise ValueError(f"share_of_b must be > 0, got {share_of_b}")
-        b = replace(b, estimate_ns=b.estimate_ns * share_of_b, lo_ns=b.lo_ns * share_of_b, hi_ns=b.hi_ns * share_of_b)
-        assert b.lo_ns is not None and b.hi_ns is not None and b.estimate_ns is not None
-    if a.hi_ns <= b.lo_ns:
+    if share_of_b <= 0:
+        raise ValueError(f"share_of_b must be > 0, got {share_of_b}")
+    # "a ≤ share × b": b's estimate and interval scale alike.
+    b_est, b_lo, b_hi = b.estimate_ns * share_of_b, b.lo_ns * share_of_b, b.hi_ns * share_of_b
+    if a.hi_ns <= b_lo:
         return IntervalVerdict(MET)
-    if a.lo_ns > b.hi_ns:
+    if a.lo_ns > b_hi:
         return IntervalVerdict(NOT_MET)
-    gap = abs(b.estimate_ns - a.estimate_ns)
+    gap = abs(b_est - a.estimate_ns)
     if gap == 0:
         return _undecided(
             None, max(a.count, b.count), None, "the two estimates are equal: no run length separates them"
         )
-    if a.estimate_ns < b.estimate_ns:
-        halves = (a.hi_ns - a.estimate_ns) + (b.estimate_ns - b.lo_ns)
+    if a.estimate_ns < b_est:
+        halves = (a.hi_ns - a.estimate_ns) + (b_est - b_lo)
     else:
-        halves = (a.estimate_ns - a.lo_ns) + (b.hi_ns - b.estimate_ns)
+        halves = (a.estimate_ns - a.lo_ns) + (b_hi - b_est)
     seconds_a, seconds_b = _seconds(a.count, rate_a_per_s), _seconds(b.count, rate_b_per_s)
     seconds_now = None if seconds_a is None or seconds_b is None else max(seconds_a, seconds_b)
     return _undecided(length_factor_to_decide(halves, gap), max(a.count, b.count), seconds_now)
