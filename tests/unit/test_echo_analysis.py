@@ -15,6 +15,7 @@ from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY
 from tailscope.store import EngineDocument
 from tailscope.studies.echo import analysis as A
 from tailscope.studies.echo.analysis import CLOSED, RATE, EchoPoint
+from tailscope.studies.echo.section import repeat_p99_finding
 
 
 def _load_doc(model: str, c: int, mode: str, tput: float, p99: float, **extra) -> dict:
@@ -537,3 +538,38 @@ def test_reading_of_a_small_run_and_of_an_empty_one():
     empty = A.read([])
     assert empty.points == () and empty.pinning is None and empty.generator is None
     assert empty.ratios is None and empty.thesis is None and empty.ranges == ()
+
+
+def _repeat_doc(p99: float, lo: float, hi: float) -> EngineDocument:
+    doc = _load_doc("poll", 100, CLOSED, 150_000, p99)
+    lat = doc["measurements"][0]["latency"]
+    lat.update(count=20_000, percentile_ci={"99": [lo, hi]})
+    return EngineDocument("echo", A.LOAD, doc, "repeat/poll/100")
+
+
+@pytest.mark.parametrize(
+    "again, verdict, apart",
+    [
+        ((150e3, 140e3, 160e3), "met", True),  # wholly below the first run's [190–215 µs]
+        ((260e3, 240e3, 280e3), "not met", True),  # wholly above
+        ((205e3, 195e3, 220e3), "undecided at this length", False),  # overlapping: within sampling
+    ],
+)
+def test_polls_repeat_p99_by_the_two_runs_intervals(again, verdict, apart):
+    first = echo_point(
+        "poll",
+        100,
+        200_000,
+        200e3,
+        samples=20_000,
+        intervals={"99": QuantileInterval(0.99, 20_000, 200e3, 190e3, 215e3)},
+    )
+    (r,) = A.repeat_p99([_repeat_doc(*again)], [first])
+    assert (r.connections, r.verdict.verdict, r.apart) == (100, verdict, apart)
+    reading = A.ratios([first], {100: 0.25}, None, [r])
+    assert reading is not None and reading.repeat_p99 == (r,)
+    text = repeat_p99_finding(reading.repeat_p99)
+    assert text.startswith("Its p99 in the two runs, by their 95 % intervals: at 100 200 µs [190–215 µs] then ")
+    assert ("apart: the run moved more than its sampling explains" in text) is apart
+    # No interval in the first run (a document from before intervals): no reading.
+    assert A.repeat_p99([_repeat_doc(*again)], [echo_point("poll", 100, 200_000, 200e3)]) == []

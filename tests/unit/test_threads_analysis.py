@@ -439,3 +439,37 @@ def test_notes_wording_flags_failed_graphs_health_and_pinning():
         "Threads the system refused to create: 2; requests rejected by the services: 2. IO dispatchers per "
         "pool service: 1 (fixed for every N). Pinning: generator on CPU [0], graph on CPU(s) [1].",
     ]
+
+
+def _with_p99_ci(doc: dict, lo_ns: float, hi_ns: float) -> dict:
+    lat = next(m["latency"] for m in doc["measurements"] if m["name"] == "latency_intended")
+    lat["percentile_ci"] = {"99": [lo_ns, hi_ns]}
+    return doc
+
+
+@pytest.mark.parametrize(
+    "hi_ms, verdict",
+    [(45, "met"), (60, "undecided at this length")],  # the whole interval within 50 ms; straddling it
+)
+def test_the_recommended_points_objective_by_its_interval(hi_ms, verdict):
+    pts = points(_with_p99_ci(point_doc(8, p99_ns=40 * MS, achieved=1000.0), 35 * MS, hi_ms * MS))
+    rec = recommend(pts, 50 * MS, cores=2)
+    assert rec.best is not None and rec.objective.verdict == verdict
+    if verdict == "undecided at this length":
+        # By hand: (60 − 40)² / (50 − 40)² = 4× the 1 234 samples, at 1 000/s.
+        assert rec.objective.length_factor == pytest.approx(4.0) and rec.objective.samples_to_decide == 4936
+        assert rec.objective.seconds_to_decide == pytest.approx(4.936)
+
+
+def test_the_closing_line_states_the_interval_of_the_recommended_p99():
+    pts = points(
+        _with_p99_ci(point_doc(10, users=500, p99_ns=40 * MS), 35 * MS, 60 * MS),
+        point_doc(100, users=500, p99_ns=80 * MS),
+    )
+    c, rec = compare_threads(pts), recommend(pts, 50 * MS, cores=2)
+    assert c is not None
+    line = closing_line(("passthrough", "blocking"), c, rec)
+    assert (
+        "Recommended N = 10 (1\u2009000/s with p99 40 ms [35–60 ms], undecided at this length against the "
+        "objective: a run 4.0× as long (4\u2009936 samples, ~5 s) would decide it)"
+    ) in line

@@ -105,6 +105,12 @@ class QuantileInterval:
     def available(self) -> bool:
         return not self.unavailable
 
+    @property
+    def samples_beyond(self) -> int:
+        """The samples above the percentile's rank (count − ceil(q·count)): below 10 the report calls
+        its interval unavailable (docs/measurement.md)."""
+        return self.count - nearest_rank(self.count, self.q) if self.count > 0 else 0
+
 
 def _too_few(q: float, count: int, estimate_ns: float | None, level: float) -> QuantileInterval:
     return QuantileInterval(

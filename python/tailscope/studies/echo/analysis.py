@@ -412,6 +412,45 @@ def repeat_spread(docs: Iterable[EngineDocument], closed: Iterable[EchoPoint]) -
 
 
 @dataclass(frozen=True)
+class RepeatP99:
+    """poll's p99 at one count, first run beside its repeat: `verdict` is at_most_other(again, first)
+    (measure.verdict) — MET: the repeat's interval lies wholly below the first's, NOT_MET: wholly above,
+    UNDECIDED: they overlap, i.e. the run moved no more than sampling explains at p99; "" with the
+    reason when a run has no interval."""
+
+    connections: int
+    first: QuantileInterval
+    again: QuantileInterval
+    verdict: IntervalVerdict
+
+    @property
+    def apart(self) -> bool:
+        """The two runs' p99 intervals are disjoint: the run moved more than its sampling explains."""
+        return self.verdict.verdict in (INTERVAL_MET, INTERVAL_NOT_MET)
+
+
+def repeat_p99(docs: Iterable[EngineDocument], closed: Iterable[EchoPoint]) -> list[RepeatP99]:
+    """Per connection count where poll was repeated: its p99 with its interval in both runs, and
+    whether the intervals tell them apart (the noise line's p99 half; repeat_spread is throughput's)."""
+    first = {p.connections: p for p in closed if p.model == "poll"}
+    out = []
+    for d in docs:
+        if d.engine != LOAD or not d.point.startswith("repeat/poll/"):
+            continue
+        c = int(d.document.get("echo_point", {}).get("connections", 0))
+        m = measurement(d.document, "latency_intended")
+        if c not in first or m is None or "99" not in first[c].intervals:
+            continue
+        a, b = m.interval("99"), first[c].intervals["99"]
+        out.append(
+            RepeatP99(
+                c, b, a, at_most_other(a, b, achieved_per_s(d.document) or None, first[c].throughput_per_s or None)
+            )
+        )
+    return sorted(out, key=lambda r: r.connections)
+
+
+@dataclass(frozen=True)
 class RatioRow:
     """One model at one connection count beside poll (and io-uring beside epoll), closed loop."""
 
@@ -500,6 +539,7 @@ class RatioReading:
     spread: tuple[tuple[int, float], ...]  # (connections, spread), ascending; empty: poll not repeated
     targets: tuple[TargetReading, ...]  # one per TARGET_CONNECTIONS
     cpu: tuple[CpuReading, ...]  # one per TARGET_CONNECTIONS
+    repeat_p99: tuple[RepeatP99, ...] = ()  # poll's p99 in both runs, by count; empty: not repeated
 
 
 def _syscall_share(poll: EchoPoint, poll_cpe: float, syscall_ns: float | None) -> tuple[SyscallShare | None, str]:
@@ -584,7 +624,10 @@ def _p99_at_most(best: EchoPoint, poll: EchoPoint) -> IntervalVerdict:
 
 
 def ratios(
-    closed: Sequence[EchoPoint], spread: dict[int, float] | None = None, syscall_ns: float | None = None
+    closed: Sequence[EchoPoint],
+    spread: dict[int, float] | None = None,
+    syscall_ns: float | None = None,
+    repeats: Sequence[RepeatP99] = (),
 ) -> RatioReading | None:
     """In-run ratios at every connection count: each model ÷ poll (throughput and p99), io-uring ÷ epoll;
     `spread`: per count, how far poll's repeat moved (repeat_spread). None when no count has poll."""
@@ -619,6 +662,7 @@ def ratios(
         spread=tuple(sorted(spread.items())),
         targets=tuple(_target_reading(c, by_c.get(c, {}), spread) for c in TARGET_CONNECTIONS),
         cpu=tuple(_cpu_reading(c, by_c.get(c, {}), syscall_ns) for c in TARGET_CONNECTIONS),
+        repeat_p99=tuple(repeats),
     )
 
 
@@ -1005,7 +1049,9 @@ def read(docs: Sequence[EngineDocument]) -> EchoReading:
         latency=latency_spread(closed) if closed else None,
         resources=resource_reading(closed) if closed else None,
         common_rate=tuple(common_rate_readings(rate)),
-        ratios=ratios(closed, repeat_spread(docs, closed), empty_syscall_ns(docs)) if closed else None,
+        ratios=ratios(closed, repeat_spread(docs, closed), empty_syscall_ns(docs), repeat_p99(docs, closed))
+        if closed
+        else None,
         ranges=tuple(range_readings(closed, rate)) if closed else (),
         thesis=thesis_reading(closed, rate) if closed else None,
         floor=floor_reading(docs),

@@ -17,6 +17,7 @@ from tailscope.store import Store
 from tailscope.studies.common import (
     FEW_BEYOND,
     LATENCY_COLUMNS,
+    interval_cell,
     latency_cells,
     length_to_decide_text,
     pinning_text,
@@ -46,6 +47,7 @@ from tailscope.studies.echo.analysis import (
     Pinning,
     RangeReading,
     RatioReading,
+    RepeatP99,
     ResourceReading,
     SelfCheck,
     SyscallShare,
@@ -243,6 +245,7 @@ def ratio_table(r: RatioReading) -> Table:
         "per echo is its core's busy share ÷ echoes per second; its inverse, echoes per core-second, is what "
         "one server core could carry, and stands where the generator was the limit. "
         + spread_finding(r.spread)
+        + repeat_p99_finding(r.repeat_p99)
         + target_finding(r.targets)
         + cpu_finding(r.cpu),
         numeric_from=2,
@@ -257,6 +260,27 @@ def spread_finding(spread: Sequence[tuple[int, float]]) -> str:
         f"poll ran twice at each count, before and after the other models; its closed-loop throughput moved "
         f"by {parts}: a ratio closer to 1 than that is within this run's noise. "
     )
+
+
+def repeat_p99_finding(repeats: Sequence[RepeatP99]) -> str:
+    """poll's p99 in its two runs by their 95 % intervals: overlapping (the repeat moved no more than
+    sampling explains) or apart (the run itself moved: its intervals understate the uncertainty)."""
+    if not repeats:
+        return ""
+    parts = []
+    for r in repeats:
+        if r.verdict.verdict == "":
+            parts.append(f"at {r.connections} no interval ({r.verdict.unavailable})")
+            continue
+        assert r.first.estimate_ns is not None and r.again.estimate_ns is not None
+        moved = (
+            "apart: the run moved more than its sampling explains" if r.apart else "overlapping: within its sampling"
+        )
+        parts.append(
+            f"at {r.connections} {fmt_ns(r.first.estimate_ns)} {interval_cell(r.first, r.first.samples_beyond < 10)} then "
+            f"{fmt_ns(r.again.estimate_ns)} {interval_cell(r.again, r.again.samples_beyond < 10)}, {moved}"
+        )
+    return "Its p99 in the two runs, by their 95 % intervals: " + "; ".join(parts) + ". "
 
 
 def target_finding(targets: Sequence[TargetReading]) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tailscope.measure.intervals import QuantileInterval, from_latency
 from tailscope.measure.measurement import achieved_per_s
+from tailscope.measure.verdict import IntervalVerdict, at_most
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.studies.threads.run import DEFAULT_OBJECTIVE_MS, FRONT, VARIANTS, WORKLOADS
 
@@ -121,6 +123,13 @@ class Point:
     compute_ns: float | None  # the front's CPU time per request
     tail: TailReading
     flags: tuple[str, ...]
+    p99_ci: QuantileInterval | None = None  # the p99 with its 95 % interval (or why none); None: no p99
+    p999_ci: QuantileInterval | None = None  # the same for p99.9
+
+    @property
+    def intervals(self) -> dict[str, QuantileInterval]:
+        """The tail percentiles' intervals by key, for latency_cells."""
+        return {k: i for k, i in (("99", self.p99_ci), ("99.9", self.p999_ci)) if i is not None}
 
     @property
     def combo(self) -> Combo:
@@ -180,6 +189,8 @@ def point_from_document(doc: dict) -> Point:
         compute_ns=per_request(cpu_pct / 100 * window * 1e9) if cpu_pct is not None and window else None,
         tail=tail_reading(tp.get("tail")),
         flags=tuple(tp.get("flags") or ()),
+        p99_ci=from_latency(lat, "99") if "99" in pct else None,
+        p999_ci=from_latency(lat, "99.9") if "99.9" in pct else None,
     )
 
 
@@ -201,6 +212,9 @@ class Recommendation:
     analytic: float | None  # cores × (1 + wait/compute); None when compute or wait was not measured
     cores: int
     rule_holds: bool | None  # best N within RULE_OF_THUMB_FACTOR of `analytic`; None without both
+    # The best point's p99 against the objective by its 95 % interval (measure.verdict.at_most): the
+    # choice follows the estimates; this says whether the interval confirms it, or how long would.
+    objective: IntervalVerdict = IntervalVerdict("", unavailable="no recommended N")
 
 
 def recommend(points: Sequence[Point], objective_ns: float, cores: int) -> Recommendation:
@@ -227,7 +241,16 @@ def recommend(points: Sequence[Point], objective_ns: float, cores: int) -> Recom
         analytic=analytic,
         cores=cores,
         rule_holds=rule_holds,
+        objective=_objective(best, objective_ns),
     )
+
+
+def _objective(best: Point | None, objective_ns: float) -> IntervalVerdict:
+    if best is None:
+        return IntervalVerdict("", unavailable="no recommended N")
+    if best.p99_ci is None:
+        return IntervalVerdict("", unavailable="no p99")
+    return at_most(best.p99_ci, objective_ns, best.achieved_per_s or None)
 
 
 # ---- the article's comparison -------------------------------------------------------------------------

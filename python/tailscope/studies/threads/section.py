@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from tailscope.measure.verdict import MET as INTERVAL_MET
+from tailscope.measure.verdict import UNDECIDED
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
 from tailscope.studies.base import Study
-from tailscope.studies.common import LATENCY_COLUMNS, latency_cells
+from tailscope.studies.common import FEW_BEYOND, LATENCY_COLUMNS, interval_cell, latency_cells, length_to_decide_text
 from tailscope.studies.sources import BALLERINA_LOAD, BALLERINA_TAIL_CPU, BALLERINA_TAIL_IO
 from tailscope.studies.threads.analysis import (
     ARTICLE_RISE,
@@ -167,7 +169,8 @@ def closing_line(combo: Combo, c: ThreadComparison, rec: Recommendation) -> str:
     )
     best = rec.best
     text += (
-        f"Recommended N = {best.threads} ({fmt_count(best.achieved_per_s)}/s with p99 {fmt_ns(best.p99_ns)}) "
+        f"Recommended N = {best.threads} ({fmt_count(best.achieved_per_s)}/s with p99 {fmt_ns(best.p99_ns)}"
+        f"{_objective_text(rec)}) "
         if best
         else "No N met the p99 objective. "
     )
@@ -435,7 +438,9 @@ def _points_table(a: ThreadsAnalysis) -> Table:
                 str(p.threads),
                 str(p.users),
                 fmt_count(p.achieved_per_s),
-                *latency_cells(p.mean_ns, p.p50_ns, p.p90_ns, p.p99_ns, p.p999_ns, p.count, p.low_confidence),
+                *latency_cells(
+                    p.mean_ns, p.p50_ns, p.p90_ns, p.p99_ns, p.p999_ns, p.count, p.low_confidence, p.intervals
+                ),
                 "—" if p.cpu_pct is None else f"{p.cpu_pct:.0f} %",
                 _num(p.ics_per_req, ".2f"),
                 fmt_ns(p.rq_wait_per_req_ns),
@@ -458,15 +463,32 @@ def _points_table(a: ThreadsAnalysis) -> Table:
         rows=rows,
         numeric_from=1,
         wrap_columns=(13,),
-        caption="* fewer than 10 samples beyond that percentile. Run-queue wait: the front's threads' time "
+        caption="p99 and p99.9 [lo–hi]: the percentile's distribution-free 95 % interval (order statistics); "
+        f"[{FEW_BEYOND}]: fewer than 10 samples beyond it; [—]: no interval (fewer than 368 samples for a p99, "
+        "3688 for a p99.9, or a document from before intervals). Run-queue wait: the front's threads' time "
         "runnable but not running (/proc/PID/task/*/schedstat), per request.",
     )
+
+
+def _objective_text(rec: Recommendation) -> str:
+    """The recommended point's p99 against the objective by its 95 % interval; "" without one (the
+    estimate chose it, as the sentence already says)."""
+    v, best = rec.objective, rec.best
+    if best is None or best.p99_ci is None or v.verdict == "":
+        return ""
+    cell = interval_cell(best.p99_ci, "99" in best.low_confidence)
+    if v.verdict == UNDECIDED:
+        return f" {cell}, {UNDECIDED} against the objective: {length_to_decide_text(v)}"
+    return f" {cell}, {'within' if v.verdict == INTERVAL_MET else 'above'} the objective by its 95 % interval"
 
 
 def _best_cells(best: Point | None) -> list[str]:
     if best is None:
         return ["none met it", "—", "—"]
-    return [str(best.threads), fmt_count(best.achieved_per_s), fmt_ns(best.p99_ns)]
+    p99 = fmt_ns(best.p99_ns)
+    if best.p99_ci is not None and best.p99_ns is not None:
+        p99 += " " + interval_cell(best.p99_ci, "99" in best.low_confidence)
+    return [str(best.threads), fmt_count(best.achieved_per_s), p99]
 
 
 def _recommendation_table(a: ThreadsAnalysis) -> Table:
