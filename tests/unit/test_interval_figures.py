@@ -59,7 +59,7 @@ def test_the_socialnet_curve_bars_only_the_points_with_an_interval(monkeypatch):
     monkeypatch.setattr(
         plots,
         "line_with_intervals",
-        lambda ax, xs, ys, bounds, label: drawn.append(bounds) or real(ax, xs, ys, bounds, label),
+        lambda ax, xs, ys, bounds, label, **kw: drawn.append(bounds) or real(ax, xs, ys, bounds, label, **kw),
     )
     s = summarize(loads, {})
     section._curve_figure(s)
@@ -71,3 +71,26 @@ def test_the_socialnet_curve_bars_only_the_points_with_an_interval(monkeypatch):
         "undecided at this length; 4.0× as long decides it",
         "met (estimate; no interval)",
     ]
+
+
+def test_the_echo_latency_figure_bars_p99_where_the_points_carry_intervals(monkeypatch):
+    from conftest import echo_point
+    from tailscope.measure.intervals import QuantileInterval
+    from tailscope.studies.echo import section as echo_section
+    from tailscope.studies.echo.analysis import latency_spread
+
+    with_ci = echo_point("poll", 8, 1000, 200e3, intervals={"99": QuantileInterval(0.99, 20_000, 200e3, 190e3, 215e3)})
+    closed = [with_ci, echo_point("poll", 100, 1000, 300e3), echo_point("epoll", 8, 1000, 250e3)]
+    drawn: list[tuple[str, list]] = []
+    real = plots.line_with_intervals
+
+    def spy(ax, xs, ys, bounds, label, **kw):
+        drawn.append((label, list(bounds)))
+        real(ax, xs, ys, bounds, label, **kw)
+
+    monkeypatch.setattr(plots, "line_with_intervals", spy)
+    echo_section._latency_figure(closed, latency_spread(closed), "unpinned")
+    # Four panels × two models; only poll's p99 at 8 connections carries a bar.
+    assert len(drawn) == 8
+    bars = [(label, b) for label, b in drawn if any(x is not None for x in b)]
+    assert bars == [("poll", [(190e3, 215e3), None])]

@@ -195,13 +195,13 @@ def line_with_intervals(
     ys: Sequence[float],
     bounds: Sequence[tuple[float, float] | None],
     label: str,
-    *,
-    marker: str = "o",
+    **style,
 ) -> None:
     """One line of percentiles, with each point's 95 % interval (lo, hi) as an error bar where the data
     carries one (a document's `percentile_ci`); a point without one (too few samples, an old document)
-    is drawn without, never with a made-up bar. No point with an interval: a plain line."""
-    (line,) = ax.plot(xs, ys, marker=marker, label=label)
+    is drawn without, never with a made-up bar. No point with an interval: a plain line. `style`:
+    ax.plot's keywords (a marker "o" unless given); the bars take the line's colour."""
+    (line,) = ax.plot(xs, ys, label=label, **({"marker": "o"} | style))
     shown = [(x, y, b) for x, y, b in zip(xs, ys, bounds) if b is not None]
     if not shown:
         return

@@ -356,6 +356,14 @@ def _series(points: Sequence[EchoPoint], model: str, key: Callable[[EchoPoint], 
     return series(points, lambda p: p.model == model, lambda p: p.connections, key)
 
 
+def _bounds(p: EchoPoint, key: str) -> tuple[float, float] | None:
+    """A point's interval of percentile `key` for an error bar; none with fewer than 10 samples beyond it."""
+    i = p.intervals.get(key)
+    if key in p.low_confidence or i is None or i.lo_ns is None or i.hi_ns is None:
+        return None
+    return (i.lo_ns, i.hi_ns)
+
+
 def _style(model: str) -> dict:
     i = MODELS.index(model) if model in MODELS else 0
     return {
@@ -401,16 +409,18 @@ def _latency_figure(closed: Sequence[EchoPoint], spread: LatencySpread, pin: str
     fig, _ = plots.new_figure(10.0, 6.4)
     fig.clf()
     axes = fig.subplots(2, 2).flatten()
-    panels: list[tuple[str, Callable[[EchoPoint], float]]] = [
-        ("mean", lambda p: p.mean_ns),
-        ("p90", lambda p: p.p90_ns),
-        ("p99", lambda p: p.p99_ns),
-        ("p99.9", lambda p: p.p999_ns),
+    panels: list[tuple[str, Callable[[EchoPoint], float], str]] = [
+        ("mean", lambda p: p.mean_ns, ""),
+        ("p90", lambda p: p.p90_ns, ""),
+        ("p99", lambda p: p.p99_ns, "99"),
+        ("p99.9", lambda p: p.p999_ns, "99.9"),
     ]
-    for ax, (title, key) in zip(axes, panels):
+    for ax, (title, key, pct) in zip(axes, panels):
         for m in models_in(closed):
             xs, ys = _series(closed, m, key)
-            ax.plot(xs, ys, label=m, **_style(m))
+            mine = sorted((p for p in closed if p.model == m), key=lambda p: p.connections)  # _series' order
+            bounds = [_bounds(p, pct) if pct else None for p in mine]
+            plots.line_with_intervals(ax, xs, ys, bounds, m, **_style(m))
         ax.set_xscale("log")
         ax.set_yscale(yscale)
         plots.format_ns_axis(ax.yaxis)
@@ -421,7 +431,8 @@ def _latency_figure(closed: Sequence[EchoPoint], spread: LatencySpread, pin: str
         f"Closed-loop latency vs connections (mean, p90, p99, p99.9), {yscale} y",
         plots.to_svg(fig),
         f"{pin}. Closed loop: latency of each request from its send; at saturation this is queueing in "
-        f"the server. Log x, {yscale} y."
+        f"the server. Log x, {yscale} y. Error bars on p99 and p99.9: their distribution-free 95 % interval "
+        "where the point has one with at least 10 samples beyond the percentile."
         + (" Some p99.9 values rest on fewer than 10 tail samples." if spread.p999_low_confidence else ""),
         latency_finding(spread, yscale),
     )
