@@ -94,3 +94,20 @@ def test_the_echo_latency_figure_bars_p99_where_the_points_carry_intervals(monke
     assert len(drawn) == 8
     bars = [(label, b) for label, b in drawn if any(x is not None for x in b)]
     assert bars == [("poll", [(190e3, 215e3), None])]
+
+
+def test_the_socialnet_connections_sweep_and_common_rate_carry_the_p99_intervals():
+    def conn(c: int, ci, low=False) -> dict:
+        d = _point(300, 20, ci, 5000, low)
+        d["socialnet_point"].update(kind="connections", connections=c)
+        return d
+
+    common = _point(300, 20, (18, 25), 5000)
+    common["socialnet_point"]["kind"] = "common"
+    s = summarize([conn(20, (18, 22)), conn(50, (18, 30), low=True), conn(100, None), common], {})
+    assert s.connections is not None
+    (line,) = s.connections.lines
+    assert line.bounds == ((18e6, 22e6), None, None)  # < 10 beyond and no interval: no bar
+    fig = section._connections_figure(s.connections)
+    assert "Error bars" in fig.caption
+    assert section._summary_table(s).rows[0][6] == "20 ms [18–25 ms]"

@@ -145,6 +145,14 @@ def interval_cell(i: QuantileInterval | None, few_beyond: bool) -> str:
     return fmt_ns_interval(i.lo_ns, i.hi_ns)
 
 
+def error_bar(i: QuantileInterval | None, few_beyond: bool) -> tuple[float, float] | None:
+    """A percentile's interval as a figure's error bar (lo_ns, hi_ns), under the rule interval_cell
+    follows: none without an interval, and none with fewer than 10 samples beyond the percentile."""
+    if few_beyond or i is None or i.lo_ns is None or i.hi_ns is None:
+        return None
+    return (i.lo_ns, i.hi_ns)
+
+
 def length_to_decide_text(v: IntervalVerdict, unit: str = "samples") -> str:
     """How long a run would decide an undecided verdict, in words (or why no length would)."""
     if v.length_factor is None:

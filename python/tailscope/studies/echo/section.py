@@ -17,6 +17,7 @@ from tailscope.store import Store
 from tailscope.studies.common import (
     FEW_BEYOND,
     LATENCY_COLUMNS,
+    error_bar,
     interval_cell,
     latency_cells,
     length_to_decide_text,
@@ -358,10 +359,7 @@ def _series(points: Sequence[EchoPoint], model: str, key: Callable[[EchoPoint], 
 
 def _bounds(p: EchoPoint, key: str) -> tuple[float, float] | None:
     """A point's interval of percentile `key` for an error bar; none with fewer than 10 samples beyond it."""
-    i = p.intervals.get(key)
-    if key in p.low_confidence or i is None or i.lo_ns is None or i.hi_ns is None:
-        return None
-    return (i.lo_ns, i.hi_ns)
+    return error_bar(p.intervals.get(key), key in p.low_confidence)
 
 
 def _style(model: str) -> dict:

@@ -22,6 +22,7 @@ from tailscope.measure.verdict import NOT_MET as INTERVAL_NOT_MET
 from tailscope.measure.verdict import UNDECIDED, IntervalVerdict, at_most, decided_together, judge_at_most
 from tailscope.report.blocks import DOES_NOT_HOLD, HOLDS, NOT_COMPARABLE, PARTLY, UNAVAILABLE
 from tailscope.store import EngineDocument
+from tailscope.studies.common import error_bar
 from tailscope.units import fmt_ns
 
 # ---- the plan's numbers: run.py measures with them, the section states them, the analysis judges
@@ -121,6 +122,13 @@ def p99_interval(doc: dict) -> QuantileInterval | None:
     return m.interval("99") if m else None
 
 
+def p99_bounds(d: dict) -> tuple[float, float] | None:
+    """The point's p99 interval for an error bar: None without one or with fewer than 10 samples beyond
+    the p99 (docs/measurement.md: a bound a handful of samples set is not drawn as precise)."""
+    m = measurement(d, "latency_intended")
+    return error_bar(m.interval("99"), "99" in m.low_confidence) if m else None
+
+
 def objective_verdict(d: dict) -> IntervalVerdict:
     """The p99 objective at one point, judged by the p99's 95 % interval (measure.verdict.at_most at the
     achieved rate, one latency sample per request): met, not met, or undecided at this length with the
@@ -201,6 +209,8 @@ class CommonRateLatency:
     p50_ns: float | None
     p99_ns: float | None
     cdf: tuple[tuple[float, float], ...]  # (value_ns, percentile 0..100); empty when not stored
+    p99_interval: QuantileInterval | None = None  # the p99 with its 95 % interval (or why none)
+    p99_low_confidence: bool = False  # fewer than 10 samples beyond the p99
 
 
 @dataclass(frozen=True)
@@ -389,6 +399,8 @@ class TracingCost:
 class ConnectionsLine:
     model: str
     points: tuple[tuple[int, float], ...]  # (connections, p99_ns), by connections
+    # Per point, the p99's 95 % interval (lo_ns, hi_ns) for an error bar; None: none, or < 10 beyond it.
+    bounds: tuple[tuple[float, float] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -534,6 +546,8 @@ def _common_latency(doc: dict) -> CommonRateLatency:
         p50_ns=m.p_ns("50") if m else None,
         p99_ns=m.p_ns("99") if m else None,
         cdf=tuple(m.cdf) if m else (),
+        p99_interval=m.interval("99") if m else None,
+        p99_low_confidence=bool(m and "99" in m.low_confidence),
     )
 
 
@@ -834,13 +848,13 @@ def connections_sweep(loads: list[dict]) -> ConnectionsSweep | None:
         return None
     lines = []
     for m in models_in_run_order(conn):
-        pts = sorted(
-            (d["socialnet_point"]["connections"], p99)
-            for d in conn
-            if d["socialnet_point"]["model"] == m and (p99 := p99_ns(d))
+        mine = sorted(
+            (d for d in conn if d["socialnet_point"]["model"] == m and p99_ns(d)),
+            key=lambda d: d["socialnet_point"]["connections"],
         )
-        if pts:
-            lines.append(ConnectionsLine(m, tuple(pts)))
+        if mine:
+            pts = tuple((d["socialnet_point"]["connections"], p99_ns(d) or 0.0) for d in mine)
+            lines.append(ConnectionsLine(m, pts, tuple(p99_bounds(d) for d in mine)))
     return ConnectionsSweep(_rate(conn[0]), tuple(lines))
 
 

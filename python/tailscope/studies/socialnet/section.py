@@ -14,7 +14,7 @@ from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import Store
-from tailscope.studies.common import FEW_BEYOND, interval_cell, length_to_decide_text, study_section
+from tailscope.studies.common import FEW_BEYOND, error_bar, interval_cell, length_to_decide_text, study_section
 from tailscope.studies.socialnet.analysis import (
     BASELINE_MODEL,
     CAPSTONE_LOAD_RANGE,
@@ -39,6 +39,7 @@ from tailscope.studies.socialnet.analysis import (
     TARGET_RATIO,
     TRACE_SAMPLE,
     TRACING_COST_TARGET,
+    CommonRateLatency,
     ConnectionsSweep,
     CoreScaling,
     Decomposition,
@@ -348,10 +349,7 @@ def _curve_figure(s: SocialnetSummary) -> Figure:
 
 def _bounds(p: SweepPoint) -> tuple[float, float] | None:
     """A point's p99 interval for an error bar: none with fewer than 10 samples beyond the p99."""
-    i = p.p99
-    if p.low_confidence or i is None or i.lo_ns is None or i.hi_ns is None:
-        return None
-    return (i.lo_ns, i.hi_ns)
+    return error_bar(p.p99, p.low_confidence)
 
 
 def _objective_cell(p: SweepPoint) -> str:
@@ -422,7 +420,10 @@ def _cdf_figure(s: SocialnetSummary, rate: float) -> Figure:
 def _connections_figure(c: ConnectionsSweep) -> Figure:
     fig, ax = plots.new_figure()
     for line in c.lines:
-        ax.plot([n for n, _ in line.points], [p for _, p in line.points], marker="o", label=line.model)
+        bounds = line.bounds or (None,) * len(line.points)
+        plots.line_with_intervals(
+            ax, [n for n, _ in line.points], [p for _, p in line.points], list(bounds), line.model
+        )
     ax.set_yscale("log")
     plots.format_ns_axis(ax.yaxis)
     ax.set_xlabel("connections")
@@ -436,9 +437,16 @@ def _connections_figure(c: ConnectionsSweep) -> Figure:
     return Figure(
         title="Connections sweep (20 → 100) at the common rate",
         svg=plots.to_svg(fig),
-        caption=f"Open loop at {fmt_count(c.rate_per_s)} requests/s.",
+        caption=f"Open loop at {fmt_count(c.rate_per_s)} requests/s. Error bars: the p99's 95 % interval where "
+        "the point has one with at least 10 samples beyond the p99.",
         finding=finding,
     )
+
+
+def _common_p99_cell(c: CommonRateLatency | None) -> str:
+    if c is None or c.p99_ns is None:
+        return fmt_ns(None)
+    return fmt_ns(c.p99_ns) + " " + interval_cell(c.p99_interval, c.p99_low_confidence)
 
 
 def _summary_table(s: SocialnetSummary) -> Table:
@@ -454,7 +462,7 @@ def _summary_table(s: SocialnetSummary) -> Table:
                 fmt_count(p.at_objective_per_s),
                 fmt_ratio(p.ratio),
                 fmt_ns(p.common.p50_ns if p.common else None),
-                fmt_ns(p.common.p99_ns if p.common else None),
+                _common_p99_cell(p.common),
                 fmt_ns(p.cpu_per_request_ns),
                 fmt_count(p.threads),
                 f"{e.errors}/{e.rejections}/{e.timeouts}",
@@ -478,7 +486,8 @@ def _summary_table(s: SocialnetSummary) -> Table:
         caption="Ceiling: closed loop. Max at objective: highest achieved open-loop rate with p99 within the "
         "objective, no errors and ≥ 95 % of the offered rate served. CPU / request: user + sys CPU of "
         "all 12 service processes over the sweep ÷ front requests. Threads: sum over services of the "
-        "per-process maximum. Errors are summed over every service of the sweep's graph.",
+        "per-process maximum. Errors are summed over every service of the sweep's graph. p99 [lo–hi]: its "
+        f"distribution-free 95 % interval; [{FEW_BEYOND}]: fewer than 10 samples beyond it; [—]: none.",
     )
 
 
