@@ -1,5 +1,6 @@
 #include "analyze/critpath_run.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -526,8 +527,12 @@ bool CritpathRun::take_chunk_trace(const Chunk& c, ChunkTrace& t, const std::vec
 
 bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   const std::string& input = options_.inputs[index];
+  // Only regular files: a pipe (stdin, a FIFO) cannot be read again from its
+  // start should a chunk not parse, and opening it here would take bytes the
+  // single-job reader then misses.
+  struct stat st{};
+  if (input == "-" || ::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   trace::GzipReadStream stream(input);
-  // A pipe cannot be read again from its start should a chunk not parse.
   if (!stream.ok() || !stream.rewindable()) return false;
   ChunkSettings settings;
   settings.options = &options_;
