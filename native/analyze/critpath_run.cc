@@ -164,7 +164,7 @@ struct ChunkTrace {
 // A slot of the chunk ring; its vectors and strings keep their capacity from
 // one chunk to the next.
 struct Chunk {
-  std::string text;
+  trace::ChunkText text;
   std::uint64_t offset = 0;                 // in the decompressed input
   std::unique_ptr<trace::NameTable> names;  // the chunk's own: workers never share one
   trace::ReadResult read;
@@ -202,15 +202,15 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   c.json.clear();
   c.timelines.clear();
   c.dump.clear();
-  c.blank = trace::is_blank_json(c.text);
+  c.blank = trace::is_blank_json(c.text.view());
   if (c.blank) {
     c.read = trace::ReadResult{};
-    c.read.stats.bytes = c.text.size();
+    c.read.stats.bytes = c.text.size;
     return;
   }
   w.analyzer->set_delay_options(c.names.get(), settings.stagger_window_ns);
   analyze::TraceAnalysisJsonWriter json(*c.names, w.scenarios);
-  c.read = trace::read_trace_text(c.text, *c.names, settings.read_options, [&](trace::Trace& t) {
+  c.read = trace::read_padded_trace_text(c.text.view(), *c.names, settings.read_options, [&](trace::Trace& t) {
     const analyze::TraceAnalysis& analysis = w.analyzer->analyze(t);
     if (c.trace_count == c.traces.size()) c.traces.emplace_back();
     ChunkTrace& out = c.traces[c.trace_count++];
@@ -218,7 +218,10 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
     out.spans = t.spans.size();
     out.has_json = settings.artifacts || !settings.doc_full.load(std::memory_order_relaxed);
     out.json_begin = c.json.size();
-    if (out.has_json) json.append(analysis, c.json);
+    // Through the writer's own buffer, which keeps its room from trace to
+    // trace (append() into c.json would grow c.json's zero-filled room anew
+    // for every trace).
+    if (out.has_json) json.write(analysis, [&](std::string_view piece) { c.json.append(piece); });
     out.json_end = c.json.size();
     out.timeline_begin = c.timelines.size();
     if (!settings.timeline_ids->empty() && settings.timeline_ids->count(t.trace_id) != 0) {
@@ -530,7 +533,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   // Only regular files: a pipe (stdin, a FIFO) cannot be read again from its
   // start should a chunk not parse, and opening it here would take bytes the
   // single-job reader then misses.
-  struct stat st{};
+  struct stat st {};
   if (input == "-" || ::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   trace::GzipReadStream stream(input);
   if (!stream.ok() || !stream.rewindable()) return false;
@@ -543,7 +546,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   settings.doc_full = doc_traces_.size() >= options_.doc_traces;
   const std::size_t window = 2 * jobs_;  // chunks in flight: every worker busy, one more ready each
   std::vector<Chunk> slots(window);
-  trace::LineChunks cuts(stream, options_.chunk_bytes, kMaxChunkLineBytes);
+  trace::LineChunks cuts(stream, options_.chunk_bytes, kMaxChunkLineBytes, trace::trace_text_padding_bytes());
   std::vector<trace::NameId> to_run;
   std::size_t submitted = 0;
   std::size_t taken = 0;
@@ -603,8 +606,8 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
       // trace, as the single-job reader stops (a second read of one chunk).
       std::uint64_t left = k + 1;
       trace::NameTable scratch;
-      trace::ReadResult partial =
-          trace::read_trace_text(c.text, scratch, read_options_, [&](trace::Trace&) { return --left > 0; });
+      trace::ReadResult partial = trace::read_padded_trace_text(c.text.view(), scratch, read_options_,
+                                                                [&](trace::Trace&) { return --left > 0; });
       tally.stats.add(partial.stats);
       tally.stopped = true;
     }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,24 +20,35 @@
 
 namespace tailscope::trace {
 
+// A chunk, followed by `padding` zero bytes (for reading it in place:
+// trace/trace_reader.h read_padded_trace_text). The buffer is never
+// zero-filled: every byte is read over before it is used.
+struct ChunkText {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;
+  std::size_t capacity = 0;  // bytes of text the buffer has room for, padding apart
+  std::string_view view() const { return {data.get(), size}; }
+};
+
 class LineChunks {
  public:
   // Chunks aim at `target_bytes`; a line longer than `max_line_bytes` stops
   // the cutting (next() returns kLineTooLong).
-  LineChunks(GzipReadStream& stream, std::size_t target_bytes, std::size_t max_line_bytes);
+  LineChunks(GzipReadStream& stream, std::size_t target_bytes, std::size_t max_line_bytes, std::size_t padding);
 
   enum class Status : std::uint8_t { kChunk, kEnd, kLineTooLong, kStreamError };
-  // The next chunk into `chunk` (its previous content replaced; capacity kept),
-  // with its offset in the decompressed input.
-  Status next(std::string& chunk, std::uint64_t* offset);
+  // The next chunk into `chunk` (read into its buffer directly), with its
+  // offset in the decompressed input.
+  Status next(ChunkText& chunk, std::uint64_t* offset);
 
  private:
-  bool fill(std::size_t want);  // reads until pending_ holds `want` bytes or the input ends
+  void reserve(ChunkText& chunk, std::size_t capacity) const;
 
   GzipReadStream& stream_;
   std::size_t target_bytes_;
   std::size_t max_line_bytes_;
-  std::string pending_;  // read, not yet handed out
+  std::size_t padding_;
+  std::string carry_;  // the start of a line read with the previous chunk
   std::uint64_t offset_ = 0;
 };
 
