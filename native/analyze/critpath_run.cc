@@ -287,7 +287,14 @@ class ChunkWorkers {
         chunk = queue_.front();
         queue_.pop_front();
       }
-      process_chunk(*chunk, state, settings_);
+      try {
+        process_chunk(*chunk, state, settings_);
+      } catch (const std::exception& e) {
+        // The single-job reader reads the input again and meets it on the
+        // main thread, which reports it as one job would.
+        chunk->read.ok = false;
+        chunk->read.error = e.what();
+      }
       {
         const std::scoped_lock lock(mu_);
         chunk->done = true;
