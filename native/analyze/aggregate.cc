@@ -11,8 +11,6 @@ namespace tailscope::analyze {
 
 namespace {
 
-constexpr std::size_t kMaxPathKeyOperations = 512;
-
 std::uint64_t pack_operation(trace::NameId service, trace::NameId operation) {
   return (std::uint64_t{service} << 32) | operation;
 }
@@ -118,6 +116,11 @@ void CriticalPathAggregator::add_reader_stats(const trace::ReadStats& stats) {
 }
 
 void CriticalPathAggregator::add(const TraceAnalysis& a) {
+  contribution_scratch_.assign(a);
+  add(contribution_scratch_);
+}
+
+void CriticalPathAggregator::add(const TraceContribution& a) {
   ++traces_;
   warnings_.merge(a.warnings);
   if (!a.analyzed) return;
@@ -147,14 +150,13 @@ void CriticalPathAggregator::add(const TraceAnalysis& a) {
 
   // Distinct paths: the sequence of (service, operation) of the path spans.
   key_scratch_.clear();
-  const std::size_t n = std::min(a.path.spans.size(), kMaxPathKeyOperations);
-  for (std::size_t i = 0; i < n; ++i) {
-    const trace::Span& s = a.trace->spans[a.path.spans[i].span];
-    const std::uint64_t packed = pack_operation(s.service, s.operation);
+  const std::size_t n = a.path.size();
+  for (const auto& [service, operation] : a.path) {
+    const std::uint64_t packed = pack_operation(service, operation);
     key_scratch_.append(reinterpret_cast<const char*>(&packed), sizeof packed);
   }
-  if (a.path.spans.size() > n) {
-    const std::uint64_t rest = a.path.spans.size() - n;  // long paths: first 512 + the count
+  if (a.path_spans_beyond_key > 0) {
+    const std::uint64_t rest = a.path_spans_beyond_key;  // long paths: first 512 + the count
     key_scratch_.append(reinterpret_cast<const char*>(&rest), sizeof rest);
   }
   auto it = paths_.find(key_scratch_);
@@ -163,7 +165,7 @@ void CriticalPathAggregator::add(const TraceAnalysis& a) {
     PathStats& p = it->second;
     p.operations.resize(n);
     std::memcpy(p.operations.data(), key_scratch_.data(), n * sizeof(std::uint64_t));
-    p.example_trace_id = trace::valid_utf8(a.trace->trace_id);
+    p.example_trace_id = trace::valid_utf8(a.trace_id);
   }
   if (it != paths_.end()) {
     ++it->second.count;
@@ -172,12 +174,10 @@ void CriticalPathAggregator::add(const TraceAnalysis& a) {
     ++paths_over_cap_;
   }
 
-  for (const RpcDelay& d : a.rpc_delays) {
+  for (const TraceContribution::RpcSample& d : a.rpcs) {
     rpc_scheduling_.add(d.scheduling_ns);
     rpc_join_.add(d.join_ns);
-    const trace::Span& client = a.trace->spans[d.client_span];
-    const trace::Span& server = a.trace->spans[d.server_span];
-    const std::array<trace::NameId, 3> key{client.service, server.service, server.operation};
+    const std::array<trace::NameId, 3> key{d.client_service, d.server_service, d.server_operation};
     auto edge = edges_.find(key);
     if (edge == edges_.end()) {
       if (edges_.size() >= 10 * options_.max_listed) continue;
@@ -191,22 +191,21 @@ void CriticalPathAggregator::add(const TraceAnalysis& a) {
   }
   for (std::int64_t v : a.probe_scheduling_ns) probe_scheduling_.add(v);
   for (std::int64_t v : a.probe_join_ns) probe_join_.add(v);
-  for (std::uint32_t s : a.probe_spans) {
-    const trace::Span& span = a.trace->spans[s];
-    const std::uint64_t key = pack_operation(span.service, span.operation);
+  for (const TraceContribution::ProbeCall& c : a.probe_calls) {
+    const std::uint64_t key = pack_operation(c.service, c.operation);
     auto call = probe_calls_.find(key);
     if (call == probe_calls_.end()) {
       if (probe_calls_.size() >= options_.max_listed) continue;
-      call = probe_calls_.emplace(key, ProbeCallStats{span.service, span.operation, {}, {}}).first;
+      call = probe_calls_.emplace(key, ProbeCallStats{c.service, c.operation, {}, {}}).first;
     }
-    if (span.probe_scheduling_delay_ns >= 0) call->second.scheduling.add(span.probe_scheduling_delay_ns);
-    if (span.probe_join_delay_ns >= 0) call->second.join.add(span.probe_join_delay_ns);
+    if (c.scheduling_ns >= 0) call->second.scheduling.add(c.scheduling_ns);
+    if (c.join_ns >= 0) call->second.join.add(c.join_ns);
   }
   pairing_.add(a.pairing);
-  for (const LaunchStagger& l : a.launch_stagger) launch_stagger_.add(l.stagger_ns);
+  for (std::int64_t stagger_ns : a.launch_stagger_ns) launch_stagger_.add(stagger_ns);
   // A trace without any RPC pair has no delay to put on its path: counting
   // its 0 would read as "measured, no delay".
-  if (!a.rpc_delays.empty()) {
+  if (!a.rpcs.empty()) {
     ++traces_with_pairs_;
     delay_on_path_.add(a.delay_on_path_ns);
     delay_on_path_total_ns_ += static_cast<double>(a.delay_on_path_ns);

@@ -16,6 +16,7 @@
 
 #include "analyze/duration_distribution.h"
 #include "analyze/trace_analysis.h"
+#include "analyze/trace_contribution.h"
 #include "trace/trace.h"
 #include "trace/trace_reader.h"
 
@@ -48,6 +49,9 @@ class CriticalPathAggregator {
                          AggregateOptions options = {});
 
   void add(const TraceAnalysis& analysis);
+  // The same from a detached contribution whose names are this run's
+  // (tailscope-critpath --jobs N adds them in input order).
+  void add(const TraceContribution& contribution);
   void add_reader_stats(const trace::ReadStats& stats);
   void add_warning(Warning w, std::uint64_t n = 1) { warnings_.add(w, n); }
 
@@ -137,6 +141,7 @@ class CriticalPathAggregator {
   std::vector<WhatIfStats> what_if_;
   Warnings warnings_;
   std::string key_scratch_;
+  TraceContribution contribution_scratch_;
 };
 
 }  // namespace tailscope::analyze

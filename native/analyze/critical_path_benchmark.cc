@@ -17,10 +17,12 @@
 #include <simdjson.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +31,7 @@
 #include "analyze/aggregate.h"
 #include "analyze/analysis_json.h"
 #include "analyze/critical_path.h"
+#include "analyze/critpath_run.h"
 #include "analyze/span_tree.h"
 #include "analyze/trace_analyzer.h"
 #include "core/clock.h"
@@ -336,6 +339,47 @@ void fail_read(const trace::ReadResult& r) {
 // Without --cpu, CPU 1 when allowed, else unpinned (said in the output: the
 // figures are thread CPU time, so still per core, but migrations are not
 // excluded). An explicit --cpu that cannot be honoured exits 2.
+// The CPU set this process started with, before pin_to_cpu(): the --jobs
+// figures run the engine on all of it.
+cpu_set_t g_startup_cpus;
+
+// The engine itself (analyze/critpath_run.h: chunks, workers, the in-order
+// merge, the result document and critical_paths.ndjson) in wall time, best
+// of `repeat`, unpinned over the startup CPU set.
+struct EngineSeconds {
+  double wall = 0;
+  double cpu = 0;  // every thread of the process
+};
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+EngineSeconds engine_seconds(const std::string& path, std::size_t jobs, int repeat) {
+  cpu_set_t pinned;
+  sched_getaffinity(0, sizeof pinned, &pinned);
+  sched_setaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
+  analyze::CritpathOptions options;
+  options.inputs = {path};
+  options.artifacts_dir = path + ".artifacts";
+  std::string argv0 = "tailscope-critpath-bench";
+  char* argv[] = {argv0.data(), nullptr};
+  EngineSeconds best;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
+    const nlohmann::ordered_json doc = analyze::run_critpath(options, jobs, 1, argv);
+    const EngineSeconds s{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          process_cpu_seconds() - cpu0};
+    if (doc["summary"]["traces"].get<std::uint64_t>() == 0) std::exit(1);
+    if (i == 0 || s.wall < best.wall) best.wall = s.wall;
+    if (i == 0 || s.cpu < best.cpu) best.cpu = s.cpu;
+  }
+  std::filesystem::remove_all(options.artifacts_dir);
+  sched_setaffinity(0, sizeof pinned, &pinned);
+  return best;
+}
+
 int pin_to_cpu(int requested) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -504,16 +548,49 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
       "algorithm %.3f s and output %.3f s more%s\n",
       budget_s, read_s, read_s / budget_s, capstone_algorithm_s, capstone_output_s,
       read_s >= budget_s ? " (reading alone is over it)" : "");
+  // The engine on N cores against one: tailscope-critpath --jobs 1 and
+  // --jobs N (N = the CPUs this process started with), side by side.
+  const std::size_t jobs = std::max(1, CPU_COUNT(&g_startup_cpus));
+  const EngineSeconds one_job = engine_seconds(path, 1, o.repeat);
+  const EngineSeconds n_jobs = engine_seconds(path, jobs, o.repeat);
+  const double floor_spans_per_s = static_cast<double>(spans) / floor_s;
+  const double one_job_spans_per_s = static_cast<double>(spans) / one_job.wall;
+  const double n_jobs_spans_per_s = static_cast<double>(spans) / n_jobs.wall;
+  const double scaling = n_jobs_spans_per_s / (static_cast<double>(jobs) * one_job_spans_per_s);
+  // What N jobs cost beyond one in CPU time: the wall-time scaling they reach
+  // when N CPUs are free for them (on a shared machine the wall time is not).
+  const double cpu_efficiency = one_job.cpu / n_jobs.cpu;
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) < 1) load[0] = -1;
+  std::printf(
+      "  the engine (tailscope-critpath: read, analyse, merge, document + NDJSON), best of %d, "
+      "on the %zu CPUs this process started with (load average %.2f):\n",
+      o.repeat, jobs, load[0]);
+  std::printf("    parse floor (above, one core)   %6.2f M spans/s\n", floor_spans_per_s / 1e6);
+  std::printf("    --jobs 1    wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", one_job.wall,
+              one_job_spans_per_s / 1e6, one_job_spans_per_s / floor_spans_per_s, one_job.cpu);
+  std::printf("    --jobs %-3zu  wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", jobs, n_jobs.wall,
+              n_jobs_spans_per_s / 1e6, n_jobs_spans_per_s / floor_spans_per_s, n_jobs.cpu);
+  std::printf(
+      "    %zu jobs / (%zu x 1 job) = %.2f (wall); CPU time of 1 job / CPU time of %zu jobs = %.2f (the wall ratio "
+      "with %zu idle CPUs)\n",
+      jobs, jobs, scaling, jobs, cpu_efficiency, jobs);
+  std::printf("  targets (issue 30): 1 job >= 0.60x floor -> %s; %zu jobs >= 0.85 x %zu x 1 job -> %s\n",
+              one_job_spans_per_s / floor_spans_per_s >= 0.6 ? "met" : "not met", jobs, jobs,
+              scaling >= 0.85 ? "met" : "not met");
   std::printf(
       "{\"bench\": \"tailscope-critpath\", \"format\": \"%s\", \"cpu\": %d, \"spans\": %zu, \"bytes\": %llu, "
       "\"floor_spans_per_s\": %.0f, \"read_spans_per_s\": %.0f, \"rapidjson_read_spans_per_s\": %.0f, "
       "\"algorithm_spans_per_s\": %.0f, \"end_to_end_spans_per_s\": %.0f, \"end_to_end_mb_per_s\": %.1f, "
       "\"ratio_to_floor\": %.3f, \"seconds\": {\"parse\": %.4f, \"build\": %.4f, \"algorithm\": %.4f, "
-      "\"output\": %.4f, \"end_to_end\": %.4f}}\n",
+      "\"output\": %.4f, \"end_to_end\": %.4f}, \"jobs\": %zu, \"engine_1_job_spans_per_s\": %.0f, "
+      "\"engine_n_jobs_spans_per_s\": %.0f, \"n_jobs_over_n_times_1_job\": %.3f, \"cpu_efficiency\": %.3f, "
+      "\"load_average\": %.2f}\n",
       format_flag(format), cpu, spans, static_cast<unsigned long long>(bytes), static_cast<double>(spans) / floor_s,
       static_cast<double>(spans) / read_s, static_cast<double>(spans) / rapidjson_read_s,
       static_cast<double>(spans) / capstone_algorithm_s, spans_per_s, mb / capstone_s, ratio, floor_s, build_s,
-      capstone_algorithm_s, capstone_output_s, capstone_s);
+      capstone_algorithm_s, capstone_output_s, capstone_s, jobs, one_job_spans_per_s, n_jobs_spans_per_s, scaling,
+      cpu_efficiency, load[0]);
   if (!o.keep) std::remove(path.c_str());
 }
 
@@ -563,6 +640,8 @@ int main(int argc, char** argv) {
     }
   }
   if (o.formats.empty()) o.formats = {SyntheticFormat::kJaegerNdjson, SyntheticFormat::kOtlpNdjson};
+  CPU_ZERO(&g_startup_cpus);
+  sched_getaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
   const int cpu = pin_to_cpu(o.cpu);
   std::printf("tailscope-critpath-bench: %zu spans in traces of %zu, socialnet-shaped\n", o.traces.spans,
               o.traces.spans_per_trace);

@@ -310,4 +310,13 @@ ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOp
   return read_input(in, names, options, on_trace);
 }
 
+ReadResult read_padded_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
+                                  const TraceCallback& on_trace) {
+  InputBuffer in(InputBuffer::Borrowed{}, json, internal::SimdjsonValueReader::padding_bytes());
+  return read_input(in, names, options, on_trace);
+}
+
+// The InputBuffer's padding and the '\0' after it.
+std::size_t trace_text_padding_bytes() { return internal::SimdjsonValueReader::padding_bytes() + 1; }
+
 }  // namespace tailscope::trace

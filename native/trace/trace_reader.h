@@ -69,5 +69,10 @@ ReadResult read_trace_file(const std::string& path, NameTable& names, const Read
                            const TraceCallback& on_trace);
 ReadResult read_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
                            const TraceCallback& on_trace);
+// The same, read in place (no copy): `json` must be followed by at least
+// trace_text_padding_bytes() readable zero bytes.
+ReadResult read_padded_trace_text(std::string_view json, NameTable& names, const ReadOptions& options,
+                                  const TraceCallback& on_trace);
+std::size_t trace_text_padding_bytes();
 
 }  // namespace tailscope::trace

@@ -120,6 +120,43 @@ def test_analyze_command_stores_and_reports(tmp_path):
 
 
 @needs_engine("tailscope-critpath")
+def test_analyze_passes_jobs_and_records_them(tmp_path):
+    f = tmp_path / "t.json"
+    write_traces(f)
+    results = tmp_path / "results"
+    env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results)}
+    allowed = len(os.sched_getaffinity(0))
+    for jobs in ("1", str(allowed + 1)):
+        r = subprocess.run(
+            [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", jobs, str(f)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        run_id = os.readlink(results / "latest")
+        con = duckdb.connect(str(results / "tailscope.duckdb"), read_only=True)
+        (doc,) = con.execute(
+            "SELECT document FROM documents WHERE run_id = ? AND study = 'analyze'", [run_id]
+        ).fetchone()
+        con.close()
+        doc = json.loads(doc)
+        # The engine's count after its cap to the allowed CPUs.
+        assert doc["jobs"] == doc["config"]["jobs"] == min(int(jobs), allowed)
+    r = subprocess.run(
+        [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", "0", str(f)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--jobs" in r.stderr
+
+
+@needs_engine("tailscope-critpath")
 def test_invalid_trace_file_fails_cleanly(tmp_path):
     f = tmp_path / "bad.json"
     f.write_text('{"data": [{"traceID": "x", "spans": [}')

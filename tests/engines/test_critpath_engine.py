@@ -161,6 +161,35 @@ def test_ndjson_one_trace_per_line(tmp_path: Path):
     assert doc["critical_paths"]["top"][0]["count"] == 5
 
 
+def test_jobs_give_the_same_document_and_more_than_the_cpus_are_capped(tmp_path: Path):
+    """The engine binary end to end; the in-process test (native/analyze/critpath_run_test.cc)
+    covers fixtures, synthetic sets, a fuzzed corpus and invalid input for 1, 2, 3 and 8 jobs."""
+    path = tmp_path / "traces.ndjson"
+    lines = []
+    for i in range(3000):  # ~3 MB: more than one 1 MiB chunk
+        t = json.loads(json.dumps(SIMPLE))
+        t["traceID"] = f"t{i}"
+        lines.append(json.dumps(t))
+    path.write_text("\n".join(lines) + "\n")
+    allowed = len(os.sched_getaffinity(0))
+    outputs = {}
+    for jobs in (1, 2, allowed + 1):
+        art = tmp_path / f"art{jobs}"
+        proc = run("--jobs", jobs, "--artifacts", art, path)
+        doc = json.loads(proc.stdout)
+        assert doc["config"]["jobs"] == min(jobs, allowed)
+        capped = f"--jobs {jobs} capped at {allowed}" in proc.stderr.decode()
+        assert capped == (jobs > allowed)
+        for key in ("started_at", "command_line", "machine", "artifacts", "config"):
+            doc.pop(key)
+        for key in ("elapsed_s", "spans_per_s"):
+            doc["summary"].pop(key)
+        outputs[jobs] = (doc, (art / "critical_paths.ndjson").read_bytes())
+    assert outputs[1][0]["summary"]["traces"] == 3000
+    assert outputs[2] == outputs[1]
+    assert outputs[allowed + 1] == outputs[1]
+
+
 def chain_trace(trace_id: str, length: int) -> dict:
     """One root and a chain of `length - 1` nested spans: every span is on the path."""
     spans = [jaeger_span("s0", None, 0, 10 * length, "p1", "GET /", "server")]
@@ -356,6 +385,8 @@ def test_artifacts_out_file_and_progress(tmp_path: Path):
         (["--algorithm", "fastest", "t.json"], "--algorithm"),
         (["--top", "-1", "t.json"], "--top"),
         (["--max-spans-per-trace", "0", "t.json"], "--max-spans-per-trace"),
+        (["--jobs", "0", "t.json"], "--jobs: expects a number of worker threads >= 1, got 0"),
+        (["--jobs", "-3", "t.json"], "--jobs: expects a number of worker threads >= 1, got -3"),
         (["--bogus", "t.json"], "--bogus"),
         ([], "inputs is required"),
     ],

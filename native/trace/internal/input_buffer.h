@@ -31,12 +31,21 @@ class InputBuffer {
   }
   // In-memory input: the whole text, no source.
   InputBuffer(std::string_view text, std::size_t padding) : padding_(padding) {
-    reserve(text.size());
+    // Copied once and only the padding zeroed: tailscope-critpath --jobs N
+    // reads every chunk of the input this way.
+    buffer_ = std::make_unique_for_overwrite<char[]>(text.size() + padding_ + 1);
     std::memcpy(buffer_.get(), text.data(), text.size());
-    end_ = text.size();
+    std::memset(buffer_.get() + text.size(), 0, padding_ + 1);
+    data_ = buffer_.get();
+    capacity_ = end_ = text.size();
   }
+  // In-memory input read in place: `padded_text` is followed by at least
+  // `padding` + 1 zero bytes (never written: with no source, fill() does not run).
+  struct Borrowed {};
+  InputBuffer(Borrowed, std::string_view padded_text, std::size_t padding)
+      : padding_(padding), data_(padded_text.data()), capacity_(padded_text.size()), end_(padded_text.size()) {}
 
-  const char* cursor() const { return buffer_.get() + pos_; }
+  const char* cursor() const { return data_ + pos_; }
   std::size_t available() const { return end_ - pos_; }
   void skip(std::size_t n) { pos_ += n; }
   // Reads more input after what is buffered (moving it to the buffer's start,
@@ -87,7 +96,7 @@ class InputBuffer {
   // RapidJSON stream concept.
   Ch Peek() {
     if (pos_ == end_) fill();
-    return buffer_[pos_];
+    return data_[pos_];
   }
   Ch Take() {
     const Ch c = Peek();
@@ -102,16 +111,18 @@ class InputBuffer {
 
  private:
   void reserve(std::size_t capacity) {
-    auto grown = std::make_unique<char[]>(capacity + padding_ + 1);
+    auto grown = std::make_unique_for_overwrite<char[]>(capacity + padding_ + 1);
     if (buffer_ != nullptr) std::memcpy(grown.get(), buffer_.get(), end_);
     std::memset(grown.get() + end_, 0, capacity + padding_ + 1 - end_);
     buffer_ = std::move(grown);
+    data_ = buffer_.get();
     capacity_ = capacity;
   }
 
   GzipReadStream* source_ = nullptr;
   std::size_t padding_;
-  std::unique_ptr<char[]> buffer_;
+  std::unique_ptr<char[]> buffer_;  // owned text (null for Borrowed)
+  const char* data_ = nullptr;      // buffer_, or the borrowed text
   std::size_t capacity_ = 0;
   std::size_t pos_ = 0;
   std::size_t end_ = 0;

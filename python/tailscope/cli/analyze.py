@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -106,6 +107,13 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
     show_default=True,
     help="Sibling client spans starting within this many µs of the first are one fan-out launch (launch stagger).",
 )
+@click.option(
+    "--jobs",
+    type=whole(1, 4096),
+    default=None,
+    help="Worker threads of the analyzer (default: the CPUs this process may run on; more are capped to them). "
+    "The result is the same for every N.",
+)
 @click.option("--timeline", is_flag=True, help="Also write each chosen trace's timeline as an SVG file.")
 @click.option(
     "--trace",
@@ -124,6 +132,7 @@ def analyze(
     what_if_no_delays: bool,
     max_traces: int,
     stagger_window_us: float,
+    jobs: int | None,
     timeline: bool,
     trace_ids: tuple[str, ...],
     results_dir: Path | None,
@@ -142,6 +151,7 @@ def analyze(
         "what_if_no_delays": what_if_no_delays,
         "max_traces": max_traces,
         "stagger_window_us": stagger_window_us,
+        "jobs": jobs if jobs is not None else len(os.sched_getaffinity(0)),
         "timeline": timeline,
         "timeline_traces": list(trace_ids),
     }

@@ -83,8 +83,12 @@ class AnalyzeStudy:
             "what_if_no_delays": bool(no_delays),
             "max_traces": int(ctx.options.get("max_traces", 0)),
             "stagger_window_us": ctx.options.get("stagger_window_us"),
+            "jobs": ctx.options.get("jobs"),
         }
         doc = run_critpath(files, **common, artifacts_dir=art, on_progress=on_progress)
+        # The worker threads the engine used (--jobs, after its cap to the allowed CPUs): the
+        # result does not depend on them, the time does.
+        doc["jobs"] = doc.get("config", {}).get("jobs")
         doc["timelines"] = self._timelines(ctx, files, common, art, doc)
         if not any("analysis" in e for e in doc["timelines"]):
             # Said in the report and by `tailscope analyze`, never a silently missing figure.

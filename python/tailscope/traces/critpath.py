@@ -55,6 +55,7 @@ def run_critpath(
     top: int = 10,
     stagger_window_us: float | None = None,
     timeline_traces: Sequence[str] = (),
+    jobs: int | None = None,
     artifacts_dir: Path,
     timeout_s: float = 3600,
     on_progress=None,
@@ -72,6 +73,8 @@ def run_critpath(
         args += ["--stagger-window-us", repr(float(stagger_window_us))]
     for trace_id in timeline_traces:
         args += ["--timeline-trace", trace_id]
+    if jobs is not None:  # else the engine's default: every CPU this process may run on
+        args += ["--jobs", str(jobs)]
     args += [str(p) for p in paths]
     return run_engine(ENGINE, args, timeout_s=timeout_s, on_progress=on_progress).document
 
