@@ -21,8 +21,10 @@ namespace {
 constexpr int64_t kHousekeepingNs = 10'000'000;
 constexpr int kMaxSendsPerTurn = 64;  // then look at responses: receive timestamps stay honest
 
+constexpr int64_t kMinReconnectNs = 50'000'000;  // the first back-off step
+
 int64_t reconnect_backoff_ns(int attempts) {
-  return std::min<int64_t>(int64_t{50'000'000} << std::min(attempts, 5), 1'000'000'000);
+  return std::min<int64_t>(kMinReconnectNs << std::min(attempts, 5), 1'000'000'000);
 }
 
 }  // namespace
@@ -69,6 +71,7 @@ void LoadWorker::connect(Connection& c, int64_t now) {
 
 void LoadWorker::on_connected(Connection& c, int64_t now) {
   c.open = true;
+  c.opened_ns = now;
   c.reconnect_attempts = 0;
   c.want_out = false;
   ++result_.connections_established;
@@ -85,6 +88,7 @@ void LoadWorker::on_connected(Connection& c, int64_t now) {
     c.next_intended_ns = now;
   }
   c.ready_ns = now;
+  if (!c.to_resend.empty()) resend(c, now);
   schedule(c, now);
 }
 
@@ -107,7 +111,81 @@ void LoadWorker::drop(Connection& c, int64_t now, int64_t* error_counter) {
   c.out.clear();
   c.out_head = 0;
   c.protocol->reset();
+  c.answered = 0;
   c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
+  if (!c.to_resend.empty() && error_counter == &result_.errors.connect) {
+    // The new connection for a resend failed: those requests are lost, as
+    // the close that sent them here would have lost them.
+    ++result_.errors.read;
+    in_flight_total_ -= static_cast<int64_t>(c.to_resend.size());
+    c.to_resend.clear();
+  }
+}
+
+void LoadWorker::on_peer_closed(Connection& c, int64_t now, int64_t* error_counter) {
+  // Part of a response read: the server failed mid-answer.
+  if (c.protocol->mid_response()) {
+    drop(c, now, error_counter);
+    return;
+  }
+  if (c.in_flight.empty()) {
+    // Its keep-alive idle timeout: what HTTP servers do; no request was lost.
+    // At once only after an answer or a while open: a server that closes
+    // every connection as it opens would otherwise make this spin.
+    ++result_.server_closes.idle;
+    if (c.answered > 0 || now - c.opened_ns >= kMinReconnectNs) {
+      reconnect_now(c, now);
+    } else {
+      drop(c, now, nullptr);
+    }
+    return;
+  }
+  // A connection that never answered refused the request; not a race.
+  if (c.answered == 0) {
+    drop(c, now, error_counter);
+    return;
+  }
+  // A reused connection closed before any byte of the response: the server
+  // closed it (idle timeout) as the request was on its way, and never read
+  // it. Sent once more on a new connection, as HTTP clients do for
+  // idempotent requests (RFC 9112 §9.3.1); a second such close is an error.
+  const bool once = std::none_of(c.in_flight.begin(), c.in_flight.end(), [](const Pending& p) { return p.resent; });
+  if (!c.protocol->resendable() || !once) {
+    drop(c, now, error_counter);
+    return;
+  }
+  reconnect_now(c, now);
+}
+
+void LoadWorker::reconnect_now(Connection& c, int64_t now) {
+  // Queued (unstamped) uring sends point into in_flight: stamp them before it moves.
+  if (timing_->has_queued()) timing_->stamp_queued([](const InFlightRequest&) {});
+  result_.server_closes.requests_resent += static_cast<int64_t>(c.in_flight.size());
+  for (Pending& p : c.in_flight) {
+    p.resent = true;
+    c.to_resend.push_back(p);  // still counted in in_flight_total_: the drain waits for them
+  }
+  c.in_flight.clear();
+  drop(c, now, nullptr);
+  c.reconnect_attempts = 0;
+  c.reconnect_at_ns = now;
+  // While draining only owed answers justify a new connection.
+  if (!draining_ || !c.to_resend.empty()) connect(c, now);
+}
+
+// Requests keep their intended time (latency_intended includes the
+// reconnect); actual becomes the new send. They were counted as sent once.
+void LoadWorker::resend(Connection& c, int64_t now) {
+  for (Pending p : c.to_resend) {
+    if (mix_)
+      mix_->append_endpoint(p.endpoint, c.out);
+    else
+      c.protocol->append_request(c.seq++, c.out);
+    p.actual_ns = now;
+    c.in_flight.push_back(p);
+  }
+  c.to_resend.clear();
+  flush(c);
 }
 
 void LoadWorker::schedule(Connection& c, int64_t now) {
@@ -174,7 +252,7 @@ bool LoadWorker::flush(Connection& c) {
       }
       return true;
     }
-    drop(c, monotonic_ns(), &result_.errors.write);
+    on_peer_closed(c, monotonic_ns(), &result_.errors.write);
     return false;
   }
   c.out.clear();
@@ -198,7 +276,7 @@ void LoadWorker::on_readable(Connection& c) {
     result_.syscalls += counting_;
     long r = net::recv_some(c.fd, recv_buffer_.data(), recv_buffer_.size());
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-      drop(c, monotonic_ns(), &result_.errors.read);
+      on_peer_closed(c, monotonic_ns(), &result_.errors.read);
       return;
     }
     if (r < 0) return;
@@ -220,6 +298,7 @@ bool LoadWorker::on_bytes(Connection& c, std::string_view bytes, int64_t receive
     const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
     c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
     --in_flight_total_;
+    ++c.answered;
     freed = true;
     const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
     if (!answered_ok) ++result_.errors.bad_status;
@@ -233,6 +312,13 @@ bool LoadWorker::on_bytes(Connection& c, std::string_view bytes, int64_t receive
     if (config_.protocol == LoadProtocol::kEcho) counter = &result_.errors.echo_mismatch;
     if (config_.protocol == LoadProtocol::kRpc) counter = &result_.errors.bad_frame;
     drop(c, received, counter);
+    return false;
+  }
+  if (c.protocol->closes_after_response()) {
+    // The server announced the close: nothing more is sent here; what is
+    // still in flight (pipelined) goes out again on the new connection.
+    ++result_.server_closes.connection_close;
+    reconnect_now(c, received);
     return false;
   }
   if (freed) {

@@ -187,6 +187,7 @@ HttpResponseReader::Event HttpResponseReader::feed(std::string_view data, size_t
       return Event::kError;
     }
     status_ = 0;
+    connection_close_ = false;
     for (int i = 9; i < 12; ++i) {
       if (head[i] < '0' || head[i] > '9') {
         error_ = "malformed status code";
@@ -210,6 +211,8 @@ HttpResponseReader::Event HttpResponseReader::feed(std::string_view data, size_t
             return Event::kError;
           }
           have_length = true;
+        } else if (iequals(name, "connection")) {
+          connection_close_ = iequals(value, "close");
         } else if (iequals(name, "transfer-encoding")) {
           error_ = "chunked responses are not supported";
           return Event::kError;

@@ -47,6 +47,9 @@ class HttpResponseReader {
   // one, kError on a malformed response. `used` = bytes consumed this call.
   Event feed(std::string_view data, size_t* used);
   int status() const { return status_; }
+  // The last whole response said `Connection: close`: the server closes the
+  // connection after it, so nothing more may be sent on it (RFC 9112 §9.6).
+  bool connection_close() const { return connection_close_; }
   const std::string& error() const { return error_; }
 
  private:
@@ -55,6 +58,7 @@ class HttpResponseReader {
   size_t body_left_ = 0;
   bool in_body_ = false;
   int status_ = 0;
+  bool connection_close_ = false;
   std::string error_;
 };
 
