@@ -166,6 +166,8 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
                                              static_cast<double>(r.idle_loop_ns) / static_cast<double>(r.loop_ns));
     t.errors.add(r.errors);
     t.server_closes.add(r.server_closes);
+    t.request_log.insert(t.request_log.end(), r.request_log.begin(), r.request_log.end());
+    t.request_log_dropped += r.request_log_dropped;
     if (t.first_violation.empty()) t.first_violation = r.first_violation;
     if (t.first_connect_error.empty()) t.first_connect_error = r.first_connect_error;
     merge_endpoint_latencies(t.endpoints, r.endpoints);

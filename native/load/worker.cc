@@ -46,6 +46,48 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
   if (config.open_loop()) interval_ns_ = static_cast<int64_t>(1e9 * config.connections / config.rate_per_s);
   recv_buffer_.resize(65536);
   uring_plan_ = uring;
+  if (config.traceparent) {
+    // Fresh ids every run (not --seed): two runs must never share a trace id
+    // in one trace store.
+    trace_state_ = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) ^
+                   static_cast<uint64_t>(realtime_ns()) ^ (static_cast<uint64_t>(index) << 56);
+    result_.request_log.reserve(
+        static_cast<size_t>(std::max<int64_t>(1, config.request_log_max_rows / std::max(1, config.threads))));
+  }
+}
+
+net::TraceParent LoadWorker::next_trace_parent() {
+  auto next = [this] {  // splitmix64: a few ns per id, full period, every state a distinct output
+    uint64_t z = (trace_state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  net::TraceParent p;
+  do {
+    p.trace_id_high = next();
+    p.trace_id_low = next();
+  } while ((p.trace_id_high | p.trace_id_low) == 0);  // all-zero ids are invalid (W3C)
+  do p.parent_id = next();
+  while (p.parent_id == 0);
+  p.sampled = true;
+  return p;
+}
+
+// The request's bytes: the protocol's (or the mix endpoint's) request, with
+// its traceparent header when it carries one. HTTP requests here have no
+// body, so the header goes before the blank line that ends them.
+void LoadWorker::append_request(Connection& c, const InFlightRequest& request) {
+  if (mix_)
+    mix_->append_endpoint(request.endpoint, c.out);
+  else
+    c.protocol->append_request(c.seq, c.out);
+  ++c.seq;
+  if (!config_.traceparent) return;
+  c.out.resize(c.out.size() - 2);
+  c.out += "traceparent: ";
+  net::append_traceparent(request.trace, c.out);
+  c.out += "\r\n\r\n";
 }
 
 LoadWorker::~LoadWorker() {
@@ -177,10 +219,7 @@ void LoadWorker::reconnect_now(Connection& c, int64_t now) {
 // reconnect); actual becomes the new send. They were counted as sent once.
 void LoadWorker::resend(Connection& c, int64_t now) {
   for (Pending p : c.to_resend) {
-    if (mix_)
-      mix_->append_endpoint(p.endpoint, c.out);
-    else
-      c.protocol->append_request(c.seq++, c.out);
+    append_request(c, p);
     p.actual_ns = now;
     c.in_flight.push_back(p);
   }
@@ -205,23 +244,22 @@ int64_t LoadWorker::advance_schedule(Connection& c) {
 // The send path: build, stamp and account (RequestTiming), send.
 void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
   const size_t queued = c.out.size();
-  uint32_t endpoint = 0;
-  if (mix_) {
-    endpoint = mix_->append_request(c.out);  // http only: no per-request state in the protocol
-    ++c.seq;
-  } else {
-    c.protocol->append_request(c.seq++, c.out);
-  }
+  Pending request{0, 0};
+  if (mix_) request.endpoint = mix_->pick();  // http only: no per-request state in the protocol
+  if (config_.traceparent) request.trace = next_trace_parent();
+  append_request(c, request);
+  const uint32_t endpoint = request.endpoint;
   int64_t actual;
   if (uring_) {
     // Stamped just before the io_uring_enter that submits it (stamp_queued);
     // the deque keeps the slot in place until then (nothing is received meanwhile).
-    c.in_flight.push_back({0, 0, endpoint});
+    c.in_flight.push_back(request);
     timing_->queue_send(&c.in_flight.back(), c.next_intended_ns, c.ready_ns, c.out.size() - queued);
     actual = timing_->now();  // when a pipelined connection is free for its next request
   } else {
     Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
     sent.endpoint = endpoint;
+    sent.trace = request.trace;
     if (mix_ && timing_->in_window(sent.intended_ns)) mix_->on_sent(endpoint);
     actual = sent.actual_ns;
     c.in_flight.push_back(sent);

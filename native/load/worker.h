@@ -39,6 +39,7 @@
 #include "load/client_protocol.h"
 #include "load/config.h"
 #include "net/event_loop.h"
+#include "net/traceparent.h"
 
 struct io_uring;
 struct io_uring_cqe;
@@ -71,8 +72,17 @@ struct RunClock {
 // One request in flight: its two send-side stamps.
 struct InFlightRequest {
   int64_t intended_ns, actual_ns;
-  uint32_t endpoint = 0;  // --mix: which endpoint it asked for
-  bool resent = false;    // already sent again once on a new connection (never twice)
+  uint32_t endpoint = 0;   // --mix: which endpoint it asked for
+  bool resent = false;     // already sent again once on a new connection (never twice)
+  net::TraceParent trace{};  // --traceparent: the header it carried (a resend carries the same)
+};
+
+// One line of --request-log: an answered request intended in the window.
+struct RequestLogRow {
+  uint64_t trace_id_high, trace_id_low;
+  int64_t intended_ns;  // monotonic; the file says it in Unix time
+  int64_t latency_ns;   // received − intended (coordinated omission corrected)
+  bool ok;              // a correct answer (HTTP 200)
 };
 
 // Connections the server closed in the way HTTP servers do, which are not
@@ -105,6 +115,8 @@ struct WorkerResult {
   int64_t connections_established = 0;
   ErrorCounts errors;
   ServerCloses server_closes;
+  std::vector<RequestLogRow> request_log;                      // --traceparent only
+  int64_t request_log_dropped = 0;                             // answered in the window after the log was full
   std::vector<std::unique_ptr<IntervalHistograms>> intervals;  // --hlog only
   std::vector<EndpointLatencies> endpoints;                    // --mix only: per endpoint, in mix order
   std::string first_violation;
@@ -225,6 +237,9 @@ class LoadWorker {
   std::vector<Connection> connections_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> heap_;
   std::mt19937_64 rng_;
+  uint64_t trace_state_ = 0;  // --traceparent: splitmix64 state, seeded per run
+  net::TraceParent next_trace_parent();
+  void append_request(Connection& c, const InFlightRequest& request);
   int64_t interval_ns_ = 0;  // per-connection mean inter-arrival (open loop)
   bool draining_ = false;
   int64_t last_housekeeping_ns_ = 0;

@@ -130,6 +130,8 @@ HttpRequest parse_http_request(std::string_view buffer, const HttpLimits& limits
         req.keep_alive = false;
       else if (iequals(value, "keep-alive"))
         req.keep_alive = true;
+    } else if (iequals(name, "traceparent")) {
+      req.traceparent = value;
     }
   }
   if (content_length > limits.max_body_bytes) return error(413);

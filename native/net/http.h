@@ -25,7 +25,8 @@ struct HttpRequest {
   size_t consumed_bytes = 0;  // header + body, when kComplete
   std::string_view method, target, body;
   bool keep_alive = true;
-  int error_status = 0;  // 400, 431, 413, 501, 505 when kError
+  std::string_view traceparent;  // the W3C header's value, unparsed (net/traceparent.h)
+  int error_status = 0;          // 400, 431, 413, 501, 505 when kError
 };
 
 // Parses the request at the start of `buffer`. Views point into `buffer`.
