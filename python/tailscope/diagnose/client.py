@@ -151,26 +151,26 @@ def join(rows: Iterable[RequestRow], traces: Iterable[Trace], *, sampling: float
         raw_gap = client - root
         negative = int((raw_gap < 0).sum())
         gap = np.maximum(raw_gap, 0)
-        fields["joined_client_p50_ns"] = _pct(client, 50)
+        client_p50, gap_p50 = _pct(client, 50), _pct(gap, 50)
+        fields["joined_client_p50_ns"] = client_p50
         fields["root_p50_ns"] = _pct(root, 50)
-        fields["gap_p50_ns"] = _pct(gap, 50)
-        fields["gap_p50_share_of_client_p50"] = (
-            fields["gap_p50_ns"] / fields["joined_client_p50_ns"] if fields["joined_client_p50_ns"] else None
-        )
+        fields["gap_p50_ns"] = gap_p50
+        fields["gap_p50_share_of_client_p50"] = gap_p50 / client_p50 if client_p50 > 0 else None
         if len(pairs) >= MIN_JOINED_FOR_P99:
-            fields["joined_client_p99_ns"] = _pct(client, 99)
+            client_p99, gap_p99 = _pct(client, 99), _pct(gap, 99)
+            fields["joined_client_p99_ns"] = client_p99
             fields["root_p99_ns"] = _pct(root, 99)
-            fields["gap_p99_ns"] = _pct(gap, 99)
-            fields["gap_p99_share_of_client_p99"] = fields["gap_p99_ns"] / fields["joined_client_p99_ns"]
-            tail = client >= fields["joined_client_p99_ns"]
-            fields["tail_untraced_share"] = float(gap[tail].sum() / client[tail].sum())
+            fields["gap_p99_ns"] = gap_p99
+            fields["gap_p99_share_of_client_p99"] = gap_p99 / client_p99 if client_p99 > 0 else None
+            tail = client >= client_p99
+            fields["tail_untraced_share"] = float(gap[tail].sum() / client[tail].sum()) if client_p99 > 0 else None
         for key, value in fields.items():
             if value is None and key not in unavailable:
                 base = len(client_all) if key == "client_p99_ns" else len(pairs)
                 unavailable[key] = (
                     f"only {base} requests (a p99 needs ≥ {MIN_JOINED_FOR_P99})"
-                    if "p99" in key or key == "tail_untraced_share"
-                    else "the joined client p50 is 0"
+                    if len(pairs) < MIN_JOINED_FOR_P99 and ("p99" in key or key == "tail_untraced_share")
+                    else "the joined client latency is 0"
                 )
     if negative:
         unavailable.setdefault(
