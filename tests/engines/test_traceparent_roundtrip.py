@@ -61,7 +61,8 @@ def test_traces_continue_the_ids_the_load_generator_sent_and_diagnose_joins_them
     traceset = read_traces([tmp_path / "traces" / "traces.jaeger.json"])
     client = diagnose(traceset, requests=rows).client
     assert client is not None
-    assert (client.joined, client.untraced, client.negative_gaps) == (len(rows), 0, 0)
-    # The root span lies inside the client's request on one machine's clock: the gap is positive.
+    assert (client.joined, client.untraced) == (len(rows), 0)
+    # The root span lies inside the client's request on one machine's clock (bar a span whose end was
+    # stamped after its response left, counted in negative_gaps): the median gap is positive.
     assert client.gap_p50_ns is not None and 0 < client.gap_p50_ns < client.joined_client_p50_ns
     assert client.traces_without_request == len(recorded - sent)

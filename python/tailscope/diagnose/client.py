@@ -72,7 +72,9 @@ class ClientJoin:
     joined: int  # ok requests whose trace was found
     untraced: int  # ok requests with no trace: not sampled, or lost on the way to the store
     traces_without_request: int  # traces no logged request sent (other clients, other runs): ignored
-    negative_gaps: int  # root span longer than the client latency (clocks of two hosts): clamped to 0
+    # Root span longer than the client latency: the span's end was stamped after the response left (a
+    # server thread descheduled between its write and the stamp), or two hosts' clocks; clamped to 0.
+    negative_gaps: int
     client_p50_ns: float | None  # every ok request of the log
     client_p99_ns: float | None
     joined_client_p50_ns: float | None  # the joined requests only: what the gap is a part of
@@ -175,7 +177,8 @@ def join(rows: Iterable[RequestRow], traces: Iterable[Trace], *, sampling: float
     if negative:
         unavailable.setdefault(
             "negative_gaps",
-            f"{negative} root spans longer than their client latency (another host's clock?): gaps clamped to 0",
+            f"{negative} root spans longer than their client latency (a server span ended after its response "
+            "left, or another host's clock): gaps clamped to 0",
         )
     return ClientJoin(
         requests=len(ok),
