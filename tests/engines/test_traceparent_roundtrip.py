@@ -4,6 +4,7 @@ per request, and `tailscope diagnose --requests` joins every request to its trac
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 from pathlib import Path
@@ -66,3 +67,23 @@ def test_traces_continue_the_ids_the_load_generator_sent_and_diagnose_joins_them
     # stamped after its response left, counted in negative_gaps): the median gap is positive.
     assert client.gap_p50_ns is not None and 0 < client.gap_p50_ns < client.joined_client_p50_ns
     assert client.traces_without_request == len(recorded - sent)
+
+
+def test_an_invalid_traceparent_starts_a_new_trace(topo_json, tmp_path):
+    valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    invalid = "00-4BF92F3577B34DA6A3CE929D0E0E4737-00f067aa0ba902b7-01"  # upper case: ignored (W3C)
+    args = ["--topology", str(topo_json), "--all", "--model", "coroutine", "--port", "0"]
+    args += ["--out", str(tmp_path / "svc.json"), "--trace-sample", "1", "--traces", str(tmp_path / "traces")]
+    with serve("tailscope-svc", args, stop_timeout_s=30.0) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.ready["listening"], timeout=10)
+        for headers in ({"traceparent": valid}, {"traceparent": invalid}, {}):
+            conn.request("GET", FRONT_PATH, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200
+        conn.close()
+    doc = json.loads((tmp_path / "traces" / "traces.jaeger.json").read_text())
+    recorded = {int(t["traceID"], 16) for t in doc["data"]}
+    assert len(recorded) == 3
+    assert 0x4BF92F3577B34DA6A3CE929D0E0E4736 in recorded
+    assert 0x4BF92F3577B34DA6A3CE929D0E0E4737 not in recorded
