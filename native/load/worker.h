@@ -72,8 +72,8 @@ struct RunClock {
 // One request in flight: its two send-side stamps.
 struct InFlightRequest {
   int64_t intended_ns, actual_ns;
-  uint32_t endpoint = 0;   // --mix: which endpoint it asked for
-  bool resent = false;     // already sent again once on a new connection (never twice)
+  uint32_t endpoint = 0;     // --mix: which endpoint it asked for
+  bool resent = false;       // already sent again once on a new connection (never twice)
   net::TraceParent trace{};  // --traceparent: the header it carried (a resend carries the same)
 };
 
