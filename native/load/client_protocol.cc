@@ -80,6 +80,8 @@ class HttpClient final : public ClientProtocol {
   void append_request(uint64_t, std::string& out) override { out += request_; }
   void reset_state() override { reader_ = net::HttpResponseReader(); }
   std::string violation() const override { return reader_.error(); }
+  bool closes_after_response() const override { return reader_.connection_close(); }
+  bool resendable() const override { return true; }
 
  protected:
   int feed_one(std::string_view data, size_t* used) override {

@@ -55,6 +55,15 @@ class ClientProtocol {
     }
     return true;
   }
+  // Some bytes of a response were read but not the whole response: a close
+  // now loses a response the server had begun, which no retry may hide.
+  bool mid_response() const { return response_bytes_ > 0; }
+  // The last whole response said the server closes the connection after it.
+  virtual bool closes_after_response() const { return false; }
+  // Requests may be sent again on a new connection when a reused one was
+  // closed before any byte of their response (http GET: idempotent, RFC 9110
+  // §9.2.2); echo and rpc requests are not retried.
+  virtual bool resendable() const { return false; }
   // Forget partial state (after a reconnect).
   void reset() {
     response_bytes_ = 0;

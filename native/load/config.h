@@ -43,7 +43,13 @@ struct LoadConfig {
   EndpointMix mix;           // http: --mix PATH=WEIGHT (endpoint_mix.h); empty: every request to http_path
   std::string rpc_method;    // rpc: the endpoint called (e.g. compose_post)
   bool rpc_sampled = false;  // rpc: set the trace context's sampled flag (random trace ids)
-  std::vector<int> cpus;     // worker i on cpus[i % size]; empty: unpinned
+  // http: a W3C traceparent header on every request (fresh trace and parent
+  // ids, sampled), and each answered request of the window kept for
+  // --request-log (trace id, intended time, latency), at most
+  // request_log_max_rows (the rest counted, not kept).
+  bool traceparent = false;
+  int64_t request_log_max_rows = 1'000'000;
+  std::vector<int> cpus;  // worker i on cpus[i % size]; empty: unpinned
   int64_t timeout_ns = 5'000'000'000;
   int64_t spin_ns = 20'000;    // pacing: sleep until this close to a send, then busy-poll
   bool busy_poll = false;      // never sleep: poll epoll with a zero timeout (owns its core)

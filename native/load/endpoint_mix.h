@@ -96,6 +96,10 @@ class EndpointMixRecorder {
                       std::vector<EndpointLatencies>& latencies);
   // Appends the chosen endpoint's request to out; returns the endpoint.
   uint32_t append_request(std::string& out);
+  // Picks the next request's endpoint by weight (its bytes: append_endpoint).
+  uint32_t pick() { return mix_.pick(rng_); }
+  // Appends `endpoint`'s request again (a request resent on a new connection).
+  void append_endpoint(uint32_t endpoint, std::string& out) const { out += requests_[endpoint]; }
   // A request of `endpoint` intended in the window was sent.
   void on_sent(uint32_t endpoint) { ++latencies_[endpoint].sent_in_window; }
   // A correct response to a request of `endpoint` intended in the window;

@@ -22,6 +22,14 @@ InFlightRequest RequestTiming::on_send_at(int64_t actual, int64_t scheduled_ns, 
 void RequestTiming::on_response(const InFlightRequest& request, int64_t received_ns, bool ok, size_t response_bytes) {
   if (!in_window(request.intended_ns)) return;  // warm-up (or owed after the window): never recorded
   result_.bytes_received += static_cast<int64_t>(response_bytes);
+  if (config_.traceparent) {
+    // Reserved up front (LoadWorker), so the hot path never reallocates.
+    if (result_.request_log.size() < result_.request_log.capacity())
+      result_.request_log.push_back({request.trace.trace_id_high, request.trace.trace_id_low, request.intended_ns,
+                                     received_ns - request.intended_ns, ok});
+    else
+      ++result_.request_log_dropped;
+  }
   if (!ok) return;
   result_.intended.record(received_ns - request.intended_ns);
   result_.actual.record(received_ns - request.actual_ns);

@@ -52,7 +52,7 @@ class RequestTiming {
     return on_send_at(now_(), scheduled_ns, ready_ns, request_bytes);
   }
   // Batched sends: *slot (which must stay put until stamp_queued) receives
-  // the stamps; its endpoint field is kept. on_stamped(const InFlightRequest&)
+  // the stamps; its other fields (endpoint, trace) are kept. on_stamped(const InFlightRequest&)
   // is called for each, in queue order.
   void queue_send(InFlightRequest* slot, int64_t scheduled_ns, int64_t ready_ns, size_t request_bytes) {
     queued_.push_back({slot, scheduled_ns, ready_ns, request_bytes});
@@ -63,9 +63,9 @@ class RequestTiming {
     if (queued_.empty()) return;
     const int64_t actual = now_();
     for (const QueuedSend& q : queued_) {
-      const uint32_t endpoint = q.slot->endpoint;
-      *q.slot = on_send_at(actual, q.scheduled_ns, q.ready_ns, q.request_bytes);
-      q.slot->endpoint = endpoint;
+      const InFlightRequest stamped = on_send_at(actual, q.scheduled_ns, q.ready_ns, q.request_bytes);
+      q.slot->intended_ns = stamped.intended_ns;  // the rest of the slot (endpoint, trace) is the caller's
+      q.slot->actual_ns = stamped.actual_ns;
       on_stamped(*q.slot);
     }
     queued_.clear();

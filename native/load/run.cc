@@ -165,6 +165,9 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
       merged.busy_share_per_thread.push_back(1.0 -
                                              static_cast<double>(r.idle_loop_ns) / static_cast<double>(r.loop_ns));
     t.errors.add(r.errors);
+    t.server_closes.add(r.server_closes);
+    t.request_log.insert(t.request_log.end(), r.request_log.begin(), r.request_log.end());
+    t.request_log_dropped += r.request_log_dropped;
     if (t.first_violation.empty()) t.first_violation = r.first_violation;
     if (t.first_connect_error.empty()) t.first_connect_error = r.first_connect_error;
     merge_endpoint_latencies(t.endpoints, r.endpoints);
@@ -239,6 +242,15 @@ void fill_document(nlohmann::json& doc, const LoadConfig& config, const MergedRe
          "server_backlog_sends counts requests that left late because the connection still waited for a "
          "response (server-side queueing, charged to latency_intended, not to send lag)."}}},
   };
+  load["server_closes"] = {
+      {"idle", t.server_closes.idle},
+      {"connection_close", t.server_closes.connection_close},
+      {"requests_resent", t.server_closes.requests_resent},
+      {"what",
+       "connections the server closed as HTTP servers do, each followed by a reconnect, not errors: idle = with "
+       "nothing in flight (keep-alive idle timeout); connection_close = after a response saying Connection: close; "
+       "requests_resent = sent once more on a new connection because a reused one closed before any byte of their "
+       "response (latency_intended includes the reconnect)"}};
   load["io"] = result.io;
   // The generator's own cost, so a study can tell who limited a point: the
   // share of its loop time that found work (a thread near 1 was the limit)

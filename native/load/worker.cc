@@ -21,8 +21,10 @@ namespace {
 constexpr int64_t kHousekeepingNs = 10'000'000;
 constexpr int kMaxSendsPerTurn = 64;  // then look at responses: receive timestamps stay honest
 
+constexpr int64_t kMinReconnectNs = 50'000'000;  // the first back-off step
+
 int64_t reconnect_backoff_ns(int attempts) {
-  return std::min<int64_t>(int64_t{50'000'000} << std::min(attempts, 5), 1'000'000'000);
+  return std::min<int64_t>(kMinReconnectNs << std::min(attempts, 5), 1'000'000'000);
 }
 
 }  // namespace
@@ -44,6 +46,48 @@ LoadWorker::LoadWorker(const LoadConfig& config, int index, int first_connection
   if (config.open_loop()) interval_ns_ = static_cast<int64_t>(1e9 * config.connections / config.rate_per_s);
   recv_buffer_.resize(65536);
   uring_plan_ = uring;
+  if (config.traceparent) {
+    // Fresh ids every run (not --seed): two runs must never share a trace id
+    // in one trace store.
+    trace_state_ = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) ^
+                   static_cast<uint64_t>(realtime_ns()) ^ (static_cast<uint64_t>(index) << 56);
+    result_.request_log.reserve(
+        static_cast<size_t>(std::max<int64_t>(1, config.request_log_max_rows / std::max(1, config.threads))));
+  }
+}
+
+net::TraceParent LoadWorker::next_trace_parent() {
+  auto next = [this] {  // splitmix64: a few ns per id, full period, every state a distinct output
+    uint64_t z = (trace_state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  net::TraceParent p;
+  do {
+    p.trace_id_high = next();
+    p.trace_id_low = next();
+  } while ((p.trace_id_high | p.trace_id_low) == 0);  // all-zero ids are invalid (W3C)
+  do p.parent_id = next();
+  while (p.parent_id == 0);
+  p.sampled = true;
+  return p;
+}
+
+// The request's bytes: the protocol's (or the mix endpoint's) request, with
+// its traceparent header when it carries one. HTTP requests here have no
+// body, so the header goes before the blank line that ends them.
+void LoadWorker::append_request(Connection& c, const InFlightRequest& request) {
+  if (mix_)
+    mix_->append_endpoint(request.endpoint, c.out);
+  else
+    c.protocol->append_request(c.seq, c.out);
+  ++c.seq;
+  if (!config_.traceparent) return;
+  c.out.resize(c.out.size() - 2);
+  c.out += "traceparent: ";
+  net::append_traceparent(request.trace, c.out);
+  c.out += "\r\n\r\n";
 }
 
 LoadWorker::~LoadWorker() {
@@ -69,6 +113,7 @@ void LoadWorker::connect(Connection& c, int64_t now) {
 
 void LoadWorker::on_connected(Connection& c, int64_t now) {
   c.open = true;
+  c.opened_ns = now;
   c.reconnect_attempts = 0;
   c.want_out = false;
   ++result_.connections_established;
@@ -85,6 +130,7 @@ void LoadWorker::on_connected(Connection& c, int64_t now) {
     c.next_intended_ns = now;
   }
   c.ready_ns = now;
+  if (!c.to_resend.empty()) resend(c, now);
   schedule(c, now);
 }
 
@@ -107,7 +153,78 @@ void LoadWorker::drop(Connection& c, int64_t now, int64_t* error_counter) {
   c.out.clear();
   c.out_head = 0;
   c.protocol->reset();
+  c.answered = 0;
   c.reconnect_at_ns = now + reconnect_backoff_ns(c.reconnect_attempts++);
+  if (!c.to_resend.empty() && error_counter == &result_.errors.connect) {
+    // The new connection for a resend failed: those requests are lost, as
+    // the close that sent them here would have lost them.
+    ++result_.errors.read;
+    in_flight_total_ -= static_cast<int64_t>(c.to_resend.size());
+    c.to_resend.clear();
+  }
+}
+
+void LoadWorker::on_peer_closed(Connection& c, int64_t now, int64_t* error_counter) {
+  // Part of a response read: the server failed mid-answer.
+  if (c.protocol->mid_response()) {
+    drop(c, now, error_counter);
+    return;
+  }
+  if (c.in_flight.empty()) {
+    // Its keep-alive idle timeout: what HTTP servers do; no request was lost.
+    // At once only after an answer or a while open: a server that closes
+    // every connection as it opens would otherwise make this spin.
+    ++result_.server_closes.idle;
+    if (c.answered > 0 || now - c.opened_ns >= kMinReconnectNs) {
+      reconnect_now(c, now);
+    } else {
+      drop(c, now, nullptr);
+    }
+    return;
+  }
+  // A connection that never answered refused the request; not a race.
+  if (c.answered == 0) {
+    drop(c, now, error_counter);
+    return;
+  }
+  // A reused connection closed before any byte of the response: the server
+  // closed it (idle timeout) as the request was on its way, and never read
+  // it. Sent once more on a new connection, as HTTP clients do for
+  // idempotent requests (RFC 9112 §9.3.1); a second such close is an error.
+  const bool once = std::none_of(c.in_flight.begin(), c.in_flight.end(), [](const Pending& p) { return p.resent; });
+  if (!c.protocol->resendable() || !once) {
+    drop(c, now, error_counter);
+    return;
+  }
+  reconnect_now(c, now);
+}
+
+void LoadWorker::reconnect_now(Connection& c, int64_t now) {
+  // Queued (unstamped) uring sends point into in_flight: stamp them before it moves.
+  if (timing_->has_queued()) timing_->stamp_queued([](const InFlightRequest&) {});
+  result_.server_closes.requests_resent += static_cast<int64_t>(c.in_flight.size());
+  for (Pending& p : c.in_flight) {
+    p.resent = true;
+    c.to_resend.push_back(p);  // still counted in in_flight_total_: the drain waits for them
+  }
+  c.in_flight.clear();
+  drop(c, now, nullptr);
+  c.reconnect_attempts = 0;
+  c.reconnect_at_ns = now;
+  // While draining only owed answers justify a new connection.
+  if (!draining_ || !c.to_resend.empty()) connect(c, now);
+}
+
+// Requests keep their intended time (latency_intended includes the
+// reconnect); actual becomes the new send. They were counted as sent once.
+void LoadWorker::resend(Connection& c, int64_t now) {
+  for (Pending p : c.to_resend) {
+    append_request(c, p);
+    p.actual_ns = now;
+    c.in_flight.push_back(p);
+  }
+  c.to_resend.clear();
+  flush(c);
 }
 
 void LoadWorker::schedule(Connection& c, int64_t now) {
@@ -127,23 +244,22 @@ int64_t LoadWorker::advance_schedule(Connection& c) {
 // The send path: build, stamp and account (RequestTiming), send.
 void LoadWorker::send_due(Connection& c, int64_t /*due_ns*/) {
   const size_t queued = c.out.size();
-  uint32_t endpoint = 0;
-  if (mix_) {
-    endpoint = mix_->append_request(c.out);  // http only: no per-request state in the protocol
-    ++c.seq;
-  } else {
-    c.protocol->append_request(c.seq++, c.out);
-  }
+  Pending request{0, 0};
+  if (mix_) request.endpoint = mix_->pick();  // http only: no per-request state in the protocol
+  if (config_.traceparent) request.trace = next_trace_parent();
+  append_request(c, request);
+  const uint32_t endpoint = request.endpoint;
   int64_t actual;
   if (uring_) {
     // Stamped just before the io_uring_enter that submits it (stamp_queued);
     // the deque keeps the slot in place until then (nothing is received meanwhile).
-    c.in_flight.push_back({0, 0, endpoint});
+    c.in_flight.push_back(request);
     timing_->queue_send(&c.in_flight.back(), c.next_intended_ns, c.ready_ns, c.out.size() - queued);
     actual = timing_->now();  // when a pipelined connection is free for its next request
   } else {
     Pending sent = timing_->on_send(c.next_intended_ns, c.ready_ns, c.out.size() - queued);
     sent.endpoint = endpoint;
+    sent.trace = request.trace;
     if (mix_ && timing_->in_window(sent.intended_ns)) mix_->on_sent(endpoint);
     actual = sent.actual_ns;
     c.in_flight.push_back(sent);
@@ -174,7 +290,7 @@ bool LoadWorker::flush(Connection& c) {
       }
       return true;
     }
-    drop(c, monotonic_ns(), &result_.errors.write);
+    on_peer_closed(c, monotonic_ns(), &result_.errors.write);
     return false;
   }
   c.out.clear();
@@ -198,7 +314,7 @@ void LoadWorker::on_readable(Connection& c) {
     result_.syscalls += counting_;
     long r = net::recv_some(c.fd, recv_buffer_.data(), recv_buffer_.size());
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-      drop(c, monotonic_ns(), &result_.errors.read);
+      on_peer_closed(c, monotonic_ns(), &result_.errors.read);
       return;
     }
     if (r < 0) return;
@@ -220,6 +336,7 @@ bool LoadWorker::on_bytes(Connection& c, std::string_view bytes, int64_t receive
     const Pending p = c.in_flight[position];  // echo/http: always the oldest (0); rpc: matched by id
     c.in_flight.erase(c.in_flight.begin() + static_cast<std::ptrdiff_t>(position));
     --in_flight_total_;
+    ++c.answered;
     freed = true;
     const bool answered_ok = verdict == ClientProtocol::Verdict::kOk;
     if (!answered_ok) ++result_.errors.bad_status;
@@ -233,6 +350,13 @@ bool LoadWorker::on_bytes(Connection& c, std::string_view bytes, int64_t receive
     if (config_.protocol == LoadProtocol::kEcho) counter = &result_.errors.echo_mismatch;
     if (config_.protocol == LoadProtocol::kRpc) counter = &result_.errors.bad_frame;
     drop(c, received, counter);
+    return false;
+  }
+  if (c.protocol->closes_after_response()) {
+    // The server announced the close: nothing more is sent here; what is
+    // still in flight (pipelined) goes out again on the new connection.
+    ++result_.server_closes.connection_close;
+    reconnect_now(c, received);
     return false;
   }
   if (freed) {

@@ -39,6 +39,7 @@
 #include "load/client_protocol.h"
 #include "load/config.h"
 #include "net/event_loop.h"
+#include "net/traceparent.h"
 
 struct io_uring;
 struct io_uring_cqe;
@@ -71,7 +72,29 @@ struct RunClock {
 // One request in flight: its two send-side stamps.
 struct InFlightRequest {
   int64_t intended_ns, actual_ns;
-  uint32_t endpoint = 0;  // --mix: which endpoint it asked for
+  uint32_t endpoint = 0;     // --mix: which endpoint it asked for
+  bool resent = false;       // already sent again once on a new connection (never twice)
+  net::TraceParent trace{};  // --traceparent: the header it carried (a resend carries the same)
+};
+
+// One line of --request-log: an answered request intended in the window.
+struct RequestLogRow {
+  uint64_t trace_id_high, trace_id_low;
+  int64_t intended_ns;  // monotonic; the file says it in Unix time
+  int64_t latency_ns;   // received − intended (coordinated omission corrected)
+  bool ok;              // a correct answer (HTTP 200)
+};
+
+// Connections the server closed in the way HTTP servers do, which are not
+// errors (docs/load-generator.md, "Connections the server closes"): each is
+// followed by a reconnect at once.
+struct ServerCloses {
+  int64_t idle = 0;              // closed with nothing in flight (keep-alive idle timeout)
+  int64_t connection_close = 0;  // after a response with `Connection: close`
+  int64_t requests_resent = 0;   // sent again on a new connection: the reused one closed before any response byte
+  void add(const ServerCloses& o) {
+    idle += o.idle, connection_close += o.connection_close, requests_resent += o.requests_resent;
+  }
 };
 
 struct IntervalHistograms {
@@ -91,6 +114,9 @@ struct WorkerResult {
   int64_t bytes_sent = 0, bytes_received = 0;  // of the requests in the window and of their responses
   int64_t connections_established = 0;
   ErrorCounts errors;
+  ServerCloses server_closes;
+  std::vector<RequestLogRow> request_log;                      // --traceparent only
+  int64_t request_log_dropped = 0;                             // answered in the window after the log was full
   std::vector<std::unique_ptr<IntervalHistograms>> intervals;  // --hlog only
   std::vector<EndpointLatencies> endpoints;                    // --mix only: per endpoint, in mix order
   std::string first_violation;
@@ -141,6 +167,9 @@ class LoadWorker {
     int64_t reconnect_at_ns = 0;
     int reconnect_attempts = 0;
     std::deque<Pending> in_flight;
+    std::deque<Pending> to_resend;  // closed by the server before answering: sent first on the next connection
+    int64_t answered = 0;           // responses on this socket (a reused connection has answered one)
+    int64_t opened_ns = 0;
     std::string out;
     size_t out_head = 0;
     std::unique_ptr<ClientProtocol> protocol;
@@ -160,6 +189,14 @@ class LoadWorker {
   void connect(Connection& c, int64_t now);
   void on_connected(Connection& c, int64_t now);
   void drop(Connection& c, int64_t now, int64_t* error_counter);
+  // The peer closed the socket (EOF, reset, a failed write): an idle close or
+  // a reused connection closed before any response byte is a reconnect (its
+  // requests resent once), anything else the error *error_counter.
+  void on_peer_closed(Connection& c, int64_t now, int64_t* error_counter);
+  // Closes without an error and reconnects at once; the requests in flight
+  // are resent on the new connection.
+  void reconnect_now(Connection& c, int64_t now);
+  void resend(Connection& c, int64_t now);
   void schedule(Connection& c, int64_t now);
   void send_due(Connection& c, int64_t due_ns);
   bool flush(Connection& c);
@@ -200,6 +237,9 @@ class LoadWorker {
   std::vector<Connection> connections_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> heap_;
   std::mt19937_64 rng_;
+  uint64_t trace_state_ = 0;  // --traceparent: splitmix64 state, seeded per run
+  net::TraceParent next_trace_parent();
+  void append_request(Connection& c, const InFlightRequest& request);
   int64_t interval_ns_ = 0;  // per-connection mean inter-arrival (open loop)
   bool draining_ = false;
   int64_t last_housekeeping_ns_ = 0;

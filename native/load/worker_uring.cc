@@ -263,7 +263,7 @@ void LoadWorker::uring_handle(const io_uring_cqe& cqe) {
   if (op == kSendOp) {
     c.send_in_flight = false;
     if (res < 0) {
-      drop(c, monotonic_ns(), &result_.errors.write);
+      on_peer_closed(c, monotonic_ns(), &result_.errors.write);
       return;
     }
     c.sending_head += static_cast<size_t>(res);
@@ -290,7 +290,7 @@ void LoadWorker::uring_handle(const io_uring_cqe& cqe) {
     if (!c.recv_armed) uring_arm_recv(c);
     return;
   }
-  drop(c, monotonic_ns(), &result_.errors.read);  // EOF (0) or a socket error
+  on_peer_closed(c, monotonic_ns(), &result_.errors.read);  // EOF (0) or a socket error
 }
 
 // After the last drop: hand the cancellations to the kernel and collect their

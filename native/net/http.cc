@@ -130,6 +130,8 @@ HttpRequest parse_http_request(std::string_view buffer, const HttpLimits& limits
         req.keep_alive = false;
       else if (iequals(value, "keep-alive"))
         req.keep_alive = true;
+    } else if (iequals(name, "traceparent")) {
+      req.traceparent = value;
     }
   }
   if (content_length > limits.max_body_bytes) return error(413);
@@ -187,6 +189,7 @@ HttpResponseReader::Event HttpResponseReader::feed(std::string_view data, size_t
       return Event::kError;
     }
     status_ = 0;
+    connection_close_ = false;
     for (int i = 9; i < 12; ++i) {
       if (head[i] < '0' || head[i] > '9') {
         error_ = "malformed status code";
@@ -210,6 +213,8 @@ HttpResponseReader::Event HttpResponseReader::feed(std::string_view data, size_t
             return Event::kError;
           }
           have_length = true;
+        } else if (iequals(name, "connection")) {
+          connection_close_ = iequals(value, "close");
         } else if (iequals(name, "transfer-encoding")) {
           error_ = "chunked responses are not supported";
           return Event::kError;

@@ -25,7 +25,8 @@ struct HttpRequest {
   size_t consumed_bytes = 0;  // header + body, when kComplete
   std::string_view method, target, body;
   bool keep_alive = true;
-  int error_status = 0;  // 400, 431, 413, 501, 505 when kError
+  std::string_view traceparent;  // the W3C header's value, unparsed (net/traceparent.h)
+  int error_status = 0;          // 400, 431, 413, 501, 505 when kError
 };
 
 // Parses the request at the start of `buffer`. Views point into `buffer`.
@@ -47,6 +48,9 @@ class HttpResponseReader {
   // one, kError on a malformed response. `used` = bytes consumed this call.
   Event feed(std::string_view data, size_t* used);
   int status() const { return status_; }
+  // The last whole response said `Connection: close`: the server closes the
+  // connection after it, so nothing more may be sent on it (RFC 9112 §9.6).
+  bool connection_close() const { return connection_close_; }
   const std::string& error() const { return error_; }
 
  private:
@@ -55,6 +59,7 @@ class HttpResponseReader {
   size_t body_left_ = 0;
   bool in_body_ = false;
   int status_ = 0;
+  bool connection_close_ = false;
   std::string error_;
 };
 

@@ -68,6 +68,19 @@ TEST(HttpResponseReader, ReadsPipelinedResponsesSplitAnywhere) {
   }
 }
 
+TEST(HttpResponseReader, SaysWhichResponseAnnouncedConnectionClose) {
+  HttpResponseReader reader;
+  size_t used = 0;
+  std::string_view keep = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(reader.feed(keep, &used), HttpResponseReader::Event::kResponse);
+  EXPECT_FALSE(reader.connection_close());
+  std::string_view closing = "HTTP/1.1 200 OK\r\nconnection:  Close\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(reader.feed(closing, &used), HttpResponseReader::Event::kResponse);
+  EXPECT_TRUE(reader.connection_close());
+  ASSERT_EQ(reader.feed(keep, &used), HttpResponseReader::Event::kResponse);
+  EXPECT_FALSE(reader.connection_close()) << "the flag belongs to one response";
+}
+
 TEST(HttpResponseReader, RejectsGarbage) {
   HttpResponseReader reader;
   size_t used = 0;

@@ -151,10 +151,15 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
   RequestScope rs;
   rs.endpoint = &it->second;
   TraceContext ctx = request.trace;
-  if (request.from_http) {  // the front starts the trace and makes the sampling decision
+  if (request.from_http) {  // the front makes the sampling decision (its own rate, not the caller's flag)
     ctx.sampled = Tracer::sample_root();
-    ctx.trace_id_high = Tracer::new_id();
-    ctx.trace_id_low = Tracer::new_id();
+    if (!request.trace_from_header) {  // and starts the trace, unless a traceparent came: then continues it
+      ctx.trace_id_high = Tracer::new_id();
+      ctx.trace_id_low = Tracer::new_id();
+    }
+    // The front's span stays the root: a caller that sent a traceparent
+    // (tailscope-load) records no span, and a parent missing from every
+    // trace would make the analyzer call each one orphaned.
     ctx.parent_span_id = 0;
   }
   rs.sampled = ctx.sampled;

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/latency_summary.h"
 #include "net/http.h"
+#include "net/traceparent.h"
 
 namespace tailscope::svc {
 
@@ -143,6 +144,11 @@ bool ServerConnection::parse_http(std::vector<InboundRequest>& out) {
     req.method = *endpoint;
     req.payload = std::string(r.body);
     req.from_http = true;
+    net::TraceParent parent;
+    if (!r.traceparent.empty() && net::parse_traceparent(r.traceparent, &parent)) {
+      req.trace = {parent.trace_id_high, parent.trace_id_low, parent.parent_id, parent.sampled};
+      req.trace_from_header = true;
+    }
     req.received_ns = monotonic_ns();
     out.push_back(std::move(req));
     if (!r.keep_alive) break;

@@ -97,7 +97,10 @@ struct InboundRequest {
   std::shared_ptr<ServerConnection> conn;
   uint64_t id = 0;     // RPC request id, or the HTTP request's sequence number on its connection
   std::string method;  // endpoint name
-  TraceContext trace;  // all zero for HTTP requests: the front starts the trace
+  // HTTP requests: all zero — the front starts the trace — unless a valid W3C
+  // traceparent came with it; then its trace id and parent id (continued).
+  TraceContext trace;
+  bool trace_from_header = false;
   std::string payload;
   bool from_http = false;
   int64_t received_ns = 0;

@@ -15,6 +15,7 @@
 #include "core/result_writer.h"
 #include "core/stop_signals.h"
 #include "load/client_protocol.h"
+#include "load/request_log.h"
 #include "load/run.h"
 #include "net/allow_list.h"
 
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   std::string arrival_text = "fixed";
   std::string io_text = "epoll";  // measured no better on average: docs/load-generator.md, I/O paths
   std::vector<std::string> mix_specs;
-  std::string mix_file;
+  std::string mix_file, request_log_path, request_log_max_text;
   bool print_latency = false, allow_errors = false;
   int server_pid = 0;
   double spin_us = 20.0;
@@ -82,6 +83,13 @@ int main(int argc, char** argv) {
   app.add_option("--rpc-method", config.rpc_method, "rpc: the endpoint called (e.g. compose_post)");
   app.add_flag("--rpc-sampled", config.rpc_sampled,
                "rpc: send sampled trace contexts (random trace ids) so services record spans");
+  app.add_flag("--traceparent", config.traceparent,
+               "http: send a W3C traceparent header (fresh trace id, sampled) with every request");
+  app.add_option("--request-log", request_log_path,
+                 "With --traceparent: write each answered request of the window (trace id, intended send time, "
+                 "latency) to this CSV file");
+  app.add_option("--request-log-max-rows", request_log_max_text,
+                 "Rows the request log keeps at most (the rest are counted, not kept), 1 … 100M; default 1M");
   app.add_option("--host", config.host, "Server address (loopback or the lab subnet 198.18.0.0/15)");
   app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
@@ -142,6 +150,12 @@ int main(int argc, char** argv) {
     } else if (!config.rpc_method.empty() || config.rpc_sampled) {
       throw std::invalid_argument("--rpc-method / --rpc-sampled apply only to --protocol rpc");
     }
+    if (config.traceparent && config.protocol != LoadProtocol::kHttp)
+      throw std::invalid_argument("--traceparent applies only to --protocol http (rpc: --rpc-sampled)");
+    if (!request_log_path.empty() && !config.traceparent)
+      throw std::invalid_argument("--request-log needs --traceparent (its rows are keyed by trace id)");
+    if (!request_log_max_text.empty())
+      config.request_log_max_rows = parse_count("--request-log-max-rows", request_log_max_text, 1, 100'000'000);
     if (!mix_specs.empty() && !mix_file.empty()) throw std::invalid_argument("give --mix or --mix-file, not both");
     if (!mix_file.empty()) mix_specs = EndpointMix::read_specs_file(mix_file);
     if (!mix_specs.empty()) {
@@ -212,6 +226,7 @@ int main(int argc, char** argv) {
       doc["config"]["rpc_method"] = config.rpc_method;
       doc["config"]["rpc_sampled"] = config.rpc_sampled;
     }
+    doc["config"]["traceparent"] = config.traceparent;
     if (!config.mix.empty()) {
       nlohmann::json mix = nlohmann::json::array();
       for (const MixEndpoint& e : config.mix.endpoints()) mix.push_back({{"path", e.path}, {"weight", e.weight}});
@@ -257,6 +272,18 @@ int main(int argc, char** argv) {
       }
       write_file_atomic(hlog_path, text.str());
       doc["artifacts"] = {{"hlog", hlog_path}};
+    }
+    if (!request_log_path.empty()) {
+      const int64_t monotonic_to_unix_ns = realtime_ns() - monotonic_ns();
+      const auto rows = static_cast<int64_t>(result.totals.request_log.size());
+      write_file_atomic(request_log_path, request_log_csv(std::move(result.totals.request_log), monotonic_to_unix_ns));
+      doc["load"]["request_log"] = {{"path", request_log_path},
+                                    {"schema", kRequestLogSchema},
+                                    {"rows", rows},
+                                    {"dropped_over_limit", result.totals.request_log_dropped},
+                                    {"max_rows", config.request_log_max_rows}};
+      if (!doc.contains("artifacts")) doc["artifacts"] = nlohmann::json::object();
+      doc["artifacts"]["request_log"] = request_log_path;
     }
     if (print_latency) {
       std::cerr << "  Latency Distribution (HdrHistogram - Recorded Latency, from the intended send time)\n"

@@ -62,3 +62,40 @@ def test_diagnose_of_one_request_at_a_time_asks_for_a_higher_rate(tmp_path):
 def test_diagnose_without_traces_is_a_usage_error():
     r = CliRunner().invoke(main, ["diagnose"])
     assert r.exit_code == 2 and "give trace FILES or --jaeger URL" in r.output
+
+
+def request_log(tmp_path, rows: list[tuple[int, int]]):
+    """rows: (trace number, client latency ns) → a tailscope-load request log."""
+    path = tmp_path / "requests.csv"
+    lines = ["# tailscope.request-log/1", "trace_id,intended_unix_ns,latency_ns,ok"]
+    lines += [f"{n:032x},{1_700_000_000_000_000_000 + n},{lat},1" for n, lat in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_diagnose_joins_a_request_log_to_the_traces_by_trace_id(tmp_path):
+    traces = locked_requests(400, seed=2)
+    path = write(tmp_path, jaeger(traces))  # trace ids 1 … 400, 16 hex digits as Jaeger trims them
+    # Each request took its root span plus 100 µs no span covers; 10 more were never traced.
+    rows = [(n + 1, spans[0][5] * 1000 + 100_000) for n, spans in enumerate(traces)]
+    rows += [(10_000 + i, 5_000_000) for i in range(10)]
+    out = tmp_path / "diagnosis.json"
+    r = CliRunner().invoke(
+        main, ["diagnose", str(path), "--requests", str(request_log(tmp_path, rows)), "--json", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())  # the console wraps long lines
+    assert "client latency joined to traces: 400 of 410 answered requests have a trace; 10 have none" in text
+    client = json.loads(out.read_text())["client"]
+    assert (client["joined"], client["untraced"]) == (400, 10)
+    assert client["gap_p50_ns"] == client["gap_p99_ns"] == 100_000
+    assert "10 of 410 requests have no trace" in client["unavailable"]["untraced"]
+
+
+def test_diagnose_refuses_a_file_that_is_not_a_request_log(tmp_path):
+    path = write(tmp_path, jaeger(locked_requests(40, seed=3)))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("trace_id,latency\n")
+    r = CliRunner().invoke(main, ["diagnose", str(path), "--requests", str(bad)])
+    assert r.exit_code == 1
+    assert "not a request log" in " ".join(r.output.split())

@@ -55,6 +55,12 @@ def _load(*args: str) -> subprocess.CompletedProcess:
         (["--seed", "x"], "--seed: 'x' is not a number"),
         (["--server-pid", "-3"], "--server-pid: '-3' is negative; must be ≥ 0"),
         (["tcp://127.0.0.1:http"], "target port: 'http' is not a number"),
+        (["--traceparent"], "--traceparent applies only to --protocol http"),
+        (["--protocol", "http", "--request-log", "x.csv"], "--request-log needs --traceparent"),
+        (
+            ["--protocol", "http", "--traceparent", "--request-log-max-rows", "0"],
+            "--request-log-max-rows: '0' is out of range (1 … 100000000)",
+        ),
         (["--no-such-flag"], "--no-such-flag"),
         (["-t"], "-t"),
     ],

@@ -29,6 +29,14 @@ from tailscope.cli.common import (
     help="Sibling calls starting within this many µs are launched together; a call starting within it after "
     "a sibling ended waited for that slot (bounded fan-out).",
 )
+@click.option(
+    "--requests",
+    "requests_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A request log (tailscope-load --traceparent --request-log): join each request's client latency to its "
+    "trace and report the part no span covers.",
+)
 @max_traces_option("Read at most N traces (0 = all).")
 @json_out_option("--json", "json_out", "Write the diagnosis document (tailscope.diagnosis/1) here.")
 def diagnose(
@@ -40,6 +48,7 @@ def diagnose(
     sampling: float,
     launch_gap_us: float,
     max_traces: int,
+    requests_path: Path | None,
     json_out: Path | None,
 ) -> None:
     """Hidden capacities (pools, connection pools, locks) by queue inference, bounded fan-outs, sequential
@@ -51,6 +60,7 @@ def diagnose(
 
     from tailscope.atomicfile import write_text_atomic
     from tailscope.cli.twin import _require_traces, _twin_failures
+    from tailscope.diagnose.client import read_request_log
     from tailscope.diagnose.diagnosis import diagnose as run_diagnose
     from tailscope.diagnose.diagnosis import document, lines
     from tailscope.traces.spans import read_traces
@@ -66,7 +76,8 @@ def diagnose(
         )
         err_console.print(f"reading {len(inputs)} trace files", markup=False)
         traceset = read_traces(inputs, max_traces=max_traces)
-        result = run_diagnose(traceset, sampling=sampling, launch_gap_ns=int(launch_gap_us * 1000))
+        requests = read_request_log(requests_path) if requests_path is not None else None
+        result = run_diagnose(traceset, sampling=sampling, launch_gap_ns=int(launch_gap_us * 1000), requests=requests)
         doc = document(result, [str(f) for f in files] + [f"jaeger:{u}" for u in jaeger_urls])
     for line in lines(result):
         console.print(line, markup=False, highlight=False)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from tailscope.diagnose import calls, capacity
+from tailscope.diagnose.client import ClientJoin, RequestRow, join
 from tailscope.diagnose.concurrency import Concurrency, sweep
 from tailscope.diagnose.tail import SlowVsTypical, slow_vs_typical
 from tailscope.traces.spans import Span, Trace, TraceSet
@@ -54,6 +55,8 @@ class Diagnosis:
     bounded_fan_outs: tuple[calls.BoundedFanOut, ...]
     sequential_chains: tuple[calls.SequentialChain, ...]
     slow_vs_typical: tuple[SlowVsTypical, ...]
+    # --requests: client latency joined to the traces by trace id (None when no request log was given).
+    client: ClientJoin | None = None
 
 
 def _walk(span: Span) -> Iterator[Span]:
@@ -74,7 +77,13 @@ def _unique(traces: list[Trace]) -> tuple[list[Trace], int]:
     return out, len(traces) - len(out)
 
 
-def diagnose(traceset: TraceSet, *, sampling: float = 1.0, launch_gap_ns: int = DEFAULT_LAUNCH_GAP_NS) -> Diagnosis:
+def diagnose(
+    traceset: TraceSet,
+    *,
+    sampling: float = 1.0,
+    launch_gap_ns: int = DEFAULT_LAUNCH_GAP_NS,
+    requests: list[RequestRow] | None = None,
+) -> Diagnosis:
     traces, duplicates = _unique(traceset.traces)
     # (service, operation) → spans as (start, end, trace id, span id)
     ops: dict[tuple[str, str], list[tuple[int, int, str, str]]] = defaultdict(list)
@@ -127,6 +136,7 @@ def diagnose(traceset: TraceSet, *, sampling: float = 1.0, launch_gap_ns: int = 
         bounded_fan_outs=tuple(fan_outs),
         sequential_chains=tuple(chains),
         slow_vs_typical=tuple(slow_vs_typical(traces)),
+        client=join(requests, traces, sampling=sampling) if requests is not None else None,
     )
 
 
@@ -168,6 +178,7 @@ def document(d: Diagnosis, inputs: list[str]) -> dict:
         "bounded_fan_outs": [asdict(f) for f in d.bounded_fan_outs],
         "sequential_chains": [asdict(c) for c in d.sequential_chains],
         "slow_vs_typical": [asdict(s) for s in d.slow_vs_typical],
+        "client": asdict(d.client) if d.client is not None else None,
     }
 
 
@@ -324,6 +335,42 @@ def lines(d: Diagnosis) -> list[str]:
             f"vs middle half {fmt_ns(s.middle_end_to_end_mean_ns)}; critical path grows in "
             + (", ".join(parts) if parts else "no service")
         )
+    if d.client is not None:
+        out += client_lines(d.client)
+    return out
+
+
+def _ns_or(value: float | None, key: str, c: ClientJoin) -> str:
+    return fmt_ns(value) if value is not None else f"unavailable ({c.unavailable.get(key, 'not computed')})"
+
+
+def _share_or(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "unavailable"
+
+
+def client_lines(c: ClientJoin) -> list[str]:
+    out = [
+        f"client latency joined to traces: {c.joined} of {c.requests} answered requests have a trace"
+        + (f"; {c.untraced} have none (not sampled, or lost)" if c.untraced else "")
+        + (f"; {c.not_ok} answered with another status, left out" if c.not_ok else "")
+        + (f"; {c.traces_without_request} traces no logged request sent, ignored" if c.traces_without_request else "")
+    ]
+    if c.joined == 0:
+        out.append(f"  no span covers: unavailable ({c.unavailable.get('gap_p50_ns', '')})")
+        return out
+    out.append(
+        f"  client p50 {_ns_or(c.joined_client_p50_ns, 'joined_client_p50_ns', c)}, root span p50 "
+        f"{_ns_or(c.root_p50_ns, 'root_p50_ns', c)}: no span covers p50 {_ns_or(c.gap_p50_ns, 'gap_p50_ns', c)} "
+        f"({_share_or(c.gap_p50_share_of_client_p50)} of the client p50)"
+    )
+    out.append(
+        f"  client p99 {_ns_or(c.joined_client_p99_ns, 'joined_client_p99_ns', c)}, root span p99 "
+        f"{_ns_or(c.root_p99_ns, 'root_p99_ns', c)}: no span covers p99 {_ns_or(c.gap_p99_ns, 'gap_p99_ns', c)} "
+        f"({_share_or(c.gap_p99_share_of_client_p99)} of the client p99); in the slowest 1 % of requests "
+        f"{_share_or(c.tail_untraced_share)} of the time is outside every span"
+    )
+    if c.negative_gaps:
+        out.append(f"  {c.unavailable['negative_gaps']}")
     return out
 
 

@@ -1,0 +1,3 @@
+module tailscope.test/gohttp
+
+go 1.21
