@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -107,6 +108,20 @@ TEST(Tracer, SpanLineBytesAreTheFileFormat) {
             "\"internal\",\"error\":false,\"status\":\"ok\",\"start_unix_ns\":" +
                 u(0) + ",\"duration_ns\":-5,\"probe\":{\"trigger_async_fn\":0,\"fn_start\":" + u(3) +
                 ",\"fn_end\":0,\"request_val\":0,\"val_received\":0,\"deferred\":false}}\n");
+}
+
+TEST(Tracer, SpanLineIntegersAreDecimalAtEveryLength) {
+  for (const int64_t v :
+       {int64_t{0}, int64_t{7}, int64_t{10}, int64_t{99}, int64_t{100}, int64_t{99'999'999}, int64_t{100'000'000},
+        int64_t{1'234'567'890'123'456}, int64_t{9'999'999'999'999'999}, int64_t{10'000'000'000'000'000},
+        std::numeric_limits<int64_t>::max(), int64_t{-1}, int64_t{-100'000'000}, std::numeric_limits<int64_t>::min()}) {
+    SpanRecord s = make_span(1);
+    s.start_ns = 0;
+    s.end_ns = v;
+    std::string line;
+    append_span_line(&line, s);
+    EXPECT_NE(line.find(",\"duration_ns\":" + std::to_string(v) + "}"), std::string::npos) << line;
+  }
 }
 
 TEST(Tracer, DrainWhileRecordingLosesNothing) {
