@@ -54,7 +54,6 @@ struct Registry {
   std::mutex mu;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;  // every buffer ever made (export reads them all)
   std::vector<std::shared_ptr<ThreadBuffer>> idle;     // buffers of exited threads, reused by new ones
-  std::atomic<double> sample_rate{0.0};
   std::atomic<SpanSink*> sink{nullptr};
   size_t max_spans_per_thread = 1 << 20;
   int64_t unix_offset_ns = realtime_ns() - monotonic_ns();
@@ -71,12 +70,11 @@ Registry& registry() {
 // decision through uniform_real_distribution 96: tracer_benchmark).
 class IdGenerator {
  public:
-  IdGenerator() {
-    uint64_t seed = (uint64_t{std::random_device{}()} << 32) ^ static_cast<uint64_t>(monotonic_ns()) ^
-                    reinterpret_cast<uintptr_t>(this);
-    for (auto& word : s_) word = splitmix64(&seed);
-  }
+  // Seeded on first use, not in a constructor: a thread_local with a trivial
+  // type is one TLS load per access, with no per-access initialisation guard.
   uint64_t operator()() noexcept {
+    if (!seeded_) [[unlikely]]
+      seed();
     const uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;
     s_[2] ^= s_[0];
@@ -95,13 +93,24 @@ class IdGenerator {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   }
+  void seed() {
+    uint64_t x = (uint64_t{std::random_device{}()} << 32) ^ static_cast<uint64_t>(monotonic_ns()) ^
+                 reinterpret_cast<uintptr_t>(this);
+    for (auto& word : s_) word = splitmix64(&x);
+    seeded_ = true;
+  }
   uint64_t s_[4];
+  bool seeded_;
 };
 
 IdGenerator& id_rng() {
-  thread_local IdGenerator g;
+  thread_local IdGenerator g;  // zero-initialised: seeded on its first draw
   return g;
 }
+
+// Outside the Registry (a function-local static, guarded on every access):
+// read on every request's sampling decision.
+constinit std::atomic<double> g_sample_rate{0.0};
 
 // A thread's claim on a buffer. Buffers outlive their threads (the spans are
 // exported later) but are recycled: a thread that exits hands its buffer back
@@ -159,11 +168,11 @@ const char* role_name(SpanRole r) {
 
 void Tracer::configure(double sample_rate, size_t max_spans_per_thread) {
   auto& r = registry();
-  r.sample_rate = std::clamp(sample_rate, 0.0, 1.0);
+  g_sample_rate.store(std::clamp(sample_rate, 0.0, 1.0), std::memory_order_relaxed);
   r.max_spans_per_thread = max_spans_per_thread;
   r.unix_offset_ns = realtime_ns() - monotonic_ns();
 }
-double Tracer::sample_rate() { return registry().sample_rate.load(std::memory_order_relaxed); }
+double Tracer::sample_rate() { return g_sample_rate.load(std::memory_order_relaxed); }
 bool Tracer::sample_root() {
   const double rate = sample_rate();
   if (rate <= 0) return false;

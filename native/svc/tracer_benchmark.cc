@@ -20,7 +20,7 @@
 // depend on load: `tracer_benchmark --parts=NAME[,NAME…] --spans=N` runs the
 // parts in plain loops, each in its own function, and
 // scripts/tracer-callgrind runs them under callgrind and prints instructions
-// per span per part (docs/tracing.md, "What a span costs").
+// per span per part (docs/microservices.md, "What a span costs").
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
