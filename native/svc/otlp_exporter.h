@@ -89,7 +89,7 @@ class OtlpExporter final : public SpanSink {
   alignas(64) std::atomic<size_t> enqueue_pos_{0};
   alignas(64) std::atomic<size_t> dequeue_pos_{0};
 
-  std::atomic<int64_t> offered_{0}, dropped_queue_full_{0};
+  std::atomic<int64_t> dropped_queue_full_{0};
   std::atomic<int64_t> exported_{0}, dropped_export_failed_{0}, dropped_shutdown_{0};
   std::atomic<int64_t> batches_ok_{0}, batches_failed_{0}, attempts_failed_{0};
   mutable std::mutex mu_;  // guards the fields below (exporter thread vs stats())

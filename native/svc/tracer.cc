@@ -3,10 +3,13 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -22,9 +25,28 @@
 namespace tailscope::svc {
 namespace {
 
+// record() vs drain(): held for one push_back or one swap, so it is almost
+// never contended. A spin lock's release is a plain store, where a mutex's
+// unlock is a second atomic read-modify-write on every span.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (held_.exchange(true, std::memory_order_acquire))
+      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();  // the other side is mid-swap
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
 struct ThreadBuffer {
-  std::mutex mu;  // record() vs drain(): held for one push_back or one swap
+  SpinLock mu;
   std::vector<SpanRecord> spans;
+  // drain() swaps `spans` with this emptied vector, which kept its capacity:
+  // the recording thread gets storage back instead of regrowing from zero
+  // (log2 of a period's spans allocations and copies per drain).
+  std::vector<SpanRecord> spare;
   int64_t dropped = 0;
 };
 
@@ -32,7 +54,6 @@ struct Registry {
   std::mutex mu;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;  // every buffer ever made (export reads them all)
   std::vector<std::shared_ptr<ThreadBuffer>> idle;     // buffers of exited threads, reused by new ones
-  std::atomic<double> sample_rate{0.0};
   std::atomic<SpanSink*> sink{nullptr};
   size_t max_spans_per_thread = 1 << 20;
   int64_t unix_offset_ns = realtime_ns() - monotonic_ns();
@@ -43,10 +64,53 @@ Registry& registry() {
   return r;
 }
 
-std::mt19937_64& id_rng() {
-  thread_local std::mt19937_64 g(std::random_device{}() ^ (static_cast<uint64_t>(monotonic_ns()) << 1));
+// xoshiro256** (Blackman & Vigna): ids need to be distinct, not secret, and
+// this is a handful of instructions per id where mt19937_64 regenerates its
+// 312-word state every 312 draws (73 instructions per id, the sampling
+// decision through uniform_real_distribution 96: tracer_benchmark).
+class IdGenerator {
+ public:
+  // Seeded on first use, not in a constructor: a thread_local with a trivial
+  // type is one TLS load per access, with no per-access initialisation guard.
+  uint64_t operator()() noexcept {
+    if (!seeded_) [[unlikely]]
+      seed();
+    const uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return result;
+  }
+
+ private:
+  static uint64_t splitmix64(uint64_t* x) noexcept {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  void seed() {
+    uint64_t x = (uint64_t{std::random_device{}()} << 32) ^ static_cast<uint64_t>(monotonic_ns()) ^
+                 reinterpret_cast<uintptr_t>(this);
+    for (auto& word : s_) word = splitmix64(&x);
+    seeded_ = true;
+  }
+  uint64_t s_[4];
+  bool seeded_;
+};
+
+IdGenerator& id_rng() {
+  thread_local IdGenerator g;  // zero-initialised: seeded on its first draw
   return g;
 }
+
+// Outside the Registry (a function-local static, guarded on every access):
+// read on every request's sampling decision.
+constinit std::atomic<double> g_sample_rate{0.0};
 
 // A thread's claim on a buffer. Buffers outlive their threads (the spans are
 // exported later) but are recycled: a thread that exits hands its buffer back
@@ -104,16 +168,16 @@ const char* role_name(SpanRole r) {
 
 void Tracer::configure(double sample_rate, size_t max_spans_per_thread) {
   auto& r = registry();
-  r.sample_rate = std::clamp(sample_rate, 0.0, 1.0);
+  g_sample_rate.store(std::clamp(sample_rate, 0.0, 1.0), std::memory_order_relaxed);
   r.max_spans_per_thread = max_spans_per_thread;
   r.unix_offset_ns = realtime_ns() - monotonic_ns();
 }
-double Tracer::sample_rate() { return registry().sample_rate.load(std::memory_order_relaxed); }
+double Tracer::sample_rate() { return g_sample_rate.load(std::memory_order_relaxed); }
 bool Tracer::sample_root() {
   const double rate = sample_rate();
   if (rate <= 0) return false;
   if (rate >= 1) return true;
-  return std::uniform_real_distribution<double>(0, 1)(id_rng()) < rate;
+  return static_cast<double>(id_rng()() >> 11) * 0x1.0p-53 < rate;  // uniform in [0, 1), 53 bits
 }
 uint64_t Tracer::new_id() {
   uint64_t v;
@@ -127,7 +191,7 @@ void Tracer::record(const SpanRecord& span) {
   if (SpanSink* sink = registry().sink.load(std::memory_order_acquire)) sink->offer(span);
   ThreadBuffer& b = my_buffer();
   std::lock_guard lock(b.mu);
-  if (b.spans.size() >= registry().max_spans_per_thread) {
+  if (b.spans.size() >= registry().max_spans_per_thread) [[unlikely]] {
     ++b.dropped;  // bounded memory between drains: keep the first spans, count the rest
     return;
   }
@@ -144,14 +208,14 @@ std::vector<SpanRecord> Tracer::collect() {
 }
 void Tracer::drain(std::vector<SpanRecord>* out) {
   std::lock_guard lock(registry().mu);
-  std::vector<SpanRecord> taken;
   for (const auto& b : registry().buffers) {
     {
       std::lock_guard buffer_lock(b->mu);
-      taken.swap(b->spans);  // the recording thread keeps going on an empty vector
+      b->spans.swap(b->spare);  // the recording thread keeps going on the emptied spare
     }
-    out->insert(out->end(), taken.begin(), taken.end());
-    taken.clear();
+    // Only drain() (under the registry mutex) touches the spare outside the lock.
+    out->insert(out->end(), b->spare.begin(), b->spare.end());
+    b->spare.clear();
   }
 }
 int64_t Tracer::dropped() {
@@ -208,87 +272,182 @@ nlohmann::json span_to_json(const SpanRecord& s) {
 
 namespace {
 
-void append_json_string(std::string* out, std::string_view text) {
-  out->push_back('"');
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out->append(esc);
-    } else {
-      out->push_back(c);
-    }
+// The line is written through a pointer into space reserved for its longest
+// form, then trimmed: one size check per span instead of one per character
+// and per field (the push_back/append form cost ~7 000 instructions a span,
+// more than the whole handler path: tracer_benchmark's encode part). The
+// spiller runs on the same cores as the handlers, so its cost is the
+// service's too.
+class LineWriter {
+ public:
+  LineWriter(std::string* out, size_t max_bytes) : out_(out), old_size_(out->size()) {
+    out->resize(old_size_ + max_bytes);
+    p_ = out->data() + old_size_;
   }
-  out->push_back('"');
-}
+  ~LineWriter() { out_->resize(static_cast<size_t>(p_ - out_->data())); }
+  LineWriter(const LineWriter&) = delete;
+  LineWriter& operator=(const LineWriter&) = delete;
 
-void append_int(std::string* out, int64_t v) {
-  char digits[24];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  (void)ec;  // 24 characters hold every int64
-  out->append(digits, end);
-}
+  template <size_t N>
+  void literal(const char (&text)[N]) {
+    std::memcpy(p_, text, N - 1);
+    p_ += N - 1;
+  }
+  void text(std::string_view t) {
+    std::memcpy(p_, t.data(), t.size());
+    p_ += t.size();
+  }
+  void json_string(std::string_view t) {
+    *p_++ = '"';
+    for (size_t at = 0; at < t.size();) {
+      // Names rarely need an escape: copy each clean run at once.
+      const size_t clean = static_cast<size_t>(
+          std::find_if(t.begin() + static_cast<std::ptrdiff_t>(at), t.end(), needs_escape) - t.begin());
+      text(t.substr(at, clean - at));
+      if (clean == t.size()) break;
+      const char c = t[clean];
+      if (c == '"' || c == '\\') {
+        *p_++ = '\\';
+        *p_++ = c;
+      } else {
+        literal("\\u00");
+        hex_byte(static_cast<unsigned char>(c));
+      }
+      at = clean + 1;
+    }
+    *p_++ = '"';
+  }
+  void integer(int64_t v) {
+    if (v < 0) {
+      *p_++ = '-';
+      return natural(0 - static_cast<uint64_t>(v));
+    }
+    natural(static_cast<uint64_t>(v));
+  }
+  void hex16(uint64_t v) {
+    for (int i = 7; i >= 0; --i, v >>= 8) std::memcpy(p_ + 2 * i, &kHexPairs[2 * (v & 0xff)], 2);
+    p_ += 16;
+  }
+  static constexpr size_t kMaxInt = 20;                                           // "-9223372036854775808"
+  static size_t max_json_string(std::string_view t) { return 2 + 6 * t.size(); }  // every byte as \u00XX
 
-void append_hex16(std::string* out, uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (int shift = 60; shift >= 0; shift -= 4) out->push_back(kDigits[(v >> shift) & 0xf]);
-}
+ private:
+  static bool needs_escape(char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; }
+  void hex_byte(unsigned char b) {
+    std::memcpy(p_, &kHexPairs[2 * b], 2);
+    p_ += 2;
+  }
+  // Eight digits per 64-bit division, then two per 32-bit one (std::to_chars
+  // took ~235 instructions for a 19-digit Unix ns stamp, and a line holds up
+  // to seven of them).
+  void natural(uint64_t v) {
+    char digits[kMaxInt];
+    char* at = digits + kMaxInt;
+    while (v >= 100'000'000) {
+      const auto chunk = static_cast<uint32_t>(v % 100'000'000);
+      v /= 100'000'000;
+      at -= 8;
+      const uint32_t high = chunk / 10'000, low = chunk % 10'000;
+      std::memcpy(at, &kDecimalPairs[2 * (high / 100)], 2);
+      std::memcpy(at + 2, &kDecimalPairs[2 * (high % 100)], 2);
+      std::memcpy(at + 4, &kDecimalPairs[2 * (low / 100)], 2);
+      std::memcpy(at + 6, &kDecimalPairs[2 * (low % 100)], 2);
+    }
+    auto rest = static_cast<uint32_t>(v);
+    while (rest >= 100) {
+      at -= 2;
+      std::memcpy(at, &kDecimalPairs[2 * (rest % 100)], 2);
+      rest /= 100;
+    }
+    if (rest >= 10) {
+      at -= 2;
+      std::memcpy(at, &kDecimalPairs[2 * rest], 2);
+    } else {
+      *--at = static_cast<char>('0' + rest);
+    }
+    text(std::string_view(at, static_cast<size_t>(digits + kMaxInt - at)));
+  }
+  static constexpr auto kDecimalPairs = [] {
+    std::array<char, 200> t{};
+    for (int i = 0; i < 100; ++i)
+      t[2 * i] = static_cast<char>('0' + i / 10), t[2 * i + 1] = static_cast<char>('0' + i % 10);
+    return t;
+  }();
+  static constexpr auto kHexPairs = [] {
+    constexpr char kDigits[] = "0123456789abcdef";
+    std::array<char, 512> t{};
+    for (int i = 0; i < 256; ++i) t[2 * i] = kDigits[i >> 4], t[2 * i + 1] = kDigits[i & 0xf];
+    return t;
+  }();
+
+  std::string* out_;
+  size_t old_size_;
+  char* p_;
+};
+
+// Every fixed part of a line at its longest — the literals (280 bytes), four
+// ids (64), the kind (8), two booleans (10) and nine integers (180) — with
+// room to spare; the strings are added per span.
+constexpr size_t kMaxFixedLineBytes = 640;
 
 }  // namespace
 
 void append_span_line(std::string* out, const SpanRecord& s) {
-  out->append("{\"trace_id\":\"");
-  append_hex16(out, s.trace_id_high);
-  append_hex16(out, s.trace_id_low);
-  out->append("\",\"span_id\":\"");
-  append_hex16(out, s.span_id);
-  out->append("\",\"parent_span_id\":\"");
-  if (s.parent_span_id) append_hex16(out, s.parent_span_id);
-  out->append("\",\"service\":");
-  append_json_string(out, s.service ? *s.service : "unknown_service");
-  out->append(",\"operation\":");
-  append_json_string(out, s.operation ? *s.operation : "unknown");
-  out->append(",\"kind\":\"");
-  out->append(role_name(s.role));
-  out->append("\",\"error\":");
-  out->append(s.error ? "true" : "false");
-  out->append(",\"status\":");
-  append_json_string(out, status_name(s.status));
-  out->append(",\"start_unix_ns\":");
-  append_int(out, Tracer::to_unix_ns(s.start_ns));
-  out->append(",\"duration_ns\":");
-  append_int(out, s.end_ns - s.start_ns);
+  const std::string_view service = s.service ? std::string_view(*s.service) : "unknown_service";
+  const std::string_view operation = s.operation ? std::string_view(*s.operation) : "unknown";
+  const std::string_view status = status_name(s.status);
+  const std::string_view launch = s.launch ? std::string_view(s.launch) : std::string_view();
+  LineWriter w(out, kMaxFixedLineBytes + LineWriter::max_json_string(service) + LineWriter::max_json_string(operation) +
+                        LineWriter::max_json_string(status) + LineWriter::max_json_string(launch));
+  w.literal("{\"trace_id\":\"");
+  w.hex16(s.trace_id_high);
+  w.hex16(s.trace_id_low);
+  w.literal("\",\"span_id\":\"");
+  w.hex16(s.span_id);
+  w.literal("\",\"parent_span_id\":\"");
+  if (s.parent_span_id) w.hex16(s.parent_span_id);
+  w.literal("\",\"service\":");
+  w.json_string(service);
+  w.literal(",\"operation\":");
+  w.json_string(operation);
+  w.literal(",\"kind\":\"");
+  w.text(role_name(s.role));
+  w.literal("\",\"error\":");
+  w.text(s.error ? "true" : "false");
+  w.literal(",\"status\":");
+  w.json_string(status);
+  w.literal(",\"start_unix_ns\":");
+  w.integer(Tracer::to_unix_ns(s.start_ns));
+  w.literal(",\"duration_ns\":");
+  w.integer(s.end_ns - s.start_ns);
   if (s.launch) {
-    out->append(",\"launch\":");
-    append_json_string(out, s.launch);
+    w.literal(",\"launch\":");
+    w.json_string(launch);
   }
   if (s.has_probe) {
     const auto& p = s.probe;
     auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
-    out->append(",\"probe\":{\"trigger_async_fn\":");
-    append_int(out, u(p.trigger_async_fn_ns));
-    out->append(",\"fn_start\":");
-    append_int(out, u(p.fn_start_ns));
-    out->append(",\"fn_end\":");
-    append_int(out, u(p.fn_end_ns));
-    out->append(",\"request_val\":");
-    append_int(out, u(p.request_val_ns));
-    out->append(",\"val_received\":");
-    append_int(out, u(p.val_received_ns));
-    out->append(",\"deferred\":");
-    out->append(p.deferred ? "true" : "false");
-    out->push_back('}');
+    w.literal(",\"probe\":{\"trigger_async_fn\":");
+    w.integer(u(p.trigger_async_fn_ns));
+    w.literal(",\"fn_start\":");
+    w.integer(u(p.fn_start_ns));
+    w.literal(",\"fn_end\":");
+    w.integer(u(p.fn_end_ns));
+    w.literal(",\"request_val\":");
+    w.integer(u(p.request_val_ns));
+    w.literal(",\"val_received\":");
+    w.integer(u(p.val_received_ns));
+    w.literal(",\"deferred\":");
+    w.text(p.deferred ? "true" : "false");
+    w.literal("}");
     if (p.complete()) {
-      out->append(",\"scheduling_delay_ns\":");
-      append_int(out, p.scheduling_delay_ns());
-      out->append(",\"join_delay_ns\":");
-      append_int(out, p.join_delay_ns());
+      w.literal(",\"scheduling_delay_ns\":");
+      w.integer(p.scheduling_delay_ns());
+      w.literal(",\"join_delay_ns\":");
+      w.integer(p.join_delay_ns());
     }
   }
-  out->append("}\n");
+  w.literal("}\n");
 }
 
 void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem) {
@@ -309,6 +468,7 @@ struct SpanSpiller::State {
   std::condition_variable wake;
   bool stop = false;
   std::vector<SpanRecord> batch;
+  std::string text;  // reused: a period's lines, one allocation for the run
   std::thread thread;
 
   State(const std::string& path, int64_t period) : file(path), period_ns(period) {}
@@ -317,8 +477,7 @@ struct SpanSpiller::State {
   void spill() {
     batch.clear();
     Tracer::drain(&batch);
-    std::string text;
-    text.reserve(batch.size() * 320);
+    text.clear();
     for (const auto& s : batch) append_span_line(&text, s);
     file.append(text);
     file.flush();  // a second's spans at a time: nothing accumulates in memory

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -63,6 +64,63 @@ TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {
     ASSERT_FALSE(line.empty());
     EXPECT_EQ(line.back(), '\n');
     EXPECT_EQ(nlohmann::json::parse(line), span_to_json(s)) << line;
+  }
+}
+
+// The spill file's bytes, not only its objects: key order, spacing and
+// escapes are what merge_span_files and users' scripts have always read.
+TEST(Tracer, SpanLineBytesAreTheFileFormat) {
+  Tracer::configure(1.0);
+  const std::string odd_operation = "op \"q\" \\ \x01";
+  SpanRecord probed = make_span(0xabc);
+  probed.trace_id_high = 0x0123456789abcdefULL;
+  probed.parent_span_id = 0xffffffffffffffffULL;
+  probed.operation = &odd_operation;
+  probed.role = SpanRole::kClient;
+  probed.error = true;
+  probed.status = net::RpcStatus::kTimeout;
+  probed.launch = "deferred";
+  probed.has_probe = true;
+  probed.probe = {100, 150, 400, 90, 460, true};
+  const auto u = [](int64_t t) { return std::to_string(Tracer::to_unix_ns(t)); };
+  std::string line;
+  append_span_line(&line, probed);
+  EXPECT_EQ(line,
+            "{\"trace_id\":\"0123456789abcdef0000000000000abc\",\"span_id\":\"0000000000000abc\","
+            "\"parent_span_id\":\"ffffffffffffffff\",\"service\":\"svc\",\"operation\":\"op \\\"q\\\" "
+            "\\\\ \\u0001\",\"kind\":\"client\",\"error\":true,\"status\":\"timeout\",\"start_unix_ns\":" +
+                u(1) + ",\"duration_ns\":1,\"launch\":\"deferred\",\"probe\":{\"trigger_async_fn\":" + u(100) +
+                ",\"fn_start\":" + u(150) + ",\"fn_end\":" + u(400) + ",\"request_val\":" + u(90) +
+                ",\"val_received\":" + u(460) +
+                ",\"deferred\":true},\"scheduling_delay_ns\":60,\"join_delay_ns\":60}\n");
+  SpanRecord bare = make_span(1);
+  bare.service = nullptr;
+  bare.operation = nullptr;
+  bare.start_ns = 0;
+  bare.end_ns = -5;
+  bare.has_probe = true;  // a probe with a stamp missing: no derived delays, a 0 stays 0
+  bare.probe.fn_start_ns = 3;
+  line.clear();
+  append_span_line(&line, bare);
+  EXPECT_EQ(line,
+            "{\"trace_id\":\"00000000000000000000000000000001\",\"span_id\":\"0000000000000001\","
+            "\"parent_span_id\":\"\",\"service\":\"unknown_service\",\"operation\":\"unknown\",\"kind\":"
+            "\"internal\",\"error\":false,\"status\":\"ok\",\"start_unix_ns\":" +
+                u(0) + ",\"duration_ns\":-5,\"probe\":{\"trigger_async_fn\":0,\"fn_start\":" + u(3) +
+                ",\"fn_end\":0,\"request_val\":0,\"val_received\":0,\"deferred\":false}}\n");
+}
+
+TEST(Tracer, SpanLineIntegersAreDecimalAtEveryLength) {
+  for (const int64_t v :
+       {int64_t{0}, int64_t{7}, int64_t{10}, int64_t{99}, int64_t{100}, int64_t{99'999'999}, int64_t{100'000'000},
+        int64_t{1'234'567'890'123'456}, int64_t{9'999'999'999'999'999}, int64_t{10'000'000'000'000'000},
+        std::numeric_limits<int64_t>::max(), int64_t{-1}, int64_t{-100'000'000}, std::numeric_limits<int64_t>::min()}) {
+    SpanRecord s = make_span(1);
+    s.start_ns = 0;
+    s.end_ns = v;
+    std::string line;
+    append_span_line(&line, s);
+    EXPECT_NE(line.find(",\"duration_ns\":" + std::to_string(v) + "}"), std::string::npos) << line;
   }
 }
 
