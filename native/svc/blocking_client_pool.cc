@@ -43,7 +43,7 @@ BlockingClientPool::BlockingClientPool(std::string host, int port, size_t max_co
       max_frame_bytes_(max_frame_bytes),
       delay_(delay),
       idle_timeout_ns_(std::max<int64_t>(0, idle_timeout_ns)) {
-  net::check_allowed_target(host_, "peer");
+  net::resolve_allowed_target(host_, "peer");  // a name must resolve, inside the policy, at start
 }
 
 BlockingClientPool::~BlockingClientPool() { close(); }

@@ -268,7 +268,7 @@ int64_t coarse_deadline_ns(int64_t now_ns, int64_t timeout_ns) {
 MultiplexedChannel::MultiplexedChannel(const std::string& host, int port, size_t connections, TimerService& timers,
                                        ChannelLoop& loop, LinkDelay delay)
     : host_(host), port_(port), timers_(timers), loop_(loop) {
-  net::check_allowed_target(host, "peer");
+  net::resolve_allowed_target(host, "peer");  // a name must resolve, inside the policy, at start
   for (size_t i = 0; i < std::max<size_t>(1, connections); ++i)
     connections_.push_back(std::make_unique<ChannelConnection>(host, port, loop.max_frame_bytes(), delay));
 }
