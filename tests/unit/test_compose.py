@@ -171,3 +171,18 @@ def test_the_file_passes_docker_compose_config(tmp_path):
         (out / "docker-compose.yml").read_text().replace("cpuset:", "cpuset_typo:", 1)
     )
     assert subprocess.run([tool, "config", "-q"], cwd=out, capture_output=True, timeout=60).returncode != 0
+
+
+def test_callees_are_found_in_call_stages_and_in_groups():
+    doc = topology.load(topology.SOCIALNET)
+    by_name = {s["name"]: s for s in doc["services"]}
+    assert compose.callees(by_name["compose-post-service"]) == [
+        "text-service",
+        "user-service",
+        "media-service",
+        "unique-id-service",
+        "post-storage-service",
+        "user-timeline-service",
+        "home-timeline-service",
+    ]
+    assert compose.callees(by_name["nginx-web-server"]) == ["compose-post-service"]

@@ -71,14 +71,15 @@ def check_subnet(text: str) -> ipaddress.IPv4Network:
 
 
 def callees(service_doc: dict) -> list[str]:
-    """The services SERVICE_DOC calls anywhere in its endpoints' stages (nested stages included)."""
+    """The services SERVICE_DOC calls, in first-call order: every call site anywhere in its
+    endpoints' stages names a `service` and an `endpoint` (a `call` stage, or a call in a group)."""
     found: list[str] = []
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
-            call = node.get("call")
-            if isinstance(call, dict) and isinstance(call.get("service"), str) and call["service"] not in found:
-                found.append(call["service"])
+            target = node.get("service")
+            if isinstance(target, str) and "endpoint" in node and target not in found:
+                found.append(target)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
