@@ -252,7 +252,8 @@ def leftovers(state: ClusterState) -> list[str]:
 
 def down(state: ClusterState) -> list[str]:
     """Removes what this run made; returns what could not be removed ([] = clean)."""
-    daemon_up = docker(state, "version", timeout_s=10, check=False).returncode == 0
+    # No daemon yet (up failed before one answered): nothing to ask, and never the default socket.
+    daemon_up = bool(state.docker_host) and docker(state, "version", timeout_s=10, check=False).returncode == 0
     if daemon_up:
         if state.compose_dir.is_dir():
             compose(state, "--profile", "load", "down", "--remove-orphans", "--timeout", "20", check=False)
