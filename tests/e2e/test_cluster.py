@@ -50,6 +50,7 @@ def test_socialnet_runs_in_containers_and_leaves_nothing_behind(tmp_path):
     if reason:
         pytest.skip(reason)
     before = iptables()
+    forward_before = Path("/proc/sys/net/ipv4/ip_forward").read_text()
     up = cli(
         "cluster", "up", "--topology", str(REPO / "topologies/socialnet.yaml"), "--rate", "100", "--duration-s", "3"
     )
@@ -76,3 +77,40 @@ def test_socialnet_runs_in_containers_and_leaves_nothing_behind(tmp_path):
     assert not Path("/sys/class/net/docker0").exists()
     assert subprocess.run(["pgrep", "-f", str(root / prefix)], capture_output=True).returncode == 1  # no daemon
     assert iptables() == before
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forward_before
+
+
+def test_a_killed_container_fails_its_calls_and_the_graph_recovers_when_it_restarts(tmp_path):
+    """The RPC client resolves a peer's name again on every reconnect: while the container is
+    gone its name does not resolve and the calls fail (counted by the load generator); once it
+    runs again the next connect finds it."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from tailscope.lab import cluster
+
+    up = cli(
+        "cluster", "up", "--topology", str(REPO / "topologies/socialnet.yaml"), "--rate", "100", "--duration-s", "3"
+    )
+    found = re.search(r"up: (tsc[0-9a-f]+)", up.stdout)
+    prefix = found.group(1) if found else None
+    try:
+        assert up.returncode == 0 and prefix, up.stdout + up.stderr
+        state = cluster.ClusterState.load(cluster.default_root() / prefix)
+        results = state.compose_dir / "results" / "load.json"
+
+        def load_errors() -> int:
+            cluster.compose(state, "--profile", "load", "run", "--rm", "load")
+            doc = json.loads(results.read_text())
+            assert doc["load"]["requests_sent"] > 0
+            return doc["load"]["errors_total"]
+
+        victim = f"{prefix}_unique-id-service_1"
+        cluster.docker(state, "kill", victim)
+        assert load_errors() > 0
+        cluster.docker(state, "start", victim)
+        assert load_errors() == 0
+    finally:
+        if prefix:
+            down = cli("cluster", "down", prefix)
+            assert down.returncode == 0, down.stdout + down.stderr

@@ -28,6 +28,7 @@ def test_the_private_daemon_stays_in_the_lab_range_and_leaves_iptables_alone(tmp
     for pool in config["default-address-pools"]:
         assert ipaddress.ip_network(pool["base"]).subnet_of(lab)
     assert config["iptables"] is False and config["ip6tables"] is False and config["ip-masq"] is False
+    assert config["ip-forward"] is False  # the host's net.ipv4.ip_forward stays as it is
     # Its own socket and roots: never the user's /var/run/docker.sock or /var/lib/docker.
     assert config["hosts"] == [f"unix://{tmp_path / 'docker.sock'}"]
     assert config["data-root"].startswith(str(tmp_path)) and config["exec-root"].startswith(str(tmp_path))

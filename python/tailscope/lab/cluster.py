@@ -5,7 +5,8 @@ prefix, so `down` removes exactly what `up` made (docs/deploy.md, "cluster").
 * **Daemon.** Unless the user names one (`docker_host`), a private `dockerd` is started
   as a child process with its own socket, data and exec roots under the cluster folder,
   configured *before its first start* so that every container network is in the lab
-  range (bip 198.19.250.1/24, pools from 198.19.0.0/17) and iptables is never touched.
+  range (bip 198.19.250.1/24, pools from 198.19.0.0/17), and iptables and the host's
+  ip_forward are never touched.
   It is stopped by its PID. A daemon the user configured is used as it is, never changed.
 * **Image.** A base image from Debian packages (mmdebstrap, minbase plus the engines'
   runtime libraries), imported once and cached as a tar; the engines are a layer on top
@@ -112,6 +113,10 @@ def daemon_config(folder: Path) -> dict:
         "iptables": False,
         "ip6tables": False,
         "ip-masq": False,
+        # Containers on one bridge need no routing; left on, dockerd would set the host's
+        # net.ipv4.ip_forward to 1 (it did, the first time this ran) and a query Docker's
+        # embedded DNS forwards could be routed off the machine.
+        "ip-forward": False,
         "ipv6": False,
     }
 
