@@ -65,6 +65,7 @@ def test_one_container_per_service_on_a_lab_network_with_peers_by_name(tmp_path)
         assert address.startswith("198.19.128.") and arg(cmd, "--bind") == address
         addresses.add(address)
         assert arg(cmd, "--out") == f"/results/{n}.json"
+        assert svc["dns"] == ["127.0.0.1"]  # names outside the graph fail at once, never leave the machine
         # Peers by Compose service name, each started before its caller (Docker's DNS answers running containers).
         if "--peers" in cmd:
             peers = dict(item.split("=", 1) for item in arg(cmd, "--peers").split(","))

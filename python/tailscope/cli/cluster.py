@@ -113,7 +113,8 @@ def run(prefix: str, results_dir: Path | None) -> None:
 
     try:
         state = _state(prefix)
-        cl.compose(state, "--profile", "load", "run", "--rm", "load", timeout_s=86400 + 600)
+        # --no-deps: the graph is up; docker-compose would otherwise (re)start what the load depends on.
+        cl.compose(state, "--profile", "load", "run", "--rm", "--no-deps", "load", timeout_s=86400 + 600)
         cl.compose(state, "stop", "--timeout", "20")  # SIGTERM: each service writes its document
     except cl.ClusterError as e:
         _fail(f"{e} (tailscope cluster down {prefix} removes what the run made)")

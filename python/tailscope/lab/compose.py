@@ -147,6 +147,11 @@ def compose(
                 f"./topology.json:{TOPOLOGY_IN_CONTAINER}:ro",
                 f"./results:{RESULTS_IN_CONTAINER}",
             ],
+            # Docker's embedded DNS answers the graph's names and forwards any other name to these
+            # servers: 127.0.0.1 inside the container, where nothing listens, so such a lookup fails
+            # at once (a peer whose container is down: the reconnect fails fast, see lab-hosts.md)
+            # and no DNS query leaves the machine.
+            "dns": ["127.0.0.1"],
             # SIGTERM: the engine stops, writes its result document, exits 0.
             "stop_signal": "SIGTERM",
             "stop_grace_period": "20s",
@@ -172,6 +177,7 @@ def compose(
             ],
             "networks": {NETWORK: {"ipv4_address": str(hosts[FIRST_HOST_INDEX + len(names)])}},
             "volumes": [f"./results:{RESULTS_IN_CONTAINER}"],
+            "dns": ["127.0.0.1"],
             "depends_on": [front],
             "profiles": ["load"],
             "restart": "no",
