@@ -25,7 +25,7 @@ NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch 
 
 SOAK_MINUTES ?= 30
 
-.PHONY: all bootstrap build build-asan build-tsan lint lint-native test test-native test-asan test-tsan test-fuzz test-python run bench soak interop clean
+.PHONY: all bootstrap build build-asan build-tsan lint lint-native test test-native test-asan test-tsan test-fuzz test-python run bench soak interop cluster-e2e clean
 
 all: build
 
@@ -107,6 +107,14 @@ soak: build
 interop: build
 	@scripts/bootstrap --jaeger; rc=$$?; if [ $$rc -eq 3 ]; then echo "interop: skipped (no Go >= 1.23)"; exit 0; fi; exit $$rc
 	$(PY) -m pytest -q tests/engines/test_jaeger_roundtrip.py
+
+# The graph in containers (opt-in; root; not part of make test): installs Debian's
+# docker.io, docker-compose and mmdebstrap when missing, then starts a private Docker
+# daemon, builds the image, runs socialnet with the load from a container, and checks
+# that nothing is left behind (docs/deploy.md, section 5).
+cluster-e2e: build
+	@scripts/bootstrap --docker; rc=$$?; if [ $$rc -eq 3 ]; then echo "cluster-e2e: skipped (cannot install the container tools here)"; exit 0; fi; exit $$rc
+	TAILSCOPE_CLUSTER_E2E=1 $(PY) -m pytest -q -rs tests/e2e/test_cluster.py
 
 clean:
 	rm -rf $(BUILD)

@@ -28,7 +28,8 @@ LoadIo parse_load_io(std::string_view text);
 std::string_view to_string(LoadIo io);
 
 struct LoadConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // as given (a DNS name too); HTTP's Host header
+  std::string address;             // numeric, host resolved at start (net/allow_list.h); "" = host
   int port = 0;
   int threads = 1;
   int connections = 10;

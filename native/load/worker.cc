@@ -97,7 +97,7 @@ LoadWorker::~LoadWorker() {
 
 void LoadWorker::connect(Connection& c, int64_t now) {
   c.reconnect_at_ns = now;  // doubles as "connect started" while connecting
-  c.fd = net::start_connect(config_.host, config_.port);
+  c.fd = net::start_connect(config_.address.empty() ? config_.host : config_.address, config_.port);
   if (c.fd < 0) {
     if (result_.first_connect_error.empty())
       result_.first_connect_error = std::string("connect: ") + std::strerror(errno);

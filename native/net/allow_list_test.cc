@@ -1,11 +1,14 @@
 // The allow-list decides from the address text alone: these tests never open a
-// socket, so a refused address never sees a packet.
+// socket, so a refused address never sees a packet. Name resolution is tested
+// with a fake lookup (no DNS query leaves the machine) and with "localhost"
+// through the real getaddrinfo (answered from /etc/hosts).
 #include "net/allow_list.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tailscope::net {
 namespace {
@@ -54,6 +57,126 @@ TEST(AllowList, TheErrorNamesTheInputTheAddressAndTheRule) {
     EXPECT_NE(std::string(e.what()).find("names are not resolved"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(check_allowed_target("198.18.0.3", "--bind"));
+}
+
+// Each test that declares blocks starts and ends with the default policy.
+class DeclaredPolicy : public ::testing::Test {
+ protected:
+  void SetUp() override { clear_declared_cidrs(); }
+  void TearDown() override { clear_declared_cidrs(); }
+};
+
+TEST_F(DeclaredPolicy, ADeclaredBlockAllowsItsAddressesAndNamesItselfAsTheRule) {
+  EXPECT_FALSE(is_allowed_target("10.244.3.7"));
+  declare_allowed_cidr(parse_cidr("10.244.0.0/16", "--allow-cidr"));
+  declare_allowed_cidr(parse_cidr("fd00:10::/64", "--allow-cidr"));
+  EXPECT_EQ(allowing_rule("10.244.3.7"), "declared 10.244.0.0/16");
+  EXPECT_EQ(allowing_rule("::ffff:10.244.255.255"), "declared 10.244.0.0/16");
+  EXPECT_EQ(allowing_rule("fd00:10::5"), "declared fd00:10::/64");
+  EXPECT_EQ(allowing_rule("127.0.0.1"), "loopback");
+  EXPECT_EQ(allowing_rule("198.19.5.2"), "lab subnet 198.18.0.0/15");
+  for (const char* a : {"10.245.0.1", "10.243.255.255", "fd00:11::1", "192.0.2.1"})
+    EXPECT_FALSE(is_allowed_target(a)) << a;
+  try {
+    check_allowed_target("10.245.0.1", "peer");
+    FAIL() << "10.245.0.1 was allowed";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("10.245.0.1"), std::string::npos) << m;
+    EXPECT_NE(m.find("declared 10.244.0.0/16, fd00:10::/64"), std::string::npos) << m;
+  }
+}
+
+TEST_F(DeclaredPolicy, PrefixBoundariesAreExact) {
+  declare_allowed_cidr(parse_cidr("172.16.4.0/22", "x"));
+  EXPECT_TRUE(is_allowed_target("172.16.4.0"));
+  EXPECT_TRUE(is_allowed_target("172.16.7.255"));
+  EXPECT_FALSE(is_allowed_target("172.16.8.0"));
+  EXPECT_FALSE(is_allowed_target("172.16.3.255"));
+}
+
+TEST(AllowListCidr, BlocksBroaderThanSlash8AndMalformedTextAreRefused) {
+  for (const char* bad : {"0.0.0.0/0", "10.0.0.0/7", "::/0", "2000::/3"}) {
+    try {
+      parse_cidr(bad, "--allow-cidr");
+      FAIL() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("--allow-cidr"), std::string::npos) << m;
+      EXPECT_NE(m.find(bad), std::string::npos) << m;
+      EXPECT_NE(m.find("broader than /8"), std::string::npos) << m;
+    }
+  }
+  for (const char* bad :
+       {"10.0.0.0", "10.0.0.0/", "10.0.0.0/33", "10.0.0.0/x", "example.com/16", "10.0.0.1/24", "/16", "fd00::/129"})
+    EXPECT_THROW(parse_cidr(bad, "--allow-cidr"), std::invalid_argument) << bad;
+  EXPECT_EQ(parse_cidr("10.0.0.0/8", "x").text, "10.0.0.0/8");
+  EXPECT_EQ(parse_cidr("10.1.2.3/32", "x").text, "10.1.2.3/32");
+  EXPECT_EQ(parse_cidr("FD00:0::/16", "x").text, "fd00::/16");
+}
+
+TEST(AllowListResolve, NumericAndLocalhostNeedNoLookup) {
+  const NameLookup never = [](const std::string& name, std::string*) -> std::vector<std::string> {
+    ADD_FAILURE() << "looked up " << name;
+    return {};
+  };
+  EXPECT_EQ(resolve_allowed_target("localhost", "x", never).address, "127.0.0.1");
+  EXPECT_EQ(resolve_allowed_target("198.18.0.2", "x", never).address, "198.18.0.2");
+  EXPECT_EQ(resolve_allowed_target("::1", "x", never).rule, "loopback");
+  EXPECT_THROW(resolve_allowed_target("192.0.2.1", "x", never), std::invalid_argument);
+  // Digits and dots that are no address are typos, not names: refused without a lookup.
+  for (const char* typo : {"198.18.0.256", "127.1", "198.018.0.2", "1.2.3.4.5"})
+    EXPECT_THROW(resolve_allowed_target(typo, "x", never), std::invalid_argument) << typo;
+}
+
+TEST(AllowListResolve, ANameResolvesToTheFirstAllowedAddress) {
+  const NameLookup lookup = [](const std::string& name, std::string*) -> std::vector<std::string> {
+    EXPECT_EQ(name, "compose-post-service");
+    return {"192.0.2.9", "198.19.5.3"};
+  };
+  const ResolvedTarget r = resolve_allowed_target("compose-post-service", "--peers compose-post-service", lookup);
+  EXPECT_EQ(r.address, "198.19.5.3");
+  EXPECT_EQ(r.rule, "lab subnet 198.18.0.0/15");
+}
+
+TEST(AllowListResolve, ANameOutsideThePolicyIsRefusedNamingWhatItResolvedTo) {
+  const NameLookup lookup = [](const std::string&, std::string*) -> std::vector<std::string> { return {"10.96.0.10"}; };
+  try {
+    resolve_allowed_target("front.tailscope.svc.cluster.local", "--host", lookup);
+    FAIL() << "allowed";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("front.tailscope.svc.cluster.local (resolved to 10.96.0.10): refused"), std::string::npos) << m;
+    EXPECT_NE(m.find("--allow-cidr"), std::string::npos) << m;
+  }
+  clear_declared_cidrs();
+  declare_allowed_cidr(parse_cidr("10.96.0.0/12", "--allow-cidr"));
+  EXPECT_EQ(resolve_allowed_target("front.tailscope.svc.cluster.local", "--host", lookup).rule,
+            "declared 10.96.0.0/12");
+  clear_declared_cidrs();
+}
+
+TEST(AllowListResolve, AnUnresolvableNameIsAClearError) {
+  const NameLookup lookup = [](const std::string&, std::string* error) -> std::vector<std::string> {
+    *error = "Name or service not known";
+    return {};
+  };
+  try {
+    resolve_allowed_target("no-such-service", "--peers user-service", lookup);
+    FAIL() << "resolved";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--peers user-service no-such-service: cannot resolve: Name or service not known");
+  }
+  for (const char* bad : {"", "a b", "host:80", "[::1", "x/y"})
+    EXPECT_THROW(resolve_allowed_target(bad, "x", lookup), std::invalid_argument) << "'" << bad << "'";
+}
+
+TEST(AllowListResolve, TheSystemResolverAnswersLocalhostFromTheHostsFile) {
+  // "localhost" is in /etc/hosts on every system this runs on: getaddrinfo answers without DNS.
+  std::string error;
+  const std::vector<std::string> found = system_lookup("localhost", &error);
+  ASSERT_FALSE(found.empty()) << error;
+  for (const std::string& a : found) EXPECT_EQ(allowing_rule(a), "loopback") << a;
 }
 
 }  // namespace

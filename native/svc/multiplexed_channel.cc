@@ -268,7 +268,10 @@ int64_t coarse_deadline_ns(int64_t now_ns, int64_t timeout_ns) {
 MultiplexedChannel::MultiplexedChannel(const std::string& host, int port, size_t connections, TimerService& timers,
                                        ChannelLoop& loop, LinkDelay delay)
     : host_(host), port_(port), timers_(timers), loop_(loop) {
-  net::check_allowed_target(host, "peer");
+  // A numeric address is judged here, once; a name was resolved and judged at start (--peers,
+  // svc/peer_addresses.h) and is judged again on every connect (connect_to): a client built while
+  // the name's container is down must not throw, its calls fail `unavailable` until it is back.
+  if (net::is_numeric_address(host) || host == "localhost") net::check_allowed_target(host, "peer");
   for (size_t i = 0; i < std::max<size_t>(1, connections); ++i)
     connections_.push_back(std::make_unique<ChannelConnection>(host, port, loop.max_frame_bytes(), delay));
 }

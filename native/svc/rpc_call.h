@@ -7,8 +7,9 @@
 // opened. A failed connection is reopened on a later call, so the graph
 // recovers when a killed service comes back.
 //
-// A service's peers live at host:port; every host passes the allow-list
-// (net/allow_list.h) when a client is built, before any socket exists.
+// A service's peers live at host:port, host numeric or a DNS name; every host
+// passes the allow-list (net/allow_list.h) when a client is built, and a name
+// is resolved and judged again on every connect, before any socket exists.
 #pragma once
 
 #include <functional>

@@ -42,6 +42,9 @@ void check_service_options(const ServiceOptions& o, bool workers_given) {
                                 std::pair{"--trace-sample", o.trace_sample}})
     if (!std::isfinite(v)) throw std::invalid_argument(std::string(name) + ": not a finite number");
   if (o.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
+  if (o.all && !o.allow_cidrs.empty())
+    throw std::invalid_argument("--allow-cidr is for one service (--service NAME): with --all every service runs here");
+  for (const std::string& block : o.allow_cidrs) net::declare_allowed_cidr(net::parse_cidr(block, "--allow-cidr"));
   if (!o.otlp_endpoint.empty()) {
     parse_otlp_endpoint(o.otlp_endpoint);  // refuses a bad or non-lab endpoint before anything starts
     if (o.trace_sample <= 0)

@@ -40,12 +40,15 @@ struct ServiceOptions {
   // Addresses (docs/lab-hosts.md): where this service listens, where its peers are, link delays.
   std::string bind = "127.0.0.1";
   std::string peers_text, link_delay_text, deployment;
+  std::vector<std::string> allow_cidrs;  // --allow-cidr CIDR, repeatable: added to the allow-list (net/allow_list.h)
 };
 
 // Checks every option before any process or thread starts, so bad input
 // exits 1 with nothing started and nothing written; throws
 // std::invalid_argument naming the flag. `workers_given`: --workers was on
 // the command line (it must then fit the machine, svc/thread_limit.h).
+// The --allow-cidr blocks are declared here (net::declare_allowed_cidr), first:
+// every address below is judged against the policy they complete.
 void check_service_options(const ServiceOptions& options, bool workers_given);
 
 }  // namespace tailscope::svc

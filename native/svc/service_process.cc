@@ -40,14 +40,19 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
   // waited the topology's call_timeout_ms.
   if (f.timeout_ms > 0) options.call_timeout_ns = static_cast<int64_t>(f.timeout_ms * 1e6);
   options.pool_idle_timeout_ns = static_cast<int64_t>(f.pool_idle_s * 1e9);
-  json peers_json = json::object();
+  json peers_json = json::object(), peers_resolved_json = json::object();
   for (const auto& [name, at] : parse_peers(f.peers_text)) {
     if (!topology.services.count(name))
       throw std::invalid_argument("--peers: the topology has no service '" + name + "'");
     if (ports.count(name)) throw std::invalid_argument("--peers: '" + name + "' is in --ports too: give it once");
-    ports[name] = at.second;
-    options.peer_hosts[name] = at.first;
-    peers_json[name] = address_port_text(at.first, at.second);
+    ports[name] = at.port;
+    options.peer_hosts[name] = at.host;
+    peers_json[name] = address_port_text(at.host, at.port);
+    // What a name resolved to at start, and which rule let it through (a reconnect resolves again).
+    peers_resolved_json[name] = {{"host", at.host}, {"address", at.address}, {"rule", at.rule}};
+    if (at.host != at.address)
+      std::cerr << "tailscope-svc: peer " << name << ": " << at.host << " resolved to " << at.address << " (" << at.rule
+                << ")\n";
   }
   options.link_delays = LinkDelayTable::parse(f.link_delay_text);
   int fd = f.listen_fd;
@@ -121,6 +126,7 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
                    {"port", ports[f.service]},
                    {"bind", f.bind},
                    {"peers", peers_json},
+                   {"peers_resolved", peers_resolved_json},
                    {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},

@@ -90,7 +90,13 @@ int main(int argc, char** argv) {
                  "latency) to this CSV file");
   app.add_option("--request-log-max-rows", request_log_max_text,
                  "Rows the request log keeps at most (the rest are counted, not kept), 1 … 100M; default 1M");
-  app.add_option("--host", config.host, "Server address (loopback or the lab subnet 198.18.0.0/15)");
+  app.add_option("--host", config.host,
+                 "Server address or DNS name (resolved once at start; loopback, the lab subnet 198.18.0.0/15 or an "
+                 "--allow-cidr block)");
+  std::vector<std::string> allow_cidrs;
+  app.add_option("--allow-cidr", allow_cidrs,
+                 "A network the target lives in, added to the allow-list: a container network, a cluster's service "
+                 "range; repeatable; /8 or narrower");
   app.add_option("--port", port_text, "Server port");
   app.add_option("--path", config.http_path, "HTTP request target");
   app.add_option("--mix", mix_specs,
@@ -168,9 +174,13 @@ int main(int argc, char** argv) {
     }
     if (config.port <= 0)
       throw std::invalid_argument("no server port: give --port PORT or a target such as tcp://127.0.0.1:PORT");
-    if (!net::is_allowed_target(config.host))
-      throw std::invalid_argument("--host " + config.host +
-                                  ": tailscope-load only targets loopback or the lab subnet 198.18.0.0/15");
+    for (const std::string& block : allow_cidrs) net::declare_allowed_cidr(net::parse_cidr(block, "--allow-cidr"));
+    // Resolved once: every connection dials the address the allow-list judged (no packet to a refused one).
+    const net::ResolvedTarget resolved = net::resolve_allowed_target(config.host, "--host");
+    config.address = resolved.address;
+    if (config.address != config.host)
+      std::cerr << "tailscope-load: --host " << config.host << " resolved to " << config.address << " ("
+                << resolved.rule << ")\n";
     config.connections = static_cast<int>(parse_count("-c", connections_text, 1, kMaxConnections));
     config.duration_s = parse_duration_in("-d", duration_text, kMinDurationS, kMaxDurationS);
     config.warmup_s = parse_duration_in("--warmup", warmup_text, 0, kMaxDurationS);
@@ -205,6 +215,7 @@ int main(int argc, char** argv) {
 
     nlohmann::json doc = new_result_document("tailscope-load", argc, argv);
     doc["config"] = {{"host", config.host},
+                     {"address", config.address.empty() ? config.host : config.address},
                      {"port", config.port},
                      {"threads", config.threads},
                      {"connections", config.connections},

@@ -54,9 +54,15 @@ int main(int argc, char** argv) {
   app.add_option("--port", f.port, "Listen port (--all: the front's); default: topology port or ephemeral")
       ->check(CLI::Range(0, 65535));
   app.add_option("--ports", f.ports_text, "Downstream ports NAME=PORT,... on 127.0.0.1 (single-service mode)");
-  app.add_option("--peers", f.peers_text,
-                 "Downstream services at addresses NAME=ADDR:PORT,... ([V6]:PORT; loopback or 198.18.0.0/15; "
-                 "single-service mode)");
+  app.add_option(
+      "--peers", f.peers_text,
+      "Downstream services at NAME=HOST:PORT,... (HOST numeric, [V6], or a DNS name resolved at start and on "
+      "every reconnect; loopback, 198.18.0.0/15 or an --allow-cidr block; "
+      "single-service mode)");
+  app.add_option("--allow-cidr", f.allow_cidrs,
+                 "A network this deployment's peers live in, added to the allow-list (loopback and 198.18.0.0/15): "
+                 "a container network, a cluster's pod or service range; repeatable; /8 or narrower "
+                 "(single-service mode)");
   app.add_option("--bind", f.bind, "Listen address (single-service mode; loopback or 198.18.0.0/15)");
   app.add_option("--link-delay", f.link_delay_text,
                  "Link-delay shim: hold frames to/from ADDR by DELAY_US (+ uniform 0 … JITTER_US), "

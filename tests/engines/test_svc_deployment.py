@@ -253,7 +253,17 @@ def test_a_missing_lab_host_namespace_is_named(topo_json, tmp_path):
         (["--service", "front", "--peers", "backend=192.0.2.1:9000"], "--peers backend 192.0.2.1: refused"),
         (["--service", "front", "--bind", "192.0.2.1"], "--bind 192.0.2.1: refused"),
         (["--service", "front", "--bind", "0.0.0.0"], "--bind 0.0.0.0: refused"),
-        (["--service", "front", "--peers", "backend=lab-host:9000"], "not a numeric"),
+        # Digits and dots that are no address: a typo, refused without a DNS lookup.
+        (["--service", "front", "--peers", "backend=198.18.0.256:9000"], "not a host name or a numeric address"),
+        # A declared block extends the policy, and only by itself: 10.1.2.3 is outside 10.2.0.0/16.
+        (
+            ["--service", "front", "--allow-cidr", "10.2.0.0/16", "--peers", "backend=10.1.2.3:9000"],
+            "--peers backend 10.1.2.3: refused",
+        ),
+        (["--service", "front", "--allow-cidr", "0.0.0.0/0"], "--allow-cidr '0.0.0.0/0': refused: broader than /8"),
+        (["--service", "front", "--allow-cidr", "10.0.0.0/7"], "broader than /8"),
+        (["--service", "front", "--allow-cidr", "10.1.2.3/16"], "host bits are set"),
+        (["--all", "--allow-cidr", "10.2.0.0/16"], "--allow-cidr is for one service"),
         (["--service", "front", "--link-delay", "192.0.2.1=100"], "refused"),
         (["--service", "front", "--link-delay", "127.0.0.2=100:200"], "jitter 200 µs is outside 0 … the delay"),
         (["--ping", "9", "--ping-host", "192.0.2.1"], "--ping-host 192.0.2.1: refused"),
@@ -264,7 +274,30 @@ def test_a_missing_lab_host_namespace_is_named(topo_json, tmp_path):
 def test_svc_refuses_addresses_outside_the_allow_list(args, message, topo_json):
     r = run_svc("--topology", str(topo_json), *args)
     assert r.returncode == 1 and message in r.stderr, r.stderr
-    assert "198.18.0.0/15" in r.stderr or "refused" not in message, r.stderr
+    assert "198.18.0.0/15" in r.stderr or "refused" not in message or "broader" in message, r.stderr
+    if "10.2.0.0/16" in args and "refused" in message:
+        assert "declared 10.2.0.0/16" in r.stderr, r.stderr  # the refusal names the whole policy
+
+
+@needs_engine("tailscope-load")
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--host", "10.1.2.3", "--allow-cidr", "10.2.0.0/16"], "--host 10.1.2.3: refused"),
+        (["--host", "10.1.2.3", "--allow-cidr", "0.0.0.0/0"], "broader than /8"),
+        (["--host", "198.18.0.256"], "not a host name or a numeric address"),
+    ],
+)
+def test_load_follows_the_declared_policy(extra, message):
+    # Refused while the arguments are read: the load generator never opens a socket.
+    r = subprocess.run(
+        [str(engine_path("tailscope-load")), "--port", "9", "-d", "1s", "-R", "10", *extra],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert "connections" not in r.stdout  # no result document: no run
 
 
 @needs_engine("tailscope-load")
@@ -276,4 +309,4 @@ def test_load_refuses_a_host_outside_the_allow_list():
         timeout=30,
     )
     assert r.returncode == 1
-    assert "192.0.2.1" in r.stderr and "loopback or the lab subnet 198.18.0.0/15" in r.stderr, r.stderr
+    assert "192.0.2.1: refused" in r.stderr and "the lab subnet 198.18.0.0/15" in r.stderr, r.stderr

@@ -1,12 +1,12 @@
 """The `tailscope` command: parse → call → print. One module per group of commands (run,
-analyze, soak, lab, twin, diagnose); what they share (consoles, option types, failures) is in common.py.
+analyze, soak, lab, cluster, twin, diagnose); what they share (consoles, option types, failures) is in common.py.
 Commands may import lower layers lazily: `tailscope --help` stays quick."""
 
 from __future__ import annotations
 
 import click
 
-from tailscope.cli import analyze, diagnose, lab, run, soak, twin
+from tailscope.cli import analyze, cluster, diagnose, lab, run, soak, twin
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,6 +25,7 @@ main.add_command(analyze.analyze)
 main.add_command(soak.soak)
 main.add_command(lab.hosts)
 main.add_command(lab.deploy)
+main.add_command(cluster.cluster)
 main.add_command(twin.topology)
 main.add_command(twin.twin)
 main.add_command(twin.advise)

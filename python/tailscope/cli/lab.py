@@ -176,4 +176,78 @@ def deploy_k8s(
         console.print(str(p))
 
 
+@deploy.command("compose")
+@click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
+@click.option(
+    "--deployment",
+    "deployment_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CPU pinning per service or host group (docs/lab-hosts.md): becomes each container's cpuset.",
+)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="New folder for the files.")
+@click.option("--image", default="tailscope-lab:dev", show_default=True, help="An image with the engines.")
+@click.option(
+    "--model",
+    default="coroutine",
+    show_default=True,
+    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
+)
+@click.option(
+    "--subnet",
+    default="198.19.128.0/24",
+    show_default=True,
+    help="The Compose network's subnet: inside the lab range 198.18.0.0/15.",
+)
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    help="Where services send spans: http://ADDR:PORT, ADDR in the lab range (default: no export).",
+)
+@click.option("--trace-sample", type=number(0.0, 1.0), default=0.01, show_default=True)
+@click.option("--rate", "rate_per_s", type=whole(1, 10_000_000), default=100, show_default=True)
+@click.option("--duration-s", type=whole(1, 86400), default=10, show_default=True)
+def deploy_compose(
+    topology_path: Path,
+    deployment_path: Path | None,
+    out_dir: Path,
+    image: str,
+    model: str,
+    subnet: str,
+    otlp_endpoint: str | None,
+    trace_sample: float,
+    rate_per_s: int,
+    duration_s: int,
+) -> None:
+    """Write a Compose file for TOPOLOGY: one container per service, peers by name, a one-shot load service."""
+    from tailscope.lab import compose
+    from tailscope.lab import deployment as dep_mod
+    from tailscope.lab import topology as topo
+    from tailscope.lab.engines import EngineError
+
+    try:
+        if otlp_endpoint:
+            check_base_url(otlp_endpoint, "--otlp-endpoint")
+        doc = topo.load(topology_path)
+        plan = dep_mod.load(deployment_path, topo.services(doc)) if deployment_path else None
+        spec = compose.compose(
+            doc,
+            plan,
+            compose.ComposeOptions(
+                image=image,
+                model=model,
+                subnet=subnet,
+                otlp_endpoint=otlp_endpoint,
+                trace_sample=trace_sample,
+                load_rate_per_s=rate_per_s,
+                load_duration_s=duration_s,
+            ),
+        )
+        paths = compose.write(doc, spec, out_dir)
+    except (compose.DeployError, topo.TopologyError, ValueError, EngineError) as e:
+        _fail(e)
+    for p in paths:
+        console.print(str(p))
+
+
 # ---- from traces to a runnable twin (docs/twin.md) ----------------------------------------------

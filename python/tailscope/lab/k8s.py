@@ -25,13 +25,13 @@ import yaml
 
 from tailscope.lab import deployment as dep_mod
 from tailscope.lab import topology as topo
+from tailscope.lab.svc_command import CONFIG_DIR, svc_args
 
 GROUP_LABEL = "tailscope.io/host-group"
 APP_LABEL = "app.kubernetes.io/name"
 PART_LABEL = "app.kubernetes.io/part-of"
 SERVICE_PORT = 9000  # every service container listens here; Services give each its own DNS name
 FRONT_PORT = 8080
-CONFIG_DIR = "/etc/tailscope"
 DEFAULT_IMAGE = "tailscope:dev"
 DEFAULT_OTLP = "http://127.0.0.1:4318"  # an OpenTelemetry collector agent beside each pod (docs/deploy.md)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -149,7 +149,7 @@ def manifests(
         {"name": key, "valueFrom": {"configMapKeyRef": {"name": config_name, "key": key}}}
         for key in ("OTLP_ENDPOINT", "TRACE_SAMPLE")
     ]
-    ports_arg = ",".join(f"{n}={FRONT_PORT if n == front else SERVICE_PORT}" for n in names)
+    ports = {n: FRONT_PORT if n == front else SERVICE_PORT for n in names}
     for n in names:
         p = deployment.services.get(n, Placement())
         port = FRONT_PORT if n == front else SERVICE_PORT
@@ -159,22 +159,14 @@ def manifests(
                     "name": "svc",
                     "image": image,
                     "command": ["tailscope-svc"],
-                    "args": [
-                        "--topology",
-                        f"{CONFIG_DIR}/topology.json",
-                        "--service",
+                    "args": svc_args(
                         n,
-                        "--model",
-                        model,
-                        "--port",
-                        str(port),
-                        "--ports",
-                        ports_arg,
-                        "--trace-sample",
-                        "$(TRACE_SAMPLE)",
-                        "--otlp-endpoint",
-                        "$(OTLP_ENDPOINT)",
-                    ],
+                        model=model,
+                        port=port,
+                        ports=ports,
+                        trace_sample="$(TRACE_SAMPLE)",
+                        otlp_endpoint="$(OTLP_ENDPOINT)",
+                    ),
                     "env": env,
                     "ports": [{"name": "rpc" if n != front else "http", "containerPort": port}],
                     "resources": _resources(p),

@@ -1,0 +1,145 @@
+"""`tailscope cluster up|run|down`: the graph in containers on this machine (docs/deploy.md).
+
+`up` starts a private Docker daemon unless --docker-host names one, builds the image
+(lab/cluster.py), writes the Compose file (lab/compose.py) and starts the graph;
+`run` drives it with the load container and collects every result document; `down`
+removes exactly what `up` made — the prefix it printed names all of it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+
+from tailscope.cli.common import _fail, _results, console, number, whole
+
+
+@click.group()
+def cluster() -> None:
+    """The graph in containers: a private Docker daemon, an image built without a registry, Compose."""
+
+
+def _state(prefix: str):
+    from tailscope.lab import cluster as cl
+
+    return cl.ClusterState.load(cl.default_root() / prefix)
+
+
+@cluster.command("up")
+@click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
+@click.option("--deployment", "deployment_path", type=click.Path(path_type=Path), default=None, help="CPU pinning.")
+@click.option(
+    "--model",
+    default="coroutine",
+    show_default=True,
+    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
+)
+@click.option(
+    "--docker-host",
+    default=None,
+    help="Use this daemon (e.g. unix:///run/docker.sock) as it is; default: start a private one.",
+)
+@click.option("--subnet", default="198.19.128.0/24", show_default=True, help="The graph's network (lab range).")
+@click.option("--rate", "rate_per_s", type=whole(1, 10_000_000), default=100, show_default=True)
+@click.option("--duration-s", type=whole(1, 86400), default=10, show_default=True)
+@click.option("--trace-sample", type=number(0.0, 1.0), default=0.01, show_default=True)
+def up(
+    topology_path: Path,
+    deployment_path: Path | None,
+    model: str,
+    docker_host: str | None,
+    subnet: str,
+    rate_per_s: int,
+    duration_s: int,
+    trace_sample: float,
+) -> None:
+    """Start TOPOLOGY in containers; prints the run's prefix (for `run` and `down`)."""
+    from tailscope.lab import cluster as cl
+    from tailscope.lab import compose
+    from tailscope.lab import deployment as dep_mod
+    from tailscope.lab import topology as topo
+    from tailscope.lab.engines import EngineError
+
+    try:
+        doc = topo.load(topology_path)
+        plan = dep_mod.load(deployment_path, topo.services(doc)) if deployment_path else None
+        compose.check_subnet(subnet)
+    except (compose.DeployError, topo.TopologyError, ValueError, EngineError) as e:
+        _fail(e)
+    prefix = cl.new_prefix()
+    folder = cl.default_root() / prefix
+    folder.mkdir(parents=True)
+    state = cl.ClusterState(prefix=prefix, folder=str(folder), docker_host=docker_host or "", daemon_pid=None)
+    state.save()
+    try:
+        if docker_host:
+            if cl.docker(state, "version", timeout_s=10, check=False).returncode != 0:
+                raise cl.ClusterError(f"--docker-host {docker_host}: no Docker daemon answers there")
+        else:
+            console.print(f"starting a private Docker daemon in {folder}")
+            cl.start_private_daemon(state)
+        console.print("building the image")
+        image = cl.build_image(state, progress=console.print)
+        spec = compose.compose(
+            doc,
+            plan,
+            compose.ComposeOptions(
+                image=image,
+                model=model,
+                subnet=subnet,
+                trace_sample=trace_sample,
+                load_rate_per_s=rate_per_s,
+                load_duration_s=duration_s,
+            ),
+        )
+        compose.write(doc, spec, state.compose_dir)
+        cl.compose(state, "up", "-d")
+    except (cl.ClusterError, compose.DeployError, OSError) as e:
+        left = cl.down(state)  # nothing half made
+        if not left:
+            shutil.rmtree(folder, ignore_errors=True)
+        _fail(f"{e}" + (f" (could not remove: {', '.join(left)})" if left else " (everything it made was removed)"))
+    console.print(f"up: {prefix} (tailscope cluster run {prefix}; tailscope cluster down {prefix})")
+
+
+@cluster.command("run")
+@click.argument("prefix")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=None)
+def run(prefix: str, results_dir: Path | None) -> None:
+    """Drive the graph with the load container, stop it, collect every result document."""
+    from tailscope.lab import cluster as cl
+
+    try:
+        state = _state(prefix)
+        # --no-deps: the graph is up; docker-compose would otherwise (re)start what the load depends on.
+        cl.compose(state, "--profile", "load", "run", "--rm", "--no-deps", "load", timeout_s=86400 + 600)
+        cl.compose(state, "stop", "--timeout", "20")  # SIGTERM: each service writes its document
+    except cl.ClusterError as e:
+        _fail(f"{e} (tailscope cluster down {prefix} removes what the run made)")
+    out = _results(results_dir) / f"cluster-{prefix}"
+    shutil.copytree(state.compose_dir / "results", out, dirs_exist_ok=True)
+    load = json.loads((out / "load.json").read_text())
+    pct = next(m for m in load["measurements"] if m.get("hlog_tag") == "latency_intended")["latency"]["percentiles"]
+    console.print(
+        f"{prefix}: {load['load']['achieved_per_s']} req/s, {load['load']['errors_total']} errors, "
+        f"p50 {pct['50'] / 1e3:.0f} µs, p99 {pct['99'] / 1e3:.0f} µs; documents in {out}"
+    )
+
+
+@cluster.command("down")
+@click.argument("prefix")
+def down(prefix: str) -> None:
+    """Remove the containers, network and image PREFIX made, and its daemon if it started one."""
+    from tailscope.lab import cluster as cl
+
+    try:
+        state = _state(prefix)
+        left = cl.down(state)
+    except cl.ClusterError as e:
+        _fail(e)
+    if left:
+        _fail(f"{prefix}: could not remove {', '.join(left)}")
+    shutil.rmtree(state.folder, ignore_errors=True)
+    console.print(f"down: {prefix}: removed")

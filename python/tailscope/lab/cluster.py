@@ -1,0 +1,281 @@
+"""The graph in containers on this machine: a private Docker daemon, an image built
+without a registry, and a Compose project whose every name carries a run-specific
+prefix, so `down` removes exactly what `up` made (docs/deploy.md, "cluster").
+
+* **Daemon.** Unless the user names one (`docker_host`), a private `dockerd` is started
+  as a child process with its own socket, data and exec roots under the cluster folder,
+  configured *before its first start* so that every container network is in the lab
+  range (bip 198.19.250.1/24, pools from 198.19.0.0/17), and iptables and the host's
+  ip_forward are never touched.
+  It is stopped by its PID. A daemon the user configured is used as it is, never changed.
+* **Image.** A base image from Debian packages (mmdebstrap, minbase plus the engines'
+  runtime libraries), imported once and cached as a tar; the engines are a layer on top
+  (`docker build` from the local base: no registry).
+* **Graph.** compose.py's file, run with docker-compose under the prefix as project name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tailscope.lab.engines import find_engine
+
+# The engines' runtime libraries (ldd on the Release build, each mapped with dpkg -S).
+BASE_PACKAGES = ("libssl3", "libstdc++6", "liburing2", "zlib1g")
+MIRRORS = (
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+)
+PRIVATE_BRIDGE_IP = "198.19.250.1/24"
+PRIVATE_POOL = {"base": "198.19.0.0/17", "size": 24}
+DAEMON_START_S = 30.0
+DAEMON_STOP_S = 20.0
+STATE_FILE = "cluster.json"
+
+
+class ClusterError(RuntimeError):
+    """Docker cannot start or a step failed: one clear line for the user."""
+
+
+def default_root() -> Path:
+    # /var/tmp: the daemon's overlay2 needs a real file system (not tmpfs), and it outlives reboots.
+    return Path(os.environ.get("TAILSCOPE_CLUSTER_DIR", "/var/tmp/tailscope-cluster"))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TAILSCOPE_CACHE") or Path.home() / ".cache" / "tailscope")
+
+
+@dataclass
+class ClusterState:
+    prefix: str  # every container, network and image tag this run made carries it
+    folder: str  # this run's folder: daemon roots, compose files, results
+    docker_host: str
+    daemon_pid: int | None  # set when this run started the daemon: `down` stops it
+    image: str = ""
+
+    def save(self) -> None:
+        (Path(self.folder) / STATE_FILE).write_text(json.dumps(asdict(self), indent=1))
+
+    @staticmethod
+    def load(folder: Path) -> ClusterState:
+        try:
+            return ClusterState(**json.loads((folder / STATE_FILE).read_text()))
+        except (OSError, ValueError, TypeError) as e:
+            raise ClusterError(f"{folder}: no cluster state here ({e})") from e
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_HOST": self.docker_host}
+
+    @property
+    def compose_dir(self) -> Path:
+        return Path(self.folder) / "compose"
+
+
+def new_prefix() -> str:
+    return f"tsc{secrets.token_hex(3)}"
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ClusterError(f"{name} not found: install the container path with `scripts/bootstrap --docker`")
+    return path
+
+
+def docker(state: ClusterState, *args: str, timeout_s: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+    # Debian's client, beside its daemon: another docker on PATH may lack what this needs.
+    client = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else tool("docker")
+    r = subprocess.run([client, *args], env=state.env(), capture_output=True, text=True, timeout=timeout_s)
+    if check and r.returncode != 0:
+        raise ClusterError(f"docker {' '.join(args[:3])}: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
+    return r
+
+
+def daemon_config(folder: Path) -> dict:
+    return {
+        "data-root": str(folder / "data"),
+        "exec-root": str(folder / "exec"),
+        "pidfile": str(folder / "dockerd.pid"),
+        "hosts": [f"unix://{folder / 'docker.sock'}"],
+        "bip": PRIVATE_BRIDGE_IP,
+        "default-address-pools": [PRIVATE_POOL],
+        "iptables": False,
+        "ip6tables": False,
+        "ip-masq": False,
+        # Containers on one bridge need no routing; left on, dockerd would set the host's
+        # net.ipv4.ip_forward to 1 (it did, the first time this ran) and a query Docker's
+        # embedded DNS forwards could be routed off the machine.
+        "ip-forward": False,
+        "ipv6": False,
+    }
+
+
+def start_private_daemon(state: ClusterState) -> None:
+    dockerd = tool("dockerd")
+    # A private daemon owns the default bridge `docker0` (the name cannot be changed together with
+    # bip): one that exists belongs to another daemon, whose network must not be reconfigured.
+    if Path("/sys/class/net/docker0").exists():
+        raise ClusterError(
+            "a docker0 bridge exists (another Docker daemon, or a private one still up): "
+            "use that daemon with --docker-host, or `tailscope cluster down` the other run"
+        )
+    folder = Path(state.folder)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    (folder / "exec").mkdir(parents=True, exist_ok=True)
+    config = folder / "daemon.json"
+    config.write_text(json.dumps(daemon_config(folder), indent=1))
+    log = open(folder / "dockerd.log", "w")  # noqa: SIM115 - the daemon writes it for its whole life
+    proc = subprocess.Popen(
+        [dockerd, "--config-file", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    log.close()
+    state.daemon_pid = proc.pid
+    state.docker_host = f"unix://{folder / 'docker.sock'}"
+    state.save()  # from here on `down` can stop it, even if the rest of `up` fails
+    deadline = time.monotonic() + DAEMON_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = (folder / "dockerd.log").read_text().strip().splitlines()[-3:]
+            raise ClusterError(f"dockerd exited {proc.returncode} at start: {' | '.join(tail)}")
+        if docker(state, "version", "--format", "{{.Server.Version}}", timeout_s=10, check=False).returncode == 0:
+            return
+        time.sleep(0.3)
+    raise ClusterError(f"dockerd did not answer on {state.docker_host} within {DAEMON_START_S:.0f} s")
+
+
+def stop_private_daemon(state: ClusterState) -> None:
+    pid = state.daemon_pid
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid = None
+    deadline = time.monotonic() + DAEMON_STOP_S
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                break
+        except ChildProcessError:  # not our child (another `tailscope cluster` process started it)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+        time.sleep(0.2)
+    else:
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+    state.daemon_pid = None
+    # dockerd leaves its default bridge behind; it made it (start_private_daemon checked that
+    # none existed), so it goes too: the next private daemon starts from the same state.
+    if Path("/sys/class/net/docker0").exists():
+        subprocess.run(["ip", "link", "delete", "docker0"], capture_output=True, timeout=10)
+
+
+def base_image(state: ClusterState, progress=print) -> str:
+    key = hashlib.sha256(" ".join(BASE_PACKAGES + MIRRORS).encode()).hexdigest()[:12]
+    tag = f"tailscope-base:{key}"
+    if docker(state, "image", "inspect", tag, check=False).returncode == 0:
+        return tag
+    tar = cache_dir() / f"rootfs-bookworm-{key}.tar"
+    if not tar.exists():
+        progress(f"building the base root file system with mmdebstrap (once, ~1 min) into {tar}")
+        tar.parent.mkdir(parents=True, exist_ok=True)
+        tmp = tar.with_name(f"tmp-{os.getpid()}-{tar.name}")  # mmdebstrap picks its format by the .tar ending
+        r = subprocess.run(
+            [
+                tool("mmdebstrap"),
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                '--customize-hook=rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*',
+                "bookworm",
+                str(tmp),
+                *MIRRORS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if r.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise ClusterError(f"mmdebstrap failed: {r.stderr.strip().splitlines()[-1:]}")
+        tmp.replace(tar)
+    docker(state, "import", str(tar), tag)
+    return tag
+
+
+def build_image(state: ClusterState, progress=print) -> str:
+    base = base_image(state, progress)
+    ctx = Path(state.folder) / "image"
+    ctx.mkdir(parents=True, exist_ok=True)
+    for name in ("tailscope-svc", "tailscope-load"):
+        shutil.copy2(find_engine(name), ctx / name)
+    (ctx / "Dockerfile").write_text(f"FROM {base}\nCOPY tailscope-svc tailscope-load /usr/local/bin/\n")
+    state.image = f"tailscope-lab:{state.prefix}"
+    state.save()
+    docker(state, "build", "-q", "-t", state.image, str(ctx))
+    return state.image
+
+
+def compose(state: ClusterState, *args: str, timeout_s: float = 600, check: bool = True):
+    r = subprocess.run(
+        [tool("docker-compose"), "-p", state.prefix, *args],
+        cwd=state.compose_dir,
+        env=state.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if check and r.returncode != 0:
+        raise ClusterError(f"docker-compose {' '.join(args[:2])}: {r.stderr.strip()[-400:]}")
+    return r
+
+
+def leftovers(state: ClusterState) -> list[str]:
+    """Containers, networks and image tags carrying this run's prefix that still exist."""
+    out: list[str] = []
+    label = f"label=com.docker.compose.project={state.prefix}"
+    r = docker(state, "ps", "-aq", "--filter", label, check=False)
+    out += [f"container {c}" for c in r.stdout.split()]
+    r = docker(state, "network", "ls", "-q", "--filter", label, check=False)
+    out += [f"network {n}" for n in r.stdout.split()]
+    if state.image and docker(state, "image", "inspect", state.image, check=False).returncode == 0:
+        out.append(f"image {state.image}")
+    return out
+
+
+def down(state: ClusterState) -> list[str]:
+    """Removes what this run made; returns what could not be removed ([] = clean)."""
+    # No daemon yet (up failed before one answered): nothing to ask, and never the default socket.
+    daemon_up = bool(state.docker_host) and docker(state, "version", timeout_s=10, check=False).returncode == 0
+    if daemon_up:
+        if state.compose_dir.is_dir():
+            compose(state, "--profile", "load", "down", "--remove-orphans", "--timeout", "20", check=False)
+        label = f"label=com.docker.compose.project={state.prefix}"
+        for c in docker(state, "ps", "-aq", "--filter", label, check=False).stdout.split():
+            docker(state, "rm", "-f", c, check=False)
+        for n in docker(state, "network", "ls", "-q", "--filter", label, check=False).stdout.split():
+            docker(state, "network", "rm", n, check=False)
+        if state.image:
+            docker(state, "rmi", state.image, check=False)
+        left = leftovers(state)
+    else:
+        left = []
+    if state.daemon_pid is not None:
+        stop_private_daemon(state)
+        for sub in ("data", "exec"):
+            shutil.rmtree(Path(state.folder) / sub, ignore_errors=True)
+        left = [x for x in (f"{sub}/" for sub in ("data", "exec")) if (Path(state.folder) / x).exists()]
+    state.save()
+    return left

@@ -1,0 +1,57 @@
+"""`tailscope cluster`: bad input and a missing container engine are one clear line with
+nothing left behind, and the private daemon's configuration keeps every network in the lab
+range and iptables untouched. (The real run is tests/e2e/test_cluster.py, `make cluster-e2e`.)"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import needs_engine
+from tailscope.cli import main
+from tailscope.lab import cluster, topology
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TAILSCOPE_CLUSTER_DIR", str(tmp_path / "clusters"))
+    return tmp_path / "clusters"
+
+
+def test_the_private_daemon_stays_in_the_lab_range_and_leaves_iptables_alone(tmp_path):
+    config = cluster.daemon_config(tmp_path)
+    lab = ipaddress.ip_network("198.18.0.0/15")
+    assert ipaddress.ip_interface(config["bip"]).network.subnet_of(lab)
+    for pool in config["default-address-pools"]:
+        assert ipaddress.ip_network(pool["base"]).subnet_of(lab)
+    assert config["iptables"] is False and config["ip6tables"] is False and config["ip-masq"] is False
+    assert config["ip-forward"] is False  # the host's net.ipv4.ip_forward stays as it is
+    # Its own socket and roots: never the user's /var/run/docker.sock or /var/lib/docker.
+    assert config["hosts"] == [f"unix://{tmp_path / 'docker.sock'}"]
+    assert config["data-root"].startswith(str(tmp_path)) and config["exec-root"].startswith(str(tmp_path))
+
+
+def test_down_of_an_unknown_prefix_is_a_clear_error(root):
+    r = CliRunner().invoke(main, ["cluster", "down", "tscnope"])
+    assert r.exit_code == 2 and "no cluster state here" in r.output
+
+
+@needs_engine("tailscope-svc")
+def test_a_bad_subnet_is_refused_before_anything_is_made(root):
+    r = CliRunner().invoke(main, ["cluster", "up", "--topology", str(topology.SOCIALNET), "--subnet", "10.0.0.0/24"])
+    assert r.exit_code == 2 and "inside the lab range" in r.output
+    assert not root.exists() or not any(root.iterdir())
+
+
+@needs_engine("tailscope-svc")
+def test_without_dockerd_up_says_how_to_install_it_and_leaves_nothing(root, monkeypatch):
+    real_which = cluster.shutil.which
+    monkeypatch.setattr(cluster.shutil, "which", lambda name: None if name == "dockerd" else real_which(name))
+    r = CliRunner().invoke(main, ["cluster", "up", "--topology", str(topology.SOCIALNET)])
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())  # rich wraps long lines
+    assert "dockerd not found" in said and "scripts/bootstrap --docker" in said, said
+    assert not any(root.iterdir())  # the run's folder went with the failure
