@@ -254,7 +254,7 @@ class ChunkWorkers {
       states_.push_back(std::move(state));
     }
     for (std::size_t i = 0; i < jobs; ++i) {
-      threads_.emplace_back([this, i](std::stop_token stop) { work(stop, *states_[i]); });
+      threads_.emplace_back([this, i](const std::stop_token& stop) { work(stop, *states_[i]); });
     }
   }
   ~ChunkWorkers() {
@@ -278,7 +278,7 @@ class ChunkWorkers {
   }
 
  private:
-  void work(std::stop_token stop, WorkerState& state) {
+  void work(const std::stop_token& stop, WorkerState& state) {
     for (;;) {
       Chunk* chunk = nullptr;
       {

@@ -92,7 +92,7 @@ Outcome run(CritpathOptions options, std::size_t jobs, const fs::path& dir) {
 // Runs every job count and checks each against one job; returns one job's outcome.
 Outcome expect_same_for_every_job_count(const CritpathOptions& options) {
   const TempDir dir;
-  const Outcome one = run(options, 1, dir.path());
+  Outcome one = run(options, 1, dir.path());
   for (std::size_t jobs : kJobs) {
     if (jobs == 1) continue;
     const Outcome n = run(options, jobs, dir.path());
