@@ -317,6 +317,10 @@ constexpr ModelEntry kModels[] = {{"std-async", make_std_async_model},
 
 }  // namespace
 
+bool model_has_store_clients(std::string_view model) {
+  return model == "std-async" || model == "std-thread" || model == "pool-blocking";
+}
+
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
@@ -343,7 +347,7 @@ ServiceInstance::ServiceInstance(const Topology& topology, const std::string& se
   // Only the thread models have real store clients so far; the event-loop
   // models would have to block their loop, so they keep the simulated waits and say so.
   std::string store_reason = options.real_stores ? "" : "store mode simulated";
-  if (options.real_stores && (options.model == "coroutine" || options.model == "pool-callback")) {
+  if (options.real_stores && !model_has_store_clients(options.model)) {
     options.real_stores = false;
     store_reason = "model " + options.model + " has no non-blocking store clients yet: simulated stores";
   }

@@ -210,6 +210,10 @@ std::unique_ptr<ConcurrencyModel> make_std_thread_model();
 std::unique_ptr<ConcurrencyModel> make_pool_blocking_model();
 std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
 std::unique_ptr<ConcurrencyModel> make_coroutine_model();
+// Whether a model reaches real stores: the thread models (blocking clients);
+// the event-loop models' non-blocking clients are not written yet, so they keep
+// the simulated waits and record why.
+bool model_has_store_clients(std::string_view model);
 // Throws std::invalid_argument naming the model and the known ones.
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);
 // Every name make_model knows, in registry order (tailscope-svc --list-models).

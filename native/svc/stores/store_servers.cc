@@ -149,6 +149,16 @@ void run_to_completion(const std::vector<std::string>& args, const std::string& 
     throw std::runtime_error(what + " failed (status " + std::to_string(status) + ")" + log_tail(log));
 }
 
+// Lets other users pass through (not list) each directory above `dir` that
+// this process owns (mkdtemp makes them 0700).
+void allow_traversal(const std::string& dir) {
+  for (std::filesystem::path p = dir; p.has_relative_path(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && st.st_uid == ::geteuid() && !(st.st_mode & S_IXOTH))
+      ::chmod(p.c_str(), (st.st_mode & 07777) | S_IXOTH);
+  }
+}
+
 void make_dir_for(const std::string& dir, const RunAs& run_as) {
   std::filesystem::create_directories(dir);
   if (run_as.drop && ::chown(dir.c_str(), run_as.uid, run_as.gid) != 0)
@@ -238,7 +248,7 @@ StoreServer start_store_server(const StoreServerOptions& o) {
   s.memory_mib = o.memory_mib;
   s.address = {o.host, free_port(o.host)};
   s.dir = o.scratch_dir + "/" + system_name(o.system);
-  const std::string log = o.scratch_dir + "/" + system_name(o.system) + ".log";
+  const std::string log = s.dir + "/server.log";  // inside the data dir: removed with it
   const std::string port = std::to_string(s.address.port);
   const std::string memory = std::to_string(o.memory_mib);
   RunAs run_as;
@@ -278,8 +288,8 @@ StoreServer start_store_server(const StoreServerOptions& o) {
         break;
       case StoreSystem::kMongodb: {
         run_as = unprivileged_user("postgres", "mongodb (PostgreSQL)");
-        ::chmod(o.scratch_dir.c_str(), 0755);  // the postgres user must reach its data dir
         make_dir_for(s.dir, run_as);
+        allow_traversal(o.scratch_dir);  // the postgres user must reach its data dir
         {
           const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT, 0644);
           if (fd >= 0) {
