@@ -240,6 +240,10 @@ TEST(StoreServers, AStoppedServerLeavesNoProcessAndNoDirectory) {
     const pid_t pid = s.pid;
     const std::string dir = s.dir;
     EXPECT_TRUE(store_server_alive(s));
+    EXPECT_EQ(
+        s.server.rfind(system == StoreSystem::kMongodb ? "postgresql 15" : std::string(system_name(system)) + " ", 0),
+        0u)
+        << s.server;
     EXPECT_TRUE(std::filesystem::exists(dir));
     const auto cpu = store_server_cpu_s(s);
     EXPECT_TRUE(cpu.has_value());
