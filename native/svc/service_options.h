@@ -41,6 +41,10 @@ struct ServiceOptions {
   std::string bind = "127.0.0.1";
   std::string peers_text, link_delay_text, deployment;
   std::vector<std::string> allow_cidrs;  // --allow-cidr CIDR, repeatable: added to the allow-list (net/allow_list.h)
+  // Real stores (docs/stores.md).
+  std::string stores = "auto";           // --stores real | simulated | auto
+  std::vector<std::string> store_addrs;  // --store-addr SYSTEM=HOST:PORT, repeatable
+  std::string store_cpus;                // --store-cpus LIST (--all)
 };
 
 // Checks every option before any process or thread starts, so bad input

@@ -55,6 +55,15 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
                 << ")\n";
   }
   options.link_delays = LinkDelayTable::parse(f.link_delay_text);
+  // One service starts no store: it reaches those --store-addr names (the
+  // supervisor passes them). auto: real when addresses are given.
+  json stores_json = json::object();
+  for (const auto& a : f.store_addrs) {
+    auto [system, address] = stores::parse_store_addr(a);
+    options.store_addresses[system] = address;
+    stores_json[stores::system_name(system)] = address_port_text(address.host, address.port);
+  }
+  options.real_stores = f.stores == "real" || (f.stores == "auto" && !options.store_addresses.empty());
   int fd = f.listen_fd;
   bool own_fd = false;
   if (fd < 0) {
@@ -127,6 +136,8 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
                    {"bind", f.bind},
                    {"peers", peers_json},
                    {"peers_resolved", peers_resolved_json},
+                   {"stores", f.stores},
+                   {"store_addresses", stores_json},
                    {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},
