@@ -399,8 +399,13 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   const std::string_view operation = s.operation ? std::string_view(*s.operation) : "unknown";
   const std::string_view status = status_name(s.status);
   const std::string_view launch = s.launch ? std::string_view(s.launch) : std::string_view();
+  const std::string_view db_system = s.db_system ? std::string_view(s.db_system) : std::string_view();
+  const std::string_view store_role = s.store_role ? std::string_view(s.store_role) : std::string_view();
+  // A store span's tags: their literals (48 bytes) and the two names.
+  constexpr size_t kTagLiteralBytes = 64;
   LineWriter w(out, kMaxFixedLineBytes + LineWriter::max_json_string(service) + LineWriter::max_json_string(operation) +
-                        LineWriter::max_json_string(status) + LineWriter::max_json_string(launch));
+                        LineWriter::max_json_string(status) + LineWriter::max_json_string(launch) + kTagLiteralBytes +
+                        LineWriter::max_json_string(db_system) + LineWriter::max_json_string(store_role));
   w.literal("{\"trace_id\":\"");
   w.hex16(s.trace_id_high);
   w.hex16(s.trace_id_low);
@@ -427,13 +432,13 @@ void append_span_line(std::string* out, const SpanRecord& s) {
     w.json_string(launch);
   }
   if (s.db_system) {
-    out->append(",\"tags\":{\"db.system\":");
-    append_json_string(out, s.db_system);
+    w.literal(",\"tags\":{\"db.system\":");
+    w.json_string(db_system);
     if (s.store_role) {
-      out->append(",\"tailscope.store_role\":");
-      append_json_string(out, s.store_role);
+      w.literal(",\"tailscope.store_role\":");
+      w.json_string(store_role);
     }
-    out->push_back('}');
+    w.literal("}");
   }
   if (s.has_probe) {
     const auto& p = s.probe;

@@ -63,8 +63,9 @@ std::pair<StoreSystem, StoreAddress> parse_store_addr(const std::string& text) {
   if (system == StoreSystem::kNone)
     throw std::invalid_argument("--store-addr '" + text + "': unknown system '" + name +
                                 "' (memcached, redis, mongodb)");
-  auto [host, port] = parse_address_port(text.substr(eq + 1), "--store-addr " + name);
-  return {system, StoreAddress{host, port}};
+  // A store is dialled at the numeric address a name resolved to at start (the clients take numbers).
+  const PeerAddress at = parse_address_port(text.substr(eq + 1), "--store-addr " + name);
+  return {system, StoreAddress{at.address.empty() ? at.host : at.address, at.port}};
 }
 
 StoreDraw draw_store_ids(bool write) {
