@@ -19,13 +19,13 @@ from pathlib import Path
 
 from tailscope.lab import procstat, topology
 from tailscope.lab.engines import EngineError, find_engine, run_engine
-from tailscope.lab.graph import graph
+from tailscope.lab.graph import graph, store_pids
 from tailscope.lab.load import http_load_args
 from tailscope.lab.placement import cpu_text, make_pools, placement_flags, sibling_groups
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, round_rate
+from tailscope.studies.common import StepProgress, record_stores, requested_stores, round_rate
 from tailscope.studies.placement.analysis import (
     ANALYSIS,
     COLOCATED,
@@ -224,16 +224,24 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
         stress_docs: list[dict] = []
         series: dict[str, list[float]] = {}
         traced = rate > 0  # the closed-loop ceiling only sets the rate: no traces
-        with graph(topo_json, MODEL, out, TRACE_SAMPLE if traced else 0.0, traces if traced else None, extra=flags) as (
-            port,
-            ready,
-        ):
+        with graph(
+            topo_json,
+            MODEL,
+            out,
+            TRACE_SAMPLE if traced else 0.0,
+            traces if traced else None,
+            extra=flags,
+            stores=requested_stores(ctx.options),
+        ) as (port, ready):
             with _stress(stress[0], stress[1], stress[2], plan.warmup_s + plan.duration_s + 1.0, stress_docs):
                 args = http_load_args(
                     port, "/", CONNECTIONS, rate, plan.duration_s, plan.warmup_s, timeout="2s", cpus=load_cpus
                 )
                 if sample_cpu:
-                    with CpuSeries({k: int(v) for k, v in (ready.get("pids") or {}).items()}) as cs:
+                    # The store servers too (store:SYSTEM): a real store's CPU is part of what a placement
+                    # must fit; the sizing records it beside the services'.
+                    sampled = {k: int(v) for k, v in (ready.get("pids") or {}).items()} | store_pids(ready)
+                    with CpuSeries(sampled) as cs:
                         load = run_engine(LOAD, args + mix_args, timeout_s=plan.duration_s + 120).document
                     series = cs.samples
                 else:
@@ -248,8 +256,8 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
         if series:
             load["placement_point"]["cpu_samples_pct"] = series
         gdoc["placement_point"] = meta
-        docs.append(EngineDocument(study, LOAD, load, tag))
-        docs.append(EngineDocument(study, SVC, gdoc, tag + "/graph"))
+        docs.append(EngineDocument(study, LOAD, record_stores(load, ready), tag))
+        docs.append(EngineDocument(study, SVC, record_stores(gdoc, ready), tag + "/graph"))
         for s in stress_docs:
             s["placement_point"] = meta
             docs.append(EngineDocument(study, STRESS, s, tag + "/stress"))
@@ -266,6 +274,13 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
     need = {s: {"peak_pct": max(cpu.get(s) or [0.0]), "p95_pct": percentile(cpu.get(s) or [], 95)} for s in SERVICES}
     weights = {s: weight_millicores(need[s]["peak_pct"]) for s in SERVICES}
     analysis["sizing"] = {s: {**need[s], "weight_millicores": weights[s]} for s in SERVICES}
+    # The store servers' need at the same rate (real stores only): recorded, not yet placed — the
+    # knapsack still places the services, the stores inherit the general pool (docs/microservices.md).
+    analysis["store_sizing"] = {
+        s: {"peak_pct": max(v or [0.0]), "p95_pct": percentile(v or [], 95)}
+        for s, v in cpu.items()
+        if s.startswith("store:")
+    }
 
     # 2. Sensitivity: the services with the largest need first (quick tests only the top ones).
     tested = sorted(SERVICES, key=lambda s: -weights[s])[: plan.tested or len(SERVICES)]

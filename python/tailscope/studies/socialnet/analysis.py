@@ -706,8 +706,9 @@ def cpu_split(graph: dict, requests: int, services_cpu_per_request_ns: float | N
     """The graph document's CPU per request split into services and each store server (the merged
     document's top-level `stores` object, docs/stores.md). A graph from an engine before real stores
     records no `stores`: simulated, and the reason says so."""
-    raw = graph.get("stores") if isinstance(graph.get("stores"), dict) else {}
-    mode = raw.get("mode") if raw.get("mode") in ("real", "simulated") else "simulated"
+    found = graph.get("stores")
+    raw: dict = found if isinstance(found, dict) else {}
+    mode = str(raw.get("mode")) if raw.get("mode") in ("real", "simulated") else "simulated"
     reason = str(raw.get("reason") or NO_STORES_REASON)
     servers = [s for s in raw.get("servers") or [] if isinstance(s, dict)]
     stores: list[StoreCpu] = []
