@@ -224,6 +224,8 @@ def test_the_section_line_for_real_simulated_none_and_mixed():
     assert stores_line([{"baseline": 1}]) == f"stores: simulated ({NO_STORES_REASON})"
     assert stores_line([real, sim]).startswith("stores: real; simulated (auto: redis-server")
     assert stores_line([{"stores": {"mode": "auto"}}]) == "stores: unreadable (a document records stores.mode 'auto')"
+    # a per-service document's plain string
+    assert stores_line([{"stores": "real"}]) == "stores: real"
 
 
 # ---- the socialnet CPU split ---------------------------------------------------------------------

@@ -111,6 +111,8 @@ def stores_line(docs: Iterable[Mapping[str, Any]]) -> str:
         # Only mode and reason: the merged graph document's servers carry the engine's CPU figures,
         # not the ready line's fields, and the section needs neither.
         raw = d["stores"]
+        # A per-service document records only the mode, as a string (docs/stores.md).
+        raw = {"mode": raw, "reason": "a service document names no reason"} if isinstance(raw, str) else raw
         mode = raw.get("mode") if isinstance(raw, Mapping) else None
         if mode not in ("real", "simulated"):
             seen[("unreadable", f"a document records stores.mode {mode!r}")] = None
