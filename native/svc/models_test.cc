@@ -16,6 +16,7 @@
 
 #include "net/socket.h"
 #include "svc/runtime.h"
+#include "svc/testing/graph_harness.h"
 
 namespace tailscope::svc {
 namespace {
@@ -47,79 +48,14 @@ const char* kGraph = R"({
       {"store": {"span": "mongo_insert_client", "latency": 80, "count": 2}}]}]}
   ]})";
 
-int listen_loopback() { return net::make_listener("127.0.0.1", 0); }
-
-const Topology& keep_topology(Topology topology) {
-  static std::list<Topology> kept;
-  return kept.emplace_back(std::move(topology));
-}
-
-// The whole graph in this process: one instance per service, all on one model.
-class Graph {
+// The mini graph by default (testing::Graph takes any topology text).
+class Graph : public testing::Graph {
  public:
-  Graph(const std::string& model, RuntimeOptions options = {}, const char* text = kGraph)
-      // Spans point at names in the topology, which a service keeps for its
-      // whole life: here it must outlive the Graph, so every test's topology
-      // is kept (reachable) until the process exits.
-      : topology_(keep_topology(parse_topology(json::parse(text), "mini"))) {
-    options.model = model;
-    for (const auto& [name, _] : topology_.services) {
-      fds_[name] = listen_loopback();
-      ports_[name] = net::bound_port(fds_[name]);
-    }
-    for (const auto& name : topology_.start_order()) {
-      instances_[name] = std::make_unique<ServiceInstance>(topology_, name, ports_, options, fds_[name], timers_);
-      instances_[name]->start();
-    }
-  }
-  ~Graph() {
-    for (auto& [_, s] : instances_) s->stop();
-    timers_.stop();
-    for (auto& [_, fd] : fds_) ::close(fd);
-  }
-  int port(const std::string& s) { return ports_.at(s); }
-  ServiceInstance& instance(const std::string& s) { return *instances_.at(s); }
-
- private:
-  const Topology& topology_;
-  TimerService timers_;
-  std::map<std::string, int> fds_, ports_;
-  std::map<std::string, std::unique_ptr<ServiceInstance>> instances_;
+  explicit Graph(const std::string& model, RuntimeOptions options = {}, const char* text = kGraph)
+      : testing::Graph(model, std::move(options), text) {}
 };
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// One keep-alive HTTP GET; returns the status code (0 on a broken connection).
-int http_get(int fd) {
-  const std::string req = "GET /wrk2-api/post/compose HTTP/1.1\r\nHost: test\r\n\r\n";
-  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return 0;
-  std::string in;
-  char buf[4096];
-  for (;;) {
-    const size_t end = in.find("\r\n\r\n");
-    if (end != std::string::npos) {
-      const size_t cl = in.find("Content-Length: ");
-      const size_t len = std::stoul(in.substr(cl + 16));
-      if (in.size() >= end + 4 + len) return std::stoi(in.substr(9, 3));
-    }
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return 0;
-    in.append(buf, static_cast<size_t>(n));
-  }
-}
+using testing::connect_to;
+using testing::http_get;
 
 class EveryModel : public ::testing::TestWithParam<std::string> {};
 

@@ -54,7 +54,14 @@ ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& serv
       ports_(ports),
       options_(std::move(options)),
       timers_(timers),
-      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns) {}
+      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns) {
+  if (options_.real_stores) {
+    stores_ = std::make_unique<stores::StoreSet>(
+        options_.store_addresses, options_.store_timeout_ns > 0 ? options_.store_timeout_ns : call_timeout_ns_,
+        options_.store_pool_connections);
+    store_mode_ = "real";
+  }
+}
 
 ServiceRuntime::~ServiceRuntime() { close_clients(); }
 
@@ -245,8 +252,32 @@ SpanRecord ServiceRuntime::begin_store(const RequestScope& rs, const StoreOp& op
   s.service = &service_.name;
   s.operation = &op.span;
   s.role = SpanRole::kClient;
+  if (store_is_real(op)) {
+    s.db_system = stores::db_system_tag(op.real_system);
+    if (op.real_system == StoreSystem::kMongodb) s.store_role = "mongodb";
+  }
   s.start_ns = monotonic_ns();
   return s;
+}
+
+stores::StoreRequest ServiceRuntime::store_request(RequestScope& rs, const StoreOp& op) {
+  rs.last_draw = rs.miss_draw ? *rs.miss_draw : stores::draw_store_ids(store_verb_writes(op.op));
+  return stores::make_request(op, rs.last_draw);
+}
+
+stores::StoreResult ServiceRuntime::run_store_blocking(RequestScope& rs, const StoreOp& op) {
+  return stores_->run_blocking(op.real_system, store_request(rs, op));
+}
+
+bool ServiceRuntime::complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r) {
+  if (r.status == stores::StoreStatus::kUnavailable) {
+    // The store is down, refused, slow past the timeout or answered an error:
+    // the request fails unavailable; requests that do not need it go on.
+    rs.fail(RpcStatus::kUnavailable);
+    span.error = true;
+    span.status = RpcStatus::kUnavailable;
+  }
+  return r.status == stores::StoreStatus::kMiss;
 }
 
 void ServiceRuntime::end_store(SpanRecord& span) {
@@ -255,7 +286,8 @@ void ServiceRuntime::end_store(SpanRecord& span) {
   Tracer::record(span);
 }
 
-bool ServiceRuntime::store_missed(const StoreOp& op) {
+bool ServiceRuntime::store_missed(const StoreOp& op, bool real_missed) {
+  if (store_is_real(op)) return real_missed;
   if (!op.hit_ratio) return false;
   return std::uniform_real_distribution<double>(0, 1)(rng()) >= *op.hit_ratio;
 }
@@ -285,6 +317,10 @@ constexpr ModelEntry kModels[] = {{"std-async", make_std_async_model},
 
 }  // namespace
 
+bool model_has_store_clients(std::string_view model) {
+  return model == "std-async" || model == "std-thread" || model == "pool-blocking";
+}
+
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
@@ -308,7 +344,15 @@ ServiceInstance::ServiceInstance(const Topology& topology, const std::string& se
   const Service& s = topology.service(service);
   if (!s.model.empty()) options.model = s.model;  // the topology may pin a service's model
   model_ = make_model(options.model);
+  // Only the thread models have real store clients so far; the event-loop
+  // models would have to block their loop, so they keep the simulated waits and say so.
+  std::string store_reason = options.real_stores ? "" : "store mode simulated";
+  if (options.real_stores && !model_has_store_clients(options.model)) {
+    options.real_stores = false;
+    store_reason = "model " + options.model + " has no non-blocking store clients yet: simulated stores";
+  }
   runtime_ = std::make_unique<ServiceRuntime>(topology, service, ports, options, timers);
+  if (!store_reason.empty()) runtime_->set_store_mode("simulated", store_reason);
   listen_.fd = listen_fd;
   listen_.link_delays = &runtime_->options().link_delays;
   listen_.timers = &timers;
@@ -342,6 +386,9 @@ nlohmann::json ServiceInstance::result() const {
           {"counters", runtime_->counters().to_json()},
           {"channel", runtime_->channel_stats()},
           {"link_delays", runtime_->options().link_delays.to_json()},
+          {"stores", runtime_->store_mode()},
+          {"stores_reason", runtime_->store_reason()},
+          {"store_counters", runtime_->store_set() ? runtime_->store_set()->counters_json() : nlohmann::json::object()},
           {"model_details", model_->describe()}};
 }
 

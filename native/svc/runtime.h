@@ -15,6 +15,7 @@
 #include "svc/blocking_client_pool.h"
 #include "svc/multiplexed_channel.h"
 #include "svc/server.h"
+#include "svc/stores/store_set.h"
 #include "svc/timer_service.h"
 #include "svc/topology.h"
 #include "svc/tracer.h"
@@ -41,6 +42,14 @@ struct RuntimeOptions {
   // The link-delay shim, by remote address: requests to a peer at an address
   // listed here, and answers to a caller connecting from one, are held.
   LinkDelayTable link_delays;
+  // Real stores (docs/stores.md): when set, a store stage with an `op` runs
+  // against the server at store_addresses[system]; otherwise it waits its
+  // simulated latency. Only the thread models have store clients so far: the
+  // event-loop models record "simulated" with the reason (ServiceInstance).
+  bool real_stores = false;
+  std::map<StoreSystem, stores::StoreAddress> store_addresses;
+  size_t store_pool_connections = 64;  // blocking pool: connections per store system
+  int64_t store_timeout_ns = 0;        // 0 = the call timeout
 };
 
 // One request being handled: the server span and the trace context its children inherit.
@@ -53,6 +62,9 @@ struct RequestScope {
     if (status == RpcStatus::kOk) status = s;
   }
   bool sampled = false;
+  // Real stores: the ids the last store stage drew, and those an on_miss runs with (the missed key's).
+  stores::StoreDraw last_draw;
+  std::optional<stores::StoreDraw> miss_draw;
 };
 
 // One downstream call: its client span (with the probe when async/deferred),
@@ -95,7 +107,35 @@ class ServiceRuntime {
   // Simulated store/cache operations: the span is recorded by end_store.
   SpanRecord begin_store(const RequestScope& rs, const StoreOp& op);
   void end_store(SpanRecord& span);
-  bool store_missed(const StoreOp& op);
+  // Whether on_miss runs: real ops miss when the read found nothing
+  // (real_missed), simulated ones with probability 1 − hit_ratio.
+  bool store_missed(const StoreOp& op, bool real_missed = false);
+
+  // Real store operations (the run's store mode is real and the stage has an op).
+  bool store_is_real(const StoreOp& op) const { return stores_ && op.real(); }
+  stores::StoreSet* store_set() { return stores_.get(); }
+  // The request for one repetition of a real op: fresh ids, or the missed
+  // stage's inside its on_miss; remembered in rs.last_draw.
+  stores::StoreRequest store_request(RequestScope& rs, const StoreOp& op);
+  // The blocking form (thread models): runs it on a pooled connection.
+  stores::StoreResult run_store_blocking(RequestScope& rs, const StoreOp& op);
+  // Folds an outcome into the span and the request (unavailable fails it);
+  // counted by the StoreSet. True when it was a miss.
+  bool complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r);
+  // Around an on_miss: its stages reuse the missed stage's draw.
+  std::optional<stores::StoreDraw> enter_miss(RequestScope& rs) {
+    auto saved = rs.miss_draw;
+    rs.miss_draw = rs.last_draw;
+    return saved;
+  }
+  void leave_miss(RequestScope& rs, std::optional<stores::StoreDraw> saved) { rs.miss_draw = saved; }
+  // "real" or "simulated" and why: what the per-service document records.
+  const std::string& store_mode() const { return store_mode_; }
+  const std::string& store_reason() const { return store_reason_; }
+  void set_store_mode(std::string mode, std::string reason) {
+    store_mode_ = std::move(mode);
+    store_reason_ = std::move(reason);
+  }
 
   // Downstream clients (created on first use, live as long as the runtime).
   // Every multiplexed channel of the service shares one ChannelLoop.
@@ -146,6 +186,8 @@ class ServiceRuntime {
   std::map<std::string, std::unique_ptr<BlockingClientPool>> pools_;
   bool clients_closed_ = false;  // guarded by clients_mu_
   std::string store_span_kind_;
+  std::unique_ptr<stores::StoreSet> stores_;  // real store mode only
+  std::string store_mode_ = "simulated", store_reason_;
   std::atomic<bool> stopping_{false};
 };
 
@@ -168,6 +210,10 @@ std::unique_ptr<ConcurrencyModel> make_std_thread_model();
 std::unique_ptr<ConcurrencyModel> make_pool_blocking_model();
 std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
 std::unique_ptr<ConcurrencyModel> make_coroutine_model();
+// Whether a model reaches real stores: the thread models (blocking clients);
+// the event-loop models' non-blocking clients are not written yet, so they keep
+// the simulated waits and record why.
+bool model_has_store_clients(std::string_view model);
 // Throws std::invalid_argument naming the model and the known ones.
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);
 // Every name make_model knows, in registry order (tailscope-svc --list-models).

@@ -1,16 +1,17 @@
 #include "svc/service_options.h"
-
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
 
+#include "core/affinity.h"
 #include "net/allow_list.h"
 #include "prof/counters.h"
 #include "prof/placement.h"
 #include "svc/link_delay.h"
 #include "svc/otlp_exporter.h"
 #include "svc/peer_addresses.h"
+#include "svc/stores/store_set.h"
 #include "svc/thread_limit.h"
 #include "svc/topology.h"
 
@@ -42,6 +43,20 @@ void check_service_options(const ServiceOptions& o, bool workers_given) {
                                 std::pair{"--trace-sample", o.trace_sample}})
     if (!std::isfinite(v)) throw std::invalid_argument(std::string(name) + ": not a finite number");
   if (o.topology.empty()) throw std::invalid_argument("--topology FILE.json is required");
+  if (o.stores != "real" && o.stores != "simulated" && o.stores != "auto")
+    throw std::invalid_argument("--stores: real, simulated or auto (got '" + o.stores + "')");
+  for (const auto& a : o.store_addrs) stores::parse_store_addr(a);  // throws naming the item
+  if (!o.store_cpus.empty()) {
+    if (!o.all) throw std::invalid_argument("--store-cpus needs --all (the supervisor starts the stores)");
+    try {
+      parse_cpu_list(o.store_cpus);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--store-cpus: ") + e.what());
+    }
+  }
+  if (!o.all && o.stores == "real" && o.store_addrs.empty())
+    throw std::invalid_argument(
+        "--stores real for one service needs --store-addr SYSTEM=HOST:PORT (it starts no store)");
   if (!o.otlp_endpoint.empty()) {
     parse_otlp_endpoint(o.otlp_endpoint);  // refuses a bad or non-lab endpoint before anything starts
     if (o.trace_sample <= 0)

@@ -40,6 +40,10 @@ struct ServiceOptions {
   // Addresses (docs/lab-hosts.md): where this service listens, where its peers are, link delays.
   std::string bind = "127.0.0.1";
   std::string peers_text, link_delay_text, deployment;
+  // Real stores (docs/stores.md).
+  std::string stores = "auto";           // --stores real | simulated | auto
+  std::vector<std::string> store_addrs;  // --store-addr SYSTEM=HOST:PORT, repeatable
+  std::string store_cpus;                // --store-cpus LIST (--all)
 };
 
 // Checks every option before any process or thread starts, so bad input

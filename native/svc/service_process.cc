@@ -50,6 +50,15 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
     peers_json[name] = address_port_text(at.first, at.second);
   }
   options.link_delays = LinkDelayTable::parse(f.link_delay_text);
+  // One service starts no store: it reaches those --store-addr names (the
+  // supervisor passes them). auto: real when addresses are given.
+  json stores_json = json::object();
+  for (const auto& a : f.store_addrs) {
+    auto [system, address] = stores::parse_store_addr(a);
+    options.store_addresses[system] = address;
+    stores_json[stores::system_name(system)] = address_port_text(address.host, address.port);
+  }
+  options.real_stores = f.stores == "real" || (f.stores == "auto" && !options.store_addresses.empty());
   int fd = f.listen_fd;
   bool own_fd = false;
   if (fd < 0) {
@@ -121,6 +130,8 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
                    {"port", ports[f.service]},
                    {"bind", f.bind},
                    {"peers", peers_json},
+                   {"stores", f.stores},
+                   {"store_addresses", stores_json},
                    {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},

@@ -21,6 +21,7 @@
 #include "prof/placement.h"
 #include "svc/deployment.h"
 #include "svc/internal/supervised_profiling.h"
+#include "svc/internal/supervised_stores.h"
 #include "svc/netns.h"
 #include "svc/peer_addresses.h"
 #include "svc/topology.h"
@@ -59,6 +60,7 @@ std::vector<std::string> child_arguments(const ServiceOptions& o, const Supervis
   if (o.timeout_ms > 0) args.insert(args.end(), {"--timeout-ms", std::to_string(o.timeout_ms)});
   args.insert(args.end(), {"--pool-idle-s", std::to_string(o.pool_idle_s)});
   if (!c.link_delays.empty()) args.insert(args.end(), {"--link-delay", c.link_delays.to_flag()});
+  args.insert(args.end(), c.store_args.begin(), c.store_args.end());
   if (!o.otlp_endpoint.empty())
     args.insert(args.end(),
                 {"--otlp-endpoint", o.otlp_endpoint, "--otlp-queue-spans", std::to_string(o.otlp_queue_spans)});
@@ -132,6 +134,9 @@ class Supervisor {
   std::optional<Deployment> deployment_;
   std::map<std::string, int> netns_fds_;  // namespace name → open fd
   std::optional<internal::SupervisedProfiling> profiling_;
+  // Store servers: declared after the children's state, so destroyed first —
+  // a supervisor leaving by an exception still stops them by PID.
+  std::optional<internal::SupervisedStores> stores_;
   std::vector<SupervisedChild> children_;
   std::map<std::string, int> ports_;
   std::string ports_text_;
@@ -171,6 +176,8 @@ void Supervisor::open_listeners() {
   }
   for (const auto& [n, p] : ports_) ports_text_ += (ports_text_.empty() ? "" : ",") + n + "=" + std::to_string(p);
   for (const auto& c : children_) addresses_[c.service] = c.address;
+  // The store mode (an explicit --stores real with a binary missing fails here, nothing started).
+  stores_.emplace(o_, topology_, deployment_.has_value());
   if (deployment_) {
     // Every service calls its peers where they are: ADDR:PORT of their hosts.
     std::string peers;
@@ -225,7 +232,9 @@ void Supervisor::watch(const sigset_t& signals, int64_t deadline_ns) {
     // Reap and restart children that died (a fault injected by a test, a crash).
     int status = 0;
     pid_t dead;
-    while ((dead = ::waitpid(-1, &status, WNOHANG)) > 0)
+    while ((dead = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      // A store server that died: not restarted (its data is gone); its calls fail unavailable, counted.
+      if (stores_->reaped(dead, status, (monotonic_ns() - started_ns_) / 1e9)) continue;
       for (auto& c : children_)
         if (c.pid == dead) {
           c.pid = -1;
@@ -234,6 +243,7 @@ void Supervisor::watch(const sigset_t& signals, int64_t deadline_ns) {
                                {"at_s", (c.died_ns - started_ns_) / 1e9},
                                {"status", exit_status_text(status)}});
         }
+    }
     if (sig == SIGINT || sig == SIGTERM || (deadline_ns && monotonic_ns() >= deadline_ns)) break;
     for (auto& c : children_)
       if (restart_due(c, monotonic_ns(), o_.restart_ms)) {
@@ -331,6 +341,7 @@ json Supervisor::result_document(double ran_s) {
     doc["totals"]["front"] = services[topology_.front->service]["counters"];
   doc["measurements"] = json::array();
   doc["unavailable"] = unavailable;
+  doc["stores"] = stores_->result_json(services);
   if (!o_.traces_dir.empty()) {
     doc["tracing"] = merge_span_files(o_.traces_dir + "/parts", o_.traces_dir);
     doc["artifacts"] = {{"jaeger", o_.traces_dir + "/traces.jaeger.json"},
@@ -354,6 +365,9 @@ int Supervisor::run() {
   if (len <= 0) throw std::runtime_error("cannot find /proc/self/exe");
   self[len] = '\0';
   self_ = self;
+  // The stores first: every service finds them accepting and preloaded.
+  stores_->start(parts_dir_ + "/stores");
+  for (auto& c : children_) c.store_args = stores_->service_arguments();
   for (auto& c : children_) c.pid = spawn(c);
   // Ready: every listener exists already, so callers can connect at once.
   json pids = json::object();
@@ -365,6 +379,7 @@ int Supervisor::run() {
                     {"ports", ports_},
                     {"addresses", addresses_},
                     {"pids", pids},
+                    {"stores", stores_->ready_json()},
                     {"pid", getpid()}}
                    .dump()
             << std::endl;
@@ -372,6 +387,8 @@ int Supervisor::run() {
   watch(signals, o_.duration_s > 0 ? started_ns_ + static_cast<int64_t>(o_.duration_s * 1e9) : 0);
   stop_children();
   const double ran_s = (monotonic_ns() - started_ns_) / 1e9;
+  stores_->stop();  // after the services: their last calls were answered; CPU read before stopping
+  ::rmdir((parts_dir_ + "/stores").c_str());
   write_result(result_document(ran_s), o_.out);
   return 0;
 }

@@ -36,6 +36,7 @@ struct SupervisedChild {
   int netns_fd = -1;      // /run/netns/NAME, open (O_CLOEXEC); -1 = stay here
   std::string peer_args;  // --peers text ("" = --ports)
   LinkDelayTable link_delays;
+  std::vector<std::string> store_args;  // --stores MODE [--store-addr SYSTEM=HOST:PORT ...]
 };
 
 // The command line of `child`: `self` in one-service mode on its inherited

@@ -1,5 +1,6 @@
 #include "svc/topology.h"
 
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -75,6 +76,135 @@ CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch de
 
 StageList parse_stages(const json& j, const std::string& where);
 
+KeyTemplate parse_key(const std::string& text, const std::string& where) {
+  KeyTemplate k;
+  k.source = text;
+  std::string literal;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '}') bad(where, "'key' has a '}' without '{': \"" + text + "\"");
+    if (text[i] != '{') {
+      literal += text[i];
+      continue;
+    }
+    const size_t end = text.find('}', i);
+    if (end == std::string::npos) bad(where, "'key' has an unclosed '{': \"" + text + "\"");
+    const std::string name = text.substr(i + 1, end - i - 1);
+    KeyTemplate::Var var = KeyTemplate::Var::kNone;
+    if (name == "user")
+      var = KeyTemplate::Var::kUser;
+    else if (name == "hotel")
+      var = KeyTemplate::Var::kHotel;
+    else if (name == "post")
+      var = KeyTemplate::Var::kPost;
+    else
+      bad(where, "'key' names unknown variable {" + name + "} (known: {user}, {hotel}, {post})");
+    k.parts.push_back({std::move(literal), var});
+    literal.clear();
+    i = end;
+  }
+  if (!literal.empty()) k.parts.push_back({std::move(literal), KeyTemplate::Var::kNone});
+  // Keys travel in memcached's text protocol: no whitespace or control bytes, at most 250 bytes.
+  for (char c : text)
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) bad(where, "'key' must not contain spaces or control bytes");
+  if (text.size() > 200) bad(where, "'key' is longer than 200 characters");
+  return k;
+}
+
+// The real-operation fields of a store stage (op, key, value_bytes,
+// collection, limit): which system takes which op, and which fields each op needs.
+void parse_real_op(const json& v, StoreOp& op, const std::string& here) {
+  const bool any = v.contains("op") || v.contains("key") || v.contains("value_bytes") || v.contains("collection") ||
+                   v.contains("limit");
+  if (!any) return;
+  if (!v.contains("op")) bad(here, "'key', 'value_bytes', 'collection' and 'limit' need 'op'");
+  const std::string verb = need_string(v, "op", here);
+  struct Allowed {
+    const char* system;
+    StoreSystem id;
+    std::initializer_list<std::pair<const char*, StoreVerb>> ops;
+  };
+  static const Allowed kAllowed[] = {
+      {"memcached", StoreSystem::kMemcached, {{"get", StoreVerb::kGet}, {"set", StoreVerb::kSet}}},
+      {"redis",
+       StoreSystem::kRedis,
+       {{"get", StoreVerb::kGet},
+        {"set", StoreVerb::kSet},
+        {"zadd", StoreVerb::kZadd},
+        {"zrevrange", StoreVerb::kZrevrange},
+        {"sadd", StoreVerb::kSadd},
+        {"smembers", StoreVerb::kSmembers}}},
+      {"mongodb",
+       StoreSystem::kMongodb,
+       {{"find", StoreVerb::kFind}, {"insert", StoreVerb::kInsert}, {"update", StoreVerb::kUpdate}}},
+  };
+  const Allowed* system = nullptr;
+  for (const Allowed& a : kAllowed)
+    if (op.system == a.system) system = &a;
+  if (!system)
+    bad(here, "'op' needs 'system' memcached, redis or mongodb (got '" + op.system + "': a simulated-only system)");
+  std::string known;
+  for (const auto& [name, id] : system->ops) {
+    known += (known.empty() ? "" : ", ") + std::string(name);
+    if (verb == name) op.op = id;
+  }
+  if (op.op == StoreVerb::kNone) bad(here, "'op' for " + op.system + " is one of " + known + " (got '" + verb + "')");
+  op.real_system = system->id;
+  op.key = parse_key(need_string(v, "key", here), here);
+  if (v.contains("value_bytes")) {
+    if (!store_verb_writes(op.op)) bad(here, "'value_bytes' is for writes (set, insert, update, zadd, sadd)");
+    if (!integer_in(v["value_bytes"], 1, 1 << 20)) bad(here, "'value_bytes' must be an integer in 1 … 1048576");
+    op.value_bytes = v["value_bytes"].get<size_t>();
+  }
+  if (op.real_system == StoreSystem::kMongodb) {
+    op.collection = need_string(v, "collection", here);
+    // The collection names a table: letters, digits and '_' only (it is spliced into SQL).
+    for (char c : op.collection)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_') || std::isupper(static_cast<unsigned char>(c)))
+        bad(here, "'collection' may hold lower-case letters, digits and '_' only (got '" + op.collection + "')");
+    if (std::isdigit(static_cast<unsigned char>(op.collection[0])) || op.collection.size() > 60)
+      bad(here, "'collection' must start with a letter and be at most 60 characters");
+  } else if (v.contains("collection")) {
+    bad(here, "'collection' is for the document store (system: mongodb)");
+  }
+  if (v.contains("limit")) {
+    if (op.op != StoreVerb::kZrevrange && op.op != StoreVerb::kSmembers && op.op != StoreVerb::kFind)
+      bad(here, "'limit' is for zrevrange, smembers and find");
+    if (!integer_in(v["limit"], 1, 10000)) bad(here, "'limit' must be an integer in 1 … 10000");
+    op.limit = v["limit"];
+  }
+}
+
+std::map<std::string, StoreServerSpec> parse_store_servers(const json& j, const std::string& origin) {
+  const std::string where = origin + ": store_servers";
+  if (!j.is_object()) bad(where, "a mapping of memcached, redis, mongodb to {cpus, memory_mib}");
+  std::map<std::string, StoreServerSpec> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string here = where + "." + it.key();
+    if (it.key() != "memcached" && it.key() != "redis" && it.key() != "mongodb")
+      bad(where, "unknown store system '" + it.key() + "' (memcached, redis, mongodb)");
+    const json& v = it.value();
+    if (!v.is_object()) bad(here, "a mapping {cpus, memory_mib}");
+    check_keys(v, {"cpus", "memory_mib"}, here);
+    StoreServerSpec spec;
+    if (v.contains("cpus")) {
+      if (!v["cpus"].is_string() || v["cpus"].get<std::string>().empty())
+        bad(here, "'cpus' must be a non-empty cpu list string such as \"0-1,3\"");
+      spec.cpus = v["cpus"].get<std::string>();
+      try {
+        parse_cpu_list(spec.cpus);
+      } catch (const std::invalid_argument& e) {
+        bad(here, std::string("'cpus': ") + e.what());
+      }
+    }
+    if (v.contains("memory_mib")) {
+      if (!integer_in(v["memory_mib"], 1, 65536)) bad(here, "'memory_mib' must be an integer in 1 … 65536");
+      spec.memory_mib = v["memory_mib"];
+    }
+    out.emplace(it.key(), spec);
+  }
+  return out;
+}
+
 Stage parse_stage(const json& j, const std::string& where) {
   if (!j.is_object() || j.size() != 1)
     bad(where, "a stage is an object with exactly one key: cpu, call, group, store or work");
@@ -117,9 +247,13 @@ Stage parse_stage(const json& j, const std::string& where) {
   } else if (key == "store") {
     s.kind = Stage::Kind::kStore;
     if (!v.is_object()) bad(here, "a store stage is an object");
-    check_keys(v, {"span", "system", "latency", "count", "hit_ratio", "on_miss"}, here);
+    check_keys(v,
+               {"span", "system", "latency", "count", "hit_ratio", "on_miss", "op", "key", "value_bytes", "collection",
+                "limit"},
+               here);
     s.store.span = need_string(v, "span", here);
     s.store.system = v.contains("system") ? need_string(v, "system", here) : "store";
+    parse_real_op(v, s.store, here);
     if (!v.contains("latency")) bad(here, "needs 'latency'");
     s.store.latency = parse_distribution(v["latency"], here + ".latency");
     if (v.contains("count")) {
@@ -133,6 +267,9 @@ Stage parse_stage(const json& j, const std::string& where) {
     }
     if (v.contains("on_miss")) {
       if (!s.store.hit_ratio) bad(here, "'on_miss' needs 'hit_ratio'");
+      if (s.store.real() && s.store.op != StoreVerb::kGet && s.store.op != StoreVerb::kZrevrange &&
+          s.store.op != StoreVerb::kSmembers && s.store.op != StoreVerb::kFind)
+        bad(here, "'on_miss' on a real op needs a read that can miss (get, zrevrange, smembers, find)");
       s.store.on_miss = std::make_shared<StageList>(parse_stages(v["on_miss"], here + ".on_miss"));
     }
   } else if (key == "work") {
@@ -160,7 +297,52 @@ void for_each_call(const StageList& stages, const std::function<void(const CallS
   }
 }
 
+bool any_real_store(const StageList& stages) {
+  for (const auto& s : stages)
+    if (s.kind == Stage::Kind::kStore && (s.store.real() || (s.store.on_miss && any_real_store(*s.store.on_miss))))
+      return true;
+  return false;
+}
+
 }  // namespace
+
+const char* store_verb_name(StoreVerb v) {
+  switch (v) {
+    case StoreVerb::kNone:
+      return "none";
+    case StoreVerb::kGet:
+      return "get";
+    case StoreVerb::kSet:
+      return "set";
+    case StoreVerb::kZadd:
+      return "zadd";
+    case StoreVerb::kZrevrange:
+      return "zrevrange";
+    case StoreVerb::kSadd:
+      return "sadd";
+    case StoreVerb::kSmembers:
+      return "smembers";
+    case StoreVerb::kFind:
+      return "find";
+    case StoreVerb::kInsert:
+      return "insert";
+    case StoreVerb::kUpdate:
+      return "update";
+  }
+  return "none";
+}
+
+bool store_verb_writes(StoreVerb v) {
+  return v == StoreVerb::kSet || v == StoreVerb::kZadd || v == StoreVerb::kSadd || v == StoreVerb::kInsert ||
+         v == StoreVerb::kUpdate;
+}
+
+bool Topology::has_real_stores() const {
+  for (const auto& [_, s] : services)
+    for (const auto& [__, e] : s.endpoints)
+      if (any_real_store(e.stages)) return true;
+  return false;
+}
 
 const Service& Topology::service(const std::string& name) const {
   auto it = services.find(name);
@@ -184,7 +366,7 @@ std::vector<std::string> Topology::start_order() const {
 
 Topology parse_topology(const json& doc, const std::string& origin) {
   if (!doc.is_object()) bad(origin, "a topology is a JSON object");
-  check_keys(doc, {"name", "call_timeout_ms", "front", "services", "description", "notes"}, origin);
+  check_keys(doc, {"name", "call_timeout_ms", "front", "services", "description", "notes", "store_servers"}, origin);
   Topology t;
   t.name = doc.contains("name") ? need_string(doc, "name", origin) : "topology";
   if (doc.contains("call_timeout_ms")) {
@@ -193,6 +375,7 @@ Topology parse_topology(const json& doc, const std::string& origin) {
       bad(origin, "'call_timeout_ms' must be in (0, 600000]");
     t.call_timeout_ns = static_cast<int64_t>(doc["call_timeout_ms"].get<double>() * 1e6);
   }
+  if (doc.contains("store_servers")) t.store_servers = parse_store_servers(doc["store_servers"], origin);
   if (!doc.contains("services") || !doc["services"].is_array() || doc["services"].empty())
     bad(origin, "needs a non-empty array 'services'");
   for (size_t i = 0; i < doc["services"].size(); ++i) {

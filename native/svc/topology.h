@@ -35,9 +35,36 @@ struct CallGroup {
   std::vector<size_t> join_order;
 };
 
-// A simulated store or cache operation: waits (without CPU) for a sampled
-// latency, `count` times in a row; if hit_ratio is set, a miss (probability
-// 1 − hit_ratio) then runs `on_miss`.
+// The ids a real store key draws (docs/stores.md): {user} in 0 … kStoreUsers−1,
+// {hotel} in 0 … kStoreHotels−1, {post} a fresh id on a write, a recent one on a read.
+inline constexpr int kStoreUsers = 962;  // socfb-Reed98's users, as DeathStarBench loads
+inline constexpr int kStoreHotels = 80;  // DeathStarBench hotelReservation's hotels
+
+// A store key with placeholders, split once at parse time: literal text and
+// the variables between it ("user:{user}" → "user:", kUser).
+struct KeyTemplate {
+  enum class Var { kNone, kUser, kHotel, kPost };
+  struct Part {
+    std::string text;  // literal text before var
+    Var var = Var::kNone;
+  };
+  std::vector<Part> parts;
+  std::string source;  // as written in the topology
+};
+
+// The systems a real operation can reach; kNone: the stage is simulated only.
+enum class StoreSystem { kNone, kMemcached, kRedis, kMongodb };
+// The real operations (topology `op`); which system accepts which is checked at parse time.
+enum class StoreVerb { kNone, kGet, kSet, kZadd, kZrevrange, kSadd, kSmembers, kFind, kInsert, kUpdate };
+const char* store_verb_name(StoreVerb v);
+bool store_verb_writes(StoreVerb v);  // set, zadd, sadd, insert, update: payload of value_bytes
+
+// A store or cache operation. Simulated form: waits (without CPU) for a
+// sampled latency, `count` times in a row; if hit_ratio is set, a miss
+// (probability 1 − hit_ratio) then runs `on_miss`. Real form (`op` set and
+// the run's store mode real): the operation runs against the real server
+// `count` times; a get that finds nothing is the miss that runs on_miss
+// (hit_ratio is then ignored).
 struct StoreOp {
   std::string span;    // e.g. url_mongo_insert_client
   std::string system;  // mongodb, memcached, redis: the db.system tag
@@ -45,6 +72,20 @@ struct StoreOp {
   int count = 1;
   std::optional<double> hit_ratio;
   std::shared_ptr<StageList> on_miss;
+  // The real operation (kNone: none; the stage always waits its latency).
+  StoreSystem real_system = StoreSystem::kNone;
+  StoreVerb op = StoreVerb::kNone;
+  KeyTemplate key;
+  size_t value_bytes = 512;  // set / insert / update / zadd / sadd payload
+  std::string collection;    // document store (mongodb role): the table
+  int limit = 10;            // zrevrange / smembers / find: at most this many results
+  bool real() const { return op != StoreVerb::kNone; }
+};
+
+// Top-level `store_servers`: placement and memory of a store process.
+struct StoreServerSpec {
+  std::string cpus;    // "" = inherit the supervisor's affinity
+  int memory_mib = 0;  // 0 = default (memcached -m 64, redis maxmemory 64mb)
 };
 
 struct Stage {
@@ -91,6 +132,10 @@ struct Topology {
   int64_t call_timeout_ns = 1'000'000'000;
   std::map<std::string, Service> services;
   std::optional<FrontSpec> front;
+  // Top-level `store_servers`, by system name (memcached, redis, mongodb).
+  std::map<std::string, StoreServerSpec> store_servers;
+  // True when some store stage (anywhere, on_miss included) has a real op.
+  bool has_real_stores() const;
 
   const Service& service(const std::string& name) const;
   // Services in dependency order (callees first): the order --all starts them.

@@ -192,5 +192,122 @@ TEST(Topology, PerServiceCpusAreACheckedCpuList) {
   EXPECT_NE(error_of(doc).find("'cpus' must be a cpu list string"), std::string::npos) << error_of(doc);
 }
 
+// A topology whose service b runs one store stage `store` (b's endpoint get).
+json with_store(const json& store) {
+  json d = two_services();
+  d["services"][1]["endpoints"][0]["stages"] = json::array({json{{"store", store}}});
+  return d;
+}
+
+json real_store(const std::string& system, const std::string& op) {
+  return {{"span", "s"}, {"system", system}, {"latency", 60}, {"op", op}, {"key", "user:{user}"}};
+}
+
+TEST(Topology, RealStoreOpsParseWithTheirFields) {
+  json st = real_store("mongodb", "find");
+  st["collection"] = "social_graph";
+  st["limit"] = 20;
+  st["hit_ratio"] = 0.9;
+  st["on_miss"] = json::array({json{{"store",
+                                     {{"span", "fill"},
+                                      {"system", "redis"},
+                                      {"latency", 60},
+                                      {"op", "zadd"},
+                                      {"key", "followers:{user}:{post}"},
+                                      {"value_bytes", 16}}}}});
+  Topology t = parse_topology(with_store(st));
+  const StoreOp& op = t.service("b").endpoints.at("get").stages[0].store;
+  EXPECT_TRUE(op.real());
+  EXPECT_EQ(op.real_system, StoreSystem::kMongodb);
+  EXPECT_EQ(op.op, StoreVerb::kFind);
+  EXPECT_EQ(op.collection, "social_graph");
+  EXPECT_EQ(op.limit, 20);
+  EXPECT_EQ(op.value_bytes, 512u);  // the default
+  ASSERT_EQ(op.key.parts.size(), 1u);
+  EXPECT_EQ(op.key.parts[0].text, "user:");
+  EXPECT_EQ(op.key.parts[0].var, KeyTemplate::Var::kUser);
+  const StoreOp& fill = (*op.on_miss)[0].store;
+  EXPECT_EQ(fill.op, StoreVerb::kZadd);
+  EXPECT_EQ(fill.value_bytes, 16u);
+  ASSERT_EQ(fill.key.parts.size(), 2u);
+  EXPECT_EQ(fill.key.parts[1].text, ":");
+  EXPECT_EQ(fill.key.parts[1].var, KeyTemplate::Var::kPost);
+  EXPECT_TRUE(t.has_real_stores());
+  EXPECT_FALSE(parse_topology(two_services()).has_real_stores());  // the simulated form is unchanged
+  EXPECT_FALSE(parse_topology(two_services()).service("b").endpoints.at("get").stages[0].store.real());
+}
+
+TEST(Topology, RealStoreOpsRejectBadInputByName) {
+  auto err = [](const json& st) { return error_of(with_store(st)); };
+  json st = real_store("memcached", "zadd");
+  EXPECT_NE(err(st).find("'op' for memcached is one of get, set (got 'zadd')"), std::string::npos) << err(st);
+  st = real_store("backend", "get");
+  EXPECT_NE(err(st).find("'op' needs 'system' memcached, redis or mongodb"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st.erase("op");
+  EXPECT_NE(err(st).find("need 'op'"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st.erase("key");
+  EXPECT_NE(err(st).find("needs a non-empty string 'key'"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st["key"] = "user:{uid}";
+  EXPECT_NE(err(st).find("unknown variable {uid}"), std::string::npos) << err(st);
+  st["key"] = "user:{user";
+  EXPECT_NE(err(st).find("unclosed '{'"), std::string::npos) << err(st);
+  st["key"] = "user }";
+  EXPECT_NE(err(st).find("without '{'"), std::string::npos) << err(st);
+  st["key"] = "a b";
+  EXPECT_NE(err(st).find("spaces or control bytes"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st["value_bytes"] = 10;
+  EXPECT_NE(err(st).find("'value_bytes' is for writes"), std::string::npos) << err(st);
+  st = real_store("redis", "set");
+  st["value_bytes"] = 0;
+  EXPECT_NE(err(st).find("'value_bytes' must be an integer in 1"), std::string::npos) << err(st);
+  st["value_bytes"] = -3;
+  EXPECT_NE(err(st).find("'value_bytes' must be an integer in 1"), std::string::npos) << err(st);
+  st = real_store("mongodb", "insert");
+  EXPECT_NE(err(st).find("needs a non-empty string 'collection'"), std::string::npos) << err(st);
+  st["collection"] = "Posts; drop table";
+  EXPECT_NE(err(st).find("lower-case letters, digits and '_' only"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st["collection"] = "posts";
+  EXPECT_NE(err(st).find("'collection' is for the document store"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st["limit"] = 5;
+  EXPECT_NE(err(st).find("'limit' is for zrevrange"), std::string::npos) << err(st);
+  st = real_store("redis", "zrevrange");
+  st["limit"] = 0;
+  EXPECT_NE(err(st).find("'limit' must be an integer in 1 … 10000"), std::string::npos) << err(st);
+  st = real_store("redis", "set");
+  st["hit_ratio"] = 0.5;
+  st["on_miss"] = json::array({json{{"cpu", 1}}});
+  EXPECT_NE(err(st).find("needs a read that can miss"), std::string::npos) << err(st);
+  st = real_store("redis", "get");
+  st["opp"] = "get";
+  EXPECT_NE(err(st).find("unknown key 'opp'"), std::string::npos) << err(st);
+}
+
+TEST(Topology, StoreServersArePlacementAndMemoryPerSystem) {
+  json d = two_services();
+  d["store_servers"] = {{"memcached", {{"cpus", "1"}, {"memory_mib", 32}}}, {"mongodb", {{"cpus", "0"}}}};
+  Topology t = parse_topology(d);
+  EXPECT_EQ(t.store_servers.at("memcached").cpus, "1");
+  EXPECT_EQ(t.store_servers.at("memcached").memory_mib, 32);
+  EXPECT_EQ(t.store_servers.at("mongodb").memory_mib, 0);  // default
+  EXPECT_FALSE(t.store_servers.count("redis"));
+  d["store_servers"] = {{"mysql", json::object()}};
+  EXPECT_NE(error_of(d).find("unknown store system 'mysql'"), std::string::npos) << error_of(d);
+  d["store_servers"] = {{"redis", {{"memory_mib", 0}}}};
+  EXPECT_NE(error_of(d).find("store_servers.redis: 'memory_mib' must be an integer in 1 … 65536"), std::string::npos)
+      << error_of(d);
+  d["store_servers"] = {{"redis", {{"cpus", "2-1"}}}};
+  EXPECT_NE(error_of(d).find("store_servers.redis: 'cpus': bad cpu list"), std::string::npos) << error_of(d);
+  d["store_servers"] = {{"redis", {{"pin", "1"}}}};
+  EXPECT_NE(error_of(d).find("unknown key 'pin'"), std::string::npos) << error_of(d);
+  d["store_servers"] = 3;
+  EXPECT_NE(error_of(d).find("store_servers: a mapping"), std::string::npos) << error_of(d);
+}
+
 }  // namespace
 }  // namespace tailscope::svc

@@ -189,6 +189,8 @@ nlohmann::json span_to_json(const SpanRecord& s) {
                       {"start_unix_ns", Tracer::to_unix_ns(s.start_ns)},
                       {"duration_ns", s.end_ns - s.start_ns}};
   if (s.launch) j["launch"] = s.launch;
+  if (s.db_system) j["tags"]["db.system"] = s.db_system;
+  if (s.store_role) j["tags"]["tailscope.store_role"] = s.store_role;
   if (s.has_probe) {
     const auto& p = s.probe;
     auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
@@ -264,6 +266,15 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   if (s.launch) {
     out->append(",\"launch\":");
     append_json_string(out, s.launch);
+  }
+  if (s.db_system) {
+    out->append(",\"tags\":{\"db.system\":");
+    append_json_string(out, s.db_system);
+    if (s.store_role) {
+      out->append(",\"tailscope.store_role\":");
+      append_json_string(out, s.store_role);
+    }
+    out->push_back('}');
   }
   if (s.has_probe) {
     const auto& p = s.probe;

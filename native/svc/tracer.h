@@ -41,7 +41,11 @@ struct SpanRecord {
   SpanRole role = SpanRole::kInternal;
   bool error = false;
   net::RpcStatus status = net::RpcStatus::kOk;
-  const char* launch = nullptr;      // "async", "deferred", "sync" for calls; nullptr otherwise
+  const char* launch = nullptr;  // "async", "deferred", "sync" for calls; nullptr otherwise
+  // Real store operations: the db.system tag (memcached, redis, postgresql) and,
+  // when the server plays another system's role, tailscope.store_role (mongodb).
+  const char* db_system = nullptr;
+  const char* store_role = nullptr;
   int64_t start_ns = 0, end_ns = 0;  // monotonic
   bool has_probe = false;
   exec::AsyncProbe probe;

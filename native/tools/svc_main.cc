@@ -99,6 +99,15 @@ int main(int argc, char** argv) {
   app.add_option(
       "--counters", f.counters,
       "--all: off | process (perf_event group per service, opened before exec, default) | cpu (per placed CPU)");
+  app.add_option("--stores", f.stores,
+                 "real | simulated | auto: store stages with an op run against real memcached/Redis/PostgreSQL, or "
+                 "wait their simulated latency (auto: real when the servers are installed, --all; a single service: "
+                 "real when --store-addr is given). docs/stores.md")
+      ->check(CLI::IsMember({"real", "simulated", "auto"}));
+  app.add_option("--store-addr", f.store_addrs,
+                 "Where a store is, SYSTEM=HOST:PORT (repeatable; SYSTEM memcached, redis, mongodb; loopback or "
+                 "198.18.0.0/15)");
+  app.add_option("--store-cpus", f.store_cpus, "--all: pin the store servers to these CPUs (store_servers wins)");
   app.add_option("--cpus", f.cpus, "Single-service mode: pin every thread of the service to these CPUs");
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
   app.add_option("--check-topology", f.check_path,

@@ -29,13 +29,22 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
         rt.run_compute(stage);
         break;
       case Stage::Kind::kStore: {
-        for (int i = 0; i < stage.store.count; ++i) {
+        // Real ops block this thread in the store client (a pooled
+        // connection, bounded by the store timeout); simulated ones sleep.
+        bool missed = false;
+        for (int i = 0; i < stage.store.count && rs.status == RpcStatus::kOk; ++i) {
           SpanRecord span = rt.begin_store(rs, stage.store);
-          blocking_wait_ns(stage.store.latency.sample_ns(), rt.stopping());
+          if (rt.store_is_real(stage.store))
+            missed = rt.complete_store(rs, span, rt.run_store_blocking(rs, stage.store)) || missed;
+          else
+            blocking_wait_ns(stage.store.latency.sample_ns(), rt.stopping());
           rt.end_store(span);
         }
-        if (stage.store.on_miss && rt.store_missed(stage.store))
+        if (rs.status == RpcStatus::kOk && stage.store.on_miss && rt.store_missed(stage.store, missed)) {
+          auto saved = rt.enter_miss(rs);
           run_stages_blocking(rt, rs, *stage.store.on_miss, launcher);
+          rt.leave_miss(rs, saved);
+        }
         break;
       }
       case Stage::Kind::kCall: {

@@ -1,0 +1,57 @@
+// The store servers of a `tailscope-svc --all` run (docs/stores.md): which
+// mode the run is in and why, the servers it starts before the services
+// (memcached, redis-server, PostgreSQL for the mongodb role), the
+// --stores/--store-addr arguments every service gets, a server that dies
+// mid-run, and the "stores" sections of the ready line and the result
+// document. Stops every server by PID and removes its data when destroyed.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "svc/service_options.h"
+#include "svc/stores/store_servers.h"
+#include "svc/topology.h"
+
+namespace tailscope::svc::internal {
+
+class SupervisedStores {
+ public:
+  // Decides the mode: `--stores real` with a server binary missing (or a
+  // deployment: not supported yet) throws std::invalid_argument naming the
+  // Debian package; `auto` falls back to simulated and says why.
+  SupervisedStores(const ServiceOptions& options, const Topology& topology, bool deployment);
+  ~SupervisedStores();
+  SupervisedStores(const SupervisedStores&) = delete;
+  SupervisedStores& operator=(const SupervisedStores&) = delete;
+
+  bool real() const { return mode_ == "real"; }
+  // Starts, waits for and preloads every server the topology uses, under scratch_dir.
+  void start(const std::string& scratch_dir);
+  // --stores MODE [--store-addr SYSTEM=HOST:PORT ...] for every service.
+  std::vector<std::string> service_arguments() const;
+  // A reaped child that was a store server: recorded (its calls now fail unavailable). False if not one.
+  bool reaped(pid_t pid, int status, double at_s);
+  // Reads each live server's CPU and peak RSS, then stops them all and removes their data.
+  void stop();
+  nlohmann::json ready_json() const;
+  // The result document's "stores": mode, reason, servers (cpu_s, max_rss_kib,
+  // ops, errors_unavailable, misses), systems (the counters summed over services).
+  nlohmann::json result_json(const nlohmann::json& services) const;
+
+ private:
+  struct Running {
+    stores::StoreServer server;
+    nlohmann::json cpu_s, cpu_s_reason, max_rss_kib;
+    nlohmann::json died;  // null, or {at_s, status}
+  };
+  std::string mode_, reason_;
+  std::vector<StoreSystem> systems_;  // those the topology's real ops use
+  const ServiceOptions& options_;
+  const Topology& topology_;
+  std::vector<Running> running_;
+  bool stopped_ = false;
+};
+
+}  // namespace tailscope::svc::internal

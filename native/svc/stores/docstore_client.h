@@ -1,0 +1,34 @@
+// The document store: PostgreSQL 15, one JSONB table per collection, serving
+// DeathStarBench's MongoDB roles (docs/stores.md says why). Spans carry
+// db.system=postgresql and tailscope.store_role=mongodb.
+//
+// Blocking form (thread models): one libpq connection per pooled connection,
+// driven through libpq's non-blocking API (PQsendQueryParams, PQflush,
+// PQconsumeInput/PQisBusy) and poll() with a deadline — libpq's synchronous
+// PQexec has no per-call timeout, and a hung server must not hold a thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "svc/stores/store_client.h"
+
+namespace tailscope::svc::stores {
+
+std::unique_ptr<BlockingStoreConnection> connect_docstore_blocking(const StoreAddress& address, int64_t timeout_ns);
+
+// The SQL a document-store op runs, with its parameters ($1 the key, $2 the
+// JSON document); the collection is a checked identifier (topology.cc).
+struct DocstoreStatement {
+  std::string sql;
+  std::vector<std::string> params;
+};
+DocstoreStatement docstore_statement(const StoreRequest& request);
+// CREATE TABLE IF NOT EXISTS for a collection (id, key, doc jsonb) and its key index.
+std::string docstore_create_sql(const std::string& collection);
+// The database and role the supervisor creates and the clients use.
+inline constexpr const char* kDocstoreDatabase = "tailscope";
+inline constexpr const char* kDocstoreUser = "postgres";
+
+}  // namespace tailscope::svc::stores
