@@ -224,6 +224,10 @@ def test_the_section_line_for_real_simulated_none_and_mixed():
     assert stores_line([{"baseline": 1}]) == f"stores: simulated ({NO_STORES_REASON})"
     assert stores_line([real, sim]).startswith("stores: real; simulated (auto: redis-server")
     assert stores_line([{"stores": {"mode": "auto"}}]) == "stores: unreadable (a document records stores.mode 'auto')"
+    flagged = {"mode": "real", "reason": "r", "flagged": "a store server died during the run"}
+    assert stores_line([{"stores": flagged}]) == "stores: real (a store server died during the run)"
+    mixed = {"mode": "real", "reason": "r", "services_simulated": ["a", "b"]}
+    assert stores_line([{"stores": mixed}]) == "stores: real (services on simulated stores: a, b)"
     # a per-service document's plain string
     assert stores_line([{"stores": "real"}]) == "stores: real"
 
@@ -244,7 +248,7 @@ def _graph(stores: dict | None, cpu_s: float = 4.0, requests: int = 1000) -> dic
 def _merged_real(memcached_cpu_s: float | None = 0.5, why: str | None = None) -> dict:
     mc: dict = {"system": "memcached", "cpu_s": memcached_cpu_s, "max_rss_kib": 9000}
     if why:
-        mc["cpu_s_unavailable"] = why
+        mc["cpu_s_reason"] = why
     return {
         "mode": "real",
         "reason": "found",

@@ -117,10 +117,19 @@ def stores_line(docs: Iterable[Mapping[str, Any]]) -> str:
         if mode not in ("real", "simulated"):
             seen[("unreadable", f"a document records stores.mode {mode!r}")] = None
             continue
-        seen[(mode, "" if mode == "real" else str(raw.get("reason") or "no reason recorded"))] = None
+        if mode == "real":
+            # What the merged graph document adds (docs/stores.md): a store died mid-run, or some
+            # services (a model without store clients) ran their store stages simulated.
+            notes = [str(raw["flagged"])] if raw.get("flagged") else []
+            if raw.get("services_simulated"):
+                notes.append(f"services on simulated stores: {', '.join(map(str, raw['services_simulated']))}")
+            why = "; ".join(notes)
+        else:
+            why = str(raw.get("reason") or "no reason recorded")
+        seen[(mode, why)] = None
     if not seen:
         seen[("simulated", NO_STORES_REASON)] = None
-    return "stores: " + "; ".join(stores_text(mode, why) for mode, why in seen)
+    return "stores: " + "; ".join(f"{mode} ({why})" if why else mode for mode, why in seen)
 
 
 # ---- notes ------------------------------------------------------------------------------

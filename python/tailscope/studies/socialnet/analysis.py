@@ -720,7 +720,7 @@ def cpu_split(graph: dict, requests: int, services_cpu_per_request_ns: float | N
         elif isinstance(cpu_s, (int, float)) and not isinstance(cpu_s, bool):
             stores.append(StoreCpu(system, cpu_s * 1e9 / requests, None))
         else:
-            why = s.get("cpu_s_unavailable") or s.get("unavailable") or s.get("reason")
+            why = s.get("cpu_s_reason") or s.get("died")
             stores.append(StoreCpu(system, None, str(why or "the graph document records no CPU for this store")))
     if mode == "simulated":
         stores_why: str | None = f"stores simulated ({reason}): no store process ran"
