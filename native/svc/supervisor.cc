@@ -134,8 +134,8 @@ class Supervisor {
   std::optional<Deployment> deployment_;
   std::map<std::string, int> netns_fds_;  // namespace name → open fd
   std::optional<internal::SupervisedProfiling> profiling_;
-  // Store servers: declared after the children's state, so destroyed first —
-  // a supervisor leaving by an exception still stops them by PID.
+  // Store servers: its destructor stops them by PID and removes their data,
+  // so a supervisor leaving by an exception leaves none behind.
   std::optional<internal::SupervisedStores> stores_;
   std::vector<SupervisedChild> children_;
   std::map<std::string, int> ports_;

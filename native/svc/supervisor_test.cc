@@ -88,6 +88,17 @@ TEST(ChildArguments, SetOptionsAndADeploymentsPeersAndLinksReachTheChild) {
   EXPECT_EQ(value_of(args, "--otlp-queue-spans"), "1024");
 }
 
+TEST(ChildArguments, TheStoreModeAndAddressesReachEveryChild) {
+  ServiceOptions o;
+  o.topology = "g.json";
+  o.all = true;
+  SupervisedChild c = child_on_fd(3);
+  c.store_args = {"--stores", "real", "--store-addr", "redis=127.0.0.1:4000"};
+  const auto args = child_arguments(o, c, "text=1", "/bin/tailscope-svc", "/tmp/parts");
+  EXPECT_EQ(value_of(args, "--stores"), "real");
+  EXPECT_EQ(value_of(args, "--store-addr"), "redis=127.0.0.1:4000");
+}
+
 TEST(ExitStatusText, SaysHowAChildEnded) {
   EXPECT_EQ(exit_status_text(W_EXITCODE(3, 0)), "exit 3");
   EXPECT_EQ(exit_status_text(W_EXITCODE(0, 0)), "exit 0");

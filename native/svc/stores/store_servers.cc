@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +136,24 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, const 
   if (::getppid() != parent) _exit(0);  // the parent died before PDEATHSIG was armed
   ::execv(argv[0], argv.data());
   _exit(127);
+}
+
+// "memcached 1.6.18", "redis 7.0.15" from the binary's own version line; `fallback` when it cannot be read.
+std::string server_version(const std::string& binary, const char* flag, const std::string& name,
+                           const std::string& marker, const std::string& fallback) {
+  const std::string command = binary + " " + flag + " 2>/dev/null";
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return fallback;
+  char buf[256] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  ::pclose(p);
+  const std::string line = got ? buf : "";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return fallback;
+  const size_t begin = at + marker.size();
+  const size_t end = line.find_first_not_of("0123456789.", begin);
+  const std::string version = line.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  return version.empty() ? fallback : name + " " + version;
 }
 
 // Runs a short command (initdb) to completion; throws with its log on failure.
@@ -260,7 +279,7 @@ StoreServer start_store_server(const StoreServerOptions& o) {
         // -U 0: no UDP; -t 1: one worker thread (its CPU is the graph's to place); -m: the memory cap.
         args = {*binary, "-l", o.host, "-p", port, "-U", "0", "-t", "1", "-m", memory, "-c", "4096"};
         run_as = unprivileged_user("nobody", "memcached");
-        s.server = "memcached 1.6";
+        s.server = server_version(*binary, "-V", "memcached", "memcached ", "memcached");
         break;
       case StoreSystem::kRedis:
         std::filesystem::create_directories(s.dir);
@@ -284,7 +303,7 @@ StoreServer start_store_server(const StoreServerOptions& o) {
                 s.dir,
                 "--daemonize",
                 "no"};
-        s.server = "redis 7";
+        s.server = server_version(*binary, "--version", "redis", "v=", "redis");
         break;
       case StoreSystem::kMongodb: {
         run_as = unprivileged_user("postgres", "mongodb (PostgreSQL)");

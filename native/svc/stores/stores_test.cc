@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 
+#include "svc/service_options.h"
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/memcached_client.h"
 #include "svc/stores/redis_client.h"
@@ -178,6 +179,37 @@ TEST(StoreSet, StoreAddrIsCheckedAgainstTheAllowList) {
   EXPECT_FALSE(error("redis=127.0.0.1:70000").empty());
 }
 
+TEST(StoreOptions, EveryStoreFlagIsCheckedBeforeAnythingStarts) {
+  auto error = [](ServiceOptions o) {
+    o.topology = "g.json";
+    try {
+      check_service_options(o, false);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  ServiceOptions o;
+  o.service = "a";
+  EXPECT_EQ(error(o), "");  // auto, no address: simulated
+  o.stores = "sometimes";
+  EXPECT_NE(error(o).find("--stores: real, simulated or auto"), std::string::npos) << error(o);
+  o.stores = "real";
+  EXPECT_NE(error(o).find("needs --store-addr"), std::string::npos) << error(o);
+  o.store_addrs = {"redis=127.0.0.1:6379"};
+  EXPECT_EQ(error(o), "");
+  o.store_addrs = {"redis=10.0.0.1:6379"};
+  EXPECT_NE(error(o).find("--store-addr redis"), std::string::npos) << error(o);
+  o.store_addrs = {};
+  o.stores = "auto";
+  o.store_cpus = "0";
+  EXPECT_NE(error(o).find("--store-cpus needs --all"), std::string::npos) << error(o);
+  o.all = true;
+  o.service = "";
+  o.store_cpus = "3-1";
+  EXPECT_NE(error(o).find("--store-cpus: bad cpu list"), std::string::npos) << error(o);
+}
+
 TEST(StoreDraws, KeysExpandAndPostsAreFreshOnWrite) {
   KeyTemplate k;
   k.parts = {{"user:", KeyTemplate::Var::kUser}, {":post:", KeyTemplate::Var::kPost}};
@@ -240,6 +272,10 @@ TEST(StoreServers, AStoppedServerLeavesNoProcessAndNoDirectory) {
     const pid_t pid = s.pid;
     const std::string dir = s.dir;
     EXPECT_TRUE(store_server_alive(s));
+    EXPECT_EQ(
+        s.server.rfind(system == StoreSystem::kMongodb ? "postgresql 15" : std::string(system_name(system)) + " ", 0),
+        0u)
+        << s.server;
     EXPECT_TRUE(std::filesystem::exists(dir));
     const auto cpu = store_server_cpu_s(s);
     EXPECT_TRUE(cpu.has_value());
