@@ -458,3 +458,48 @@ def test_golden_empty_knapsack_note_lists_the_scores() -> None:
         "The knapsack placed no service on the performance pool: no tested service had a score > 0 "
         "(scores: none); its scenario is then the general pool for everything."
     ]
+
+
+# ---- real store servers placed like services (issue 27) ---------------------------------------------
+
+
+def _store_graph(tag: str, system: str, cpu_s: float | None, requests: int = 1000) -> dict:
+    """A merged graph document of a real-store run: the store server's CPU in its `stores` object."""
+    return {
+        "services": {},
+        "totals": {"front": {"requests": requests}},
+        "stores": {"mode": "real", "reason": "found", "servers": [{"system": system, "cpu_s": cpu_s}]},
+        "placement_point": {"tag": tag},
+    }
+
+
+def _store_sensitivity(unit: str, iso_cpu_s: float | None, hit_cpu_s: float | None) -> list[dict]:
+    """A store server's isolated point and one cpu×8 same-core point: end-to-end latency only (a store
+    has no exclusive critical-path time of its own), its CPU from the merged document."""
+    system = unit.removeprefix("store:")
+    base = {"kind": "sensitivity", "service": unit, "position": None}
+    return [
+        _load(f"iso-{system}", {**base, "kernel": None, "instances": 0, "exclusive": {}}, 1e6),
+        _store_graph(f"iso-{system}", system, iso_cpu_s),
+        _load(
+            f"{system}-cpu", {**base, "kernel": "cpu", "instances": 8, "position": "same-core", "exclusive": {}}, 2e6
+        ),
+        _store_graph(f"{system}-cpu", system, hit_cpu_s),
+    ]
+
+
+def test_a_store_server_is_scored_from_its_own_cpu_per_request() -> None:
+    docs = _store_sensitivity("store:redis", 0.5, 1.0) + _sensitivity("geo", 100.0, 300.0)
+    analysis = _analysis(["geo", "store:redis"]) | {"units": [*SERVICES, "store:redis"]}
+    s = summarize(docs, analysis)
+    redis = s.scores["store:redis"]
+    assert redis.score == pytest.approx(1.0)  # CPU per request 500 µs → 1 ms; no exclusive time to weigh
+    assert redis.basis == BASIS_NO_COUNTERS
+    # The knapsack's general pool lists the store servers it did not take, beside the services.
+    s2 = summarize([], _analysis(["geo"]) | {"units": [*SERVICES, "store:redis", "store:memcached"]})
+    assert s2.placements["knapsack"].general == (*(x for x in SERVICES if x != "geo"), "store:redis", "store:memcached")
+
+
+def test_a_store_whose_cpu_was_not_read_has_no_score() -> None:
+    s = summarize(_store_sensitivity("store:memcached", None, 1.0), _analysis([]))
+    assert s.scores["store:memcached"].score is None

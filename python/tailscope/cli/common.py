@@ -13,6 +13,7 @@ import duckdb
 from rich.console import Console
 
 from tailscope.lab import machine
+from tailscope.lab.stores import DEFAULT_STORE_MODE, STORE_MODES
 from tailscope.runner import default_results_dir
 from tailscope.store import StoreError
 
@@ -70,6 +71,16 @@ load_io_option = click.option(
     help="How tailscope-load moves bytes in the echo study: by-connections (default; its io_uring path "
     "from 100 connections up, where epoll's send+recv per echo made the generator the limit, epoll below), "
     "or one path for every point. Recorded in every document.",
+)
+
+stores_option = click.option(
+    "--stores",
+    type=click.Choice(STORE_MODES),
+    default=DEFAULT_STORE_MODE,
+    show_default=True,
+    help="The microservice graphs' stores: real (memcached, redis-server and PostgreSQL started per graph run; "
+    "an error naming the Debian package when one is missing), simulated (timed waits), or auto (real when the "
+    "three servers are installed, else simulated, saying why). Recorded in every document and report section.",
 )
 
 results_option = click.option(
@@ -135,6 +146,7 @@ study_run_options = stacked(
     objective_option,
     load_pacing_option,
     load_io_option,
+    stores_option,
     results_option,
     wait_for_store_option,
 )

@@ -20,6 +20,7 @@ from tailscope.cli.common import (
     study_run_options,
 )
 from tailscope.lab import lifetime, machine
+from tailscope.lab.stores import DEFAULT_STORE_MODE
 from tailscope.runner import DB_NAME, RunError, RunOutcome, run_studies, write_report
 from tailscope.store import Store, StoreError
 from tailscope.studies.registry import all_studies, study_by_name
@@ -93,7 +94,14 @@ def _run_given(study_names: list[str], given: dict) -> None:
         study_names,
         bool(given["full"]),
         given["results_dir"],
-        _options(given["cpus"], given["scale"], given["objective_ms"], given["load_pacing"], given["load_io"]),
+        _options(
+            given["cpus"],
+            given["scale"],
+            given["objective_ms"],
+            given["load_pacing"],
+            given["load_io"],
+            str(given["stores"]),
+        ),
         wait_for_store_s=float(given["wait_for_store_s"]),
     )
 
@@ -104,8 +112,10 @@ def _options(
     objective_ms: float | None = None,
     load_pacing: str | None = None,
     load_io: str | None = None,
+    stores: str = DEFAULT_STORE_MODE,
 ) -> dict:
-    opts: dict = {}
+    # Always set, so every study reads the same requested mode (studies/common.requested_stores).
+    opts: dict = {"stores": stores}
     if load_pacing:
         opts["load_pacing"] = load_pacing
     if load_io:

@@ -14,6 +14,7 @@ from pathlib import Path
 from tailscope.lab.engines import EngineError, EngineStartError, find_engine, run_engine, serve
 from tailscope.lab.load import http_load_args
 from tailscope.lab.procstat import ProcSampler
+from tailscope.lab.stores import StoresRecordError, stores_args, stores_of
 
 SVC = "tailscope-svc"
 LOAD = "tailscope-load"
@@ -51,8 +52,14 @@ def graph(
     traces: Path | None = None,
     extra: list[str] | None = None,
     cpu: int | Iterable[int] | None = None,
+    stores: str | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
+
+    `stores` is the run's --stores (real | simulated | auto; None = auto, the engine's default). The
+    ready line's `stores` object is checked and normalised here (lab/stores.py), so every study reads
+    `ready["stores"]` the same way — present even from an engine that predates real stores — and
+    `store_pids(ready)` names the store processes for /proc sampling.
 
     `cpu` pins the supervisor, and so every service process it forks, to one CPU
     (`tailscope run --cpus CLIENT,SERVER`) or a set of CPUs; by default nothing is pinned. The
@@ -71,6 +78,7 @@ def graph(
         str(trace_sample),
         "--out",
         str(out),
+        *stores_args(stores),
         *(extra or []),
     ]
     if traces is not None:
@@ -82,7 +90,17 @@ def graph(
         stop_timeout_s=30.0,
         cpus=None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu)),
     ) as server:
+        try:
+            server.ready["stores"] = stores_of(server.ready).record()
+        except StoresRecordError as e:
+            raise EngineError(f"{SVC} --all printed a ready line with a malformed stores object: {e}") from e
         yield server.port, server.ready
+
+
+def store_pids(ready: dict) -> dict[str, int]:
+    """The store servers' processes of a running graph (name → pid; none when its stores are simulated),
+    to sample beside its services (ProcSampler, run_point)."""
+    return stores_of(ready).pids()
 
 
 def run_front_load(
@@ -111,9 +129,13 @@ def run_front_load(
 
 
 @contextmanager
-def pinned_graph(topo: Path, model: str, out: Path, cpus: list[int], workers: int):
-    """graph() pinned to `cpus` (every process and thread of the graph inherits it)."""
-    with graph(topo, model, out, extra=["--workers", str(workers)], cpu=set(cpus) or None) as (port, ready):
+def pinned_graph(topo: Path, model: str, out: Path, cpus: list[int], workers: int, stores: str | None = None):
+    """graph() pinned to `cpus` (every process and thread of the graph inherits it, the store servers too
+    unless the topology's store_servers pins them)."""
+    with graph(topo, model, out, extra=["--workers", str(workers)], cpu=set(cpus) or None, stores=stores) as (
+        port,
+        ready,
+    ):
         yield port, ready
 
 

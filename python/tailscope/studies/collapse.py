@@ -27,7 +27,7 @@ from pathlib import Path
 from tailscope.lab import topology
 from tailscope.lab.cpus import cpu_split
 from tailscope.lab.engines import REPO_ROOT, EngineError
-from tailscope.lab.graph import SVC, GraphStartError, pinned_graph, raise_nofile, run_point
+from tailscope.lab.graph import SVC, GraphStartError, pinned_graph, raise_nofile, run_point, store_pids
 from tailscope.measure.measurement import achieved_per_s, connection_flags, measurement, point_flags, unflagged
 from tailscope.report import plots
 from tailscope.report.blocks import (
@@ -43,7 +43,7 @@ from tailscope.report.blocks import (
 )
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import cite, run_scale, study_section
+from tailscope.studies.common import cite, record_stores, requested_stores, run_scale, study_section
 from tailscope.studies.sources import ARTICLE_SHAPE
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
@@ -174,15 +174,20 @@ class CollapseStudy:
                 base = {"variant": variant, "model": MODELS[variant], "workers": workers, "cores": cores}
                 base |= {"users": users, "pinning": pinning} | extra
                 try:
-                    with pinned_graph(topo[variant != "sync-no-io"], MODELS[variant], out, graph_cpus, workers) as (
-                        port,
-                        ready,
-                    ):
-                        watched = {FRONT: int(ready["pids"][FRONT])}
+                    with pinned_graph(
+                        topo[variant != "sync-no-io"],
+                        MODELS[variant],
+                        out,
+                        graph_cpus,
+                        workers,
+                        stores=requested_stores(ctx.options),
+                    ) as (port, ready):
+                        watched = {FRONT: int(ready["pids"][FRONT])} | store_pids(ready)
                         hlog = art / f"{variant}-{users}.hlog"
                         d, stats = run_point(
                             port, PATH, users, 0, plan.duration_s, plan.warmup_s, load_cpus, hlog, watched
                         )
+                        record_stores(d, ready)
                 except GraphStartError as e:
                     base["unavailable"] = str(e)
                     docs.append(EngineDocument(self.name, SVC, {"collapse_point": base}, key))
@@ -222,6 +227,7 @@ class CollapseStudy:
             store,
             run_id,
             section_id="collapse",
+            graphs=True,
             intro=(
                 "A front with one IO dispatcher and a fixed processing pool sized to the graph's cores does a little "
                 "JSON work and one remote call per request (backend: lognormal wait, median 1 ms). "

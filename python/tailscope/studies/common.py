@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tailscope.lab.stores import DEFAULT_STORE_MODE, NO_STORES_REASON, stores_of
 from tailscope.measure.intervals import QuantileInterval
 from tailscope.measure.verdict import IntervalVerdict
 from tailscope.report.blocks import Section
@@ -77,12 +78,72 @@ def pinning_text(server: str, server_cpu: object, client: str, client_cpu: objec
     return f"{server} pinned to CPU {server_cpu}, {client} to CPU {client_cpu}"
 
 
+# ---- stores (issue 27) -------------------------------------------------------------------
+
+
+def requested_stores(options: Mapping[str, Any]) -> str:
+    """The run's --stores (real | simulated | auto): what every graph a study starts is asked for."""
+    return str(options.get("stores") or DEFAULT_STORE_MODE)
+
+
+def record_stores(doc: dict, ready: Mapping[str, Any]) -> dict:
+    """Records in a study document what the graph it measured ran on (mode, reason, servers): the
+    ready line's `stores` object as graph() normalised it. A document the engine already gave its own
+    `stores` object (the merged graph document, with the servers' CPU) keeps it. Returns `doc`."""
+    doc.setdefault("stores", ready.get("stores") or stores_of(ready).record())
+    return doc
+
+
+def stores_text(mode: str, reason: str) -> str:
+    """The one wording of a stores mode: "real" (its reason is only which binaries were found), or
+    "simulated (reason)" — a simulated store's figures are read differently, so the why is always said."""
+    return mode if mode == "real" else f"{mode} ({reason})"
+
+
+def stores_line(docs: Iterable[Mapping[str, Any]]) -> str:
+    """What a graph study's section says its stores were: "stores: real", "stores: simulated (reason)",
+    or both when the study's graphs differed (a server that went missing mid-run under auto). Documents
+    that record nothing (a baseline run, a stress kernel) are skipped; when none records a mode the
+    graphs ran on an engine from before real stores, whose stores were all simulated."""
+    seen: dict[tuple[str, str], None] = {}
+    for d in docs:
+        if "stores" not in d:
+            continue
+        # Only mode and reason: the merged graph document's servers carry the engine's CPU figures,
+        # not the ready line's fields, and the section needs neither.
+        raw = d["stores"]
+        # A per-service document records only the mode, as a string (docs/stores.md).
+        raw = {"mode": raw, "reason": "a service document names no reason"} if isinstance(raw, str) else raw
+        mode = raw.get("mode") if isinstance(raw, Mapping) else None
+        if mode not in ("real", "simulated"):
+            seen[("unreadable", f"a document records stores.mode {mode!r}")] = None
+            continue
+        if mode == "real":
+            # What the merged graph document adds (docs/stores.md): a store died mid-run, or some
+            # services (a model without store clients) ran their store stages simulated.
+            notes = [str(raw["flagged"])] if raw.get("flagged") else []
+            if raw.get("services_simulated"):
+                notes.append(f"services on simulated stores: {', '.join(map(str, raw['services_simulated']))}")
+            why = "; ".join(notes)
+        else:
+            why = str(raw.get("reason") or "no reason recorded")
+        seen[(mode, why)] = None
+    if not seen:
+        seen[("simulated", NO_STORES_REASON)] = None
+    return "stores: " + "; ".join(f"{mode} ({why})" if why else mode for mode, why in seen)
+
+
 # ---- notes ------------------------------------------------------------------------------
 
 
-def study_section(study: Any, store: Store, run_id: str, intro: str, section_id: str | None = None) -> Section:
-    """A study's report section, opened with the notes of every figure it could not measure."""
+def study_section(
+    study: Any, store: Store, run_id: str, intro: str, section_id: str | None = None, graphs: bool = False
+) -> Section:
+    """A study's report section, opened with the notes of every figure it could not measure; a study
+    that runs the microservice graphs (`graphs`) opens with what its stores were (stores_line)."""
     sec = Section(section_id or study.name, study.title, intro)
+    if graphs:
+        sec.notes.append(stores_line(d.document for d in store.documents(run_id, study.name)))
     sec.notes += unavailable_notes(store, run_id, study.name)
     return sec
 

@@ -41,7 +41,7 @@ from tailscope.report.blocks import (
 )
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import point_times, study_section
+from tailscope.studies.common import point_times, record_stores, requested_stores, study_section
 from tailscope.studies.sources import CAPSTONE_FIGURE9
 from tailscope.traces.critpath import run_critpath
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
@@ -87,11 +87,15 @@ class ContentionStudy:
                 point = f"{model}/c{connections}"
                 ctx.progress(f"contention: {model} c={connections}", (i * len(counts) + j) / total)
                 traces = art / "traces" / model / str(connections)
-                with graph(topo_json, model, art / f"graph-{model}-{connections}.json", TRACE_SAMPLE, traces) as (
-                    port,
-                    _,
-                ):
-                    load = run_engine_load(port, connections, duration, warmup, rate)
+                with graph(
+                    topo_json,
+                    model,
+                    art / f"graph-{model}-{connections}.json",
+                    TRACE_SAMPLE,
+                    traces,
+                    stores=requested_stores(ctx.options),
+                ) as (port, ready):
+                    load = record_stores(run_engine_load(port, connections, duration, warmup, rate), ready)
                 load["contention_point"] = {"model": model, "connections": connections}
                 docs.append(EngineDocument(self.name, LOAD, load, point))
                 files = sorted(traces.glob("**/traces.jaeger.json"))
@@ -107,7 +111,8 @@ class ContentionStudy:
             self,
             store,
             run_id,
-            "The capstone's Figure 9: as client connections grow, how the scheduling and join delay of the "
+            graphs=True,
+            intro="The capstone's Figure 9: as client connections grow, how the scheduling and join delay of the "
             f"graph's async calls grows, per concurrency model. On {PATH}, closed loop unless the run set "
             f"`contention_rate`, tracing at {TRACE_SAMPLE * 100:.0f} % sampling, a fresh graph per point.",
         )

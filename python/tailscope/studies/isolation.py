@@ -54,7 +54,7 @@ from tailscope.report.blocks import (
 )
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import cite, study_section
+from tailscope.studies.common import cite, record_stores, requested_stores, study_section
 from tailscope.studies.contention import _cdf_figure as delay_cdf_figure
 from tailscope.studies.socialnet.analysis import BASELINE_MODEL
 from tailscope.studies.socialnet.analysis import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
@@ -301,7 +301,16 @@ class IsolationStudy:
                         traces = art / "traces" / layout / model / str(c)
                         out = art / f"graph-{layout}-{model}-{c}.json"
                         extra = ["--deployment", str(dep_json)]
-                        with graph(topo_json, model, out, TRACE_SAMPLE, traces, extra=extra) as (port, ready):
+                        # Real stores run on the storage host (the deployment places them; docs/stores.md).
+                        with graph(
+                            topo_json,
+                            model,
+                            out,
+                            TRACE_SAMPLE,
+                            traces,
+                            extra=extra,
+                            stores=requested_stores(ctx.options),
+                        ) as (port, ready):
                             _results, merged = agents_mod.run_agents(
                                 load_agents,
                                 host=front_address,
@@ -317,6 +326,7 @@ class IsolationStudy:
                             # Read after the load, not at the ready line: a service forked just before it
                             # may still be entering its namespace and CPUs.
                             analysis["applied"].setdefault(layout, applied_isolation(ready, service_netns))
+                            record_stores(merged, ready)
                             if layout == "split" and analysis["ping"] is None and split.links:
                                 ctx.progress("isolation: link-delay accuracy (ping)", step / total)
                                 analysis["ping"] = _ping_accuracy(ready, dep, addresses, services, scale)
@@ -340,7 +350,8 @@ class IsolationStudy:
             self,
             store,
             run_id,
-            "The capstone's experiment: DeathStarBench's compose-post graph with every service on one lab host, "
+            graphs=True,
+            intro="The capstone's experiment: DeathStarBench's compose-post graph with every service on one lab host, "
             "and split over three (nginx front | compose-post with text, user, media, unique-id, url-shorten and "
             "user-mention | post-storage, the timelines and social-graph), lab hosts being network namespaces on "
             f"one bridge (deployments/socialnet-1-host.yaml, socialnet-3-hosts.yaml). Load agents on a fourth lab "

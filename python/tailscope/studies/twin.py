@@ -34,7 +34,7 @@ from tailscope.measure.measurement import measurement
 from tailscope.report.blocks import Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import study_section
+from tailscope.studies.common import record_stores, requested_stores, study_section
 from tailscope.traces.spans import TraceSet
 from tailscope.twin.advise import advice_lines, advise, inferred_twin, point_flags
 from tailscope.twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
@@ -64,13 +64,27 @@ def _samples(load: dict) -> int | None:
 
 
 def _measure(
-    topo_json: Path, path: str, model: str, rate: float, duration: float, warmup: float, out: Path, *, trace: bool
+    topo_json: Path,
+    path: str,
+    model: str,
+    rate: float,
+    duration: float,
+    warmup: float,
+    out: Path,
+    *,
+    trace: bool,
+    stores: str | None = None,
 ) -> dict:
-    """One run of a real graph (traced: every request, traces under out/source-traces)."""
+    """One run of a real graph (traced: every request, traces under out/source-traces) on the run's
+    --stores: the twin's source traces come from the real-store graph when the stores are real. The
+    twin itself keeps simulated stores (docs/twin.md)."""
     extra_traces = out / "source-traces" if trace else None
-    with graph(topo_json, model, out / "graph.json", 1.0 if trace else 0.0, extra_traces) as (port, _):
+    with graph(topo_json, model, out / "graph.json", 1.0 if trace else 0.0, extra_traces, stores=stores) as (
+        port,
+        ready,
+    ):
         args = http_load_args(port, path, CONNECTIONS, rate, duration, warmup, timeout="2s")
-        return run_engine(LOAD, args, timeout_s=duration + warmup + 120).document
+        return record_stores(run_engine(LOAD, args, timeout_s=duration + warmup + 120).document, ready)
 
 
 class TwinStudy:
@@ -83,7 +97,9 @@ class TwinStudy:
         warmup = 1.0
         art.mkdir(parents=True, exist_ok=True)
         topo_json = topology.to_engine_json(topo_path, art / f"{name}.json")
-        source_load = _measure(topo_json, path, model, rate, duration, warmup, art, trace=True)
+        source_load = _measure(
+            topo_json, path, model, rate, duration, warmup, art, trace=True, stores=requested_stores(ctx.options)
+        )
         traces = art / "source-traces" / "traces.otlp.json"
         options = InferOptions(name=f"{name}-twin")
         calibrated_path = art / "calibrated.yaml"
@@ -111,6 +127,8 @@ class TwinStudy:
             "graph": name,
             "topology": str(topo_path.relative_to(topology.REPO_ROOT)),
             "model": model,
+            # What the source graph ran on (the twin's own stores are always simulated).
+            "stores": source_load["stores"],
             "rate_per_s": twin_rate,
             "rate_source": "trace timestamps",
             "source": {"rate_per_s": rate, "duration_s": duration, "path": path, "load": load_summary(source_load)},
@@ -228,11 +246,19 @@ class TwinStudy:
         )
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "closing-socialnet.json")
         path = GRAPHS["socialnet"][1]
-        with graph(topo_json, rec["model"], art / "closing-graph.json", 0.0, None, extra=rec["args"]) as (port, _):
+        with graph(
+            topo_json,
+            rec["model"],
+            art / "closing-graph.json",
+            0.0,
+            None,
+            extra=rec["args"],
+            stores=requested_stores(ctx.options),
+        ) as (port, ready):
             # The twin run's connections and warm-up: prediction and measurement differ only in the
             # graph (twin or real).
             args = http_load_args(port, path, advice["connections"], rate, duration, advice["warmup_s"], timeout="2s")
-            load = run_engine(LOAD, args, timeout_s=duration + advice["warmup_s"] + 120).document
+            load = record_stores(run_engine(LOAD, args, timeout_s=duration + advice["warmup_s"] + 120).document, ready)
         predicted_p50, predicted = _p50_p99(twin.load)
         measured_p50, measured = _p50_p99(load)
         return {
@@ -254,6 +280,7 @@ class TwinStudy:
             "p50_ratio": predicted_p50 / measured_p50 if predicted_p50 and measured_p50 else None,
             "unavailable": None if measured and predicted else "a closing run completed no request",
             "load": load_summary(load),
+            "stores": load["stores"],
         }
 
     def section(self, store: Store, run_id: str) -> Section:
@@ -261,7 +288,8 @@ class TwinStudy:
             self,
             store,
             run_id,
-            "The socialnet and hotel graphs traced at every request; a topology inferred from those traces "
+            graphs=True,
+            intro="The socialnet and hotel graphs traced at every request; a topology inferred from those traces "
             "(tailscope topology from-traces --calibrate); the twin run under the same model at the rate read "
             "from the trace timestamps; distributions compared (twin ÷ original; KS D = largest gap between the "
             "two CDFs), beside the original against itself (second half ÷ first half in time). Then the twin run "

@@ -25,6 +25,20 @@ from tailscope.studies.placement.knapsack import solve as knapsack
 SVC, LOAD = "tailscope-svc", "tailscope-load"
 ANALYSIS = "placement-analysis"  # the study's own document: pools, sizing, decisions
 SERVICES = ("frontend", "search", "geo", "rate", "profile", "recommendation", "reservation", "user")
+# A real store server is placed like a service under this prefix (the name the /proc sampler gives it,
+# lab/stores.py): "store:memcached", "store:redis", "store:mongodb".
+STORE_PREFIX = "store:"
+
+
+def is_store(unit: str) -> bool:
+    return unit.startswith(STORE_PREFIX)
+
+
+def store_system(unit: str) -> str:
+    """store:redis → redis (the key of the topology's store_servers)."""
+    return unit.removeprefix(STORE_PREFIX)
+
+
 KERNELS = ("cpu", "l1i", "l1d", "l2", "l3", "membw", "memcap")
 # Defaults of the score (docs/placement-study.md): as in the thesis, the 8-instance points and
 # membw weigh most. Override with options["score_weights"] = {"intensity": {...}, "kernel": {...}}.
@@ -254,8 +268,29 @@ def derived_counters(sv: dict) -> tuple[dict[str, float], list[str]]:
     return values, reasons
 
 
+def _store_figures(gdoc: dict | None, unit: str) -> dict:
+    """CPU time per front request of one store server from the merged graph document's `stores`
+    (its CPU over the graph's life ÷ the front's requests); a store has no counters or placement of
+    its own there, so its score rests on latency and CPU time."""
+    g = gdoc or {}
+    requests = int(((g.get("totals") or {}).get("front") or {}).get("requests") or 0)
+    servers = ((g.get("stores") or {}).get("servers")) or []
+    server = next((s for s in servers if isinstance(s, dict) and s.get("system") == store_system(unit)), {})
+    cpu_s = server.get("cpu_s")
+    cpu = float(cpu_s) if isinstance(cpu_s, (int, float)) and not isinstance(cpu_s, bool) else None
+    return {
+        "cpu_per_request_ns": cpu * 1e9 / requests if cpu and requests > 0 else None,
+        "ipc": None,
+        "derived": {},
+        "counter_reasons": ("a store server runs no tailscope counters",),
+        "placement": None,
+    }
+
+
 def _service_figures(gdoc: dict | None, service: str) -> dict:
-    """CPU time per request and counters of one service from the graph's document."""
+    """CPU time per request and counters of one service (or store server) from the graph's document."""
+    if is_store(service):
+        return _store_figures(gdoc, service)
     sv = ((gdoc or {}).get("services") or {}).get(service) or {}
     cpu = sv.get("cpu") or {}
     requests = int((sv.get("counters") or {}).get("requests") or 0)
@@ -629,7 +664,7 @@ def summarize(docs: Sequence[dict], analysis: dict) -> PlacementSummary:
         placements[name] = PlacedScenario(
             name,
             None if perf is None else tuple(perf),
-            None if perf is None else tuple(x for x in SERVICES if x not in perf),
+            None if perf is None else tuple(x for x in analysis.get("units") or SERVICES if x not in perf),
             sc.get("how", ""),
         )
     outcomes = _outcomes(docs, list(plans))

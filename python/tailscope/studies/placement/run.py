@@ -19,13 +19,13 @@ from pathlib import Path
 
 from tailscope.lab import procstat, topology
 from tailscope.lab.engines import EngineError, find_engine, run_engine
-from tailscope.lab.graph import graph
+from tailscope.lab.graph import graph, store_pids
 from tailscope.lab.load import http_load_args
 from tailscope.lab.placement import cpu_text, make_pools, placement_flags, sibling_groups
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, round_rate
+from tailscope.studies.common import StepProgress, record_stores, requested_stores, round_rate
 from tailscope.studies.placement.analysis import (
     ANALYSIS,
     COLOCATED,
@@ -38,10 +38,12 @@ from tailscope.studies.placement.analysis import (
     SERVICES,
     SVC,
     Scenario,
+    is_store,
     percentile,
     scenarios,
     sensitivity_points,
     sensitivity_scores,
+    store_system,
     weight_millicores,
 )
 from tailscope.traces.critpath import critical_paths
@@ -205,7 +207,8 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
         return [EngineDocument(study, ANALYSIS, _analysis_doc(analysis))]
     analysis["pools"] = pools.__dict__
     stress_missing = _missing(STRESS)
-    topo_json = topology.to_engine_json(HOTEL, art / "hotel.json")
+    hotel_doc = topology.load(HOTEL)
+    topo_json = topology.write_json(hotel_doc, art / "hotel.json")
     budget = 4 + (plan.tested or len(SERVICES)) * (1 + len(plan.kernels) * len(plan.intensities) * 2) + 5
     progress = StepProgress(ctx, "placement", budget)
 
@@ -219,21 +222,36 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
         meta: dict,
         stress: tuple[str | None, int, list[int]] = (None, 0, []),
         sample_cpu: bool = False,
+        store_cpus: dict[str, str] | None = None,
     ) -> dict:
+        """One graph run; `store_cpus` (system → CPU list) pins the real store servers through the
+        topology's store_servers key, the way --placement pins a service."""
         out, traces = art / f"graph-{tag}.json", art / "traces" / tag
+        topo = topo_json
+        if store_cpus:
+            servers = {system: {"cpus": cpus} for system, cpus in store_cpus.items()}
+            topo = topology.write_json({**hotel_doc, "store_servers": servers}, art / f"hotel-{tag}.json")
         stress_docs: list[dict] = []
         series: dict[str, list[float]] = {}
         traced = rate > 0  # the closed-loop ceiling only sets the rate: no traces
-        with graph(topo_json, MODEL, out, TRACE_SAMPLE if traced else 0.0, traces if traced else None, extra=flags) as (
-            port,
-            ready,
-        ):
+        with graph(
+            topo,
+            MODEL,
+            out,
+            TRACE_SAMPLE if traced else 0.0,
+            traces if traced else None,
+            extra=flags,
+            stores=requested_stores(ctx.options),
+        ) as (port, ready):
             with _stress(stress[0], stress[1], stress[2], plan.warmup_s + plan.duration_s + 1.0, stress_docs):
                 args = http_load_args(
                     port, "/", CONNECTIONS, rate, plan.duration_s, plan.warmup_s, timeout="2s", cpus=load_cpus
                 )
                 if sample_cpu:
-                    with CpuSeries({k: int(v) for k, v in (ready.get("pids") or {}).items()}) as cs:
+                    # The store servers too (store:SYSTEM): a real store's CPU is part of what a placement
+                    # must fit; the sizing records it beside the services'.
+                    sampled = {k: int(v) for k, v in (ready.get("pids") or {}).items()} | store_pids(ready)
+                    with CpuSeries(sampled) as cs:
                         load = run_engine(LOAD, args + mix_args, timeout_s=plan.duration_s + 120).document
                     series = cs.samples
                 else:
@@ -244,12 +262,14 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
             raise EngineError(f"{SVC} --all wrote no result document at {out}: {e}") from e
         exclusive, why = _exclusive_by_service(traces) if rate > 0 else ({}, "closed-loop ceiling: not traced")
         meta = {**meta, "tag": tag, "rate_per_s": rate, "flags": flags, "load_cpus": load_cpus}
+        if store_cpus:
+            meta["store_cpus"] = store_cpus
         load["placement_point"] = {**meta, "exclusive": exclusive, "exclusive_unavailable": why}
         if series:
             load["placement_point"]["cpu_samples_pct"] = series
         gdoc["placement_point"] = meta
-        docs.append(EngineDocument(study, LOAD, load, tag))
-        docs.append(EngineDocument(study, SVC, gdoc, tag + "/graph"))
+        docs.append(EngineDocument(study, LOAD, record_stores(load, ready), tag))
+        docs.append(EngineDocument(study, SVC, record_stores(gdoc, ready), tag + "/graph"))
         for s in stress_docs:
             s["placement_point"] = meta
             docs.append(EngineDocument(study, STRESS, s, tag + "/stress"))
@@ -263,12 +283,23 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
     progress(f"sizing at {fmt_count(rate)}/s")
     sizing = point("sizing", rate, [], None, {"kind": "sizing"}, sample_cpu=True)
     cpu = sizing["placement_point"].get("cpu_samples_pct", {})
-    need = {s: {"peak_pct": max(cpu.get(s) or [0.0]), "p95_pct": percentile(cpu.get(s) or [], 95)} for s in SERVICES}
-    weights = {s: weight_millicores(need[s]["peak_pct"]) for s in SERVICES}
-    analysis["sizing"] = {s: {**need[s], "weight_millicores": weights[s]} for s in SERVICES}
+    # What is placed: the services and, with real stores, each store server (store:SYSTEM, sampled by
+    # CpuSeries under that name): a real store competes for the cores like a service (issue 27).
+    stores = tuple(sorted(s for s in cpu if is_store(s)))
+    units = (*SERVICES, *stores)
+    analysis["units"] = list(units)
+    need = {s: {"peak_pct": max(cpu.get(s) or [0.0]), "p95_pct": percentile(cpu.get(s) or [], 95)} for s in units}
+    weights = {s: weight_millicores(need[s]["peak_pct"]) for s in units}
+    analysis["sizing"] = {s: {**need[s], "weight_millicores": weights[s]} for s in units}
 
-    # 2. Sensitivity: the services with the largest need first (quick tests only the top ones).
-    tested = sorted(SERVICES, key=lambda s: -weights[s])[: plan.tested or len(SERVICES)]
+    def placed(performance: Sequence[str] | None, pools_cpus: tuple[list[int], list[int]]) -> dict[str, str]:
+        """store_cpus of the real stores: those in `performance` on the first CPUs, the rest on the second."""
+        perf, general = pools_cpus
+        return {store_system(s): cpu_text(perf if performance and s in performance else general) for s in stores}
+
+    # 2. Sensitivity: the services with the largest need first (quick tests only the top ones); every
+    # real store server is tested, so the study always gives the stores' sensitivity scores.
+    tested = sorted(SERVICES, key=lambda s: -weights[s])[: plan.tested or len(SERVICES)] + list(stores)
     analysis["tested"] = tested
     perf_cores = sibling_groups(pools.performance)
     home = perf_cores[0][:1]  # the service under test: the first CPU of the first performance core
@@ -290,11 +321,13 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
             {"name": "interference points", "variant": "", "reason": f"{STRESS} {stress_missing}"}
         )
     for service in tested:
-        flags = ["--placement", f"{service}={cpu_text(home)}"]
+        flags = [] if is_store(service) else ["--placement", f"{service}={cpu_text(home)}"]
         flags += [a for s in SERVICES if s != service for a in ("--placement", f"{s}={cpu_text(pools.general)}")]
+        store_cpus = placed([service], (home, pools.general))
         base_meta = {"kind": "sensitivity", "service": service, "kernel": None, "instances": 0, "position": None}
         progress(f"{service} isolated")
-        point(f"iso-{service}", rate, flags, pools.general, base_meta)
+        tag = service.replace(":", "-")  # a file name: store:redis → store-redis
+        point(f"iso-{tag}", rate, flags, pools.general, base_meta, store_cpus=store_cpus)
         if stress_missing:
             continue
         for kernel in plan.kernels:
@@ -302,14 +335,22 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
                 for pos, cpus in positions:
                     progress(f"{service} with {kernel}×{n} ({pos})")
                     meta = {**base_meta, "kernel": kernel, "instances": n, "position": pos, "stress_cpus": cpus}
-                    point(f"{service}-{kernel}-{n}-{pos}", rate, flags, pools.general, meta, (kernel, n, cpus))
+                    point(
+                        f"{tag}-{kernel}-{n}-{pos}",
+                        rate,
+                        flags,
+                        pools.general,
+                        meta,
+                        (kernel, n, cpus),
+                        store_cpus=store_cpus,
+                    )
 
     # 3. Placements, compared at the same offered rate.
     points = sensitivity_points([d.document for d in docs if d.engine in (LOAD, SVC)])
     scores = {s: v.score for s, v in sensitivity_scores(points, plan.weights).items()}
     excl = sizing["placement_point"].get("exclusive") or {}
     capacity = 1000 * len(pools.performance)
-    plans = scenarios(SERVICES, weights, scores, {s: (excl.get(s) or {}).get("p99_ns") for s in SERVICES}, capacity)
+    plans = scenarios(units, weights, scores, {s: (excl.get(s) or {}).get("p99_ns") for s in units}, capacity)
     analysis["scenarios"] = {name: scenario_document(sc) for name, sc in plans.items()}
     analysis["capacity_millicores"] = capacity
     for name, sc in plans.items():
@@ -321,6 +362,8 @@ def run_placement(ctx: RunContext, study: str) -> list[EngineDocument]:
             flags,
             None if sc.performance is None else pools.general,
             {"kind": "scenario", "scenario": name},
+            # colocated pins nothing: its stores inherit the supervisor's affinity like its services
+            store_cpus=None if sc.performance is None else placed(sc.performance, (pools.performance, pools.general)),
         )
     progress("done")
     docs.append(EngineDocument(study, ANALYSIS, _analysis_doc(analysis)))

@@ -41,7 +41,7 @@ INTRO = (
 
 def placement_section(study: Any, store: Store, run_id: str) -> Section:
     docs = store.documents(run_id, study.name)
-    sec = study_section(study, store, run_id, intro=INTRO)
+    sec = study_section(study, store, run_id, intro=INTRO, graphs=True)
     analysis = next((d.document for d in docs if d.engine == ANALYSIS), None)
     if not has_measurements(analysis):
         sec.notes.append(NO_MEASUREMENTS)

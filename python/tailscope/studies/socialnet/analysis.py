@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailscope.lab.graph import LOAD, SVC
+from tailscope.lab.stores import NO_STORES_REASON
 from tailscope.measure.intervals import QuantileInterval, order_statistic_ranks
 from tailscope.measure.measurement import achieved_per_s, measurement
 from tailscope.measure.verdict import MET as INTERVAL_MET
@@ -225,6 +226,34 @@ class ErrorCounts:
 
 
 @dataclass(frozen=True)
+class StoreCpu:
+    """One store process's CPU per front request (a real-store graph): its user + sys over the graph's
+    life (the engine reads /proc/PID/stat just before stopping it) ÷ the front's requests."""
+
+    system: str  # memcached | redis | mongodb (served by PostgreSQL)
+    cpu_per_request_ns: float | None
+    unavailable: str | None  # why cpu_per_request_ns is None
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """A model's CPU per request split into its services and each store process (issue 27): the store
+    processes compete for the same cores, so a request's cost includes theirs."""
+
+    stores_mode: str  # real | simulated
+    stores_reason: str
+    services_cpu_per_request_ns: float | None  # every service process (the graph's CPU total)
+    stores: tuple[StoreCpu, ...]  # one per store server; empty when the stores were simulated
+    stores_unavailable: str | None  # why there is no store CPU at all (simulated, or no servers recorded)
+
+    @property
+    def total_cpu_per_request_ns(self) -> float | None:
+        """Services + every store; None when any part is unknown (a partial sum would read as a total)."""
+        parts = [self.services_cpu_per_request_ns, *(s.cpu_per_request_ns for s in self.stores)]
+        return sum(p for p in parts if p is not None) if None not in parts else None
+
+
+@dataclass(frozen=True)
 class Decomposition:
     """One model's CPU per request, taken apart with the run's own measurements. Every figure is a
     number or None, and every None has its reason in `unavailable` (keyed by the field's name)."""
@@ -248,6 +277,7 @@ class Decomposition:
     rest_cpu_per_request_ns: float | None  # what neither the transport nor thread creation explains
     attributed_exceeds_cpu: bool  # the attributed costs exceed the CPU per request (rest is then None)
     unavailable: Mapping[str, str]
+    split: CpuSplit
 
 
 @dataclass(frozen=True)
@@ -789,7 +819,37 @@ def decompose(
         rest_cpu_per_request_ns=rest,
         attributed_exceeds_cpu=exceeds,
         unavailable=why,
+        split=cpu_split(g, requests, cpu_per_request),
     )
+
+
+def cpu_split(graph: dict, requests: int, services_cpu_per_request_ns: float | None) -> CpuSplit:
+    """The graph document's CPU per request split into services and each store server (the merged
+    document's top-level `stores` object, docs/stores.md). A graph from an engine before real stores
+    records no `stores`: simulated, and the reason says so."""
+    found = graph.get("stores")
+    raw: dict = found if isinstance(found, dict) else {}
+    mode = str(raw.get("mode")) if raw.get("mode") in ("real", "simulated") else "simulated"
+    reason = str(raw.get("reason") or NO_STORES_REASON)
+    servers = [s for s in raw.get("servers") or [] if isinstance(s, dict)]
+    stores: list[StoreCpu] = []
+    for s in servers:
+        system = str(s.get("system") or "unnamed store")
+        cpu_s = s.get("cpu_s")
+        if not requests:
+            stores.append(StoreCpu(system, None, "the front served no request"))
+        elif isinstance(cpu_s, (int, float)) and not isinstance(cpu_s, bool):
+            stores.append(StoreCpu(system, cpu_s * 1e9 / requests, None))
+        else:
+            why = s.get("cpu_s_reason") or s.get("died")
+            stores.append(StoreCpu(system, None, str(why or "the graph document records no CPU for this store")))
+    if mode == "simulated":
+        stores_why: str | None = f"stores simulated ({reason}): no store process ran"
+    elif not stores:
+        stores_why = "the graph ran real stores but its document lists no store server"
+    else:
+        stores_why = None
+    return CpuSplit(mode, reason, services_cpu_per_request_ns, tuple(stores), stores_why)
 
 
 def _reasons(doc: dict | None) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tailscope.lab import topology
@@ -17,7 +18,15 @@ from tailscope.lab.graph import LOAD, SVC, graph, run_front_load, svc_models
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, pinning_text, point_times, round_rate, run_scale
+from tailscope.studies.common import (
+    StepProgress,
+    pinning_text,
+    point_times,
+    record_stores,
+    requested_stores,
+    round_rate,
+    run_scale,
+)
 from tailscope.studies.socialnet.analysis import (
     BASELINE,
     BASELINE_MODEL,
@@ -77,10 +86,22 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     client_cpu, server_cpu = cpus if cpus else (None, None)
     pinning = pinning_text("graph (every service)", server_cpu, "tailscope-load", client_cpu) if cpus else UNPINNED
 
+    stores = requested_stores(ctx.options)
+    # The ready line of the graph last started: every document measured on it records its stores.
+    last_ready: dict = {}
+
+    @contextmanager
     def start_graph(
-        model: str, out: Path, trace_sample: float = 0.0, traces: Path | None = None
-    ) -> AbstractContextManager[tuple[int, dict]]:
-        return graph(topo_json, model, out, trace_sample, traces, cpu=server_cpu)
+        model: str,
+        out: Path,
+        trace_sample: float = 0.0,
+        traces: Path | None = None,
+        cpu: int | list[int] | None = server_cpu,
+    ) -> Iterator[tuple[int, dict]]:
+        with graph(topo_json, model, out, trace_sample, traces, cpu=cpu, stores=stores) as (port, ready):
+            last_ready.clear()
+            last_ready.update(ready)
+            yield port, ready
 
     def load(port: int, rate: float, connections: int) -> dict:
         return run_front_load(port, rate, connections, duration, warmup, timeout, client_cpu)
@@ -109,7 +130,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             "connections": connections,
             "pinning": pinning,
         }
-        docs.append(EngineDocument(study, LOAD, doc, point))
+        docs.append(EngineDocument(study, LOAD, record_stores(doc, last_ready), point))
 
     # 1. Ceilings first (closed loop), each model on a fresh graph, so the common rate can be chosen.
     ceilings: dict[str, float] = {}
@@ -126,7 +147,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                     docs.append(ping)
         ceilings[model] = achieved_per_s(d)
         store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
-        _store_graph(study, docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model)
+        _store_graph(study, docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model, last_ready)
     # 1b. Core scaling: std-async's and the best model's ceiling with the graph on fewer of the
     # allowed CPUs (the last k, the server side's end), generator unpinned as in the ceilings. With
     # --cpus the whole graph already runs on one CPU, so there is nothing to scale down.
@@ -137,12 +158,12 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         for k in counts:
             progress(f"{model} closed loop on {k} of {len(allowed)} CPUs")
             out = art / f"graph-{model}-cores-{k}.json"
-            with graph(topo_json, model, out, cpu=allowed[-k:]) as (port, _):
+            with start_graph(model, out, cpu=allowed[-k:]) as (port, _):
                 d = load(port, 0, CEILING_CONNECTIONS)
             store_load(d, model, "cores", 0, CEILING_CONNECTIONS, f"{model}/cores/{k}")
             d["socialnet_point"]["graph_cpus"] = allowed[-k:]
             d["socialnet_point"]["allowed_cpus"] = len(allowed)
-            _store_graph(study, docs, out, f"{model}/graph-cores-{k}", model)
+            _store_graph(study, docs, out, f"{model}/graph-cores-{k}", model, last_ready)
 
     common = (
         round_rate(COMMON_RATE_FRACTION * min(v for v in ceilings.values() if v > 0))
@@ -164,7 +185,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                 kind = "common" if rate == common else "rate"
                 store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
                 sweeps.setdefault(model, []).append(d)
-        _store_graph(study, docs, out, f"{model}/graph", model)
+        _store_graph(study, docs, out, f"{model}/graph", model, last_ready)
         shutil.rmtree(traces, ignore_errors=True)
 
     # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
@@ -296,10 +317,10 @@ def _thread_create_baseline(study: str, scale: float, cpus: tuple[int, int] | No
     return EngineDocument(study, BASELINE, doc, "baseline/thread_create")
 
 
-def _store_graph(study: str, docs: list[EngineDocument], path: Path, point: str, model: str) -> None:
+def _store_graph(study: str, docs: list[EngineDocument], path: Path, point: str, model: str, ready: dict) -> None:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise EngineError(f"{SVC} --all --model {model} wrote no result document at {path}: {e}") from e
     doc["socialnet_point"] = {"model": model, "kind": "graph"}
-    docs.append(EngineDocument(study, SVC, doc, point))
+    docs.append(EngineDocument(study, SVC, record_stores(doc, ready), point))

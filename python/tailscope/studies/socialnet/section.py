@@ -14,7 +14,14 @@ from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Table
 from tailscope.store import Store
-from tailscope.studies.common import FEW_BEYOND, error_bar, interval_cell, length_to_decide_text, study_section
+from tailscope.studies.common import (
+    FEW_BEYOND,
+    error_bar,
+    interval_cell,
+    length_to_decide_text,
+    stores_text,
+    study_section,
+)
 from tailscope.studies.socialnet.analysis import (
     BASELINE_MODEL,
     CAPSTONE_LOAD_RANGE,
@@ -66,9 +73,12 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
         store,
         run_id,
         section_id="socialnet",
+        graphs=True,
         intro=(
             "DeathStarBench's social-network compose-post request through 12 services "
-            "(topologies/socialnet.yaml; stores and caches simulated with documented latency distributions), "
+            "(topologies/socialnet.yaml; its stores and caches real memcached, Redis and PostgreSQL JSONB servers "
+            "when the run's stores are real, else simulated with documented latency distributions: the first "
+            "note says which), "
             "each service a process on loopback, all under one concurrency model at a time: "
             "<em>std-async</em> (DeathStarBench's handler: std::async launch::async + launch::deferred, thread "
             "per connection), <em>std-thread</em>, <em>pool-blocking</em> (fixed pool blocking on futures), "
@@ -92,6 +102,7 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
     sec.blocks.append(_summary_table(summary))
     sec.blocks.append(_objective_table(summary))
     sec.blocks.append(_decomposition_table(summary))
+    sec.blocks.append(cpu_split_table(summary))
     if summary.connections:
         sec.blocks.append(_connections_figure(summary.connections))
     if summary.tracing:
@@ -543,6 +554,46 @@ def _decomposition_table(s: SocialnetSummary) -> Table:
         "RPC ÷ CPU per request. Threads started: async-call threads "
         "(std-async, std-thread), costed at the run's thread_create baseline p50. Context switches: voluntary + "
         "involuntary of every service process ÷ front requests.",
+    )
+
+
+def _split_cell(v: float | None, why: str | None) -> str:
+    return fmt_ns(v) if v is not None else f"unavailable ({why or 'not measured'})"
+
+
+def cpu_split_table(s: SocialnetSummary) -> Table:
+    """CPU per request split into the services and each store process, per model (issue 27)."""
+    systems = list(dict.fromkeys(st.system for m in s.models for st in s.per[m].decomposition.split.stores))
+    rows = []
+    for m in s.models:
+        d = s.per[m].decomposition
+        split = d.split
+        by_system = {st.system: st for st in split.stores}
+        stores_cells = [
+            _split_cell(by_system[sys].cpu_per_request_ns, by_system[sys].unavailable)
+            if sys in by_system
+            else f"unavailable ({split.stores_unavailable or 'no ' + sys + ' server in this graph'})"
+            for sys in systems
+        ]
+        total_why = split.stores_unavailable or d.unavailable.get("cpu_per_request_ns") or "a part is unavailable"
+        rows.append(
+            [
+                m,
+                stores_text(split.stores_mode, split.stores_reason),
+                _split_cell(split.services_cpu_per_request_ns, d.unavailable.get("cpu_per_request_ns")),
+                *stores_cells,
+                _split_cell(split.total_cpu_per_request_ns if split.stores else None, total_why),
+            ]
+        )
+    return Table(
+        title="CPU per request: services and stores (measured in this run)",
+        columns=["model", "stores", "services", *(f"{sys} process" for sys in systems), "services + stores"],
+        rows=rows,
+        caption="Services: user + sys of every service process of the model's sweep graph ÷ front requests (the "
+        "decomposition's CPU / request). Each store: user + sys of that store server over the same graph's life "
+        "(read from /proc just before the supervisor stopped it) ÷ the same requests; mongodb is DeathStarBench's "
+        "role, served by PostgreSQL JSONB. With simulated stores no store process runs: a store's wait costs no "
+        "CPU, which is what the real stores correct.",
     )
 
 

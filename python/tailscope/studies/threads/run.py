@@ -10,12 +10,22 @@ from pathlib import Path
 from tailscope.lab import topology
 from tailscope.lab.cpus import cpu_split
 from tailscope.lab.engines import REPO_ROOT, EngineError
-from tailscope.lab.graph import LOAD, PATH, POOL_SIZES, SVC, GraphStartError, pinned_graph, raise_nofile, run_point
+from tailscope.lab.graph import (
+    LOAD,
+    PATH,
+    POOL_SIZES,
+    SVC,
+    GraphStartError,
+    pinned_graph,
+    raise_nofile,
+    run_point,
+    store_pids,
+)
 from tailscope.measure import tail
 from tailscope.measure.measurement import achieved_per_s, connection_flags
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, round_rate, run_scale
+from tailscope.studies.common import StepProgress, record_stores, requested_stores, round_rate, run_scale
 
 REPO = REPO_ROOT
 WORKLOADS = {
@@ -147,11 +157,12 @@ def run_sweep(ctx: RunContext, study: str) -> list[EngineDocument]:
             "objective_ms": float(ctx.options.get("objective_ms") or DEFAULT_OBJECTIVE_MS),
         }
         try:
-            with pinned_graph(topo, model, out, graph_cpus, n) as (port, ready):
+            with pinned_graph(topo, model, out, graph_cpus, n, stores=requested_stores(ctx.options)) as (port, ready):
                 pids = {name: int(pid) for name, pid in ready["pids"].items()}
                 front = next((s for s in ("front", "nginx-web-server") if s in pids), None)
                 watched = {FRONT: pids[front]} if front else {}
                 watched |= {name: pid for name, pid in pids.items() if name != front}
+                watched |= store_pids(ready)  # the store servers compete for the graph's cores too
                 best = 0.0
                 for users in users_list:
                     progress(f"{key} users={users}")
@@ -165,7 +176,7 @@ def run_sweep(ctx: RunContext, study: str) -> list[EngineDocument]:
                         "tail": tail_of(hlog),
                         "flags": connection_flags(d, users, nofile_hard),
                     }
-                    docs.append(EngineDocument(study, LOAD, d, f"{key}/closed/{users}"))
+                    docs.append(EngineDocument(study, LOAD, record_stores(d, ready), f"{key}/closed/{users}"))
                 for f in plan.open_fractions:
                     progress(f"{key} open {f:.0%}")
                     rate = round_rate(f * best)
@@ -185,7 +196,7 @@ def run_sweep(ctx: RunContext, study: str) -> list[EngineDocument]:
                         "tail": tail_of(hlog),
                         "flags": connection_flags(d, users, nofile_hard),
                     }
-                    docs.append(EngineDocument(study, LOAD, d, f"{key}/open/{rate:.0f}"))
+                    docs.append(EngineDocument(study, LOAD, record_stores(d, ready), f"{key}/open/{rate:.0f}"))
         except GraphStartError as e:
             # e.g. --workers above the machine's thread limit: said, not skipped silently
             docs.append(EngineDocument(study, SVC, unavailable_graph_document(base, str(e)), f"{key}/graph"))

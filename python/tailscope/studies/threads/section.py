@@ -12,7 +12,14 @@ from tailscope.report import plots
 from tailscope.report.blocks import NOT_COMPARABLE, UNAVAILABLE, Figure, ReferenceCheck, Section, Source, Table
 from tailscope.store import Store
 from tailscope.studies.base import Study
-from tailscope.studies.common import FEW_BEYOND, LATENCY_COLUMNS, interval_cell, latency_cells, length_to_decide_text
+from tailscope.studies.common import (
+    FEW_BEYOND,
+    LATENCY_COLUMNS,
+    interval_cell,
+    latency_cells,
+    length_to_decide_text,
+    stores_line,
+)
 from tailscope.studies.sources import BALLERINA_LOAD, BALLERINA_TAIL_CPU, BALLERINA_TAIL_IO
 from tailscope.studies.threads.analysis import (
     ARTICLE_RISE,
@@ -46,6 +53,7 @@ INTRO = (
 def threads_section(study: Study, store: Store, run_id: str) -> Section:
     docs = [d for d in store.documents(run_id, study.name) if "threads_point" in d.document]
     sec = Section(id="threads", title=study.title, intro=INTRO)
+    sec.notes.append(stores_line(d.document for d in docs))
     for s, name, variant, reason in store.unavailable(run_id):
         if s == study.name:
             sec.notes.append(f"{name} ({variant}) unavailable: {reason}")

@@ -1,0 +1,73 @@
+"""The driver against a real-store graph (issue 27): graph() passes --stores, reads the ready line's
+store servers, samples them beside the services, and every store process is gone after the graph
+stops; the merged document's CPU per store feeds the socialnet CPU split; `--stores simulated` starts no
+server. Skipped (saying what is missing) without the engine or the Debian servers. The parsing itself is tested without engines in tests/unit/test_stores.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_engine
+from tailscope.lab import topology
+from tailscope.lab.graph import graph, run_point, store_pids
+from tailscope.lab.stores import stores_of
+from tailscope.studies.socialnet import analysis
+
+POSTGRES = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+MISSING = [n for n in ("memcached", "redis-server") if shutil.which(n) is None] + ([] if POSTGRES else ["postgres"])
+
+pytestmark = [
+    needs_engine("tailscope-svc", "tailscope-load"),
+    pytest.mark.skipif(bool(MISSING), reason=f"store servers not installed: {', '.join(MISSING)} (scripts/bootstrap)"),
+]
+
+
+@pytest.fixture(scope="module")
+def topo_json(tmp_path_factory) -> Path:
+    return topology.to_engine_json(topology.SOCIALNET, tmp_path_factory.mktemp("topo") / "socialnet.json")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes only once reaped: its /proc entry says so
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_real_stores_are_read_sampled_and_gone_after_the_graph(topo_json, tmp_path):
+    out = tmp_path / "graph.json"
+    with graph(topo_json, "std-thread", out, stores="real") as (port, ready):
+        s = stores_of(ready)
+        assert s.mode == "real", s.reason
+        assert sorted(x.system for x in s.servers) == ["memcached", "mongodb", "redis"]
+        pids = store_pids(ready)
+        assert all(_alive(p) for p in pids.values())
+        assert all(x.address.startswith("127.0.0.1:") for x in s.servers)
+        doc, stats = run_point(port, "/wrk2-api/post/compose", 4, 0, 1.0, 0.2, [], tmp_path / "p.hlog", pids)
+        assert doc["load"]["requests_completed"] > 0
+        # every store process sampled over the window, as a service would be
+        assert set(stats["processes"]) == set(pids)
+        assert all("cpu_pct" in p for p in stats["processes"].values())
+    assert not any(_alive(p) for p in pids.values()), "a store server outlived its graph"
+    merged = json.loads(out.read_text())
+    split = analysis.decompose(merged, None, None).split
+    assert split.stores_mode == "real" and split.stores_unavailable is None
+    # every server's CPU per request is measured (/proc's 10 ms ticks: a lightly used one may read 0)
+    assert {x.system for x in split.stores} == {"memcached", "redis", "mongodb"}
+    assert all(x.cpu_per_request_ns is not None for x in split.stores), split.stores
+    assert sum(x.cpu_per_request_ns or 0 for x in split.stores) > 0, "the stores served the graph on no CPU"
+
+
+def test_simulated_stores_start_no_server_and_say_so(topo_json, tmp_path):
+    with graph(topo_json, "std-thread", tmp_path / "graph.json", stores="simulated") as (_, ready):
+        s = stores_of(ready)
+        assert s.mode == "simulated" and s.reason == "--stores simulated"
+        assert store_pids(ready) == {}
