@@ -170,3 +170,15 @@ def test_yaml_numbers_are_read_the_yaml_1_2_way():
 
     doc = safe_load("a: 1e9\nb: -2E-3\nc: .5e3\nd: 1.5\ne: 10\nf: '1e9'\ng: 1e\n")
     assert doc == {"a": 1e9, "b": -0.002, "c": 500.0, "d": 1.5, "e": 10, "f": "1e9", "g": "1e"}
+
+
+def test_yaml_refuses_a_key_given_twice():
+    """A mapping that names a key twice (hotel.yaml once had `op: find, …, op: find` in one line) is an
+    error naming the key and its line, not the last value kept silently; nested and flow forms alike."""
+    from tailscope.lab.yamlfile import safe_load
+
+    with pytest.raises(yaml.YAMLError, match=r"found the key 'op' twice"):
+        safe_load("store: {op: find, key: a, op: get}\n")
+    with pytest.raises(yaml.YAMLError, match=r"line 3"):
+        safe_load("a:\n  b: 1\n  b: 2\n")
+    assert safe_load("a: {op: find}\nb: {op: find}\n") == {"a": {"op": "find"}, "b": {"op": "find"}}
