@@ -12,7 +12,8 @@ RUN apt-get update -qq \
       build-essential cmake ninja-build pkg-config \
       libboost-dev liburing-dev zlib1g-dev libssl-dev \
       libgtest-dev libgmock-dev libbenchmark-dev \
-      nlohmann-json3-dev rapidjson-dev libcli11-dev \
+      nlohmann-json3-dev rapidjson-dev libcli11-dev libsimdjson-dev \
+      libhiredis-dev libmemcached-dev libpq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -23,7 +24,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAILSCOPE_BENCHMAR
 
 FROM debian:bookworm-slim
 RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends liburing2 zlib1g libssl3 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends liburing2 zlib1g libssl3 libhiredis0.14 libmemcached11 libpq5 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/tailscope-svc /src/build/bin/tailscope-load \
                   /src/build/bin/tailscope-echo /src/build/bin/tailscope-critpath /usr/local/bin/

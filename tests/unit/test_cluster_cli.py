@@ -55,3 +55,18 @@ def test_without_dockerd_up_says_how_to_install_it_and_leaves_nothing(root, monk
     said = " ".join(r.output.split())  # rich wraps long lines
     assert "dockerd not found" in said and "scripts/bootstrap --docker" in said, said
     assert not any(root.iterdir())  # the run's folder went with the failure
+
+
+def test_the_null_device_check_tells_a_device_from_a_plain_file(tmp_path, monkeypatch):
+    """The guard around mmdebstrap (it was seen to leave /dev/null a plain file): the machine's own
+    /dev/null passes; a plain file in its place fails."""
+    import os
+
+    from tailscope.lab import cluster
+
+    assert cluster.null_device_intact()
+    plain = tmp_path / "null"
+    plain.write_text("")
+    real_stat = os.stat
+    monkeypatch.setattr(cluster.os, "stat", lambda p, *a, **k: real_stat(plain if p == "/dev/null" else p, *a, **k))
+    assert not cluster.null_device_intact()

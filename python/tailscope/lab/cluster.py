@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -29,8 +30,9 @@ from pathlib import Path
 
 from tailscope.lab.engines import find_engine
 
-# The engines' runtime libraries (ldd on the Release build, each mapped with dpkg -S).
-BASE_PACKAGES = ("libssl3", "libstdc++6", "liburing2", "zlib1g")
+# The engines' runtime libraries (ldd on the Release build, mapped with dpkg -S); tailscope-svc links the
+# store clients (hiredis, libmemcached, libpq: docs/stores.md), whose own dependencies apt pulls in.
+BASE_PACKAGES = ("libssl3", "libstdc++6", "liburing2", "zlib1g", "libhiredis0.14", "libmemcached11", "libpq5")
 MIRRORS = (
     "deb http://deb.debian.org/debian bookworm main",
     "deb http://deb.debian.org/debian bookworm-updates main",
@@ -183,6 +185,24 @@ def stop_private_daemon(state: ClusterState) -> None:
         subprocess.run(["ip", "link", "delete", "docker0"], capture_output=True, timeout=10)
 
 
+def null_device_intact() -> bool:
+    """/dev/null is still the character device 1:3. While mmdebstrap builds (as root, it prepares
+    device nodes under its target) the host's /dev/null was seen replaced by a plain file three times
+    here (the cause is not established; docs/deploy.md). Checked before and after each build, so
+    a damaged machine is named at once instead of failing later in unrelated ways."""
+    try:
+        st = os.stat("/dev/null")
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 3
+
+
+NULL_DEVICE_DAMAGED = (
+    "/dev/null is not the null device (a plain file or missing){when}; restore it as root with "
+    "`rm -f /dev/null && mknod -m 666 /dev/null c 1 3` (docs/deploy.md)"
+)
+
+
 def base_image(state: ClusterState, progress=print) -> str:
     key = hashlib.sha256(" ".join(BASE_PACKAGES + MIRRORS).encode()).hexdigest()[:12]
     tag = f"tailscope-base:{key}"
@@ -192,6 +212,8 @@ def base_image(state: ClusterState, progress=print) -> str:
     if not tar.exists():
         progress(f"building the base root file system with mmdebstrap (once, ~1 min) into {tar}")
         tar.parent.mkdir(parents=True, exist_ok=True)
+        if not null_device_intact():
+            raise ClusterError(NULL_DEVICE_DAMAGED.format(when=" before the image build"))
         tmp = tar.with_name(f"tmp-{os.getpid()}-{tar.name}")  # mmdebstrap picks its format by the .tar ending
         r = subprocess.run(
             [
@@ -207,6 +229,9 @@ def base_image(state: ClusterState, progress=print) -> str:
             text=True,
             timeout=900,
         )
+        if not null_device_intact():
+            tmp.unlink(missing_ok=True)
+            raise ClusterError(NULL_DEVICE_DAMAGED.format(when=" after mmdebstrap ran"))
         if r.returncode != 0:
             tmp.unlink(missing_ok=True)
             raise ClusterError(f"mmdebstrap failed: {r.stderr.strip().splitlines()[-1:]}")
