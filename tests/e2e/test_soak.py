@@ -260,8 +260,10 @@ def test_a_short_soak_reads_episodes_from_its_own_run(tmp_path, monkeypatch):
         interval_s=2.0,
         fraction=0.2,
         on_interval=lambda _s, iv: seen.append(iv.index),
+        stores="simulated",
     )
     assert seen == [1, 2]
+    assert s.stores.startswith("simulated"), s.stores  # what the graph ran on, from its ready line
     assert len(s.intervals) == 2, s.intervals
     # The rate held is 20 % of the highest open-loop rate that met the objective (or of the lowest
     # tried, when none did), never of the closed-loop ceiling.

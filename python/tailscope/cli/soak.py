@@ -15,6 +15,7 @@ from tailscope.cli.common import (
     json_out_option,
     known_models,
     number,
+    stores_option,
 )
 
 
@@ -41,8 +42,11 @@ from tailscope.cli.common import (
     show_default=True,
     help="Offered rate as a fraction of the highest open-loop rate at which each model meets the p99 objective.",
 )
+@stores_option
 @json_out_option("--out", "out_path", "Also write every interval and verdict as JSON here.")
-def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, out_path: Path | None) -> None:
+def soak(
+    minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, stores: str, out_path: Path | None
+) -> None:
     """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
     from tailscope.lab.engines import EngineError
     from tailscope.studies import soak as soak_mod
@@ -86,13 +90,21 @@ def soak(minutes: float, models: tuple[str, ...], interval_s: float, fraction: f
         )
 
     def on_model(s: soak_mod.ModelSoak) -> None:
-        console.print(f"[bold]{s.model}[/]: ceiling {s.ceiling_per_s:.0f}/s; {soak_mod.objective_line(s)}")
+        console.print(
+            f"[bold]{s.model}[/] (stores: {s.stores}): ceiling {s.ceiling_per_s:.0f}/s; {soak_mod.objective_line(s)}"
+        )
         for v in s.verdicts:
             console.print(f"  {v}")
 
     try:
         results = soak_mod.run_soak(
-            minutes, chosen, interval_s=interval_s, fraction=fraction, on_interval=on_interval, on_model=on_model
+            minutes,
+            chosen,
+            interval_s=interval_s,
+            fraction=fraction,
+            on_interval=on_interval,
+            on_model=on_model,
+            stores=stores,
         )
     except EngineError as e:
         _fail(e)

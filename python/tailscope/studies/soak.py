@@ -62,7 +62,9 @@ from typing import Any
 from tailscope.lab import procstat, topology
 from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import graph, run_front_load
+from tailscope.lab.stores import stores_of
 from tailscope.measure.hlog import new_histogram, read_intervals
+from tailscope.studies.common import stores_text
 from tailscope.studies.socialnet import analysis as socialnet
 from tailscope.units import fmt_ns
 
@@ -156,6 +158,8 @@ class ModelSoak:
     # soak held a fraction of the lowest tried rate instead), and every (rate, met) tried.
     objective_rate_per_s: float | None = None
     objective_points: list[tuple[float, bool]] = field(default_factory=list)
+    # What the graph's stores were ("real", or "simulated (reason)": studies.common.stores_text).
+    stores: str = ""
 
 
 def sample_process(service: str, pid: int) -> ProcessSample:
@@ -572,10 +576,12 @@ def soak_model(
     interval_s: float,
     fraction: float,
     on_interval: Callable[[ModelSoak, Interval], None],
+    stores: str | None = None,
 ) -> ModelSoak:
     out = workdir / f"graph-{model}.json"
     traces = workdir / "traces" / model
-    with graph(topo_json, model, out, socialnet.TRACE_SAMPLE, traces) as (port, ready):
+    with graph(topo_json, model, out, socialnet.TRACE_SAMPLE, traces, stores=stores) as (port, ready):
+        recorded = stores_of(ready)
         ceiling_doc = run_front_load(
             port, 0, socialnet.CEILING_CONNECTIONS, CEILING_DURATION_S, 1.0, CEILING_DURATION_S + 60
         )
@@ -585,7 +591,14 @@ def soak_model(
         carried, points = objective_rate(port, ceiling)
         base = carried if carried is not None else min(r for r, _ in points)
         rate = max(1.0, fraction * base)
-        soak = ModelSoak(model, ceiling, rate, objective_rate_per_s=carried, objective_points=points)
+        soak = ModelSoak(
+            model,
+            ceiling,
+            rate,
+            objective_rate_per_s=carried,
+            objective_points=points,
+            stores=stores_text(recorded.mode, recorded.reason),
+        )
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
@@ -640,6 +653,7 @@ def run_soak(
     fraction: float = 0.8,
     on_interval: Callable[[ModelSoak, Interval], None] = lambda s, i: None,
     on_model: Callable[[ModelSoak], None] = lambda s: None,
+    stores: str | None = None,
 ) -> list[ModelSoak]:
     if not models:
         raise ValueError("soak: no models given")
@@ -658,6 +672,7 @@ def run_soak(
                 interval_s=interval_s,
                 fraction=fraction,
                 on_interval=on_interval,
+                stores=stores,
             )
             on_model(s)
             results.append(s)
