@@ -1,4 +1,5 @@
 #include "svc/service_options.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>

@@ -339,7 +339,7 @@ bool store_verb_writes(StoreVerb v) {
 
 bool Topology::has_real_stores() const {
   for (const auto& [_, s] : services)
-    for (const auto& [__, e] : s.endpoints)
+    for (const auto& [endpoint_name, e] : s.endpoints)
       if (any_real_store(e.stages)) return true;
   return false;
 }

@@ -35,7 +35,7 @@ SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, b
     : options_(o), topology_(t) {
   std::set<StoreSystem> systems;
   for (const auto& [_, s] : t.services)
-    for (const auto& [__, e] : s.endpoints) collect_systems(e.stages, &systems);
+    for (const auto& [endpoint_name, e] : s.endpoints) collect_systems(e.stages, &systems);
   systems_.assign(systems.begin(), systems.end());
   bool any_client = false;
   for (const auto& [_, s] : t.services)
@@ -82,7 +82,7 @@ void SupervisedStores::start(const std::string& scratch_dir) {
     if (r.server.system == StoreSystem::kMongodb) {
       std::set<std::string> collections;
       for (const auto& [_, s] : topology_.services)
-        for (const auto& [__, e] : s.endpoints) collect_collections(e.stages, &collections);
+        for (const auto& [endpoint_name, e] : s.endpoints) collect_collections(e.stages, &collections);
       stores::preload_docstore(r.server.address, {collections.begin(), collections.end()});
     }
 }

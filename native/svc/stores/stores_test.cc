@@ -342,7 +342,7 @@ TEST_P(EveryModelOnRealStores, RoundTripsGetSetInsertFind) {
     GTEST_SKIP() << GetParam() << ": non-blocking store clients not written yet (simulated stores, recorded)";
   }
   EXPECT_EQ(r["stores"], "real");
-  const json c = r["store_counters"];
+  const json& c = r["store_counters"];
   EXPECT_EQ(c["memcached"]["ops"], 3 * 2 + 1);
   EXPECT_EQ(c["memcached"]["misses"], 1);   // only /miss's absent key
   EXPECT_EQ(c["redis"]["ops"], 3 * 4 + 1);  // + the on_miss sadd
