@@ -83,7 +83,7 @@ Cidr parse_cidr(std::string_view text, std::string_view what) {
   const std::string input(text);
   const std::string where = std::string(what) + " '" + input + "'";
   const size_t slash = input.find('/');
-  if (slash == std::string::npos) throw std::invalid_argument(where + ": expected ADDR/BITS, e.g. 10.244.0.0/16");
+  if (slash == std::string::npos) throw std::invalid_argument(where + ": expected ADDR/BITS, e.g. 198.51.100.0/24");
   const std::string address = input.substr(0, slash), bits_text = input.substr(slash + 1);
   Cidr c;
   in_addr v4{};

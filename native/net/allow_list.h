@@ -35,7 +35,7 @@ inline constexpr std::string_view kAllowedTargets = "loopback (127.0.0.0/8, ::1)
 // would make the allow-list allow the Internet, which is no list at all.
 inline constexpr int kMinDeclaredPrefixBits = 8;
 
-// An IPv4 or IPv6 CIDR block, e.g. 10.244.0.0/16.
+// An IPv4 or IPv6 CIDR block, e.g. 198.51.100.0/24.
 struct Cidr {
   bool v6 = false;
   std::array<uint8_t, 16> bytes{};  // network address (IPv4 in the first 4 bytes), host bits zero
@@ -58,7 +58,7 @@ void clear_declared_cidrs();  // tests
 std::vector<Cidr> declared_cidrs();
 
 // The rule that allows a numeric address (or "localhost"): "loopback",
-// "lab subnet 198.18.0.0/15", "declared 10.244.0.0/16"; empty when none does.
+// "lab subnet 198.18.0.0/15", "declared 198.51.100.0/24"; empty when none does.
 std::string allowing_rule(std::string_view address);
 
 // True for numeric IPv4/IPv6 text (no name, no port, no brackets).

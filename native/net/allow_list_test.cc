@@ -20,7 +20,7 @@ TEST(AllowList, LoopbackAndTheLabSubnetAreAllowed) {
 }
 
 TEST(AllowList, AddressesJustOutsideTheRangesAreRefused) {
-  for (const char* a : {"198.17.255.255", "198.20.0.0", "126.255.255.255", "128.0.0.0", "192.0.2.1", "10.0.0.1",
+  for (const char* a : {"198.17.255.255", "198.20.0.0", "126.255.255.255", "128.0.0.0", "192.0.2.1", "203.0.113.1",
                         "0.0.0.0", "255.255.255.255", "::", "::2", "2001:db8::1", "fe80::1"})
     EXPECT_FALSE(is_allowed_target(a)) << a;
 }
@@ -67,36 +67,36 @@ class DeclaredPolicy : public ::testing::Test {
 };
 
 TEST_F(DeclaredPolicy, ADeclaredBlockAllowsItsAddressesAndNamesItselfAsTheRule) {
-  EXPECT_FALSE(is_allowed_target("10.244.3.7"));
-  declare_allowed_cidr(parse_cidr("10.244.0.0/16", "--allow-cidr"));
+  EXPECT_FALSE(is_allowed_target("198.51.100.7"));
+  declare_allowed_cidr(parse_cidr("198.51.100.0/24", "--allow-cidr"));
   declare_allowed_cidr(parse_cidr("fd00:10::/64", "--allow-cidr"));
-  EXPECT_EQ(allowing_rule("10.244.3.7"), "declared 10.244.0.0/16");
-  EXPECT_EQ(allowing_rule("::ffff:10.244.255.255"), "declared 10.244.0.0/16");
+  EXPECT_EQ(allowing_rule("198.51.100.7"), "declared 198.51.100.0/24");
+  EXPECT_EQ(allowing_rule("::ffff:198.51.100.255"), "declared 198.51.100.0/24");
   EXPECT_EQ(allowing_rule("fd00:10::5"), "declared fd00:10::/64");
   EXPECT_EQ(allowing_rule("127.0.0.1"), "loopback");
   EXPECT_EQ(allowing_rule("198.19.5.2"), "lab subnet 198.18.0.0/15");
-  for (const char* a : {"10.245.0.1", "10.243.255.255", "fd00:11::1", "192.0.2.1"})
+  for (const char* a : {"198.51.101.1", "198.51.99.255", "fd00:11::1", "192.0.2.1"})
     EXPECT_FALSE(is_allowed_target(a)) << a;
   try {
-    check_allowed_target("10.245.0.1", "peer");
-    FAIL() << "10.245.0.1 was allowed";
+    check_allowed_target("198.51.101.1", "peer");
+    FAIL() << "198.51.101.1 was allowed";
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("10.245.0.1"), std::string::npos) << m;
-    EXPECT_NE(m.find("declared 10.244.0.0/16, fd00:10::/64"), std::string::npos) << m;
+    EXPECT_NE(m.find("198.51.101.1"), std::string::npos) << m;
+    EXPECT_NE(m.find("declared 198.51.100.0/24, fd00:10::/64"), std::string::npos) << m;
   }
 }
 
 TEST_F(DeclaredPolicy, PrefixBoundariesAreExact) {
-  declare_allowed_cidr(parse_cidr("172.16.4.0/22", "x"));
-  EXPECT_TRUE(is_allowed_target("172.16.4.0"));
-  EXPECT_TRUE(is_allowed_target("172.16.7.255"));
-  EXPECT_FALSE(is_allowed_target("172.16.8.0"));
-  EXPECT_FALSE(is_allowed_target("172.16.3.255"));
+  declare_allowed_cidr(parse_cidr("203.0.112.0/22", "x"));
+  EXPECT_TRUE(is_allowed_target("203.0.112.0"));
+  EXPECT_TRUE(is_allowed_target("203.0.115.255"));
+  EXPECT_FALSE(is_allowed_target("203.0.116.0"));
+  EXPECT_FALSE(is_allowed_target("203.0.111.255"));
 }
 
 TEST(AllowListCidr, BlocksBroaderThanSlash8AndMalformedTextAreRefused) {
-  for (const char* bad : {"0.0.0.0/0", "10.0.0.0/7", "::/0", "2000::/3"}) {
+  for (const char* bad : {"0.0.0.0/0", "198.0.0.0/7", "::/0", "2000::/3"}) {
     try {
       parse_cidr(bad, "--allow-cidr");
       FAIL() << bad << " was accepted";
@@ -107,11 +107,11 @@ TEST(AllowListCidr, BlocksBroaderThanSlash8AndMalformedTextAreRefused) {
       EXPECT_NE(m.find("broader than /8"), std::string::npos) << m;
     }
   }
-  for (const char* bad :
-       {"10.0.0.0", "10.0.0.0/", "10.0.0.0/33", "10.0.0.0/x", "example.com/16", "10.0.0.1/24", "/16", "fd00::/129"})
+  for (const char* bad : {"198.51.100.0", "198.51.100.0/", "198.51.100.0/33", "198.51.100.0/x", "example.com/16",
+                          "198.51.100.1/24", "/16", "fd00::/129"})
     EXPECT_THROW(parse_cidr(bad, "--allow-cidr"), std::invalid_argument) << bad;
-  EXPECT_EQ(parse_cidr("10.0.0.0/8", "x").text, "10.0.0.0/8");
-  EXPECT_EQ(parse_cidr("10.1.2.3/32", "x").text, "10.1.2.3/32");
+  EXPECT_EQ(parse_cidr("198.0.0.0/8", "x").text, "198.0.0.0/8");
+  EXPECT_EQ(parse_cidr("198.51.100.3/32", "x").text, "198.51.100.3/32");
   EXPECT_EQ(parse_cidr("FD00:0::/16", "x").text, "fd00::/16");
 }
 
@@ -140,19 +140,21 @@ TEST(AllowListResolve, ANameResolvesToTheFirstAllowedAddress) {
 }
 
 TEST(AllowListResolve, ANameOutsideThePolicyIsRefusedNamingWhatItResolvedTo) {
-  const NameLookup lookup = [](const std::string&, std::string*) -> std::vector<std::string> { return {"10.96.0.10"}; };
+  const NameLookup lookup = [](const std::string&, std::string*) -> std::vector<std::string> {
+    return {"203.0.113.10"};
+  };
   try {
     resolve_allowed_target("front.tailscope.svc.cluster.local", "--host", lookup);
     FAIL() << "allowed";
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("front.tailscope.svc.cluster.local (resolved to 10.96.0.10): refused"), std::string::npos) << m;
+    EXPECT_NE(m.find("front.tailscope.svc.cluster.local (resolved to 203.0.113.10): refused"), std::string::npos) << m;
     EXPECT_NE(m.find("--allow-cidr"), std::string::npos) << m;
   }
   clear_declared_cidrs();
-  declare_allowed_cidr(parse_cidr("10.96.0.0/12", "--allow-cidr"));
+  declare_allowed_cidr(parse_cidr("203.0.113.0/24", "--allow-cidr"));
   EXPECT_EQ(resolve_allowed_target("front.tailscope.svc.cluster.local", "--host", lookup).rule,
-            "declared 10.96.0.0/12");
+            "declared 203.0.113.0/24");
   clear_declared_cidrs();
 }
 

@@ -255,15 +255,15 @@ def test_a_missing_lab_host_namespace_is_named(topo_json, tmp_path):
         (["--service", "front", "--bind", "0.0.0.0"], "--bind 0.0.0.0: refused"),
         # Digits and dots that are no address: a typo, refused without a DNS lookup.
         (["--service", "front", "--peers", "backend=198.18.0.256:9000"], "not a host name or a numeric address"),
-        # A declared block extends the policy, and only by itself: 10.1.2.3 is outside 10.2.0.0/16.
+        # A declared block extends the policy, and only by itself: 203.0.113.3 is outside 198.51.100.0/24.
         (
-            ["--service", "front", "--allow-cidr", "10.2.0.0/16", "--peers", "backend=10.1.2.3:9000"],
-            "--peers backend 10.1.2.3: refused",
+            ["--service", "front", "--allow-cidr", "198.51.100.0/24", "--peers", "backend=203.0.113.3:9000"],
+            "--peers backend 203.0.113.3: refused",
         ),
         (["--service", "front", "--allow-cidr", "0.0.0.0/0"], "--allow-cidr '0.0.0.0/0': refused: broader than /8"),
-        (["--service", "front", "--allow-cidr", "10.0.0.0/7"], "broader than /8"),
-        (["--service", "front", "--allow-cidr", "10.1.2.3/16"], "host bits are set"),
-        (["--all", "--allow-cidr", "10.2.0.0/16"], "--allow-cidr is for one service"),
+        (["--service", "front", "--allow-cidr", "198.0.0.0/7"], "broader than /8"),
+        (["--service", "front", "--allow-cidr", "203.0.113.3/24"], "host bits are set"),
+        (["--all", "--allow-cidr", "198.51.100.0/24"], "--allow-cidr is for one service"),
         (["--service", "front", "--link-delay", "192.0.2.1=100"], "refused"),
         (["--service", "front", "--link-delay", "127.0.0.2=100:200"], "jitter 200 µs is outside 0 … the delay"),
         (["--ping", "9", "--ping-host", "192.0.2.1"], "--ping-host 192.0.2.1: refused"),
@@ -275,16 +275,16 @@ def test_svc_refuses_addresses_outside_the_allow_list(args, message, topo_json):
     r = run_svc("--topology", str(topo_json), *args)
     assert r.returncode == 1 and message in r.stderr, r.stderr
     assert "198.18.0.0/15" in r.stderr or "refused" not in message or "broader" in message, r.stderr
-    if "10.2.0.0/16" in args and "refused" in message:
-        assert "declared 10.2.0.0/16" in r.stderr, r.stderr  # the refusal names the whole policy
+    if "198.51.100.0/24" in args and "refused" in message:
+        assert "declared 198.51.100.0/24" in r.stderr, r.stderr  # the refusal names the whole policy
 
 
 @needs_engine("tailscope-load")
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--host", "10.1.2.3", "--allow-cidr", "10.2.0.0/16"], "--host 10.1.2.3: refused"),
-        (["--host", "10.1.2.3", "--allow-cidr", "0.0.0.0/0"], "broader than /8"),
+        (["--host", "203.0.113.3", "--allow-cidr", "198.51.100.0/24"], "--host 203.0.113.3: refused"),
+        (["--host", "203.0.113.3", "--allow-cidr", "0.0.0.0/0"], "broader than /8"),
         (["--host", "198.18.0.256"], "not a host name or a numeric address"),
     ],
 )

@@ -41,7 +41,7 @@ def test_down_of_an_unknown_prefix_is_a_clear_error(root):
 
 @needs_engine("tailscope-svc")
 def test_a_bad_subnet_is_refused_before_anything_is_made(root):
-    r = CliRunner().invoke(main, ["cluster", "up", "--topology", str(topology.SOCIALNET), "--subnet", "10.0.0.0/24"])
+    r = CliRunner().invoke(main, ["cluster", "up", "--topology", str(topology.SOCIALNET), "--subnet", "192.0.2.0/24"])
     assert r.exit_code == 2 and "inside the lab range" in r.output
     assert not root.exists() or not any(root.iterdir())
 

@@ -134,7 +134,7 @@ def spec_without_otlp(tmp_path: Path) -> dict:
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--subnet", "10.1.0.0/24"], "inside the lab range"),
+        (["--subnet", "203.0.113.0/24"], "inside the lab range"),
         (["--subnet", "198.19.128.0/30"], "too small"),
         (["--subnet", "198.19.128.1/24"], "not a network"),
         (["--otlp-endpoint", "http://192.0.2.1:4318"], "--otlp-endpoint"),

@@ -198,7 +198,7 @@ TEST(StoreOptions, EveryStoreFlagIsCheckedBeforeAnythingStarts) {
   EXPECT_NE(error(o).find("needs --store-addr"), std::string::npos) << error(o);
   o.store_addrs = {"redis=127.0.0.1:6379"};
   EXPECT_EQ(error(o), "");
-  o.store_addrs = {"redis=10.0.0.1:6379"};
+  o.store_addrs = {"redis=192.0.2.1:6379"};
   EXPECT_NE(error(o).find("--store-addr redis"), std::string::npos) << error(o);
   o.store_addrs = {};
   o.stores = "auto";
