@@ -74,3 +74,6 @@ def test_svc_lists_its_models_in_the_order_the_studies_use():
     from tailscope.lab.graph import svc_models
 
     assert list(svc_models()) == ["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]
+    from tailscope.cli.common import DEPLOY_MODELS
+
+    assert list(DEPLOY_MODELS) == list(svc_models())  # the deployment commands' fixed choices

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from tailscope.cli.common import _fail, _results, console, number, whole
+from tailscope.cli.common import _fail, _results, console, deploy_model_option, number, whole
 
 
 @click.group()
@@ -30,12 +30,7 @@ def _state(prefix: str):
 @cluster.command("up")
 @click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
 @click.option("--deployment", "deployment_path", type=click.Path(path_type=Path), default=None, help="CPU pinning.")
-@click.option(
-    "--model",
-    default="coroutine",
-    show_default=True,
-    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
-)
+@deploy_model_option
 @click.option(
     "--docker-host",
     default=None,

@@ -73,6 +73,12 @@ load_io_option = click.option(
     "or one path for every point. Recorded in every document.",
 )
 
+# The model the deployment files (k8s, compose, cluster) run. Fixed choices, not the engine's list
+# (svc_models()): writing manifests needs no local build. tests/engines/test_engine_contract.py holds
+# the engine's list to these same five names.
+DEPLOY_MODELS = ("std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine")
+deploy_model_option = click.option("--model", default="coroutine", show_default=True, type=click.Choice(DEPLOY_MODELS))
+
 stores_option = click.option(
     "--stores",
     type=click.Choice(STORE_MODES),

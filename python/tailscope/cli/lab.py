@@ -12,6 +12,7 @@ from rich.table import Table as RichTable
 from tailscope.cli.common import (
     _fail,
     console,
+    deploy_model_option,
     err_console,
     number,
     whole,
@@ -109,12 +110,7 @@ def deploy() -> None:
 @click.option(
     "--image", default="tailscope:dev", show_default=True, help="Image built from the repository's Dockerfile."
 )
-@click.option(
-    "--model",
-    default="coroutine",
-    show_default=True,
-    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
-)
+@deploy_model_option
 @click.option(
     "--otlp-endpoint",
     default="http://127.0.0.1:4318",
@@ -187,12 +183,7 @@ def deploy_k8s(
 )
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="New folder for the files.")
 @click.option("--image", default="tailscope-lab:dev", show_default=True, help="An image with the engines.")
-@click.option(
-    "--model",
-    default="coroutine",
-    show_default=True,
-    type=click.Choice(["std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"]),
-)
+@deploy_model_option
 @click.option(
     "--subnet",
     default="198.19.128.0/24",
