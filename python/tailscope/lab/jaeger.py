@@ -59,6 +59,11 @@ exporters:
 """
 
 
+# Jaeger's query service traces itself through the OpenTelemetry SDK, whose default exporter dials
+# 127.0.0.1:4317 (OTLP/gRPC, not configured here) every second and logs each refusal: off.
+SELF_TRACING_OFF = {"OTEL_TRACES_EXPORTER": "none", "OTEL_SDK_DISABLED": "true"}
+
+
 @dataclass(frozen=True)
 class Jaeger:
     pid: int
@@ -102,5 +107,6 @@ def jaeger(workdir: Path, *, cpus: set[int] | None = None) -> Iterator[Jaeger]:
     def ready() -> bool:
         return tools.accepts(j.otlp) and _answers(f"{j.query_url}/api/services")
 
-    with tools.start("jaeger", [str(exe), "--config", f"file:{config}"], workdir / "jaeger.log", ready, cpus=cpus) as p:
+    cmd = [str(exe), "--config", f"file:{config}"]
+    with tools.start("jaeger", cmd, workdir / "jaeger.log", ready, env=SELF_TRACING_OFF, cpus=cpus) as p:
         yield Jaeger(pid=p.pid, **ports)

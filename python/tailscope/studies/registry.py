@@ -8,6 +8,7 @@ from tailscope.studies import (
     baseline,
     collapse,
     contention,
+    diagnose,
     echo,
     isolation,
     placement,
@@ -31,6 +32,7 @@ def all_studies() -> list[Study]:
         isolation.STUDY,
         placement.STUDY,
         twin.STUDY,
+        diagnose.STUDY,
         analyze.STUDY,
     ]
 
