@@ -75,3 +75,14 @@ def test_hotrod_fix_flags():
 def test_hotrod_fix_flags_are_range_checked(kwargs):
     with pytest.raises(ValueError, match="is not in"):
         hotrod.HotrodFlags(**kwargs)
+
+
+def test_a_failed_start_names_the_error_line_not_the_usage_text(tmp_path):
+    log = tmp_path / "tool.log"
+    log.write_text("starting\nError: listen tcp 127.0.0.1:5: bind: address already in use\nUsage:\n  tool all\n")
+    reason = tools.log_reason(log)
+    assert reason.startswith("Error: listen tcp 127.0.0.1:5: bind: address already in use")
+    assert str(log) in reason
+    log.write_text("just a line\n")
+    assert tools.log_reason(log).startswith("just a line")
+    assert tools.log_reason(tmp_path / "absent.log") == "no log"

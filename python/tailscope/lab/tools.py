@@ -10,12 +10,13 @@ go", "failed: build"); `tool_path` turns that into the reason a test or a study 
 PDEATHSIG, so it dies with the driver), its output into a log file, ready when `probe` says so,
 stopped by its PID (`engines.stop`). These servers print no ready line as the engines do, so
 readiness is probed; an exit before that (a port taken, a bad flag) raises ToolStartError with the
-log's tail.
+log's error line.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -33,6 +34,7 @@ TOOLS = ("jaeger", "hotrod")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 LOG_TAIL_CHARS = 3000
+LOG_LINE_CHARS = 400
 
 
 class ToolUnavailable(RuntimeError):
@@ -91,11 +93,17 @@ def accepts(port: int) -> bool:
         return False
 
 
-def log_tail(log: Path) -> str:
+def log_reason(log: Path) -> str:
+    """Why a tool stopped, from its log: the last line that reports an error (Go programs print a
+    usage text after it), else the log's last line; and where the whole log is."""
     try:
-        return log.read_text(errors="replace")[-LOG_TAIL_CHARS:].strip() or "no output"
+        lines = [ln.strip() for ln in log.read_text(errors="replace")[-LOG_TAIL_CHARS * 10 :].splitlines()]
     except OSError:
         return "no log"
+    lines = [ln for ln in lines if ln]
+    errors = [ln for ln in lines if re.search(r"\b(error|fatal|panic)\b", ln, re.IGNORECASE)]
+    last = (errors or lines or ["no output"])[-1]
+    return f"{last[:LOG_LINE_CHARS]} (log: {log})"
 
 
 @contextmanager
@@ -125,9 +133,9 @@ def start(
         deadline = time.monotonic() + ready_timeout_s
         while not probe():
             if proc.poll() is not None:
-                raise ToolStartError(f"{what} exited with {proc.returncode} before it was ready: {log_tail(log)}")
+                raise ToolStartError(f"{what} exited with {proc.returncode} before it was ready: {log_reason(log)}")
             if time.monotonic() > deadline:
-                raise ToolStartError(f"{what} was not ready within {ready_timeout_s:g} s: {log_tail(log)}")
+                raise ToolStartError(f"{what} was not ready within {ready_timeout_s:g} s: {log_reason(log)}")
             time.sleep(0.1)
         yield proc
     finally:
