@@ -14,24 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_engine
+from conftest import needs_engine, needs_go_tools
 from tailscope.lab import hotrod as lab_hotrod
 from tailscope.lab import tools
 from tailscope.lab.hotrod import CUSTOMERS, HotrodFlags, hotrod
 from tailscope.lab.jaeger import jaeger
 from tailscope.studies.diagnose.hotrod_run import FRONT_SERVICE, measure_phase
 
-
-def _missing_tool() -> str:
-    for name in tools.TOOLS:
-        try:
-            tools.tool_path(name)
-        except tools.ToolUnavailable as e:
-            return str(e)
-    return ""
-
-
-needs_tools = pytest.mark.skipif(bool(_missing_tool()), reason=_missing_tool() or "-")
+needs_tools = needs_go_tools()
 
 
 def _alive(pid: int) -> bool:
