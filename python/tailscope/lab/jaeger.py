@@ -17,7 +17,9 @@ from pathlib import Path
 from tailscope.lab import tools
 
 # The collector configuration: memstore holds at most MAX_TRACES (oldest dropped first); the batch
-# processor's 100 ms timeout makes a span queryable soon after it arrives.
+# processor's 100 ms timeout makes a span queryable soon after it arrives. `enable_tracing: false`:
+# the query service would otherwise trace itself to 127.0.0.1:4317 (OTLP/gRPC, not listening here),
+# log a refusal every second and wait 10 s for that exporter when stopped.
 MAX_TRACES = 100_000
 CONFIG = """
 service:
@@ -39,6 +41,7 @@ extensions:
         memory:
           max_traces: {max_traces}
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memstore
     http:
@@ -57,11 +60,6 @@ exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
 """
-
-
-# Jaeger's query service traces itself through the OpenTelemetry SDK, whose default exporter dials
-# 127.0.0.1:4317 (OTLP/gRPC, not configured here) every second and logs each refusal: off.
-SELF_TRACING_OFF = {"OTEL_TRACES_EXPORTER": "none", "OTEL_SDK_DISABLED": "true"}
 
 
 @dataclass(frozen=True)
@@ -108,5 +106,5 @@ def jaeger(workdir: Path, *, cpus: set[int] | None = None) -> Iterator[Jaeger]:
         return tools.accepts(j.otlp) and _answers(f"{j.query_url}/api/services")
 
     cmd = [str(exe), "--config", f"file:{config}"]
-    with tools.start("jaeger", cmd, workdir / "jaeger.log", ready, env=SELF_TRACING_OFF, cpus=cpus) as p:
+    with tools.start("jaeger", cmd, workdir / "jaeger.log", ready, cpus=cpus) as p:
         yield Jaeger(pid=p.pid, **ports)
