@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tailscope.diagnose.client import MIN_JOINED_FOR_P99
 from tailscope.diagnose.diagnosis import diagnose, document
 from tailscope.lab.cpus import cpu_split
 from tailscope.lab.engines import EngineError
@@ -33,7 +34,7 @@ from tailscope.lab.hotrod import HotrodFlags
 from tailscope.lab.tools import ToolStartError, ToolUnavailable, tool_path
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, point_times
+from tailscope.studies.common import StepProgress, point_times, run_scale
 from tailscope.studies.diagnose import analysis
 from tailscope.studies.diagnose.hotrod_run import Phase, PhaseError, measure_phase
 from tailscope.traces.spans import read_traces
@@ -43,11 +44,16 @@ STUDY = "diagnose"
 # it busy ~60 % of the time (queues form: the capacity is identifiable), 1/s ~30 %.
 QUICK_RATES = (1.0, 2.0)
 FULL_RATES = (1.0, 1.5, 2.0, 2.5)
-# (window, warm-up) per phase: quick 25 s (50 requests at 2/s, one db query each: enough spans for the
-# capacity to be identified where queues formed; five phases stay within 3 minutes), full 120 s.
+# (window, warm-up) of a baseline phase: quick 25 s (25 and 50 requests, one db query each: enough
+# spans for the capacity to be identified where queues formed), full 120 s. The highest rate's baseline,
+# which the fixes are judged against and whose client join the section reports, runs long enough for
+# MIN_JOINED_FOR_P99 requests (the join's p99 needs them: 53 s at 2/s). A fix phase: quick 20 s.
+# Quick form: five phases in about 2 min 50 s on the 2-core VM.
 QUICK_TIMES = (25.0, 2.0)
 FULL_TIMES = (120.0, 3.0)
+FIX_QUICK_TIMES = (20.0, 2.0)
 FLOOR_TIMES = (3.0, 0.5)
+TOP_RATE_MARGIN = 1.05  # Poisson arrivals: a few % more than MIN_JOINED_FOR_P99 on average
 
 
 def phase_document(p: Phase, point: str, kind: str, fix: dict | None = None) -> dict:
@@ -103,16 +109,19 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         return [_plan(skipped=str(e))]
     rates = FULL_RATES if ctx.form == "full" else QUICK_RATES
     window_s, warmup_s = point_times(ctx, QUICK_TIMES, FULL_TIMES, FLOOR_TIMES)
+    fix_window_s, _ = point_times(ctx, FIX_QUICK_TIMES, FULL_TIMES, FLOOR_TIMES)
+    top = rates[-1]
+    top_window_s = max(window_s, run_scale(ctx.options) * MIN_JOINED_FOR_P99 * TOP_RATE_MARGIN / top)
     load_cpus, server_cpus = cpu_split(ctx.options)
     pacing = str(ctx.options.get("load_pacing") or "sleep")
     art = Path(ctx.artifacts_dir) / STUDY
     step = StepProgress(ctx, STUDY, len(rates) + 3)
 
-    def measure(name: str, flags: HotrodFlags, rate: float) -> Phase:
+    def measure(name: str, flags: HotrodFlags, rate: float, window: float) -> Phase:
         where = art / name
         shutil.rmtree(where, ignore_errors=True)
         return measure_phase(
-            where, flags, rate, window_s, warmup_s, load_cpus=load_cpus, server_cpus=server_cpus, pacing=pacing
+            where, flags, rate, window, warmup_s, load_cpus=load_cpus, server_cpus=server_cpus, pacing=pacing
         )
 
     docs: list[EngineDocument] = []
@@ -121,7 +130,7 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         for rate in rates:
             point = f"baseline@{rate:g}/s"
             step(f"HotROD at its defaults, {rate:g} requests/s")
-            phase = measure(f"baseline-{rate:g}", HotrodFlags(), rate)
+            phase = measure(f"baseline-{rate:g}", HotrodFlags(), rate, top_window_s if rate == top else window_s)
             docs.append(EngineDocument(STUDY, analysis.LOAD_ENGINE, phase_document(phase, point, "baseline"), point))
             diagnoses[rate] = diagnosis_document(phase)
             docs.append(EngineDocument(STUDY, analysis.DIAGNOSIS_ENGINE, diagnoses[rate], f"diagnosis@{rate:g}/s"))
@@ -129,7 +138,6 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         # Nothing half-measured is kept: without the baselines there is nothing to diagnose or fix.
         return [_plan(skipped=f"the baseline phases could not run: {e}")]
 
-    top = rates[-1]
     fixes, not_applied = analysis.fixes_from(diagnoses[top])
     planned = []
     for fix in fixes:
@@ -137,7 +145,7 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         step(f"HotROD {fix.id} at {top:g} requests/s")
         entry = {**fix.record(), "point": point, "rate_per_s": top, "unavailable": None}
         try:
-            phase = measure(f"fix-{fix.kind}", HotrodFlags(**fix.flags), top)
+            phase = measure(f"fix-{fix.kind}", HotrodFlags(**fix.flags), top, fix_window_s)
             docs.append(EngineDocument(STUDY, analysis.LOAD_ENGINE, phase_document(phase, point, "fix", entry), point))
         except (ToolStartError, EngineError, PhaseError) as e:
             entry["unavailable"] = f"the phase failed: {e}"
@@ -146,6 +154,8 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         _plan(
             rates_per_s=list(rates),
             window_s=window_s,
+            top_rate_window_s=top_window_s,
+            fix_window_s=fix_window_s,
             warmup_s=warmup_s,
             load_cpus=load_cpus,
             server_cpus=server_cpus,

@@ -36,7 +36,7 @@ def _share(client: Mapping[str, Any], key: str) -> str:
     value = client.get(key)
     if value is None:
         return f"unavailable ({(client.get('unavailable') or {}).get(key, 'not computed')})"
-    return f"{value:.0%}"
+    return f"{value:.1%}"
 
 
 def _diagnosis_findings(doc: Mapping[str, Any]) -> list[str]:
@@ -101,7 +101,8 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
             "HotROD at its defaults (client latency from the intended send time)",
             ["phase", "rate", "p50 [95 %]", "p99 [95 %]", "requests", "errors"],
             [_phase_row(p.point, p) for p in v.baselines],
-            f"tailscope-load open loop over customers 123, 392, 731, 567; {v.plan.get('window_s')} s windows; "
+            f"tailscope-load open loop over customers 123, 392, 731, 567; {v.plan.get('window_s'):g} s windows "
+            f"({v.plan.get('top_rate_window_s', 0):.0f} s at the highest rate, {v.plan.get('fix_window_s', 0):g} s per fix); "
             f"generator on CPUs {v.plan.get('load_cpus')}, Jaeger and HotROD on {v.plan.get('server_cpus')}.",
             findings=[
                 line for point, doc in sorted(v.diagnoses.items()) for line in [point, *_diagnosis_findings(doc)]
