@@ -1,5 +1,9 @@
 """The soak's verdicts are computed from its intervals (tailscope.studies.soak)."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -130,6 +134,31 @@ def test_interval_cost_splits_the_machines_cpu():
     gone = interval_cost(before, CpuMark(after.system, None, after.children_cpu_s), requests=1000)
     assert gone.graph_cpu_per_request_ns is None and gone.other_cpu_share is None
     assert interval_cost(before, before, 10).steal_share is None  # no time passed: nothing to share
+    # A store server's process group is split out of "other"; an unreadable one stays in it.
+    sb = CpuMark(before.system, 200, 1.0, {"store:redis": 100, "store:mongodb": 50})
+    sa = CpuMark(after.system, 800, after.children_cpu_s, {"store:redis": 300, "store:mongodb": None})
+    s = interval_cost(sb, sa, requests=1000)
+    assert s.store_cpu_shares == {"store:redis": 0.1, "store:mongodb": None}
+    assert abs(s.other_cpu_share - (1200 - 40 - 600 - 200 - 200) / 2000) < 1e-9
+
+
+def test_group_cpu_counts_the_children_of_a_store_server():
+    from tailscope.lab.procstat import group_cpu_ticks
+
+    # A process-group leader whose child burns CPU: the child's ticks count for the leader.
+    code = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','while True: pass']); time.sleep(60)"
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        first = group_cpu_ticks(leader.pid)
+        assert first is not None
+        deadline = time.monotonic() + 30
+        while (group_cpu_ticks(leader.pid) or 0) <= first + 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (group_cpu_ticks(leader.pid) or 0) > first + 5
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+    assert group_cpu_ticks(leader.pid) is None
 
 
 def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():

@@ -116,8 +116,10 @@ class IntervalCost:
     graph_cpu_share: float | None
     load_cpu_share: float | None  # the load generator (a reaped child of this process)
     steal_share: float | None  # the hypervisor ran something else
-    other_cpu_share: float | None  # busy time that was neither the graph, the load nor stolen
+    other_cpu_share: float | None  # busy time that was neither the graph, its stores, the load nor stolen
     idle_share: float | None = None  # idle + iowait: what was left; near 0 the graph queued for CPU
+    # Each real store server's process group (store:memcached, …); None: its /proc entry was gone.
+    store_cpu_shares: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -212,13 +214,15 @@ class CpuMark:
     system: procstat.SystemSnapshot
     graph_ticks: int | None  # None: a service's /proc entry was gone
     children_cpu_s: float
+    store_ticks: dict[str, int | None] = field(default_factory=dict)  # by store process name
 
 
-def cpu_mark(pids: dict[str, int]) -> CpuMark:
+def cpu_mark(pids: dict[str, int], store_pids: dict[str, int] | None = None) -> CpuMark:
     ticks = [procstat.process_cpu_ticks(p) for p in pids.values()]
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     graph = None if any(t is None for t in ticks) else sum(t for t in ticks if t is not None)
-    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime)
+    stores = {name: procstat.group_cpu_ticks(pid) for name, pid in (store_pids or {}).items()}
+    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime, stores)
 
 
 def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCost:
@@ -232,13 +236,19 @@ def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCos
     steal = after.system.cpu_steal_ticks - before.system.cpu_steal_ticks
     busy = after.system.cpu_busy_ticks - before.system.cpu_busy_ticks
     idle = max(0.0, 1.0 - busy / total)
+    store: dict[str, float | None] = {}
+    for name, b in before.store_ticks.items():
+        a = after.store_ticks.get(name)
+        store[name] = None if a is None or b is None else max(0, a - b) / total
     if before.graph_ticks is None or after.graph_ticks is None:
-        return IntervalCost(requests, None, None, load / total, steal / total, None, idle)
+        return IntervalCost(requests, None, None, load / total, steal / total, None, idle, store)
     graph = after.graph_ticks - before.graph_ticks
     per_request = graph * tick_s * 1e9 / requests if requests > 0 else None
-    # Tick rounding can make the remainder slightly negative on an otherwise idle machine.
-    other = max(0.0, busy - steal - graph - load)
-    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle)
+    # Tick rounding can make the remainder slightly negative on an otherwise idle machine. A store
+    # whose share is unreadable stays in "other" (the line says it is unavailable).
+    stores_ticks = sum(s * total for s in store.values() if s is not None)
+    other = max(0.0, busy - steal - graph - load - stores_ticks)
+    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle, store)
 
 
 @dataclass
@@ -510,6 +520,15 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         f"{share_text(first.other_cpu_share)} → {share_text(last.other_cpu_share)}, load generator "
         f"{share_text(first.load_cpu_share)} → {share_text(last.load_cpu_share)}"
     )
+    if first.store_cpu_shares:
+        out.append(
+            "store servers (process groups, of all CPUs' time): "
+            + ", ".join(
+                f"{name.removeprefix('store:')} {share_text(first.store_cpu_shares.get(name))} → "
+                f"{share_text(last.store_cpu_shares.get(name))}"
+                for name in sorted(first.store_cpu_shares)
+            )
+        )
     saturated = [i.index for i in iv if is_saturated(i)]
     idle = ", ".join(share_text(i.cost.idle_share if i.cost else None) for i in iv)
     if saturated:
@@ -627,17 +646,18 @@ def soak_model(
             stores=stores_text(recorded.mode, recorded.reason),
         )
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
+        store_pids = recorded.pids()
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
             hlog = workdir / f"{model}-interval-{i}.hlog"
             hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
-            before = cpu_mark(pids)
+            before = cpu_mark(pids, store_pids)
             with MachineSampler() as machine:
                 doc = run_front_load(
                     port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60, extra=hlog_args
                 )
-            after = cpu_mark(pids)
+            after = cpu_mark(pids, store_pids)
             achieved, p50, p99, errors = _summary(doc)
             requests = int(doc.get("load", {}).get("requests_completed") or 0)
             iv = Interval(
