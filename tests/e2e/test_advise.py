@@ -77,7 +77,9 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
         return load_doc(3e6, rate, errors=7)  # the pool: fast but with errors: flagged, never the leader
 
     ts, calls = fake_runs(monkeypatch, traces, behaviour)
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     assert [r["alternative"] for r in doc["ranked"]] == ["coroutine", "std-async", "pool-blocking --workers 10"]
     coro, std, pool = doc["ranked"]
     assert coro["max_rate_bound"].endswith("(every rung tried met it)")
@@ -100,7 +102,9 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
 @needs_engine("tailscope-critpath", "tailscope-svc")
 def test_nothing_clean_means_no_recommendation_and_unavailable_figures_are_null(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(None, rate, achieved=0.0))
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     assert doc["recommendation"]["alternative"] is None and doc["recommendation"]["unavailable"]
     assert doc["ranked"], "no alternative ranked"
     for r in doc["ranked"]:
@@ -142,7 +146,9 @@ def test_advise_bad_input(tmp_path, traces):
 @needs_engine("tailscope-critpath", "tailscope-svc")
 def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(4e6, rate, gen=True))
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     rec = doc["recommendation"]
     assert rec["alternative"] is not None and rec["flags"] == ["generator-limited"]
     assert doc["ranked"], "no alternative ranked"

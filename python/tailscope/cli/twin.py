@@ -103,7 +103,15 @@ def topology() -> None:
 @click.option(
     "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
 )
-@cpu_fraction_option("Share of a span's own time that is CPU (the rest is waiting); not in a trace.")
+@cpu_fraction_option(
+    "Share of a span's own time that is CPU (the rest is waiting): auto = per endpoint, CPU where own time "
+    "grows with the handlers in flight (docs/twin.md)."
+)
+@click.option(
+    "--no-capacities",
+    is_flag=True,
+    help="Leave diagnose's capacities, fan-out limits and service times out (the twin without queues).",
+)
 @click.option(
     "--deferred-gap-us",
     type=number(0.0, 1e6),
@@ -135,7 +143,8 @@ def topology_from_traces(
     jaeger_limit: int,
     jaeger_lookback: str,
     out: Path,
-    cpu_fraction: float,
+    cpu_fraction: float | None,
+    no_capacities: bool,
     deferred_gap_us: float,
     min_traces: int,
     sampling: float,
@@ -154,7 +163,9 @@ def topology_from_traces(
     _require_traces(files, jaeger_urls)
     if calibrate_model is not None:
         _check_model("--calibrate", calibrate_model)
-    options = InferOptions(cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem)
+    options = InferOptions(
+        cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem, capacities=not no_capacities
+    )
     with (
         tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,
         _twin_failures((OSError, ValueError, InferenceError, TopologyError), engine_exit_1_is_input=True),
@@ -260,7 +271,7 @@ def advise(
     model: str,
     quick: bool,
     json_out: Path | None,
-    cpu_fraction: float,
+    cpu_fraction: float | None,
     sampling: float,
     duration_s: float,
 ) -> None:
