@@ -265,3 +265,15 @@ def test_a_typed_cpu_fraction_overrides_the_rule():
     topo, report = infer(parallel_sleepers(lambda i, r: 50 * MS), InferOptions(cpu_fraction=1.0))
     assert "cpu" in own_stage_kinds(topo) and "own-time" not in own_stage_kinds(topo)
     assert {c["rule"] for c in report["cpu_split"]} == {cpusplit.GIVEN}
+
+
+def test_a_low_confidence_limit_is_carried_only_when_asked():
+    """60 spans: diagnose rates a limit `low` (fewer than 100 spans) — left out by default, with its
+    confidence and evidence; --capacity-confidence low carries it."""
+    ts = lock_traces(n=60, seed=1)
+    topo, report = infer(ts, InferOptions())
+    assert "capacity" not in stores(endpoint(topo, "api", "get"))[0]
+    left = next(n for n in report["not_carried"] if n["population"] == "mysql:SQL SELECT")
+    assert left["verdict"] == "limit" and left["confidence"] == "low" and "below --capacity-confidence" in left["why"]
+    topo, _ = infer(ts, InferOptions(capacity_confidence="low"))
+    assert stores(endpoint(topo, "api", "get"))[0]["capacity"] == 1

@@ -113,6 +113,13 @@ def topology() -> None:
     help="Leave diagnose's capacities, fan-out limits and service times out (the twin without queues).",
 )
 @click.option(
+    "--capacity-confidence",
+    type=click.Choice(["low", "medium", "high"]),
+    default="medium",
+    show_default=True,
+    help="Carry a capacity diagnose found only at this confidence or above.",
+)
+@click.option(
     "--deferred-gap-us",
     type=number(0.0, 1e6),
     default=20.0,
@@ -145,6 +152,7 @@ def topology_from_traces(
     out: Path,
     cpu_fraction: float | None,
     no_capacities: bool,
+    capacity_confidence: str,
     deferred_gap_us: float,
     min_traces: int,
     sampling: float,
@@ -164,7 +172,13 @@ def topology_from_traces(
     if calibrate_model is not None:
         _check_model("--calibrate", calibrate_model)
     options = InferOptions(
-        cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem, capacities=not no_capacities
+        cpu_fraction,
+        deferred_gap_us,
+        min_traces,
+        sampling,
+        name or out.stem,
+        capacities=not no_capacities,
+        capacity_confidence=capacity_confidence,
     )
     with (
         tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,

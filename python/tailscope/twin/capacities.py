@@ -125,12 +125,35 @@ def _evidence(c: cap.Capacity) -> str:
     )
 
 
-def capacity_map(d: Diagnosis) -> CapacityMap:
-    """What of the diagnosis the twin can carry, keyed the way the inference looks it up."""
+# A limit is carried at this confidence or above by default (diagnose/capacity.py: `high` ≥ 500 spans and
+# ≥ 50 arrivals that queued, `medium` ≥ 100 and ≥ 10, `low` otherwise and for sampled traces). A `low`
+# limit rests on a handful of queued arrivals: on a loaded machine, spans that share cores also grow
+# with load (processor sharing, not FCFS: docs/diagnose.md), and a spurious capacity in the twin
+# would invent a queue at the higher rates it is run at.
+CONFIDENCE_ORDER = ("low", "medium", "high")
+DEFAULT_MIN_CONFIDENCE = "medium"
+
+
+def capacity_map(d: Diagnosis, min_confidence: str = DEFAULT_MIN_CONFIDENCE) -> CapacityMap:
+    """What of the diagnosis the twin can carry, keyed the way the inference looks it up: limits at
+    `min_confidence` or above (the rest listed as not carried, with why)."""
     m = CapacityMap()
+    floor = CONFIDENCE_ORDER.index(min_confidence)
     for p in d.populations:
         c = p.capacity
         name = _name(p)
+        if c.verdict == cap.LIMIT and c.servers is not None and CONFIDENCE_ORDER.index(c.confidence) < floor:
+            m.not_limited.append(
+                {
+                    "population": name,
+                    "kind": p.kind,
+                    "verdict": c.verdict,
+                    "servers": c.servers,
+                    "confidence": c.confidence,
+                    "why": f"confidence {c.confidence}, below --capacity-confidence {min_confidence}: " + _evidence(c),
+                }
+            )
+            continue
         if c.verdict != cap.LIMIT or c.servers is None:
             m.not_limited.append(
                 {

@@ -167,6 +167,7 @@ def inference_lines(report: dict) -> list[str]:
         conf = f", confidence {c['confidence']}" if c.get("confidence") else ""
         lines.append(f"{what} on {c['stage']} from {c['population']}{conf}: {c['evidence']}")
     limited_left = [n for n in report.get("not_carried", []) if n.get("verdict", "limit") == "limit"]
+    # (low-confidence limits included: each says its confidence and evidence)
     for n in limited_left:
         lines.append(f"not carried: {n['population']}: {n['why']}")
     others = len(report.get("not_carried", [])) - len(limited_left)

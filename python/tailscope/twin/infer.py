@@ -36,7 +36,7 @@ import numpy as np
 from tailscope.diagnose.diagnosis import Diagnosis, diagnose
 from tailscope.traces.spans import Span, Trace, TraceSet
 from tailscope.twin import cpusplit
-from tailscope.twin.capacities import CapacityMap, capacity_map
+from tailscope.twin.capacities import DEFAULT_MIN_CONFIDENCE, CapacityMap, capacity_map
 from tailscope.twin.fit import Fit, fit_durations, scale_dist
 
 DEFAULT_DEFERRED_GAP_US = 20.0
@@ -654,6 +654,8 @@ class InferOptions:
     name: str = "inferred"
     # Carry diagnose's capacities into the topology (False: today's twin without them, --no-capacities).
     capacities: bool = True
+    # The least confidence of a diagnose limit the twin carries (capacities.py).
+    capacity_confidence: str = DEFAULT_MIN_CONFIDENCE
     # advise's sensitivity: every inferred split moved this share of the way to 0 (< 0) or 1 (> 0).
     cpu_adjust: float = 0.0
 
@@ -716,7 +718,10 @@ def infer(
     _mark_in_flight(by_key)
     caps: CapacityMap | None = None
     if options.capacities:
-        caps = capacity_map(diagnosis if diagnosis is not None else diagnose(ts, sampling=options.sampling))
+        caps = capacity_map(
+            diagnosis if diagnosis is not None else diagnose(ts, sampling=options.sampling),
+            options.capacity_confidence,
+        )
 
     names: dict[Key, str] = {}
     for svc in sorted({k[0] for k in by_key}):
@@ -787,6 +792,7 @@ def infer(
         "assumptions": {
             "cpu_fraction": "auto" if options.cpu_fraction is None else options.cpu_fraction,
             "capacities": options.capacities,
+            "capacity_confidence": options.capacity_confidence,
             "deferred_gap_us": options.deferred_gap_us,
             "min_traces": options.min_traces,
             "probe_tags": probes,
