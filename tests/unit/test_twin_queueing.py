@@ -277,3 +277,39 @@ def test_a_low_confidence_limit_is_carried_only_when_asked():
     assert left["verdict"] == "limit" and left["confidence"] == "low" and "below --capacity-confidence" in left["why"]
     topo, _ = infer(ts, InferOptions(capacity_confidence="low"))
     assert stores(endpoint(topo, "api", "get"))[0]["capacity"] == 1
+
+
+# ---- validation at a second measured rate ---------------------------------------------------------
+
+
+def test_validate_runs_the_twin_at_the_second_recordings_own_rate(monkeypatch, tmp_path):
+    """The twin fitted on the first recording runs again at the second's rate (its own timestamps) and
+    is compared with the second recording; without one, `second_rate` is null with the reason."""
+    from tailscope.twin import validate as v
+
+    first, second = lock_traces(n=300, utilisation=0.3), lock_traces(n=300, utilisation=0.6, seed=8)
+    files = {"first.json": first, "second.json": second}
+    rates: list[float] = []
+
+    def fake_run(topo, model, rate, **kw):
+        rates.append(rate)
+        return v.TwinRun(second if len(rates) == 2 else first, {}, {}, rate, 1.0)
+
+    monkeypatch.setattr(v, "run_twin", fake_run)
+    monkeypatch.setattr(v, "read_traces", lambda paths: files[paths[0].name])
+    monkeypatch.setattr(v.topology_mod, "load", lambda p: {"services": [{"name": "api"}, {"name": "backend"}]})
+    monkeypatch.setattr(v.topology_mod, "services", lambda doc: [s["name"] for s in doc["services"]])
+    doc = v.validate(
+        tmp_path / "t.yaml", [tmp_path / "first.json"], "std-async", second_traces=[tmp_path / "second.json"]
+    )
+    r1 = v.recorded_rate(first.traces, 1.0)["rate_per_s"]
+    r2 = v.recorded_rate(second.traces, 1.0)["rate_per_s"]
+    assert rates == [pytest.approx(r1), pytest.approx(r2)] and r2 > 1.5 * r1
+    s = doc["second_rate"]
+    assert s["rate_per_s"] == pytest.approx(r2) and s["rate_ratio_to_first"] == pytest.approx(r2 / r1)
+    assert s["end_to_end"]["ratios"]["p50"] == pytest.approx(1.0)  # the fake twin replays the second recording
+    assert s["contract"]["verdict"] and s["original"]["traces"] == 300 and doc["second_rate_unavailable"] is None
+    rates.clear()
+    alone = v.validate(tmp_path / "t.yaml", [tmp_path / "first.json"], "std-async")
+    assert alone["second_rate"] is None and "--second-traces" in alone["second_rate_unavailable"]
+    assert len(rates) == 1

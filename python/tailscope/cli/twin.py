@@ -212,6 +212,13 @@ def twin() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The original traces (repeatable).",
 )
+@click.option(
+    "--second-traces",
+    "second_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A second recording at another rate (repeatable): the twin also runs at its rate and is compared with it.",
+)
 @traced_model_option("Concurrency model the traced system ran (tailscope-svc --model).")
 @click.option(
     "--rate-per-s",
@@ -225,13 +232,15 @@ def twin() -> None:
 def twin_validate(
     topology_path: Path,
     trace_files: tuple[Path, ...],
+    second_files: tuple[Path, ...],
     model: str,
     rate_per_s: float | None,
     sampling: float,
     duration_s: float,
     out_path: Path | None,
 ) -> None:
-    """Run the twin under MODEL at the traces' rate; compare p50/p90/p99 and KS distance per service."""
+    """Run the twin under MODEL at the traces' rate (and at --second-traces' rate); compare p50/p90/p99
+    and KS distance per service."""
     from tailscope.lab.topology import TopologyError
     from tailscope.twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict
     from tailscope.twin.validate import validate
@@ -247,15 +256,29 @@ def twin_validate(
             rate_per_s=rate_per_s,
             sampling=sampling,
             duration_s=duration_s,
+            second_traces=list(second_files),
             progress=_progress,
         )
-    t = RichTable(title=f"twin of {topology_path.name} vs its traces")
-    for col in VALIDATION_COLUMNS:
-        t.add_column(col)
-    for row in validation_rows(doc):
-        t.add_row(*row)
-    console.print(t)
+    second = doc["second_rate"]
+    for title, part in ((f"twin of {topology_path.name} vs its traces", doc), ("at the second rate", second)):
+        if part is None:
+            continue
+        t = RichTable(title=title)
+        for col in VALIDATION_COLUMNS:
+            t.add_column(col)
+        for row in validation_rows(part):
+            t.add_row(*row)
+        console.print(t)
     console.print(validation_verdict(doc), markup=False, highlight=False)
+    if second is not None:
+        console.print(
+            f"second rate ({second['rate_ratio_to_first']:.3g}× the first, not fitted to): "
+            + validation_verdict(second),
+            markup=False,
+            highlight=False,
+        )
+    else:
+        console.print(f"second rate: unavailable ({doc['second_rate_unavailable']})", markup=False, highlight=False)
     if out_path is not None:
         _write_document(out_path, doc)
 

@@ -257,6 +257,99 @@ def load_summary(load: dict) -> dict:
     }
 
 
+def _check_services(topo: dict, topology_path: Path | str, original: TraceSet) -> None:
+    traced = {s for t in original.traces for s in (*t.service_cp_ns, t.root.service)}
+    modelled = set(topology_mod.services(topo))
+    if not traced & modelled:
+        raise ValueError(
+            f"the topology {topology_path} models services {', '.join(sorted(modelled))}, none of which appears "
+            f"in the traces (services {', '.join(sorted(traced)[:12])}): a twin is validated against the traces "
+            "it was inferred from"
+        )
+
+
+def validate_at(
+    topo: dict,
+    original: TraceSet,
+    model: str,
+    rate_per_s: float,
+    *,
+    duration_s: float = 5.0,
+    warmup_s: float = 1.0,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """The twin (a validated topology document) run under `model` at `rate_per_s` and compared with
+    `original`, the traces recorded at that rate: `rate_per_s`, `twin` (its traces and the load
+    generator's view) and the comparison (end_to_end, services, contract, original_halves, …)."""
+    rate = min(max(rate_per_s, MIN_RATE_PER_S), MAX_RATE_PER_S)
+    run = run_twin(
+        topo,
+        model,
+        rate,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        connections=_connections(rate, original.traces),
+        workdir=workdir,
+        progress=progress,
+    )
+    return {
+        "model": model,
+        "rate_per_s": rate,
+        "duration_s": duration_s,
+        "twin": {
+            "traces": len(run.traces.traces),
+            "trace_sample": run.trace_sample,
+            "load": load_summary(run.load),
+        },
+        "original": {"traces": len(original.traces)},
+        **comparison(original, run.traces),
+    }
+
+
+def second_rate(
+    topo: dict,
+    topology_path: Path,
+    second_files: list[Path] | None,
+    first_rate_per_s: float,
+    model: str,
+    *,
+    sampling: float,
+    duration_s: float,
+    warmup_s: float,
+    workdir: Path | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict | None, str | None]:
+    """The twin at a second recording's rate, compared with that recording (the load dependence it was
+    not fitted to), or (None, why)."""
+    if not second_files:
+        return None, "no second recording given (--second-traces): the load dependence is not checked"
+    second = read_traces(second_files)
+    if not second.traces:
+        return None, f"no analyzable trace in the second recording ({', '.join(map(str, second_files))})"
+    _check_services(topo, topology_path, second)
+    recorded = recorded_rate(second.traces, sampling)
+    if recorded.get("rate_per_s") is None:
+        return None, f"the second recording's rate is unavailable: {recorded['unavailable']}"
+    doc = validate_at(
+        topo,
+        second,
+        model,
+        recorded["rate_per_s"],
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        workdir=workdir / "second-rate" if workdir is not None else None,
+        progress=progress,
+    )
+    return {
+        "traces": [str(f) for f in second_files],
+        "recorded_rate": recorded,
+        "rate_source": "the second recording's timestamps",
+        "rate_ratio_to_first": doc["rate_per_s"] / first_rate_per_s,
+        **doc,
+    }, None
+
+
 def validate(
     topology_path: Path,
     trace_files: list[Path],
@@ -268,51 +361,43 @@ def validate(
     warmup_s: float = 1.0,
     workdir: Path | None = None,
     original: TraceSet | None = None,
+    second_traces: list[Path] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """The validation document (schema tailscope.twin.validation/1)."""
+    """The validation document (schema tailscope.twin.validation/1): the twin at the recorded rate (or
+    `rate_per_s`) against the traces it was fitted to, and with `second_traces` at that second
+    recording's own rate against it (`second_rate`; null with `second_rate_unavailable` without)."""
     topo = topology_mod.load(topology_path)
     original = original or read_traces(trace_files)
     if not original.traces:
         raise ValueError(f"no analyzable trace in {', '.join(map(str, trace_files))}")
-    traced = {s for t in original.traces for s in (*t.service_cp_ns, t.root.service)}
-    modelled = set(topology_mod.services(topo))
-    if not traced & modelled:
-        raise ValueError(
-            f"the topology {topology_path} models services {', '.join(sorted(modelled))}, none of which appears "
-            f"in the traces (services {', '.join(sorted(traced)[:12])}): a twin is validated against the traces "
-            "it was inferred from"
-        )
+    _check_services(topo, topology_path, original)
     recorded = recorded_rate(original.traces, sampling)
     rate = rate_per_s if rate_per_s is not None else recorded.get("rate_per_s")
     if rate is None:
         raise ValueError(f"the recording rate is unavailable ({recorded['unavailable']}): give --rate-per-s")
-    rate = min(max(rate, MIN_RATE_PER_S), MAX_RATE_PER_S)
-    run = run_twin(
+    first = validate_at(
+        topo, original, model, rate, duration_s=duration_s, warmup_s=warmup_s, workdir=workdir, progress=progress
+    )
+    second, why = second_rate(
         topo,
+        topology_path,
+        second_traces,
+        first["rate_per_s"],
         model,
-        rate,
+        sampling=sampling,
         duration_s=duration_s,
         warmup_s=warmup_s,
-        connections=_connections(rate, original.traces),
         workdir=workdir,
         progress=progress,
     )
-    cmp = comparison(original, run.traces)
     return {
         "schema": "tailscope.twin.validation/1",
         "topology": str(topology_path),
         "traces": [str(f) for f in trace_files],
-        "model": model,
         "recorded_rate": recorded,
-        "rate_per_s": rate,
         "rate_source": "--rate-per-s" if rate_per_s is not None else "trace timestamps",
-        "duration_s": duration_s,
-        "twin": {
-            "traces": len(run.traces.traces),
-            "trace_sample": run.trace_sample,
-            "load": load_summary(run.load),
-        },
-        "original": {"traces": len(original.traces)},
-        **cmp,
+        **first,
+        "second_rate": second,
+        "second_rate_unavailable": why,
     }
