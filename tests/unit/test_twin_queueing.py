@@ -112,6 +112,36 @@ def test_a_lock_found_by_diagnose_becomes_the_store_stages_capacity(lock_twin):
     assert carried["confidence"] == "high" and "ρ" in carried["evidence"]
 
 
+def test_a_handler_around_the_lock_is_its_shadow_not_a_second_queue(lock_twin):
+    """api:/get's spans queue too (they contain the lock's queue), but its waits lie inside the store
+    stage, not before its first stage: carried, the twin would queue twice and a bigger lock would buy
+    nothing. Listed as not carried, with why."""
+    topo, report = lock_twin
+    assert "capacity" not in endpoint(topo, "api", "get")
+    shadow = next(n for n in report["not_carried"] if n["population"] == "api:/get")
+    assert shadow["verdict"] == "limit" and "further down" in shadow["why"]
+
+
+def test_a_queue_before_the_first_stage_is_the_endpoints_capacity():
+    """A worker pool of 1 in front of the handler: the wait is at the server span's start, before its
+    stages — the endpoint's capacity, and its first own-time gap is fitted without the wait."""
+    rng = np.random.default_rng(4)
+    n = 800
+    arrivals = np.cumsum(rng.exponential(MS * 1.25, n)).astype(np.int64) + 10 * MS
+    work = rng.lognormal(np.log(MS), 0.3, n).astype(np.int64)
+    ends = fcfs(arrivals, work, 1)
+    roots = []
+    for i in range(n):
+        b = Builder(f"p{i}")
+        root = b.span("api", "/get", int(arrivals[i]), int(ends[i]), "server")
+        begin = int(ends[i] - work[i])
+        b.rpc(root, "api", "backend", "fetch", begin + int(work[i] // 2), int(ends[i]) - 50 * US)
+        roots.append((b.trace_id, root))
+    topo, report = infer(traceset(roots), InferOptions())
+    assert endpoint(topo, "api", "get")["capacity"] == 1
+    assert fit(report, "api.get.own_0")["median_us"] == pytest.approx(500, rel=0.2)  # work/2, not wait + work/2
+
+
 def test_the_store_behind_a_capacity_is_fitted_to_service_times_not_durations(lock_twin):
     """At utilisation 0.8 a c = 1 queue's spans last several times their service time: the stage must
     replay the service time (median 1 ms), the twin's limiter adds the wait back."""

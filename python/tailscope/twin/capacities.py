@@ -59,7 +59,8 @@ class CapacityMap:
     not_limited: list[dict] = field(default_factory=list)  # populations without a limit, with why
     chains: list[dict] = field(default_factory=list)
     carried: list[dict] = field(default_factory=list)  # filled by the inference, one per stage
-    used: set[str] = field(default_factory=set)  # populations some stage took
+    used: set[str] = field(default_factory=set)  # populations some stage took (or rejected)
+    rejected: list[dict] = field(default_factory=list)  # findings whose waits are not where the stage queues
 
     def carry(self, finding: Finding, stage: str, field_name: str, value: int) -> None:
         self.used.add(finding.population)
@@ -71,6 +72,21 @@ class CapacityMap:
                 "confidence": finding.confidence,
                 "evidence": finding.evidence,
                 "stage": stage,
+            }
+        )
+
+    def reject(self, finding: Finding, stage: str, why: str) -> None:
+        """A finding a stage could have taken but does not (listed under not_carried with why)."""
+        self.used.add(finding.population)
+        self.rejected.append(
+            {
+                "population": finding.population,
+                "kind": finding.kind,
+                "verdict": cap.LIMIT,
+                "servers": finding.servers,
+                "confidence": finding.confidence,
+                "stage": stage,
+                "why": why,
             }
         )
 
@@ -105,7 +121,24 @@ class CapacityMap:
                         "the group would be bounded too), or the group has no more than k calls",
                     }
                 )
-        return out + self.not_limited
+        return self.rejected + out + self.not_limited
+
+
+# The engine queues an endpoint before its first stage, and a client pool between the client span's
+# start and the server span's. A limit whose inferred waits mostly lie elsewhere — inside a stage — is
+# the shadow of a queue further down (a handler around a lock looks like a queue of 1 itself; a
+# front whose requests wait on that lock looks like a queue of its own): carried, it would queue the
+# twin twice, and raising the real limit in a what-if would change nothing.
+MIN_WAIT_SHARE_IN_PLACE = 0.5
+
+
+def wait_share_in_place(waits_ns: list[int], room_ns: list[int]) -> float | None:
+    """The share of the inferred waits that fits where the engine would queue them (per span: the
+    wait, at most the room there was for it); None when nothing waited."""
+    total = sum(waits_ns)
+    if total <= 0:
+        return None
+    return sum(min(w, max(r, 0)) for w, r in zip(waits_ns, room_ns)) / total
 
 
 def _name(p: Population) -> str:

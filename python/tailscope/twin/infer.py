@@ -36,7 +36,14 @@ import numpy as np
 from tailscope.diagnose.diagnosis import Diagnosis, diagnose
 from tailscope.traces.spans import Span, Trace, TraceSet
 from tailscope.twin import cpusplit
-from tailscope.twin.capacities import DEFAULT_MIN_CONFIDENCE, CapacityMap, capacity_map
+from tailscope.twin.capacities import (
+    DEFAULT_MIN_CONFIDENCE,
+    MIN_WAIT_SHARE_IN_PLACE,
+    CapacityMap,
+    Finding,
+    capacity_map,
+    wait_share_in_place,
+)
 from tailscope.twin.fit import Fit, fit_durations, scale_dist
 
 DEFAULT_DEFERRED_GAP_US = 20.0
@@ -75,6 +82,10 @@ class Item:
     op: Key = ("", "")  # the span's own (service, operation): its diagnose operation population
     site: tuple[str, str, str, str] = ("", "", "", "")  # (parent service, parent op, service, op): its call site
     client_side: bool = False  # a client span (not the called server span itself)
+    # diagnose's name for the call site when one client operation calls several servers
+    # ("HTTP GET → route:/route"); None when the plain operation names it.
+    site_labelled: tuple[str, str, str, str] | None = None
+    server_start_ns: int | None = None  # the paired server span's start (client spans)
 
     @property
     def member(self) -> tuple[str, str, str]:
@@ -137,7 +148,11 @@ def _collect(span: Span, out: list[Item], flattened: list[str], trace_id: str = 
             out.append(_item("call", f"{c.operation}_call", (c.service, c.operation), c, trace_id, site, False))
         elif c.server is not None and not _store_service(span, c):
             target = (c.server.service, c.server.operation)
-            out.append(_item("call", c.operation, target, c, trace_id, site, True))
+            it = _item("call", c.operation, target, c, trace_id, site, True)
+            it.server_start_ns = c.server.start_ns
+            if c.server.service != c.service:
+                it.site_labelled = (*site[:3], f"{c.operation} → {target[0]}:{target[1]}")
+            out.append(it)
         elif c.children and c.server is None:  # an internal span: its children and own time are the handler's
             flattened.append(f"{c.service}:{c.operation}")
             _collect(c, out, flattened, trace_id)
@@ -350,15 +365,37 @@ def _store_stage(
     return store
 
 
-def _call_capacity(item: Item, caps: CapacityMap | None, label: str) -> int | None:
-    """A client-side limit on this call: its call site's, else (for a client span) its operation's."""
+def _site_of(item: Item, table: dict) -> object:
+    if item.site_labelled is not None and item.site_labelled in table:
+        return table[item.site_labelled]
+    return table.get(item.site)
+
+
+def _call_capacity(items: list[Item], caps: CapacityMap | None, label: str) -> int | None:
+    """A client-side limit on these calls (one call of every instance): their call site's, else (for
+    client spans) their operation's — when its waits lie between the client span's start and the
+    server span's, where the engine's client pool queues them."""
     if caps is None:
         return None
-    finding = caps.call_sites.get(item.site)
+    item = items[0]
+    finding = _site_of(item, caps.call_sites)
     if finding is None and item.client_side:
         finding = caps.operations.get(item.op)
     if finding is None:
         return None
+    assert isinstance(finding, Finding)
+    if item.client_side:
+        waits = [caps.wait_ns.get(i.ref, 0) for i in items]
+        room = [(i.server_start_ns or i.start_ns) - i.start_ns for i in items]
+        share = wait_share_in_place(waits, room)
+        if share is not None and share < MIN_WAIT_SHARE_IN_PLACE:
+            caps.reject(
+                finding,
+                label,
+                f"only {share:.0%} of its inferred waits lie between the client span's start and the server "
+                "span's (where a client pool queues): the queue is further down",
+            )
+            return None
     caps.carry(finding, label, "capacity", finding.servers)
     return finding.servers
 
@@ -392,7 +429,19 @@ def model_endpoint(
     # the server span before the first stage: the twin's endpoint capacity adds it back under load.
     endpoint_cap = caps.operations.get(key) if caps is not None else None
     if endpoint_cap is not None and caps is not None:
-        caps.carry(endpoint_cap, f"{key[0]}:{name} (endpoint)", "capacity", endpoint_cap.servers)
+        waits = [caps.wait_ns.get((inst.trace_id, inst.span_id), 0) for inst, _ in aligned]
+        room = [(at[0].start_ns if base else inst.end_ns) - inst.start_ns for inst, (at, _) in aligned]
+        share = wait_share_in_place(waits, room)
+        if share is not None and share < MIN_WAIT_SHARE_IN_PLACE:
+            caps.reject(
+                endpoint_cap,
+                f"{key[0]}:{name} (endpoint)",
+                f"only {share:.0%} of its inferred waits lie before its first stage (where an endpoint's "
+                "capacity queues): they are inside its stages, the shadow of a limit further down",
+            )
+            endpoint_cap = None
+        else:
+            caps.carry(endpoint_cap, f"{key[0]}:{name} (endpoint)", "capacity", endpoint_cap.servers)
 
     def wait_of(inst: Instance) -> int:
         return caps.wait_ns.get((inst.trace_id, inst.span_id), 0) if endpoint_cap is not None and caps else 0
@@ -444,7 +493,7 @@ def model_endpoint(
         elif token[0] == "call":
             name_, svc, op = token[1:]
             call = {"service": svc, "endpoint": names[(svc, op)], "span": name_}
-            c = _call_capacity(obs[0].items[0], caps, f"{label}.{name_}")
+            c = _call_capacity([o.items[0] for o in obs], caps, f"{label}.{name_}")
             if c is not None:
                 call["capacity"] = c
             stages.append({"call": call})
@@ -479,11 +528,11 @@ def _bound_fan_out(group: dict, obs: list[StageObs], caps: CapacityMap | None, l
     bound other calls too: left out, and the report says so)."""
     if caps is None:
         return
-    sites = {i.site for o in obs for i in o.items}
+    sites = {i.site_labelled if i.site_labelled in caps.fan_outs else i.site for o in obs for i in o.items}
     if len(sites) != 1:
         return
     site = next(iter(sites))
-    if site not in caps.fan_outs:
+    if site is None or site not in caps.fan_outs:
         return
     k, evidence = caps.fan_outs[site]
     if len(group["calls"]) <= k:
@@ -554,10 +603,10 @@ def join_order(o: StageObs) -> list[int]:
     return join_orders(o)[0]
 
 
-def _group(obs: list[StageObs], names: dict[Key, str]) -> tuple[dict, dict[str, Item]]:
-    """Members (by launch rank), each member's launch mode and the join order, by majority; and one
-    observed item per call name (where its call site is looked up)."""
-    reps: dict[tuple, Item] = {}
+def _group(obs: list[StageObs], names: dict[Key, str]) -> tuple[dict, dict[str, list[Item]]]:
+    """Members (by launch rank), each member's launch mode and the join order, by majority; and the
+    observed items of each call name (where its call site and waits are looked up)."""
+    reps: dict[tuple, list[Item]] = defaultdict(list)
     ranks: dict[tuple, list[float]] = defaultdict(list)
     deferred: dict[tuple, Counter] = defaultdict(Counter)
     # Each instance's vote is split over the orders its timestamps allow, so instances that cannot
@@ -570,7 +619,7 @@ def _group(obs: list[StageObs], names: dict[Key, str]) -> tuple[dict, dict[str, 
             seen[it.member] += 1
             k = (*it.member, seen[it.member])  # the k-th call to one endpoint in a fan-out
             keyed.append((k, it))
-            reps.setdefault(k, it)
+            reps[k].append(it)
             ranks[k].append(n)
             deferred[k][bool(o.deferred[n]) if o.deferred else False] += 1
         orders = join_orders(o)
