@@ -343,3 +343,17 @@ def test_validate_runs_the_twin_at_the_second_recordings_own_rate(monkeypatch, t
     alone = v.validate(tmp_path / "t.yaml", [tmp_path / "first.json"], "std-async")
     assert alone["second_rate"] is None and "--second-traces" in alone["second_rate_unavailable"]
     assert len(rates) == 1
+
+
+def test_a_store_tracers_service_is_compared_as_part_of_its_caller():
+    """HotROD's "mysql" spans sit under customer's handler; the twin runs them as customer's store. The
+    original's mysql critical-path time is customer's in the per-service comparison."""
+    from tailscope.twin.validate import _folded
+
+    b = Builder("x")
+    root = b.span("front", "/", 0, 10 * MS, "server")
+    handler = b.rpc(root, "front", "customer", "get", 1 * MS, 9 * MS)
+    b.span("mysql", "SQL SELECT", 2 * MS, 8 * MS, "client", handler)
+    t = Trace("x", root, 0, 10 * MS, {"front": 2 * MS, "customer": 2 * MS, "mysql": 6 * MS}, 4, 1, 0)
+    assert _folded(t, {"front", "customer"}) == {"front": 2 * MS, "customer": 8 * MS}
+    assert _folded(t, {"front", "customer", "mysql"}) == t.service_cp_ns
