@@ -5,6 +5,7 @@ traces whose truth is known (no engine: the spans are built in Python)."""
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable
 
 import numpy as np
@@ -110,6 +111,7 @@ def test_a_lock_found_by_diagnose_becomes_the_store_stages_capacity(lock_twin):
     (carried,) = [c for c in report["capacities"] if c["stage"] == "api.get.SQL SELECT"]
     assert carried["population"] == "mysql:SQL SELECT" and carried["capacity"] == 1
     assert carried["confidence"] == "high" and "ρ" in carried["evidence"]
+    json.dumps(report, allow_nan=False)  # the inference report is written as plain JSON
 
 
 def test_a_handler_around_the_lock_is_its_shadow_not_a_second_queue(lock_twin):
