@@ -119,3 +119,6 @@ def test_the_twin_validates_at_the_recorded_rate_and_at_a_second_one(recordings,
     second = doc["second_rate"]
     assert second is not None and second["end_to_end"]["ratios"]["p99"] is not None
     assert second["rate_ratio_to_first"] < 0.8  # the second recording's own (lower) rate
+    # the engine's counters say the twin queued at its lock
+    (lock,) = [q for q in doc["twin"]["queueing"] if q["name"] == "db_query"]
+    assert lock["service"] == "api" and lock["capacity"] == 1 and lock["acquisitions"] > 0

@@ -336,10 +336,23 @@ def validate_at(
             "traces": len(run.traces.traces),
             "trace_sample": run.trace_sample,
             "load": load_summary(run.load),
+            "queueing": queueing(run.graph),
         },
         "original": {"traces": len(original.traces)},
         **comparison(original, run.traces),
     }
+
+
+def queueing(graph_doc: dict) -> list[dict]:
+    """How much the twin queued at each of its limiters (the engine's per-limiter counters: capacity,
+    acquisitions, waited, wait total/max, timeouts), with the mean wait per acquisition."""
+    out = []
+    for service, doc in sorted((graph_doc.get("services") or {}).items()):
+        for lim in (doc or {}).get("capacities") or []:
+            n = lim.get("acquisitions") or 0
+            mean = lim["wait_total_ns"] / n if n and lim.get("wait_total_ns") is not None else None
+            out.append({"service": service, **lim, "wait_mean_ns": mean})
+    return out
 
 
 def second_rate(
