@@ -17,6 +17,7 @@ from tailscope.lab import topology
 from tailscope.lab.engines import run_engine
 from tailscope.lab.graph import LOAD, graph
 from tailscope.lab.load import http_load_args
+from tailscope.twin.commands import queueing_lines
 from tailscope.twin.validate import validate
 
 pytestmark = [pytest.mark.serial, needs_engine("tailscope-critpath", "tailscope-svc", "tailscope-load")]
@@ -122,3 +123,4 @@ def test_the_twin_validates_at_the_recorded_rate_and_at_a_second_one(recordings,
     # the engine's counters say the twin queued at its lock
     (lock,) = [q for q in doc["twin"]["queueing"] if q["name"] == "db_query"]
     assert lock["service"] == "api" and lock["capacity"] == 1 and lock["acquisitions"] > 0
+    assert any("api:db_query capacity 1" in line for line in queueing_lines(doc))

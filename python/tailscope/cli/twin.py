@@ -242,7 +242,7 @@ def twin_validate(
     """Run the twin under MODEL at the traces' rate (and at --second-traces' rate); compare p50/p90/p99
     and KS distance per service."""
     from tailscope.lab.topology import TopologyError
-    from tailscope.twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict
+    from tailscope.twin.commands import VALIDATION_COLUMNS, queueing_lines, validation_rows, validation_verdict
     from tailscope.twin.validate import validate
 
     _check_model("--model", model)
@@ -270,6 +270,8 @@ def twin_validate(
             t.add_row(*row)
         console.print(t)
     console.print(validation_verdict(doc), markup=False, highlight=False)
+    for line in queueing_lines(doc):
+        console.print(line, markup=False, highlight=False)
     if second is not None:
         console.print(
             f"second rate ({second['rate_ratio_to_first']:.3g}× the first, not fitted to): "

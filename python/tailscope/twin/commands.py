@@ -242,6 +242,19 @@ def validation_verdict(doc: dict) -> str:
     )
 
 
+def queueing_lines(doc: dict) -> list[str]:
+    """One line per limiter of the twin run: how much it queued (validate.queueing)."""
+    out = []
+    for q in (doc.get("twin") or {}).get("queueing") or []:
+        mean = fmt_ns(q["wait_mean_ns"]) if q.get("wait_mean_ns") is not None else "unavailable (no acquisition)"
+        out.append(
+            f"  twin's {q.get('kind', 'limiter')} {q['service']}:{q.get('name')} capacity {q.get('capacity')}: "
+            f"{fmt_count(q.get('acquisitions') or 0)} acquisitions, {fmt_count(q.get('waited') or 0)} waited, mean wait {mean}"
+            + (f", {q['timeouts']} timed out" if q.get("timeouts") else "")
+        )
+    return out
+
+
 def ci_cell(row: dict, key: str) -> str:
     ci = (row.get("ratio_ci95") or {}).get(key)
     return "" if ci is None else f" [{ci[0]:.2f}–{ci[1]:.2f}]"
