@@ -23,7 +23,7 @@ from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
 from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.twin.ladder import TwinRuns, climb, max_rate
+from tailscope.twin.ladder import TwinRuns, climb, max_rate, rank
 from tailscope.twin.validate import _connections, comparison, samples
 from tailscope.units import fmt_ns, fmt_ratio
 
@@ -154,24 +154,6 @@ def evaluate(
         "max_rate_bound": bound,
         "points": points,
     }
-
-
-def rank(results: list[dict]) -> list[dict]:
-    """Within the objective at the recorded rate first, clean before flagged, then by the highest
-    rate meeting the objective, then by p99."""
-    ranked = sorted(
-        results,
-        key=lambda r: (
-            r["predicted_p99_ns"] is None,
-            not r["within_objective"],
-            bool(r["predicted_flags"]),
-            -(r["max_rate_at_objective_per_s"] or 0),
-            r["predicted_p99_ns"] or 0,
-        ),
-    )
-    for i, r in enumerate(ranked, 1):
-        r["rank"] = i
-    return ranked
 
 
 def validation_error(validation: dict, model: str) -> dict:

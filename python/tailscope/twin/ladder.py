@@ -128,3 +128,23 @@ def max_rate(points: list[dict]) -> tuple[float | None, str]:
     if failed is None:
         return max(met), f"≥ {max(met):.4g}/s (every rung tried met it)"
     return max(met), f"≥ {max(met):.4g}/s, < {failed['rate_per_s']:.4g}/s (the next rung missed)"
+
+
+def rank(results: list[dict]) -> list[dict]:
+    """The ranking of both callers: a prediction before none, within the objective at the recorded
+    rate first, clean before flagged, then by the highest rate meeting the objective, then by p99.
+    Each result carries `predicted_p99_ns`, `within_objective`, `predicted_flags` and
+    `max_rate_at_objective_per_s`; `rank` (1 …) is set on each."""
+    ranked = sorted(
+        results,
+        key=lambda r: (
+            r["predicted_p99_ns"] is None,
+            not r["within_objective"],
+            bool(r["predicted_flags"]),
+            -(r["max_rate_at_objective_per_s"] or 0),
+            r["predicted_p99_ns"] or 0,
+        ),
+    )
+    for i, r in enumerate(ranked, 1):
+        r["rank"] = i
+    return ranked
