@@ -324,9 +324,9 @@ def _capacity_whatifs(topo: dict, diagnosis: dict) -> tuple[list[WhatIf], set[tu
                 if "store" in s and "capacity" in s["store"]:
                     st = s["store"]
                     seen.setdefault((svc["name"], st["span"], "store"), (st["capacity"], st.get("system", "store")))
-                for c in _calls(s):
-                    if "capacity" in c:
-                        seen.setdefault((svc["name"], c["span"], "call"), (c["capacity"], c["service"]))
+                for cl in _calls(s):
+                    if "capacity" in cl:
+                        seen.setdefault((svc["name"], cl["span"], "call"), (cl["capacity"], cl["service"]))
     out = []
     for (service, span, place), (c, other) in seen.items():
         pop = _population(diagnosis, service, span)

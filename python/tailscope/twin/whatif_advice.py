@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.topology import TopologyError
-from tailscope.traces.spans import TraceSet
+from tailscope.traces.spans import Trace, TraceSet
+from tailscope.twin.advise import inferred_twin
+from tailscope.twin.infer import InferOptions, recorded_rate
 from tailscope.twin.ladder import TwinRuns, climb, max_rate, rank, rung
 from tailscope.twin.validate import TwinRun, _connections, comparison
-from tailscope.twin.whatif import WhatIf
+from tailscope.twin.whatif import WhatIf, whatifs
 from tailscope.units import fmt_ns, fmt_ratio
 
 SCHEMA = "tailscope.diagnosis.advice/1"
+VALIDATION_SCHEMA = "tailscope.twin.validation/1"
 LADDER = [1.0, 2.0, 4.0]
 # Predicted at these multiples of the recorded rate whatever the objective says (the ladder's
 # `always`): the recorded rate and 2×.
@@ -138,6 +142,22 @@ def _entry(whatif: WhatIf | None, points: list[dict], objective_ns: float) -> di
     }
 
 
+def _whatif_points(
+    x: WhatIf,
+    topology: dict,
+    check: Callable[[dict, str], dict],
+    run_at: Callable[[dict, float], TwinRun],
+    rate_per_s: float,
+    objective_ns: float,
+) -> list[dict]:
+    """The rungs of the twin with `x` applied; one unavailable point when the engine refuses it."""
+    try:
+        topo = check(x.apply(topology), f"the twin with {x.id}")
+    except TopologyError as e:  # e.g. an engine without capacities: said, not skipped
+        return [{"rate_per_s": rate_per_s, "p50_ns": None, "p99_ns": None, "unavailable": str(e), "flags": []}]
+    return climb(lambda r: run_at(topo, r), rate_per_s, LADDER, objective_ns, always=len(PREDICTED_AT))
+
+
 def advise_whatifs(
     ts: TraceSet,
     topology: dict,
@@ -191,15 +211,9 @@ def advise_whatifs(
     if cmp is None or recorded["max_ratio_error"] is None:
         recorded["unavailable"] = e2e.get("unavailable") or "the baseline twin did not run at the recorded rate"
     others = validated_rates(validations or [])
-    results = []
-    for x in runnable:
-        try:
-            topo = check(x.apply(topology), f"the twin with {x.id}")
-        except TopologyError as e:  # e.g. an engine without capacities: said, not skipped
-            points = [{"rate_per_s": rate_per_s, "p50_ns": None, "p99_ns": None, "unavailable": str(e), "flags": []}]
-        else:
-            points = climb(lambda r, t=topo: run_at(t, r), rate_per_s, LADDER, objective_ns, always=always)
-        results.append(_entry(x, points, objective_ns))
+    results = [
+        _entry(x, _whatif_points(x, topology, check, run_at, rate_per_s, objective_ns), objective_ns) for x in runnable
+    ]
     baseline = _entry(None, base_points, objective_ns)
     for r in [baseline, *results]:
         r["predictions"] = _predictions(r["points"], rate_per_s, base_points, recorded, others)
@@ -220,6 +234,53 @@ def advise_whatifs(
         "ranked": ranked,
         "not_run": [x.to_json() for x in candidates if x.unavailable is not None],
     }
+
+
+def advise_traces(
+    ts: TraceSet,
+    diagnosis: dict,
+    *,
+    topology_path: Path | None,
+    validations: list[dict],
+    sampling: float,
+    model: str,
+    objective_ms: float,
+    duration_s: float,
+    faster_percent: float,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """`diagnose --advise`: the twin (given, or inferred from the traces as `topology from-traces`
+    does), its what-ifs from the diagnosis document, ranked; the document holds the diagnosis."""
+    first: dict[str, Trace] = {}  # Jaeger returns a trace once per service it passes through
+    for t in ts.traces:
+        first.setdefault(t.trace_id, t)
+    ts = TraceSet(list(first.values()), ts.inputs, ts.warnings, ts.traces_read)
+    for v in validations:
+        if v.get("schema") != VALIDATION_SCHEMA:
+            raise ValueError(f"--validation: a {VALIDATION_SCHEMA} document is needed, not {v.get('schema')!r}")
+    if topology_path is not None:
+        topo, source = topology_mod.load(topology_path), str(topology_path)
+    else:
+        topo, _ = inferred_twin(ts, InferOptions(sampling=sampling, name="diagnose-twin"), None)
+        source = "inferred from the traces (the rules of tailscope topology from-traces)"
+    recorded = recorded_rate(ts.traces, sampling)
+    if recorded.get("rate_per_s") is None:
+        raise ValueError(f"the recording rate is unavailable: {recorded['unavailable']}")
+    doc = advise_whatifs(
+        ts,
+        topo,
+        whatifs(topo, diagnosis, faster_percent=faster_percent),
+        rate_per_s=recorded["rate_per_s"],
+        model=model,
+        objective_ms=objective_ms,
+        duration_s=duration_s,
+        validations=validations,
+        progress=progress,
+    )
+    doc["faster_percent"] = faster_percent
+    doc["twin"] = {"source": source, "topology": topo}
+    doc["diagnosis"] = diagnosis
+    return doc
 
 
 # ---- the lines -----------------------------------------------------------------------------------
