@@ -323,8 +323,11 @@ def _evidence_text(ev: dict) -> str:
     tail = ev.get("tail") or {}
     if tail.get("growth_ns") is not None:
         parts.append(
-            f"grows {fmt_ns(tail['growth_ns'])} in the slowest {tail['slow_traces']} of {tail['traces']} requests"
+            f"its service grows {fmt_ns(tail['growth_ns'])} in the slowest {tail['slow_traces']} of "
+            f"{tail['traces']} requests"
         )
+    elif tail.get("unavailable"):
+        parts.append(f"tail: unavailable ({tail['unavailable']})")
     return "evidence: " + ", ".join(parts)
 
 
