@@ -395,3 +395,18 @@ def test_a_twin_without_capacities_still_has_its_structural_whatifs():
     assert not [x for x in xs if x.kind == w.CAPACITY and not x.unavailable]
     # the diagnosis's limits are listed as not modelled
     assert {x.target["span"] for x in xs if x.kind == w.CAPACITY} == {"SQL SELECT", "customer_client", "redis lock"}
+
+
+def test_a_store_traced_as_a_service_of_its_own_is_matched_by_its_operation():
+    d = diagnosis()
+    d["populations"][0] = population("operation", "mysql", "SQL SELECT", servers=1)
+    d["slow_vs_typical"][0]["services"][0]["service"] = "mysql"  # the tail grows in the database's own name
+    d["sequential_chains"][0]["service"] = "redis-manual"
+    xs = w.whatifs(twin(), d, cpus=CPUS)
+    cap = next(x for x in xs if x.kind == w.CAPACITY and x.target["span"] == "SQL SELECT")
+    assert cap.evidence["population"] == "mysql:SQL SELECT" and cap.unavailable is None
+    faster = [x for x in xs if x.kind == w.FASTER]
+    assert faster[0].target == {"service": "customer", "endpoint": "get", "stage": 0}
+    assert faster[0].evidence["tail"]["growth_ns"] == 4e6
+    chain = next(x for x in xs if x.kind == w.PARALLEL and x.target["service"] == "driver")
+    assert chain.evidence["population"] == "driver:/driver.DriverService/FindNearest → redis-manual:GetDriver"

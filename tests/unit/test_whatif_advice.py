@@ -211,6 +211,12 @@ def test_a_whatif_the_engine_refuses_is_unavailable_with_the_reason():
     assert removed["rank"] == len(doc["ranked"])  # no prediction: last
     assert "refused" in removed["predictions"][0]["unavailable"]
     assert removed["predictions"][0]["p99_ns"] is None and removed["predictions"][0]["p99_ratio_to_baseline"] is None
+    (line,) = [x for x in wa.advice_lines(doc) if "remove the limit" in x]
+    assert (
+        line.count("refused") == 1
+        and "at 100/s unavailable (the twin with capacity/store/SELECT/removed: refused)" in line
+    )
+    assert "at 200/s unavailable (not run: an earlier rung failed)" in line
 
 
 def test_lines_are_formatted_from_the_document():

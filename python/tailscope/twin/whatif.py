@@ -205,6 +205,17 @@ def _population(diagnosis: dict, service: str, operation: str, *, parent_service
     return pops[0] if pops else None
 
 
+def _store_population(diagnosis: dict, service: str, span: str) -> dict | None:
+    """The population of a store stage of `service` named `span`: (service, span), or — a store whose
+    client is traced as a service of its own (a database's own tracer name) — the one operation of
+    that name in another service."""
+    own = _population(diagnosis, service, span)
+    if own is not None:
+        return own
+    others = {p["service"] for p in diagnosis.get("populations", []) if p["operation"] == span}
+    return _population(diagnosis, others.pop(), span) if len(others) == 1 else None
+
+
 def _population_name(p: dict) -> str:
     if p["kind"] == "call_site":
         return f"{p['parent_service']}:{p['parent_operation']} → {p['service']}:{p['operation']}"
@@ -264,7 +275,7 @@ def _chain(diagnosis: dict, service: str, parent_op: str, children: set[tuple[st
             for c in diagnosis.get("sequential_chains", [])
             if c["parent_service"] == service
             and c["parent_operation"] == parent_op
-            and (c["service"], c["operation"]) in children
+            and ((c["service"], c["operation"]) in children or (None, c["operation"]) in children)
         ),
         None,
     )
@@ -329,7 +340,7 @@ def _capacity_whatifs(topo: dict, diagnosis: dict) -> tuple[list[WhatIf], set[tu
                         seen.setdefault((svc["name"], cl["span"], "call"), (cl["capacity"], cl["service"]))
     out = []
     for (service, span, place), (c, other) in seen.items():
-        pop = _population(diagnosis, service, span)
+        pop = _store_population(diagnosis, service, span) if place == "store" else _population(diagnosis, service, span)
         if pop is None and place == "call":  # traces without client spans: the call site into the callee
             callee = next(
                 (
@@ -442,7 +453,7 @@ def _structure_whatifs(topo: dict, diagnosis: dict) -> list[WhatIf]:
                 if "store" in s and (s["store"].get("count") or 1) >= 2 and not s["store"].get("parallel"):
                     st = s["store"]
                     if st.get("system") != OWN_TIME_SYSTEM and "op" not in st:
-                        ch = _chain(diagnosis, service, ep_span, {(service, st["span"])})
+                        ch = _chain(diagnosis, service, ep_span, {(service, st["span"]), (None, st["span"])})
                         out.append(
                             WhatIf(
                                 _id(PARALLEL, service, ep_span, st["span"]),
@@ -500,10 +511,12 @@ class _Candidate:
 
 
 def _faster_candidates(topo: dict, diagnosis: dict, service: str) -> list[_Candidate]:
+    """The stages of `service` that can be made faster: its stores (also those of other services
+    whose spans the traces name under `service`: a database traced as a service of its own) and
+    each endpoint's own work."""
     out = []
     for svc in topo["services"]:
-        if svc["name"] != service:
-            continue
+        mine = svc["name"] == service
         for ep in svc["endpoints"]:
             ep_span = ep.get("span", ep["name"])
             own = 0.0
@@ -514,17 +527,18 @@ def _faster_candidates(topo: dict, diagnosis: dict, service: str) -> list[_Candi
                     own += dist_median_us(s["store"]["latency"]) or 0.0
                 elif "store" in s and "op" not in s["store"]:
                     st = s["store"]
+                    pop = _store_population(diagnosis, svc["name"], st["span"])
                     m = dist_median_us(st["latency"])
-                    if m:
+                    if m and (mine or (pop is not None and pop["service"] == service)):
                         out.append(
                             _Candidate(
                                 m,
-                                {"service": service, "endpoint": ep["name"], "stage": i},
-                                f"{service} → {_system_words(st)}'{st['span']}'",
-                                population=_population(diagnosis, service, st["span"]),
+                                {"service": svc["name"], "endpoint": ep["name"], "stage": i},
+                                f"{svc['name']} → {_system_words(st)}'{st['span']}'",
+                                population=pop,
                             )
                         )
-            if own > 0:
+            if own > 0 and mine:
                 out.append(
                     _Candidate(
                         own,
@@ -565,6 +579,8 @@ def _faster_whatifs(topo: dict, diagnosis: dict, percent: float) -> list[WhatIf]
         if not cands:
             continue
         best = max(cands, key=lambda c: c.median_us)
+        if best.target in [x.target for x in out]:  # the same stage through another service's growth
+            continue
         frm, to = best.median_us, best.median_us * factor
         evidence = capacity_evidence(best.population, f"{service}'s stage")
         evidence["tail"] = (

@@ -287,26 +287,23 @@ def advise_traces(
 
 
 def _figure(p: dict, q: str) -> str:
-    v = p.get(f"{q}_ns")
-    if v is None:
-        return f"{q} unavailable ({p.get('unavailable') or 'no figure'})"
+    v = p[f"{q}_ns"]
     r = p.get(f"{q}_ratio_to_baseline")
     return f"{q} {fmt_ns(v)}" + (f" ({fmt_ratio(r)} the baseline)" if r is not None else "")
 
 
 def _at(p: dict, baseline: bool) -> str:
-    v = p["validation"]
-    check = "validated" if v["validated"] else "extrapolated"
-    flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
-    if baseline:
-        figs = (
-            f"p50 {fmt_ns(p['p50_ns'])}, p99 {fmt_ns(p['p99_ns'])}"
-            if p.get("p99_ns") is not None
-            else (f"unavailable ({p.get('unavailable')})")
-        )
-    else:
-        figs = f"{_figure(p, 'p50')}, {_figure(p, 'p99')}"
+    """One rate's prediction: its figures (or why there are none), flags, validated or extrapolated."""
+    if p.get("p99_ns") is None:
+        return f"at {p['rate_per_s']:.4g}/s unavailable ({p.get('unavailable') or 'no figure'})"
+    figs = (
+        f"p50 {fmt_ns(p['p50_ns'])}, p99 {fmt_ns(p['p99_ns'])}"
+        if baseline
+        else f"{_figure(p, 'p50')}, {_figure(p, 'p99')}"
+    )
     n = f", {p['requests']} requests" if p.get("requests") else ""
+    flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
+    check = "validated" if p["validation"]["validated"] else "extrapolated"
     return f"at {p['rate_per_s']:.4g}/s {figs}{n}{flags} [{check}]"
 
 
