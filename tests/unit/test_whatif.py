@@ -410,3 +410,16 @@ def test_a_store_traced_as_a_service_of_its_own_is_matched_by_its_operation():
     assert faster[0].evidence["tail"]["growth_ns"] == 4e6
     chain = next(x for x in xs if x.kind == w.PARALLEL and x.target["service"] == "driver")
     assert chain.evidence["population"] == "driver:/driver.DriverService/FindNearest → redis-manual:GetDriver"
+
+
+def test_a_fan_out_limit_the_twin_does_not_model_is_listed_not_run():
+    t = twin()
+    del t["services"][0]["endpoints"][0]["stages"][2]["group"]["max_in_flight"]
+    xs = [x for x in w.whatifs(t, diagnosis(), cpus=CPUS) if x.kind == w.FAN_OUT]
+    assert len(xs) == 1 and xs[0].unavailable and "no fan-out limit there" in xs[0].unavailable
+    assert (xs[0].from_value, xs[0].to_value) == (3, 12)
+    assert xs[0].sentence == (
+        "launch the route 'HTTP GET /route' calls of frontend 'HTTP GET /dispatch' with at most 12 in flight instead of 3"
+    )
+    # with the limit in the twin, the runnable one only
+    assert [x.unavailable for x in w.whatifs(twin(), diagnosis(), cpus=CPUS) if x.kind == w.FAN_OUT] == [None]

@@ -227,3 +227,21 @@ def test_lines_are_formatted_from_the_document():
     assert lines[2].startswith(" 1. raise the connection pool of store → mysql 'SELECT' from 1 to 2: at 100/s p50 2 ms")
     assert "p99 10 ms (0.125× the baseline)" in lines[2] and "[validated]" in lines[2] and "[extrapolated]" in lines[2]
     assert lines[-1].startswith(" -  add cores: unavailable (the twin already runs on every CPU")
+
+
+def test_predict_runs_the_twin_with_the_change_once(monkeypatch):
+    from tailscope.twin import ladder as ladder_mod
+
+    ts, seen = traces(), []
+
+    def run_twin(topo, model, rate, **kw):
+        seen.append((which(topo), model, rate, kw["duration_s"]))
+        return fake_run(ts, [])(topo, rate)
+
+    monkeypatch.setattr(ladder_mod, "run_twin", run_twin)
+    doubled = next(x for x in w.whatifs(topology(), {"populations": []}, cpus=(2, [0, 1])) if x.to_value == 2)
+    p = wa.predict(topology(), doubled, 2 * RATE, model="coroutine", duration_s=3, check=lambda t, o: t)
+    assert seen == [("doubled", "coroutine", 2 * RATE, 3)]
+    assert (p["whatif"], p["p50_ns"], p["p99_ns"], p["requests"], p["flags"]) == (doubled.id, 3 * MS, 20 * MS, 1000, [])
+    base = wa.predict(topology(), None, RATE, model="coroutine", duration_s=3, check=lambda t, o: t)
+    assert base["whatif"] is None and base["p99_ns"] == 80 * MS and "meets" not in base

@@ -419,6 +419,38 @@ def _unmodelled_limits(diagnosis: dict, modelled: set[tuple[str, str]]) -> list[
     return out
 
 
+def _unmodelled_fan_outs(topo: dict, diagnosis: dict) -> list[WhatIf]:
+    """Bounded fan-outs the diagnosis found where the twin's endpoint has no group with a limit:
+    listed, not run."""
+    limited = {
+        (svc["name"], ep.get("span", ep["name"]))
+        for svc in topo["services"]
+        for ep in svc["endpoints"]
+        if any("group" in s and "max_in_flight" in s["group"] for s in ep["stages"])
+    }
+    out = []
+    for f in diagnosis.get("bounded_fan_outs", []):
+        parent = (f["parent_service"], f["parent_operation"])
+        if parent in limited:
+            continue
+        n = min(int(f["calls_max"]), MAX_CAPACITY)
+        out.append(
+            WhatIf(
+                _id(FAN_OUT, *parent, f["operation"], "unmodelled"),
+                FAN_OUT,
+                {"service": parent[0], "endpoint_span": parent[1], "stage": None},
+                f["k"],
+                n,
+                f"launch the {f['service']} '{f['operation']}' calls of {parent[0]} '{parent[1]}' with at most {n} "
+                f"in flight instead of {f['k']}",
+                _site_evidence(f, "bounded_fan_out", "bounded"),
+                unavailable="the twin has no fan-out limit there (a twin inferred before limits were carried, or "
+                "one given by --topology without it): rebuild it with `tailscope topology from-traces`",
+            )
+        )
+    return out
+
+
 def _structure_whatifs(topo: dict, diagnosis: dict) -> list[WhatIf]:
     spans = _endpoint_spans(topo)
     out = []
@@ -673,4 +705,5 @@ def whatifs(
         *_faster_whatifs(topo, diagnosis, faster_percent),
         cores_whatif(topo, cpus),
         *_unmodelled_limits(diagnosis, modelled),
+        *_unmodelled_fan_outs(topo, diagnosis),
     ]

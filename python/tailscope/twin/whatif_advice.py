@@ -54,13 +54,14 @@ def predict(
     warmup_s: float = 1.0,
     connections: int = 16,
     progress: Callable[[str], None] | None = None,
+    check: Callable[[dict, str], dict] = topology_mod.validate,
 ) -> dict:
     """One twin run of `topology` with `whatif` applied (None: the baseline) at `rate_per_s`: p50/p99
     from the intended send time with the requests behind them, the rung's flags and load summary.
     For a study that applies the same change to the real system and compares (predicted ÷ measured).
     Raises TopologyError when the engine refuses the changed twin, EngineError when it fails."""
     topo = whatif.apply(topology) if whatif is not None else topology
-    topo = topology_mod.validate(topo, f"the twin with {whatif.id}" if whatif is not None else "the twin")
+    topo = check(topo, f"the twin with {whatif.id}" if whatif is not None else "the twin")
     runs = TwinRuns(duration_s, warmup_s, connections, progress)
     point = rung(runs.run(topo, model, rate_per_s), rate_per_s, math.inf)
     point.pop("meets")
