@@ -255,7 +255,7 @@ def capacity_evidence(p: dict | None, where: str) -> dict:
     }
 
 
-def _fan_out(diagnosis: dict, service: str, parent_op: str, callees: set[tuple[str, str]]) -> dict | None:
+def _fan_out(diagnosis: dict, service: str, parent_op: str, callees: set[tuple[str | None, str]]) -> dict | None:
     return next(
         (
             f
@@ -268,7 +268,8 @@ def _fan_out(diagnosis: dict, service: str, parent_op: str, callees: set[tuple[s
     )
 
 
-def _chain(diagnosis: dict, service: str, parent_op: str, children: set[tuple[str, str]]) -> dict | None:
+def _chain(diagnosis: dict, service: str, parent_op: str, children: set[tuple[str | None, str]]) -> dict | None:
+    """The sequential chain under (service, parent_op) of one of `children` ((None, op): any service)."""
     return next(
         (
             c
@@ -309,9 +310,9 @@ def _endpoint_spans(topo: dict) -> dict[tuple[str, str], str]:
     return {(s["name"], e["name"]): e.get("span", e["name"]) for s in topo["services"] for e in s["endpoints"]}
 
 
-def _callee_keys(call: dict, service: str, spans: dict[tuple[str, str], str]) -> set[tuple[str, str]]:
+def _callee_keys(call: dict, service: str, spans: dict[tuple[str, str], str]) -> set[tuple[str | None, str]]:
     """The (service, operation) a call shows as in the traces: its server span, or its client span."""
-    out = {(service, call.get("span", ""))}
+    out: set[tuple[str | None, str]] = {(service, call.get("span", ""))}
     if (call["service"], call["endpoint"]) in spans:
         out.add((call["service"], spans[(call["service"], call["endpoint"])]))
     return out
