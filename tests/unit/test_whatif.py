@@ -423,3 +423,10 @@ def test_a_fan_out_limit_the_twin_does_not_model_is_listed_not_run():
     )
     # with the limit in the twin, the runnable one only
     assert [x.unavailable for x in w.whatifs(twin(), diagnosis(), cpus=CPUS) if x.kind == w.FAN_OUT] == [None]
+
+
+def test_the_machine_cpus_are_read_as_every_run_records_them():
+    online, allowed = w.online_cpus()
+    assert online >= len(allowed) >= 1
+    (x,) = [c for c in w.whatifs(twin(), diagnosis()) if c.kind == w.CORES]
+    assert f"{len(allowed)} of {online} online" in (x.unavailable or "")

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from tailscope.lab import machine
 from tailscope.twin.fit import scale_dist
 from tailscope.units import fmt_ns
 
@@ -651,8 +651,10 @@ def _faster_whatifs(topo: dict, diagnosis: dict, percent: float) -> list[WhatIf]
 
 
 def online_cpus() -> tuple[int, list[int]]:
-    """(online CPUs, the CPUs this process may run on) — as lab/machine.py records them."""
-    return os.cpu_count() or 1, sorted(os.sched_getaffinity(0))
+    """(online CPUs, the CPUs this process may run on — and so the twin's services), as every run
+    records them (lab/machine.py `facts`)."""
+    f = machine.facts()
+    return int(f["online_cpus"] or 1), [int(c) for c in f["allowed_cpus"].split(",") if c]
 
 
 def cores_whatif(topo: dict, cpus: tuple[int, list[int]] | None = None) -> WhatIf:
