@@ -24,7 +24,7 @@ import copy
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tailscope.lab import machine
 from tailscope.twin.fit import scale_dist
@@ -539,8 +539,7 @@ class _Candidate:
     median_us: float
     target: dict
     words: str
-    own_time: bool = False
-    population: dict | None = field(default=None)
+    population: dict | None = None
 
 
 def _faster_candidates(topo: dict, diagnosis: dict, service: str) -> list[_Candidate]:
@@ -577,7 +576,6 @@ def _faster_candidates(topo: dict, diagnosis: dict, service: str) -> list[_Candi
                         own,
                         {"service": service, "endpoint": ep["name"], "own_time": True},
                         f"the own work of {service} '{ep_span}' (outside its calls and stores)",
-                        own_time=True,
                         population=_population(diagnosis, service, ep_span),
                     )
                 )
