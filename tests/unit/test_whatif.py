@@ -430,3 +430,18 @@ def test_the_machine_cpus_are_read_as_every_run_records_them():
     assert online >= len(allowed) >= 1
     (x,) = [c for c in w.whatifs(twin(), diagnosis()) if c.kind == w.CORES]
     assert f"{len(allowed)} of {online} online" in (x.unavailable or "")
+
+
+def test_a_limit_seen_on_spans_enclosing_a_modelled_capacity_is_not_listed():
+    d = diagnosis()
+    # the lock at customer's store shows on its callers too: the endpoint around it, the client span
+    d["populations"] += [
+        population("operation", "customer", "HTTP GET /customer", servers=1),
+        population("operation", "frontend", "HTTP GET /dispatch", servers=1),
+        population("operation", "mysql", "SQL SELECT", servers=1),  # the store in its own tracer name
+    ]
+    d["populations"][1] = population("operation", "customer", "HTTP GET /customer", verdict="no_limit_seen")
+    t = twin()
+    del t["services"][1]["endpoints"][0]["capacity"]
+    unmodelled = {x.target["span"] for x in w.whatifs(t, d, cpus=CPUS) if x.unavailable and x.kind == w.CAPACITY}
+    assert unmodelled == {"redis lock"}

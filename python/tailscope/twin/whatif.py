@@ -394,13 +394,55 @@ def _capacity_sentence(t: dict, other: str, c: int, to: int | str) -> str:
     return f"raise the connection pool of {where} from {c} to {to}"
 
 
-def _unmodelled_limits(diagnosis: dict, modelled: set[tuple[str, str]]) -> list[WhatIf]:
-    """Limits the diagnosis found that the twin has no capacity for: listed, not run."""
+def _encloses_capacity(topo: dict, service: str, span: str) -> bool:
+    """Whether the spans named `span` in `service` (an endpoint's server span or a call's client span)
+    contain a capacity the twin has — in that endpoint or anything it calls. A queue shows as a limit
+    on every span that encloses it (the caller's span waits as long as the callee's queue); the twin
+    models it once, where it is."""
+    endpoints = {(s["name"], e["name"]): e for s in topo["services"] for e in s["endpoints"]}
+    start: list[tuple[str, str]] = [
+        (sv, n) for (sv, n), e in endpoints.items() if sv == service and e.get("span") == span
+    ]
+    for (sv, _), e in endpoints.items():
+        if sv == service:
+            for st in _all_stages(e["stages"]):
+                for c in _calls(st):
+                    if c.get("span") == span:
+                        if "capacity" in c:
+                            return True
+                        start.append((c["service"], c["endpoint"]))
+    seen: set[tuple[str, str]] = set()
+    while start:
+        key = start.pop()
+        if key in seen or key not in endpoints:
+            continue
+        seen.add(key)
+        e = endpoints[key]
+        if "capacity" in e:
+            return True
+        for st in _all_stages(e["stages"]):
+            if "store" in st and "capacity" in st["store"]:
+                return True
+            for c in _calls(st):
+                if "capacity" in c:
+                    return True
+                start.append((c["service"], c["endpoint"]))
+    return False
+
+
+def _unmodelled_limits(topo: dict, diagnosis: dict, modelled: set[tuple[str, str]]) -> list[WhatIf]:
+    """Limits the diagnosis found that the twin has no capacity for: listed, not run. Not listed: a
+    limit on spans that enclose a capacity the twin has (the same queue seen from its callers), and a
+    store traced as a service of its own whose operation the twin's store of that name limits."""
+    services = {s["name"] for s in topo["services"]}
+    modelled_spans = {span for _, span in modelled}
     out, done = [], set()
     for p in diagnosis.get("populations", []):
         c = p["capacity"]
         key = (p["service"], p["operation"])
         if c["verdict"] != "limit" or key in modelled or key in done:
+            continue
+        if (key[0] not in services and key[1] in modelled_spans) or _encloses_capacity(topo, *key):
             continue
         done.add(key)
         servers = c["servers"]
@@ -705,6 +747,6 @@ def whatifs(
         *_structure_whatifs(topo, diagnosis),
         *_faster_whatifs(topo, diagnosis, faster_percent),
         cores_whatif(topo, cpus),
-        *_unmodelled_limits(diagnosis, modelled),
+        *_unmodelled_limits(topo, diagnosis, modelled),
         *_unmodelled_fan_outs(topo, diagnosis),
     ]
