@@ -54,7 +54,6 @@ struct CallAwaiter {
   LoopRef loop;
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
-    call.probe().stamp_fn_start();
     loop.clients->channel(rt, call.spec->service)
         .call(call.spec->endpoint, call.payload, call.child, rt.call_timeout_ns(),
               [c = &call, loop = loop, h](CallResult&& r) {
@@ -79,8 +78,65 @@ struct SleepAwaiter {
   void await_resume() const noexcept {}
 };
 
+// co_await: a slot of a capacity (nullptr: none, ready at once). A free
+// slot is taken without suspending; otherwise the handler waits in the
+// limiter's FCFS queue and the grant (or the deadline) posts its resumption
+// back to this loop. Yields false when the deadline came first.
+struct SlotAwaiter {
+  CapacityLimit* limit;
+  int64_t deadline_ns;
+  ServiceRuntime& rt;
+  LoopRef loop;
+  bool granted = true;
+  bool await_ready() const noexcept { return limit == nullptr; }
+  bool await_suspend(std::coroutine_handle<> h) {
+    // Written on the granting thread, read after the post to this loop (the post orders them).
+    return !limit->acquire_async(deadline_ns, rt.timers(), [this, h, loop = loop](bool ok) {
+      granted = ok;
+      loop.resume_later(h);
+    });
+  }
+  bool await_resume() const noexcept { return granted; }
+};
+
+// A call: its capacity's wait (inside the call, so inside its client span), then the RPC.
 Task<int> run_call(ServiceRuntime& rt, CallScope& call, LoopRef loop) {
+  call.probe().stamp_fn_start();
+  CapacityLimit* slot = rt.limit(call.spec->limit_index);
+  if (!co_await SlotAwaiter{slot, monotonic_ns() + rt.call_timeout_ns(), rt, loop}) {
+    call.result = RpcStatus::kTimeout;
+    call.probe().stamp_fn_end();
+    co_return 0;
+  }
   co_await CallAwaiter{rt, call, loop};
+  if (slot) slot->release();
+  co_return 0;
+}
+
+// One store operation: the span starts, the wait for the store's capacity,
+// the simulated latency; the span ends before the slot passes on.
+Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, LoopRef loop) {
+  SpanRecord span = rt.begin_store(rs, op);
+  CapacityLimit* slot = rt.limit(op.limit_index);
+  if (!co_await SlotAwaiter{slot, span.start_ns + rt.call_timeout_ns(), rt, loop}) {
+    rt.mark_wait_timeout(span);
+    rt.end_store(span);
+    rt.fail_wait(rs);
+    co_return 0;
+  }
+  co_await SleepAwaiter{op.latency.sample_ns(), loop};
+  rt.end_store(span);
+  if (slot) slot->release();
+  co_return 0;
+}
+
+// max_in_flight: one of k workers of a group instance; each takes the next
+// call not yet started, so call i > k starts when an earlier one has ended.
+Task<int> run_window(ServiceRuntime& rt, std::vector<std::unique_ptr<CallScope>>& calls, size_t& next, LoopRef loop) {
+  while (next < calls.size()) {
+    CallScope& call = *calls[next++];
+    co_await run_call(rt, call, loop);
+  }
   co_return 0;
 }
 
@@ -93,12 +149,15 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
         rt.run_compute(stage);
         break;
       case Stage::Kind::kStore:
-        for (int i = 0; i < stage.store.count; ++i) {
-          SpanRecord span = rt.begin_store(rs, stage.store);
-          co_await SleepAwaiter{stage.store.latency.sample_ns(), loop};
-          rt.end_store(span);
+        if (stage.store.parallel) {
+          std::vector<Task<int>> ops;  // eager: every operation starts now
+          for (int i = 0; i < stage.store.count; ++i) ops.push_back(run_store_op(rt, rs, stage.store, loop));
+          co_await exec::when_all(std::move(ops));
+        } else {
+          for (int i = 0; i < stage.store.count && rs.status == RpcStatus::kOk; ++i)
+            co_await run_store_op(rt, rs, stage.store, loop);
         }
-        if (stage.store.on_miss && rt.store_missed(stage.store))
+        if (rs.status == RpcStatus::kOk && stage.store.on_miss && rt.store_missed(stage.store))
           co_await run_stages(rt, rs, *stage.store.on_miss, loop);
         break;
       case Stage::Kind::kCall: {
@@ -111,6 +170,21 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
         const CallGroup& g = stage.group;
         std::vector<std::unique_ptr<CallScope>> calls;
         for (const CallSpec& spec : g.calls) calls.push_back(rt.begin_call(rs, spec));
+        if (g.max_in_flight > 0 && static_cast<size_t>(g.max_in_flight) < calls.size()) {
+          // Waves of k (async calls only, the parser checks): k workers drain
+          // the calls in order; then every call is joined in join order.
+          for (auto& c : calls) c->probe().stamp_trigger();
+          size_t next = 0;
+          std::vector<Task<int>> workers;
+          for (int64_t w = 0; w < g.max_in_flight; ++w) workers.push_back(run_window(rt, calls, next, loop));
+          co_await exec::when_all(std::move(workers));
+          for (size_t i : g.join_order) {
+            calls[i]->probe().stamp_request();
+            calls[i]->probe().stamp_received();
+            rt.end_call(rs, *calls[i]);
+          }
+          break;
+        }
         // Fan out: every async call starts now (Tasks are eager).
         std::vector<Task<int>> started(g.calls.size());
         for (size_t i = 0; i < calls.size(); ++i) {
@@ -153,7 +227,14 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
 }
 
 exec::DetachedCoroutine handle(ServiceRuntime& rt, RequestScope rs, LoopRef loop, int64_t* in_flight) {
-  co_await run_stages(rt, rs, rs.endpoint->stages, loop);
+  // The endpoint's capacity: the wait is inside the server span (begun at arrival).
+  CapacityLimit* slot = rt.limit(rs.endpoint->limit_index);
+  if (co_await SlotAwaiter{slot, rs.span.start_ns + rt.call_timeout_ns(), rt, loop}) {
+    co_await run_stages(rt, rs, rs.endpoint->stages, loop);
+    if (slot) slot->release();
+  } else {
+    rt.fail_wait(rs);
+  }
   rt.finish(rs);
   --*in_flight;
 }

@@ -38,11 +38,24 @@ struct PoolBlockingLauncher {
     h.result = h.state->promise.get_future();
     h.deadline_ns = monotonic_ns() + rt.call_timeout_ns() + 50'000'000;
     c.probe().stamp_fn_start();
+    // The call's capacity (a client-side pool): this thread waits for a slot,
+    // inside the call's span; the slot and the group's window slot are given
+    // back when the answer (or the channel's timeout) comes.
+    CapacityLimit* slot = rt.limit(c.spec->limit_index);
+    if (slot && !slot->acquire(monotonic_ns() + rt.call_timeout_ns())) {
+      rt.release_group_slot(c);
+      h.state->fn_end_ns = monotonic_ns();
+      h.state->promise.set_value(RpcStatus::kTimeout);
+      return;
+    }
     rt.channel(c.spec->service)
-        .call(c.spec->endpoint, c.payload, c.child, rt.call_timeout_ns(), [state = h.state](CallResult&& r) {
-          state->fn_end_ns = monotonic_ns();
-          state->promise.set_value(r.status);
-        });
+        .call(c.spec->endpoint, c.payload, c.child, rt.call_timeout_ns(),
+              [state = h.state, slot, window = std::move(c.group_slot)](CallResult&& r) {
+                state->fn_end_ns = monotonic_ns();
+                if (slot) slot->release();
+                if (window) window->release();
+                state->promise.set_value(r.status);
+              });
   }
   void wait(Handle& h) {
     CallScope& c = *h.call;
@@ -87,7 +100,7 @@ class PoolBlockingModel final : public internal::PoolModel {
     auto rs = rt.begin(std::move(request));
     if (!rs) return;
     PoolBlockingLauncher launcher{rt};
-    internal::run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
+    internal::run_endpoint_blocking(rt, *rs, launcher);
     rt.finish(*rs);
   }
 };

@@ -5,6 +5,8 @@
 // a callback that carries the flow and queues its continuation back to the
 // pool. The article's fix (8k → 30k QPS) in ~100 lines.
 #include <atomic>
+#include <utility>
+#include <vector>
 
 #include "core/clock.h"
 #include "svc/internal/pool_model.h"
@@ -18,6 +20,28 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
  public:
   RequestFlow(ServiceRuntime& rt, BoundedPool& pool, RequestScope rs) : rt_(rt), pool_(pool), rs_(std::move(rs)) {
     stack_.push_back(Cursor{&rs_.endpoint->stages});
+  }
+
+  // The endpoint's capacity first (the wait is inside the server span, begun
+  // at arrival; a grant continues the flow on the pool), then the stages.
+  void start() {
+    CapacityLimit* slot = rt_.limit(rs_.endpoint->limit_index);
+    if (!slot) return run();
+    auto self = shared_from_this();
+    const bool now =
+        slot->acquire_async(rs_.span.start_ns + rt_.call_timeout_ns(), rt_.timers(), [self, slot](bool ok) {
+          self->pool_.submit_continuation([self, slot, ok] {
+            if (ok)
+              self->endpoint_slot_ = slot;
+            else
+              self->rt_.fail_wait(self->rs_);
+            self->run();
+          });
+        });
+    if (now) {
+      endpoint_slot_ = slot;
+      run();
+    }
   }
 
   // Runs on a pool thread until the flow has to wait or is finished.
@@ -37,14 +61,10 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
           break;
         case Stage::Kind::kStore:
           if (c.step < s.store.count) {
-            ++c.step;
-            store_span_ = rt_.begin_store(rs_, s.store);
-            rt_.timers().schedule(monotonic_ns() + s.store.latency.sample_ns(), [self = shared_from_this()] {
-              self->pool_.submit_continuation([self] {
-                self->rt_.end_store(self->store_span_);
-                self->run();
-              });
-            });
+            // One operation, or all `count` at once when the stage is parallel.
+            const int n = s.store.parallel ? s.store.count : 1;
+            c.step += n;
+            start_store_ops(s.store, n);
             return;
           }
           c.step = 0;
@@ -56,6 +76,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
             c.step = 1;
             calls_.clear();
             calls_.push_back(rt_.begin_call(rs_, s.call));
+            next_call_.store(calls_.size(), std::memory_order_relaxed);  // no window
             pending_.store(1, std::memory_order_relaxed);
             issue(*calls_.back());
             return;
@@ -71,6 +92,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     }
     // Failed or done: unfinished calls of a failed group still end through
     // their callbacks, which hold the flow alive; nobody waits for them.
+    if (endpoint_slot_) std::exchange(endpoint_slot_, nullptr)->release();
     rt_.finish(rs_);
   }
 
@@ -96,10 +118,16 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
         calls_.back()->probe().stamp_trigger();
         async_calls += spec.launch == CallSpec::Launch::kAsync;
       }
+      next_call_.store(calls_.size(), std::memory_order_relaxed);  // no window unless max_in_flight sets one
       if (async_calls > 0) {
         pending_.store(async_calls, std::memory_order_relaxed);
-        for (auto& call : calls_)
-          if (call->spec->launch == CallSpec::Launch::kAsync) issue(*call);
+        // max_in_flight k (async-only groups): the first k now, the next one
+        // each time a call ends (call_done), in order.
+        const size_t first =
+            g.max_in_flight > 0 ? std::min(calls_.size(), static_cast<size_t>(g.max_in_flight)) : calls_.size();
+        next_call_.store(first, std::memory_order_relaxed);
+        for (size_t i = 0; i < first; ++i)
+          if (calls_[i]->spec->launch == CallSpec::Launch::kAsync) issue(*calls_[i]);
         return false;
       }
     }
@@ -125,16 +153,88 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     return true;
   }
 
+  // A call: its capacity's wait (inside its client span; the grant sends it
+  // from the pool), then the RPC on the multiplexed channel.
   void issue(CallScope& call) {
     call.probe().stamp_fn_start();
+    CapacityLimit* slot = rt_.limit(call.spec->limit_index);
+    if (slot) {
+      auto self = shared_from_this();
+      const bool now =
+          slot->acquire_async(monotonic_ns() + rt_.call_timeout_ns(), rt_.timers(), [self, c = &call, slot](bool ok) {
+            if (ok) {
+              self->pool_.submit_continuation([self, c, slot] { self->send(*c, slot); });
+              return;
+            }
+            c->result = RpcStatus::kTimeout;
+            c->probe().stamp_fn_end();
+            self->call_done();
+          });
+      if (!now) return;
+    }
+    send(call, slot);
+  }
+
+  void send(CallScope& call, CapacityLimit* slot) {
     rt_.channel(call.spec->service)
         .call(call.spec->endpoint, call.payload, call.child, rt_.call_timeout_ns(),
-              [self = shared_from_this(), c = &call](CallResult&& r) {
+              [self = shared_from_this(), c = &call, slot](CallResult&& r) {
                 c->result = r.status;
                 c->probe().stamp_fn_end();
-                if (self->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-                  self->pool_.submit_continuation([self] { self->run(); });
+                if (slot) slot->release();
+                self->call_done();
               });
+  }
+
+  // On whichever thread a call ended: the group's next call when a
+  // max_in_flight window holds it back (issued from the pool), and the flow
+  // continues once every call it waits for has ended.
+  void call_done() {
+    auto self = shared_from_this();
+    const size_t next = next_call_.fetch_add(1, std::memory_order_relaxed);
+    if (next < calls_.size() && calls_[next]->spec->launch == CallSpec::Launch::kAsync)
+      pool_.submit_continuation([self, next] { self->issue(*self->calls_[next]); });
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pool_.submit_continuation([self] { self->run(); });
+  }
+
+  // Store operations: `n` at once (1, or count for a parallel stage), each
+  // its own span, each through the store's capacity; the flow continues when
+  // the last has ended.
+  void start_store_ops(const StoreOp& op, int n) {
+    store_op_ = &op;
+    store_spans_.assign(static_cast<size_t>(n), SpanRecord{});
+    store_timed_out_.store(false, std::memory_order_relaxed);
+    pending_.store(n, std::memory_order_relaxed);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      store_spans_[i] = rt_.begin_store(rs_, op);
+      CapacityLimit* slot = rt_.limit(op.limit_index);
+      auto self = shared_from_this();
+      if (!slot ||
+          slot->acquire_async(store_spans_[i].start_ns + rt_.call_timeout_ns(), rt_.timers(), [self, i](bool ok) {
+            if (ok) return self->sleep_store(i);
+            self->pool_.submit_continuation([self, i] { self->store_op_done(i, false); });
+          }))
+        sleep_store(i);
+    }
+  }
+  void sleep_store(size_t i) {
+    rt_.timers().schedule(monotonic_ns() + store_op_->latency.sample_ns(), [self = shared_from_this(), i] {
+      self->pool_.submit_continuation([self, i] { self->store_op_done(i, true); });
+    });
+  }
+  // On a pool thread; `held`: the op had its slot (false: the wait timed out).
+  void store_op_done(size_t i, bool held) {
+    SpanRecord& span = store_spans_[i];
+    if (!held) {
+      rt_.mark_wait_timeout(span);
+      store_timed_out_.store(true, std::memory_order_relaxed);
+    }
+    rt_.end_store(span);  // before the slot passes on
+    CapacityLimit* slot = rt_.limit(store_op_->limit_index);
+    if (held && slot) slot->release();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (store_timed_out_.load(std::memory_order_relaxed)) rt_.fail_wait(rs_);
+    run();
   }
 
   ServiceRuntime& rt_;
@@ -143,7 +243,11 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   std::vector<Cursor> stack_;
   std::vector<std::unique_ptr<CallScope>> calls_;
   std::atomic<int> pending_{0};
-  SpanRecord store_span_;
+  std::atomic<size_t> next_call_{0};  // a group's next call to issue (max_in_flight)
+  const StoreOp* store_op_ = nullptr;
+  std::vector<SpanRecord> store_spans_;  // the store operations in flight, one per op
+  std::atomic<bool> store_timed_out_{false};
+  CapacityLimit* endpoint_slot_ = nullptr;  // held from the grant to finish
 };
 
 class PoolCallbackModel final : public internal::PoolModel {
@@ -155,7 +259,7 @@ class PoolCallbackModel final : public internal::PoolModel {
  protected:
   void handle(ServiceRuntime& rt, InboundRequest&& request) override {
     auto rs = rt.begin(std::move(request));
-    if (rs) std::make_shared<RequestFlow>(rt, pool(), std::move(*rs))->run();
+    if (rs) std::make_shared<RequestFlow>(rt, pool(), std::move(*rs))->start();
   }
 };
 

@@ -61,6 +61,28 @@ ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& serv
         options_.store_pool_connections, options_.pool_idle_timeout_ns);
     store_mode_ = "real";
   }
+  for (const CapacitySpec& c : service_.capacities) limits_.push_back(std::make_shared<CapacityLimit>(c.capacity));
+}
+
+nlohmann::json ServiceRuntime::capacities_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < limits_.size(); ++i) {
+    nlohmann::json c = limits_[i]->counters_json();
+    c["kind"] = capacity_kind_name(service_.capacities[i].kind);
+    c["name"] = service_.capacities[i].name;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void ServiceRuntime::fail_wait(RequestScope& rs) {
+  counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+  rs.fail(RpcStatus::kTimeout);
+}
+
+void ServiceRuntime::mark_wait_timeout(SpanRecord& span) {
+  span.error = true;
+  span.status = RpcStatus::kTimeout;
 }
 
 ServiceRuntime::~ServiceRuntime() { close_clients(); }
@@ -69,6 +91,8 @@ void ServiceRuntime::close_clients() {
   std::lock_guard lock(clients_mu_);
   for (auto& [_, c] : channels_) c->close();
   for (auto& [_, p] : pools_) p->close();
+  // Waiters for a slot fail now (resumed on their own loops, which still run).
+  for (auto& l : limits_) l->close();
   if (channel_loop_) channel_loop_->stop();
   clients_closed_ = true;
 }
@@ -301,9 +325,18 @@ bool ServiceRuntime::store_missed(const StoreOp& op, bool real_missed) {
 }
 
 RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
-  CallResult r = client_pool(call.spec->service).call(call.spec->endpoint, call.payload, call.child, call_timeout_ns_);
-  call.result = r.status;
-  return r.status;
+  // The call's capacity (a client-side pool of its span name): the wait is
+  // inside the call, so inside its client span.
+  CapacityLimit* slot = limit(call.spec->limit_index);
+  if (slot && !slot->acquire(monotonic_ns() + call_timeout_ns_)) {
+    call.result = RpcStatus::kTimeout;
+  } else {
+    CallResult r =
+        client_pool(call.spec->service).call(call.spec->endpoint, call.payload, call.child, call_timeout_ns_);
+    call.result = r.status;
+    if (slot) slot->release();
+  }
+  return call.result;
 }
 
 // ---------------------------------------------------------------- models
@@ -397,6 +430,7 @@ nlohmann::json ServiceInstance::result() const {
           {"stores", runtime_->store_mode()},
           {"stores_reason", runtime_->store_reason()},
           {"store_counters", runtime_->store_set() ? runtime_->store_set()->counters_json() : nlohmann::json::object()},
+          {"capacities", runtime_->capacities_json()},
           {"model_details", model_->describe()}};
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "svc/blocking_client_pool.h"
+#include "svc/capacity_limit.h"
 #include "svc/multiplexed_channel.h"
 #include "svc/server.h"
 #include "svc/stores/store_set.h"
@@ -75,6 +76,9 @@ struct CallScope {
   TraceContext child;
   std::string payload;
   RpcStatus result = RpcStatus::kOk;
+  // The slot of a group's max_in_flight window this call holds (thread
+  // models); given back when the call ends (ServiceRuntime::release_group_slot).
+  std::shared_ptr<CapacityLimit> group_slot;
   exec::AsyncProbe& probe() { return span.probe; }
 };
 
@@ -159,6 +163,20 @@ class ServiceRuntime {
   // Where a downstream service is called: its numeric address.
   const std::string& host_of(const std::string& service) const;
 
+  // The service's capacity limiters (Service::capacities), made once at start:
+  // a stage's `limit_index` gives its own; nullptr for -1 (no capacity).
+  CapacityLimit* limit(int index) const { return index < 0 ? nullptr : limits_[static_cast<size_t>(index)].get(); }
+  // Per limiter: kind, name and its counters (the result document's "capacities").
+  nlohmann::json capacities_json() const;
+  // A wait for a slot that reached the call timeout: the request fails with a
+  // timeout, as a call would; the span (when given) records it.
+  void fail_wait(RequestScope& rs);
+  void mark_wait_timeout(SpanRecord& span);
+  // Gives back the call's max_in_flight window slot, once (thread models).
+  void release_group_slot(CallScope& call) {
+    if (call.group_slot) std::exchange(call.group_slot, nullptr)->release();
+  }
+
   // The stages that compute on the calling thread (cpu, work), the same in every model.
   void run_compute(const Stage& stage);
 
@@ -189,6 +207,7 @@ class ServiceRuntime {
   std::unique_ptr<stores::StoreSet> stores_;  // real store mode only
   std::string store_mode_ = "simulated", store_reason_;
   std::atomic<bool> stopping_{false};
+  std::vector<std::shared_ptr<CapacityLimit>> limits_;  // indexed as Service::capacities
 };
 
 // Blocks the calling thread for a simulated store latency (the blocking models'

@@ -27,6 +27,7 @@ struct StdAsyncLauncher {
       c->probe().stamp_fn_start();
       const RpcStatus st = rt.call_via_client_pool(*c);
       c->probe().stamp_fn_end();
+      rt.release_group_slot(*c);  // after fn_end: the next call of the window starts after this one ended
       return st;
     };
     Handle h{std::move(call), {}};
@@ -35,6 +36,7 @@ struct StdAsyncLauncher {
       if (!deferred) rt.counters().async_threads.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::system_error&) {  // no thread could be created: the call fails, the handler goes on
       h.call->result = RpcStatus::kRejected;
+      rt.release_group_slot(*h.call);
     }
     return h;
   }

@@ -21,6 +21,7 @@ struct StdThreadLauncher {
     c.probe().stamp_fn_start();
     rt.call_via_client_pool(c);
     c.probe().stamp_fn_end();
+    rt.release_group_slot(c);  // after fn_end: the next call of the window starts after this one ended
   }
   Handle launch(std::unique_ptr<CallScope> call) {
     call->probe().stamp_trigger();
@@ -31,6 +32,7 @@ struct StdThreadLauncher {
         rt.counters().async_threads.fetch_add(1, std::memory_order_relaxed);
       } catch (const std::system_error&) {
         h.call->result = RpcStatus::kRejected;
+        rt.release_group_slot(*h.call);
       }
     }
     return h;

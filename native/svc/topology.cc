@@ -42,6 +42,15 @@ bool integer_in(const json& v, int64_t lo, int64_t hi) {
   return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
 }
 
+// A capacity or a fan-out limit: an integer in 1 … kMaxCapacity.
+constexpr int64_t kMaxCapacity = 100000;
+int64_t parse_limit(const json& j, const char* key, const std::string& where) {
+  if (!integer_in(j[key], 1, kMaxCapacity))
+    bad(where, std::string("'") + key + "' must be an integer in 1 … " + std::to_string(kMaxCapacity) + " (got " +
+                   j[key].dump() + ")");
+  return j[key].get<int64_t>();
+}
+
 void check_keys(const json& j, std::initializer_list<const char*> allowed, const std::string& where) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
@@ -52,13 +61,14 @@ void check_keys(const json& j, std::initializer_list<const char*> allowed, const
 
 CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch default_launch) {
   if (!j.is_object()) bad(where, "a call is an object");
-  check_keys(j, {"name", "service", "endpoint", "span", "launch", "request_bytes"}, where);
+  check_keys(j, {"name", "service", "endpoint", "span", "launch", "request_bytes", "capacity"}, where);
   CallSpec c;
   c.service = need_string(j, "service", where);
   c.endpoint = need_string(j, "endpoint", where);
   c.name = j.contains("name") ? need_string(j, "name", where) : c.service;
   c.span = j.contains("span") ? need_string(j, "span", where) : c.endpoint + "_client";
   c.request_bytes = optional_size(j, "request_bytes", 64, where);
+  if (j.contains("capacity")) c.capacity = parse_limit(j, "capacity", where);
   c.launch = default_launch;
   if (j.contains("launch")) {
     const std::string l = need_string(j, "launch", where);
@@ -224,13 +234,19 @@ Stage parse_stage(const json& j, const std::string& where) {
     s.kind = Stage::Kind::kGroup;
     if (!v.is_object() || !v.contains("calls") || !v["calls"].is_array() || v["calls"].empty())
       bad(here, "a group needs a non-empty array 'calls'");
-    check_keys(v, {"calls", "join"}, here);
+    check_keys(v, {"calls", "join", "max_in_flight"}, here);
     std::map<std::string, size_t> index;
     for (size_t i = 0; i < v["calls"].size(); ++i) {
       CallSpec c = parse_call(v["calls"][i], here + ".calls[" + std::to_string(i) + "]", CallSpec::Launch::kAsync);
       if (c.launch == CallSpec::Launch::kSync) bad(here, "calls in a group are async or deferred");
       if (!index.emplace(c.name, i).second) bad(here, "two calls named '" + c.name + "'");
       s.group.calls.push_back(std::move(c));
+    }
+    if (v.contains("max_in_flight")) {
+      s.group.max_in_flight = parse_limit(v, "max_in_flight", here);
+      for (const CallSpec& c : s.group.calls)
+        if (c.launch != CallSpec::Launch::kAsync)
+          bad(here, "'max_in_flight' is for groups of async calls (call '" + c.name + "' is deferred)");
     }
     if (v.contains("join")) {
       if (!v["join"].is_array()) bad(here, "'join' is an array of call names");
@@ -249,7 +265,7 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (!v.is_object()) bad(here, "a store stage is an object");
     check_keys(v,
                {"span", "system", "latency", "count", "hit_ratio", "on_miss", "op", "key", "value_bytes", "collection",
-                "limit"},
+                "limit", "capacity", "parallel"},
                here);
     s.store.span = need_string(v, "span", here);
     s.store.system = v.contains("system") ? need_string(v, "system", here) : "store";
@@ -259,6 +275,15 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (v.contains("count")) {
       if (!integer_in(v["count"], 1, 1000)) bad(here, "'count' must be an integer in 1 … 1000");
       s.store.count = v["count"];
+    }
+    if (v.contains("capacity")) s.store.capacity = parse_limit(v, "capacity", here);
+    if (v.contains("parallel")) {
+      if (!v["parallel"].is_boolean()) bad(here, "'parallel' must be true or false");
+      s.store.parallel = v["parallel"].get<bool>();
+      if (s.store.parallel && s.store.real())
+        bad(here, "'parallel' is for simulated stores only: a real 'op' runs its count in a row");
+      if (s.store.parallel && s.store.count < 2)
+        bad(here, "'parallel' needs 'count' of at least 2 (got " + std::to_string(s.store.count) + ")");
     }
     if (v.contains("hit_ratio")) {
       if (!v["hit_ratio"].is_number() || v["hit_ratio"].get<double>() < 0 || v["hit_ratio"].get<double>() > 1)
@@ -297,6 +322,76 @@ void for_each_call(const StageList& stages, const std::function<void(const CallS
   }
 }
 
+// Assigns the service's capacity limiters (Service::capacities) and points
+// every endpoint, store stage and call at its own. One limiter per endpoint, per
+// store span name and per client span name: the stages that share a span name
+// share the limiter (one population, as diagnose sees it), so two capacities
+// for one name are refused; a stage of that name without a capacity joins it.
+class CapacityAssigner {
+ public:
+  CapacityAssigner(Service& s, const std::string& where) : s_(s), where_(where) {}
+  void run() {
+    for (auto& [name, e] : s_.endpoints) {
+      if (e.capacity > 0) {
+        e.limit_index = static_cast<int>(s_.capacities.size());
+        s_.capacities.push_back({CapacitySpec::Kind::kEndpoint, name, e.capacity});
+      }
+      const std::string ew = where_ + ": endpoint '" + name + "': stages";
+      walk(e.stages, ew, /*assign=*/false);
+    }
+    for (auto& [name, e] : s_.endpoints) walk(e.stages, "", /*assign=*/true);
+  }
+
+ private:
+  void note(CapacitySpec::Kind kind, const std::string& name, int64_t capacity, const std::string& where) {
+    if (capacity == 0) return;
+    auto [it, fresh] = seen_.try_emplace({kind, name}, Seen{capacity, where});
+    if (fresh) {
+      index_[{kind, name}] = static_cast<int>(s_.capacities.size());
+      s_.capacities.push_back({kind, name, capacity});
+    } else if (it->second.capacity != capacity) {
+      bad(where, "'capacity' " + std::to_string(capacity) + " for " + capacity_kind_name(kind) + " span '" + name +
+                     "', which has 'capacity' " + std::to_string(it->second.capacity) + " at " + it->second.where +
+                     " (one limiter per span name: give every stage of that name the same capacity)");
+    }
+  }
+  int find(CapacitySpec::Kind kind, const std::string& name) const {
+    auto it = index_.find({kind, name});
+    return it == index_.end() ? -1 : it->second;
+  }
+  void walk(StageList& stages, const std::string& where, bool assign) {
+    for (size_t i = 0; i < stages.size(); ++i) {
+      Stage& st = stages[i];
+      const std::string here = where + "[" + std::to_string(i) + "]";
+      if (st.kind == Stage::Kind::kStore) {
+        if (assign)
+          st.store.limit_index = find(CapacitySpec::Kind::kStore, st.store.span);
+        else
+          note(CapacitySpec::Kind::kStore, st.store.span, st.store.capacity, here + ".store");
+        if (st.store.on_miss) walk(*st.store.on_miss, here + ".store.on_miss", assign);
+      }
+      if (st.kind == Stage::Kind::kCall) call(st.call, here + ".call", assign);
+      if (st.kind == Stage::Kind::kGroup)
+        for (size_t j = 0; j < st.group.calls.size(); ++j)
+          call(st.group.calls[j], here + ".group.calls[" + std::to_string(j) + "]", assign);
+    }
+  }
+  void call(CallSpec& c, const std::string& where, bool assign) {
+    if (assign)
+      c.limit_index = find(CapacitySpec::Kind::kCall, c.span);
+    else
+      note(CapacitySpec::Kind::kCall, c.span, c.capacity, where);
+  }
+  struct Seen {
+    int64_t capacity;
+    std::string where;
+  };
+  Service& s_;
+  const std::string& where_;
+  std::map<std::pair<CapacitySpec::Kind, std::string>, Seen> seen_;
+  std::map<std::pair<CapacitySpec::Kind, std::string>, int> index_;
+};
+
 bool any_real_store(const StageList& stages) {
   for (const auto& s : stages)
     if (s.kind == Stage::Kind::kStore && (s.store.real() || (s.store.on_miss && any_real_store(*s.store.on_miss))))
@@ -305,6 +400,18 @@ bool any_real_store(const StageList& stages) {
 }
 
 }  // namespace
+
+const char* capacity_kind_name(CapacitySpec::Kind k) {
+  switch (k) {
+    case CapacitySpec::Kind::kEndpoint:
+      return "endpoint";
+    case CapacitySpec::Kind::kStore:
+      return "store";
+    case CapacitySpec::Kind::kCall:
+      return "call";
+  }
+  return "endpoint";
+}
 
 const char* store_verb_name(StoreVerb v) {
   switch (v) {
@@ -407,13 +514,15 @@ Topology parse_topology(const json& doc, const std::string& origin) {
       Endpoint e;
       e.name = need_string(ej, "name", where + ": endpoint");
       const std::string ew = where + ": endpoint '" + e.name + "'";
-      check_keys(ej, {"name", "span", "response_bytes", "stages"}, ew);
+      check_keys(ej, {"name", "span", "response_bytes", "stages", "capacity"}, ew);
       e.server_span = ej.contains("span") ? need_string(ej, "span", ew) : e.name + "_server";
       e.response_bytes = optional_size(ej, "response_bytes", 64, ew);
+      if (ej.contains("capacity")) e.capacity = parse_limit(ej, "capacity", ew);
       e.stages = parse_stages(ej.contains("stages") ? ej["stages"] : json::array(), ew + ": stages");
       if (!s.endpoints.emplace(e.name, std::move(e)).second) bad(ew, "defined twice");
     }
     if (t.services.count(s.name)) bad(where, "defined twice");
+    CapacityAssigner(s, where).run();
     t.services.emplace(s.name, std::move(s));
   }
   // Every call names an existing service and endpoint.

@@ -27,12 +27,20 @@ struct CallSpec {
   enum class Launch { kSync, kAsync, kDeferred };
   Launch launch = Launch::kSync;
   size_t request_bytes = 64;
+  // `capacity`: a client-side pool of this many calls with this span name in
+  // flight per service process (0: none). `limit_index` indexes Service::capacities
+  // (every call of the service with that span name shares it; -1: none).
+  int64_t capacity = 0;
+  int limit_index = -1;
 };
 
 // A group of calls launched together and joined in `join_order` (indices into calls).
 struct CallGroup {
   std::vector<CallSpec> calls;
   std::vector<size_t> join_order;
+  // At most this many of the group's calls in flight per group instance
+  // (0: all at once); call i > k starts when an earlier one ends. Async-only groups.
+  int64_t max_in_flight = 0;
 };
 
 // The ids a real store key draws (docs/stores.md): {user} in 0 … kStoreUsers−1,
@@ -80,6 +88,12 @@ struct StoreOp {
   std::string collection;    // document store (mongodb role): the table
   int limit = 10;            // zrevrange / smembers / find: at most this many results
   bool real() const { return op != StoreVerb::kNone; }
+  // At most `capacity` of this operation (this span name) in flight per
+  // service process, FCFS (0: none); `limit_index` indexes Service::capacities.
+  int64_t capacity = 0;
+  int limit_index = -1;
+  // The count operations run at once, not in a row (simulated, count ≥ 2).
+  bool parallel = false;
 };
 
 // Top-level `store_servers`: placement and memory of a store process.
@@ -103,7 +117,22 @@ struct Endpoint {
   std::string server_span;  // e.g. compose_post_server
   size_t response_bytes = 64;
   StageList stages;
+  // At most `capacity` requests of this endpoint run its stages at once (0:
+  // none); `limit_index` indexes Service::capacities.
+  int64_t capacity = 0;
+  int limit_index = -1;
 };
+
+// One capacity limiter of a service process: an endpoint, a store span name or
+// a client span name (docs/microservices.md). Stages point at it by index, so a
+// request never looks a limiter up by name.
+struct CapacitySpec {
+  enum class Kind { kEndpoint, kStore, kCall };
+  Kind kind = Kind::kEndpoint;
+  std::string name;  // the endpoint, or the span name
+  int64_t capacity = 1;
+};
+const char* capacity_kind_name(CapacitySpec::Kind k);
 
 struct Service {
   std::string name;
@@ -111,6 +140,7 @@ struct Service {
   std::string model;  // "" = the command line's --model
   std::string cpus;   // "" = no placement; else a cpu list ("0-1,3"), checked against the machine at run time
   std::map<std::string, Endpoint> endpoints;
+  std::vector<CapacitySpec> capacities;  // the limiters the service process creates at start
 };
 
 struct FrontRoute {

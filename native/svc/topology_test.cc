@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "core/clock.h"
@@ -307,6 +308,100 @@ TEST(Topology, StoreServersArePlacementAndMemoryPerSystem) {
   EXPECT_NE(error_of(d).find("unknown key 'pin'"), std::string::npos) << error_of(d);
   d["store_servers"] = 3;
   EXPECT_NE(error_of(d).find("store_servers: a mapping"), std::string::npos) << error_of(d);
+}
+
+// The capacity fields (docs/microservices.md "Capacities"): one limiter per
+// endpoint, per store span name and per client span name of a service.
+json with_capacities() {
+  return json::parse(R"({
+    "name": "q",
+    "services": [
+      {"name": "a", "endpoints": [
+        {"name": "run", "capacity": 4, "stages": [
+          {"store": {"span": "lock", "latency": 100, "capacity": 1}},
+          {"group": {"max_in_flight": 2, "calls": [
+             {"name": "b1", "service": "b", "endpoint": "get", "span": "pool", "capacity": 3},
+             {"name": "b2", "service": "b", "endpoint": "get", "span": "pool"},
+             {"name": "b3", "service": "b", "endpoint": "get"}]}},
+          {"store": {"span": "fan", "latency": 100, "count": 3, "parallel": true}}]},
+        {"name": "other", "stages": [{"store": {"span": "lock", "latency": 50}}]}]},
+      {"name": "b", "endpoints": [{"name": "get", "stages": [{"store": {"span": "lock", "latency": 10}}]}]}
+    ]})");
+}
+
+TEST(Topology, CapacitiesGetOneLimiterPerPopulation) {
+  Topology t = parse_topology(with_capacities());
+  const Service& a = t.service("a");
+  ASSERT_EQ(a.capacities.size(), 3u);  // endpoint run, store "lock", call "pool"
+  const Endpoint& run = a.endpoints.at("run");
+  ASSERT_GE(run.limit_index, 0);
+  EXPECT_EQ(a.capacities[static_cast<size_t>(run.limit_index)].kind, CapacitySpec::Kind::kEndpoint);
+  EXPECT_EQ(a.capacities[static_cast<size_t>(run.limit_index)].capacity, 4);
+  const int lock = run.stages[0].store.limit_index;
+  ASSERT_GE(lock, 0);
+  EXPECT_EQ(a.capacities[static_cast<size_t>(lock)].name, "lock");
+  EXPECT_EQ(a.capacities[static_cast<size_t>(lock)].capacity, 1);
+  // The other endpoint's stage with the same span name shares the limiter.
+  EXPECT_EQ(a.endpoints.at("other").stages[0].store.limit_index, lock);
+  EXPECT_EQ(a.endpoints.at("other").limit_index, -1);
+  const CallGroup& g = run.stages[1].group;
+  EXPECT_EQ(g.max_in_flight, 2);
+  EXPECT_GE(g.calls[0].limit_index, 0);
+  EXPECT_EQ(g.calls[1].limit_index, g.calls[0].limit_index);  // same client span name: same pool
+  EXPECT_EQ(g.calls[2].limit_index, -1);
+  EXPECT_TRUE(run.stages[2].store.parallel);
+  EXPECT_EQ(run.stages[2].store.limit_index, -1);
+  // Another service's stage of the same name is another process's population.
+  EXPECT_TRUE(t.service("b").capacities.empty());
+  EXPECT_EQ(t.service("b").endpoints.at("get").stages[0].store.limit_index, -1);
+}
+
+TEST(Topology, NoCapacityFieldsMeansNoLimiter) {
+  Topology t = parse_topology(two_services());
+  for (const auto& [_, s] : t.services) EXPECT_TRUE(s.capacities.empty());
+}
+
+TEST(Topology, BadCapacitiesAreRefusedWithThePlace) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](json& d) { d["services"][0]["endpoints"][0]["capacity"] = 0; },
+       "endpoint 'run': 'capacity' must be an integer in 1 … 100000 (got 0)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][0]["store"]["capacity"] = 100001; },
+       "stages[0].store: 'capacity' must be an integer in 1 … 100000 (got 100001)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][0]["store"]["capacity"] = 1.5; },
+       "'capacity' must be an integer in 1 … 100000 (got 1.5)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][1]["group"]["calls"][0]["capacity"] = -1; },
+       "calls[0]: 'capacity' must be an integer in 1 … 100000 (got -1)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][1]["group"]["max_in_flight"] = 0; },
+       "'max_in_flight' must be an integer in 1 … 100000 (got 0)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][1]["group"]["calls"][2]["launch"] = "deferred"; },
+       "stages[1].group: 'max_in_flight' is for groups of async calls (call 'b3' is deferred)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][2]["store"]["count"] = 1; },
+       "stages[2].store: 'parallel' needs 'count' of at least 2 (got 1)"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][2]["store"]["parallel"] = "yes"; },
+       "'parallel' must be true or false"},
+      {[](json& d) {
+         auto& st = d["services"][0]["endpoints"][0]["stages"][2]["store"];
+         st["system"] = "redis";
+         st["op"] = "get";
+         st["key"] = "k:{user}";
+       },
+       "stages[2].store: 'parallel' is for simulated stores only: a real 'op' runs its count in a row"},
+      {[](json& d) { d["services"][0]["endpoints"][1]["stages"][0]["store"]["capacity"] = 2; },
+       // endpoints are visited by name: 'other' comes first
+       "endpoint 'run': stages[0].store: 'capacity' 1 for store span 'lock', which has 'capacity' 2 at t.json: "
+       "service 'a': endpoint 'other': stages[0].store (one limiter per span name"},
+      {[](json& d) { d["services"][0]["endpoints"][0]["stages"][0]["store"]["capacty"] = 2; }, "unknown key 'capacty'"},
+  };
+  for (const Case& c : cases) {
+    json d = with_capacities();
+    c.edit(d);
+    const std::string err = error_of(d);
+    EXPECT_NE(err.find(c.message), std::string::npos) << "expected: " << c.message << "\n got: " << err;
+  }
 }
 
 }  // namespace

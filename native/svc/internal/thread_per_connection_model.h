@@ -29,7 +29,7 @@ class ThreadPerConnectionModel final : public ConcurrencyModel {
       auto rs = rt.begin(std::move(request));
       if (!rs) return;
       Launcher launcher{rt};
-      run_stages_blocking(rt, *rs, rs->endpoint->stages, launcher);
+      run_endpoint_blocking(rt, *rs, launcher);
       rt.finish(*rs);
     });
     server_->start();
