@@ -50,14 +50,17 @@ def test_advise_writes_the_advice_document_with_the_diagnosis(tmp_path, monkeypa
     assert doc["diagnosis"]["schema"] == "tailscope.diagnosis/1"
     assert doc["faster_percent"] == 25 and doc["objective_ms"] == 50
     assert {m for m, _ in runs} == {"std-async"}
-    # The inferred twin (no capacities carried) lists the lock the diagnosis found as not modelled.
+    # The lock the diagnosis found: raised and removed where the inferred twin carries it, else listed as
+    # not modelled with the reason — never dropped.
+    runnable = [x for x in doc["ranked"] if x["kind"] == "capacity"]
     limits = [x for x in doc["not_run"] if x["kind"] == "capacity"]
     assert all("no capacity there" in x["unavailable"] for x in limits)
-    assert "db:query_server" in {x["evidence"]["population"] for x in limits}
+    assert "db:query_server" in {x["evidence"]["population"] for x in runnable + limits}
+    assert all(x["to"] in (2, "removed") for x in runnable)
     (cores,) = [x for x in doc["not_run"] if x["kind"] == "cores"]
     assert "every CPU" in cores["unavailable"]
-    assert [x["kind"] for x in doc["ranked"]] and all(x["kind"] == "faster" for x in doc["ranked"])
-    assert all("25 % faster" in x["sentence"] for x in doc["ranked"])
+    faster = [x for x in doc["ranked"] if x["kind"] == "faster"]
+    assert faster and all("25 % faster" in x["sentence"] for x in faster)
     # The twin's traces were empty: the validation at the recorded rate is unavailable, with why.
     assert doc["validation"]["recorded_rate"]["max_ratio_error"] is None
     assert doc["validation"]["recorded_rate"]["unavailable"]

@@ -277,6 +277,7 @@ def test_endpoint_and_call_capacities():
     assert [(x.from_value, x.to_value) for x in ep] == [(4, 8), (4, w.REMOVED)]
     assert ep[0].sentence == "raise the worker pool of customer 'HTTP GET /customer' from 4 to 8 requests at once"
     assert ep[0].apply(twin())["services"][1]["endpoints"][0]["capacity"] == 8
+    assert "one at a time" not in ep[1].sentence  # c = 4
     assert ep[0].evidence["finding"] == "no_limit_seen"  # the twin's capacity, the diagnosis's words on it
     call = by(w.CAPACITY, place="call")
     assert call[0].sentence == "raise the connection pool of frontend → customer 'customer_client' from 1 to 2"

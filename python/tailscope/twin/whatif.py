@@ -382,6 +382,7 @@ def _capacity_sentence(t: dict, other: str, c: int, to: int | str) -> str:
     svc, span = t["service"], t["span"]
     one = " (a lock or a single connection)" if c == 1 else ""
     if t["place"] == "endpoint":
+        one = " (one at a time: a lock around the handler, or a single worker)" if c == 1 else ""
         if to == REMOVED:
             return f"remove the limit of {c} '{span}' requests at once in {svc}{one}: no worker pool or lock around the handler"
         return f"raise the worker pool of {svc} '{span}' from {c} to {to} requests at once"
@@ -675,7 +676,13 @@ def _faster_whatifs(topo: dict, diagnosis: dict, percent: float) -> list[WhatIf]
         evidence["stage_median_us"] = frm
         out.append(
             WhatIf(
-                _id(FASTER, *(str(v) for v in best.target.values()), f"{percent:g}%"),
+                _id(
+                    FASTER,
+                    best.target["service"],
+                    best.target["endpoint"],
+                    "own_time" if best.target.get("own_time") else best.target["stage"],
+                    f"{percent:g}%",
+                ),
                 FASTER,
                 best.target,
                 frm,
