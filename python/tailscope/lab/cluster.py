@@ -328,6 +328,44 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def _undo(state: ClusterState, e: BaseException) -> None:
+    """Removes what a failed step made (nothing half made), then re-raises: a ClusterError saying
+    what was removed for the failures tailscope expects, anything else (an interrupt) as it is."""
+    left = remove(state)
+    if not isinstance(e, (ClusterError, compose_file.DeployError, OSError, subprocess.TimeoutExpired)):
+        raise e
+    raise ClusterError(
+        f"{e}" + (f" (could not remove: {', '.join(left)})" if left else " (everything it made was removed)")
+    ) from e
+
+
+def _new_state(docker_host: str | None) -> ClusterState:
+    prefix = new_prefix()
+    folder = default_root() / prefix
+    folder.mkdir(parents=True)
+    state = ClusterState(prefix=prefix, folder=str(folder), docker_host=docker_host or "", daemon_pid=None)
+    state.save()
+    return state
+
+
+def engine_up(docker_host: str | None = None, progress=print) -> ClusterState:
+    """A daemon that answers (a private one unless docker_host names one) with the image built:
+    graphs started with `up(..., engine=this)` share both; `remove(this)` stops what it started."""
+    state = _new_state(docker_host)
+    try:
+        if docker_host:
+            if docker(state, "version", timeout_s=10, check=False).returncode != 0:
+                raise ClusterError(f"--docker-host {docker_host}: no Docker daemon answers there")
+        else:
+            progress(f"starting a private Docker daemon in {state.folder}")
+            start_private_daemon(state)
+        progress("building the image")
+        build_image(state, progress=progress)
+    except BaseException as e:  # an interrupt too: no daemon left behind
+        _undo(state, e)
+    return state
+
+
 def up(
     doc: dict,
     plan: dep_mod.Deployment | None,
@@ -335,36 +373,23 @@ def up(
     docker_host: str | None = None,
     cpus: list[int] | None = None,
     progress=print,
+    engine: ClusterState | None = None,
 ) -> ClusterState:
-    """Starts the graph DOC in containers: a private daemon unless docker_host names one, the image,
-    the Compose project (`options.image` is replaced by the image built). On any failure everything
-    made so far is removed (nothing half made) and ClusterError says why."""
-    prefix = new_prefix()
-    folder = default_root() / prefix
-    folder.mkdir(parents=True)
-    state = ClusterState(prefix=prefix, folder=str(folder), docker_host=docker_host or "", daemon_pid=None)
-    state.save()
+    """Starts the graph DOC in containers under a new prefix: on `engine`'s daemon and image when
+    given (its `down` then leaves both to the engine's), else on a daemon and image of its own
+    (engine_up). `options.image` is set to the image used. On any failure everything this call made
+    is removed (nothing half made) and ClusterError says why."""
+    if engine is None:
+        state = engine_up(docker_host, progress)
+    else:
+        state = _new_state(engine.docker_host)
     try:
-        if docker_host:
-            if docker(state, "version", timeout_s=10, check=False).returncode != 0:
-                raise ClusterError(f"--docker-host {docker_host}: no Docker daemon answers there")
-        else:
-            progress(f"starting a private Docker daemon in {folder}")
-            start_private_daemon(state)
-        progress("building the image")
-        options.image = build_image(state, progress=progress)
+        options.image = (engine or state).image
         spec = compose_file.compose(doc, plan, options, cpus=cpus)
         compose_file.write(doc, spec, state.compose_dir)
         compose(state, "up", "-d")
-    except BaseException as e:  # an interrupt too: nothing half made, no daemon left behind
-        left = down(state)
-        if not left:
-            shutil.rmtree(folder, ignore_errors=True)
-        if not isinstance(e, (ClusterError, compose_file.DeployError, OSError, subprocess.TimeoutExpired)):
-            raise
-        raise ClusterError(
-            f"{e}" + (f" (could not remove: {', '.join(left)})" if left else " (everything it made was removed)")
-        ) from e
+    except BaseException as e:  # an interrupt too
+        _undo(state, e)
     return state
 
 

@@ -43,10 +43,11 @@ from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 T = TypeVar("T")
 NAME = "containers"
 MODELS_QUICK = ("std-async", "coroutine")
-# 200/s for 5 s: 1000 samples, the fewest whose p99 has 10 beyond it (an interval; docs/measurement.md).
+# 200/s for 6 s: 1200 samples, above the 1000 whose p99 has 10 beyond it (an interval;
+# docs/measurement.md) — at 5 s the window's edges left 998.
 RATE_PER_S = 200
 CONNECTIONS = 16
-DURATION_S = {"quick": 5, "full": 30}
+DURATION_S = {"quick": 6, "full": 30}
 WARMUP_S = 1
 PING_CALLS = {"quick": 2000, "full": 20000}
 PING_WARMUP = 200
@@ -95,90 +96,101 @@ def _front(doc: dict) -> str:
     return str((doc.get("front") or {}).get("service") or "")
 
 
-def _native(
-    model: str, doc: dict, topo_json: Path, work: Path, duration_s: int, ctx: RunContext
-) -> list[EngineDocument]:
-    client, server = cpu_split(ctx.options)
-    out = work / f"native-{model}.json"
-    with graph(topo_json, model, out, stores=STORES, cpu=server or None) as (port, ready):
+@dataclass
+class Plan:
+    """What one form's run needs, beside the model."""
+
+    doc: dict
+    topo_json: Path
+    work: Path
+    duration_s: int
+    ping_calls: int | None  # ping one service before the load (the first model's forms only)
+    client: list[int]
+    server: list[int]
+    engine: cluster.ClusterState | None = None  # the study's daemon and image (containers)
+
+    def meta(self, model: str, form: str) -> dict:
+        return {
+            "model": model,
+            "form": form,
+            "client_cpus": self.client,
+            "server_cpus": self.server,
+            "front": _front(self.doc),
+        }
+
+    def ping_target(self) -> str:
+        front = _front(self.doc)
+        return next(s for s in topology.services(self.doc) if s != front)
+
+
+def _native(model: str, plan: Plan) -> list[EngineDocument]:
+    out = plan.work / f"native-{model}.json"
+    docs: list[EngineDocument] = []
+    with graph(plan.topo_json, model, out, stores=STORES, cpu=plan.server or None) as (port, ready):
         pids = {str(k): int(v) for k, v in (ready.get("pids") or {}).items()}
+        if plan.ping_calls:
+            target = plan.ping_target()
+            args = ["--ping", str(ready["ports"][target]), "--ping-pid", str(pids[target])]
+            args += ["--ping-calls", str(plan.ping_calls), "--ping-warmup", str(PING_WARMUP)]
+            pin = ["taskset", "-c", ",".join(map(str, plan.client))] if plan.client else None
+            ping = run_engine(SVC, args, timeout_s=120, wrapper=pin).document
+            meta = plan.meta(model, "native") | {"ping": target}
+            docs.append(EngineDocument(NAME, SVC, ping | {"containers_point": meta}, "ping/native"))
         load, window = _window_cpu(
             pids,
             lambda: run_front_load(
                 port,
                 RATE_PER_S,
                 CONNECTIONS,
-                duration_s,
+                plan.duration_s,
                 WARMUP_S,
-                duration_s + WARMUP_S + 60,
-                client_cpu=client[0] if client else None,
+                plan.duration_s + WARMUP_S + 60,
+                client_cpu=plan.client[0] if plan.client else None,
             ),
         )
     graph_doc = json.loads(out.read_text()) | {"window_cpu": window}
-    meta = {"model": model, "form": "native", "client_cpus": client, "server_cpus": server, "front": _front(doc)}
+    meta = plan.meta(model, "native")
     return [
+        *docs,
         EngineDocument(NAME, LOAD, load | {"containers_point": meta}, f"{model}/native"),
         EngineDocument(NAME, SVC, graph_doc | {"containers_point": meta}, f"{model}/native-graph"),
     ]
 
 
-def _in_containers(
-    model: str, doc: dict, _topo_json: Path, work: Path, duration_s: int, ctx: RunContext
-) -> list[EngineDocument]:
-    client, server = cpu_split(ctx.options)
+def _in_containers(model: str, plan: Plan) -> list[EngineDocument]:
     options = compose.ComposeOptions(
         model=model,
         trace_sample=0.0,
         load_rate_per_s=RATE_PER_S,
-        load_duration_s=duration_s,
+        load_duration_s=plan.duration_s,
         load_connections=CONNECTIONS,
         load_warmup_s=WARMUP_S,
-        load_cpuset=",".join(map(str, client)) or None,
+        load_cpuset=",".join(map(str, plan.client)) or None,
     )
-    state = cluster.up(doc, None, options, cpus=server or None, progress=lambda _t: None)
+    docs: list[EngineDocument] = []
+    state = cluster.up(plan.doc, None, options, cpus=plan.server or None, progress=lambda _t: None, engine=plan.engine)
     try:
+        if plan.ping_calls:
+            target = plan.ping_target()
+            spec = compose.compose(plan.doc, None, options, cpus=plan.server or None)
+            address = spec["services"][target]["networks"][compose.NETWORK]["ipv4_address"]
+            port = compose.FRONT_PORT if target == _front(plan.doc) else compose.SERVICE_PORT
+            ping = cluster.ping(state, address, port, plan.ping_calls, PING_WARMUP)
+            meta = plan.meta(model, "containers") | {"ping": target, "address": address}
+            docs.append(EngineDocument(NAME, SVC, ping | {"containers_point": meta}, "ping/containers"))
         _, window = _window_cpu(cluster.service_pids(state), lambda: cluster.run_load(state))
-        results = cluster.collect(state, work)
+        results = cluster.collect(state, plan.work)
     finally:
         _remove(state)
     load = json.loads((results / "load.json").read_text())
     parts = [json.loads(p.read_text()) for p in sorted(results.glob("*.json")) if p.name != "load.json"]
-    meta = {"model": model, "form": "containers", "client_cpus": client, "server_cpus": server, "front": _front(doc)}
+    meta = plan.meta(model, "containers")
     merged = {"services": {k: v for d in parts for k, v in (d.get("services") or {}).items()}, "window_cpu": window}
     return [
+        *docs,
         EngineDocument(NAME, LOAD, load | {"containers_point": meta}, f"{model}/containers"),
         EngineDocument(NAME, SVC, merged | {"containers_point": meta}, f"{model}/containers-graph"),
     ]
-
-
-def _pings(doc: dict, topo_json: Path, work: Path, calls: int, ctx: RunContext) -> list[EngineDocument]:
-    """One service pinged natively on loopback and from a container on the graph's network, pinned
-    alike: the service on the server CPU(s), the pinger on the client CPU."""
-    client, server = cpu_split(ctx.options)
-    front = _front(doc)
-    target = next(s for s in topology.services(doc) if s != front)
-    out: list[EngineDocument] = []
-    with graph(topo_json, "coroutine", work / "ping-graph.json", stores=STORES, cpu=server or None) as (_p, ready):
-        args = ["--ping", str(ready["ports"][target]), "--ping-calls", str(calls), "--ping-warmup", str(PING_WARMUP)]
-        args += ["--ping-pid", str(ready["pids"][target])]
-        pin = ["taskset", "-c", ",".join(map(str, client))] if client else None
-        native = run_engine(SVC, args, timeout_s=120, wrapper=pin).document
-    meta = {"form": "native", "ping": target, "client_cpus": client, "server_cpus": server}
-    out.append(EngineDocument(NAME, SVC, native | {"containers_point": meta}, "ping/native"))
-    options = compose.ComposeOptions(
-        model="coroutine", trace_sample=0.0, load_cpuset=",".join(map(str, client)) or None
-    )
-    state = cluster.up(doc, None, options, cpus=server or None, progress=lambda _t: None)
-    try:
-        spec = compose.compose(doc, None, options, cpus=server or None)
-        address = spec["services"][target]["networks"][compose.NETWORK]["ipv4_address"]
-        port = compose.FRONT_PORT if target == front else compose.SERVICE_PORT
-        inside = cluster.ping(state, address, port, calls, PING_WARMUP)
-    finally:
-        _remove(state)
-    meta = {"form": "containers", "ping": target, "address": address}
-    out.append(EngineDocument(NAME, SVC, inside | {"containers_point": meta}, "ping/containers"))
-    return out
 
 
 @dataclass
@@ -192,26 +204,36 @@ class ContainersStudy:
             return [_marker(reason)]
         models = list(ctx.options.get("containers_models") or MODELS_QUICK)
         scale = run_scale(ctx.options)
-        duration_s = max(1, round(DURATION_S[ctx.form] * scale))
-        calls = max(200, round(PING_CALLS[ctx.form] * scale))
         work = ctx.artifacts_dir / NAME
         work.mkdir(parents=True, exist_ok=True)
-        doc = topology.load(topology.SOCIALNET)
-        topo_json = topology.to_engine_json(topology.SOCIALNET, work / "socialnet.json")
+        client, server = cpu_split(ctx.options)
+        plan = Plan(
+            doc=topology.load(topology.SOCIALNET),
+            topo_json=topology.to_engine_json(topology.SOCIALNET, work / "socialnet.json"),
+            work=work,
+            duration_s=max(1, round(DURATION_S[ctx.form] * scale)),
+            ping_calls=max(200, round(PING_CALLS[ctx.form] * scale)),
+            client=client,
+            server=server,
+        )
         step = StepProgress(ctx, NAME, 2 * len(models) + 1)
         docs: list[EngineDocument] = []
         try:
+            step("starting a private Docker daemon and building the image")
+            plan.engine = cluster.engine_up(progress=lambda _t: None)
             # Alternating order (native first, then containers first, …): a machine that gets busier or
             # quieter during the study then biases the two forms alike instead of one of them.
             for i, model in enumerate(models):
                 forms = [("natively", _native), ("in containers", _in_containers)]
                 for label, form in forms if i % 2 == 0 else forms[::-1]:
                     step(f"{model} {label}")
-                    docs += form(model, doc, topo_json, work, duration_s, ctx)
-            step("ping through the container network")
-            docs += _pings(doc, topo_json, work, calls, ctx)
+                    docs += form(model, plan)
+                plan.ping_calls = None  # the pings ran with the first model's graphs
         except (cluster.ClusterError, EngineError, OSError, ValueError) as e:
             return [*docs, _marker(f"stopped: {e}")]
+        finally:
+            if plan.engine is not None:
+                cluster.remove(plan.engine)
         return docs
 
     def section(self, store: Store, run_id: str) -> Section:

@@ -9,6 +9,7 @@ from tailscope.studies import (
     collapse,
     containers,
     contention,
+    diagnose,
     echo,
     isolation,
     placement,
@@ -33,6 +34,7 @@ def all_studies() -> list[Study]:
         containers.STUDY,
         placement.STUDY,
         twin.STUDY,
+        diagnose.STUDY,
         analyze.STUDY,
     ]
 
