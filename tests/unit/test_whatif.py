@@ -446,3 +446,21 @@ def test_a_limit_seen_on_spans_enclosing_a_modelled_capacity_is_not_listed():
     del t["services"][1]["endpoints"][0]["capacity"]
     unmodelled = {x.target["span"] for x in w.whatifs(t, d, cpus=CPUS) if x.unavailable and x.kind == w.CAPACITY}
     assert unmodelled == {"redis lock"}
+
+
+def test_a_client_span_named_by_its_callee_is_matched():
+    """One client name calling several servers (OpenTelemetry's "HTTP GET") is named "span → callee" by
+    diagnose; the twin's call keeps the span name."""
+    d = diagnosis()
+    f = d["bounded_fan_outs"][0]
+    f["service"], f["operation"] = "frontend", "route_client → route:HTTP GET /route"
+    d["populations"][2] = population(
+        "operation", "frontend", "customer_client → customer:HTTP GET /customer", servers=1
+    )
+    xs = w.whatifs(twin(), d, cpus=CPUS)
+    (fan,) = [x for x in xs if x.kind == w.FAN_OUT]
+    assert fan.evidence["population"] == "frontend:HTTP GET /dispatch → frontend:route_client → route:HTTP GET /route"
+    call = next(x for x in xs if x.kind == w.CAPACITY and x.target["place"] == "call")
+    assert call.evidence["population"] == "frontend:customer_client → customer:HTTP GET /customer"
+    # the same limit is not listed again as one the twin does not model
+    assert not [x for x in xs if x.unavailable and "customer_client" in x.target.get("span", "")]

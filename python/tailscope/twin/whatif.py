@@ -310,9 +310,17 @@ def _endpoint_spans(topo: dict) -> dict[tuple[str, str], str]:
     return {(s["name"], e["name"]): e.get("span", e["name"]) for s in topo["services"] for e in s["endpoints"]}
 
 
+def _client_names(call: dict, spans: dict[tuple[str, str], str]) -> set[str]:
+    """The names a call's client span has in the diagnosis: its span name, or — where one client name
+    calls several servers (OpenTelemetry's "HTTP GET") — "span → callee service:operation"."""
+    span = call.get("span", "")
+    callee = spans.get((call["service"], call["endpoint"]))
+    return {span, f"{span} → {call['service']}:{callee}"} if callee is not None else {span}
+
+
 def _callee_keys(call: dict, service: str, spans: dict[tuple[str, str], str]) -> set[tuple[str | None, str]]:
     """The (service, operation) a call shows as in the traces: its server span, or its client span."""
-    out: set[tuple[str | None, str]] = {(service, call.get("span", ""))}
+    out: set[tuple[str | None, str]] = {(service, name) for name in _client_names(call, spans)}
     if (call["service"], call["endpoint"]) in spans:
         out.add((call["service"], spans[(call["service"], call["endpoint"])]))
     return out
@@ -342,6 +350,21 @@ def _capacity_whatifs(topo: dict, diagnosis: dict) -> tuple[list[WhatIf], set[tu
     out = []
     for (service, span, place), (c, other) in seen.items():
         pop = _store_population(diagnosis, service, span) if place == "store" else _population(diagnosis, service, span)
+        if pop is None and place == "call":  # a client name that calls several servers: named by its callee
+            pop = next(
+                (
+                    q
+                    for s in topo["services"]
+                    if s["name"] == service
+                    for ep in s["endpoints"]
+                    for st in _all_stages(ep["stages"])
+                    for cl in _calls(st)
+                    if cl.get("span") == span
+                    for name in sorted(_client_names(cl, spans) - {span})
+                    if (q := _population(diagnosis, service, name)) is not None
+                ),
+                None,
+            )
         if pop is None and place == "call":  # traces without client spans: the call site into the callee
             callee = next(
                 (
@@ -401,6 +424,7 @@ def _encloses_capacity(topo: dict, service: str, span: str) -> bool:
     on every span that encloses it (the caller's span waits as long as the callee's queue); the twin
     models it once, where it is."""
     endpoints = {(s["name"], e["name"]): e for s in topo["services"] for e in s["endpoints"]}
+    spans = _endpoint_spans(topo)
     start: list[tuple[str, str]] = [
         (sv, n) for (sv, n), e in endpoints.items() if sv == service and e.get("span") == span
     ]
@@ -408,7 +432,7 @@ def _encloses_capacity(topo: dict, service: str, span: str) -> bool:
         if sv == service:
             for st in _all_stages(e["stages"]):
                 for c in _calls(st):
-                    if c.get("span") == span:
+                    if span in _client_names(c, spans):
                         if "capacity" in c:
                             return True
                         start.append((c["service"], c["endpoint"]))
