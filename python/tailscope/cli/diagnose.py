@@ -165,6 +165,7 @@ def diagnose(
                 doc,
                 topology_path=topology_path,
                 validations=[json.loads(p.read_text()) for p in validation_paths],
+                diagnosed=result,
                 sampling=sampling,
                 model=model,
                 objective_ms=settings["objective_ms"],

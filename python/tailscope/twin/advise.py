@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from tailscope.diagnose.diagnosis import Diagnosis
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
@@ -169,9 +170,12 @@ def validation_error(validation: dict, model: str) -> dict:
     }
 
 
-def inferred_twin(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> tuple[dict, dict]:
-    """The inferred topology, validated by the engine's rules, and the inference report."""
-    topo, report = infer(ts, options, corrections)
+def inferred_twin(
+    ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None, diagnosis: Diagnosis | None = None
+) -> tuple[dict, dict]:
+    """The inferred topology, validated by the engine's rules, and the inference report. `diagnosis`:
+    the one already made of the same traces (else infer makes its own)."""
+    topo, report = infer(ts, options, corrections, diagnosis)
     return topology_mod.validate(topo, "inferred topology"), report
 
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from tailscope.diagnose.diagnosis import Diagnosis
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.topology import TopologyError
 from tailscope.traces.spans import Trace, TraceSet
@@ -243,6 +244,7 @@ def advise_traces(
     *,
     topology_path: Path | None,
     validations: list[dict],
+    diagnosed: Diagnosis | None = None,
     sampling: float,
     model: str,
     objective_ms: float,
@@ -251,7 +253,8 @@ def advise_traces(
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """`diagnose --advise`: the twin (given, or inferred from the traces as `topology from-traces`
-    does), its what-ifs from the diagnosis document, ranked; the document holds the diagnosis."""
+    does, from `diagnosed` — the diagnosis the document `diagnosis` was made of), its what-ifs from
+    the diagnosis document, ranked; the document holds the diagnosis."""
     first: dict[str, Trace] = {}  # Jaeger returns a trace once per service it passes through
     for t in ts.traces:
         first.setdefault(t.trace_id, t)
@@ -262,7 +265,7 @@ def advise_traces(
     if topology_path is not None:
         topo, source = topology_mod.load(topology_path), str(topology_path)
     else:
-        topo, _ = inferred_twin(ts, InferOptions(sampling=sampling, name="diagnose-twin"), None)
+        topo, _ = inferred_twin(ts, InferOptions(sampling=sampling, name="diagnose-twin"), None, diagnosed)
         source = "inferred from the traces (the rules of tailscope topology from-traces)"
     recorded = recorded_rate(ts.traces, sampling)
     if recorded.get("rate_per_s") is None:
