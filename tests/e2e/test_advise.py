@@ -16,6 +16,7 @@ from conftest import needs_engine
 from tailscope.cli import main
 from tailscope.traces.spans import read_traces
 from tailscope.twin import advise as advise_mod
+from tailscope.twin import ladder as ladder_mod
 from tailscope.twin.infer import InferOptions
 
 
@@ -63,7 +64,7 @@ def fake_runs(monkeypatch, traces_path: Path, behaviour):
         calls.append((model, tuple(extra_args or ()), rate))
         return FakeRun(behaviour(model, list(extra_args or []), rate, topo), ts)
 
-    monkeypatch.setattr(advise_mod, "run_twin", run_twin)
+    monkeypatch.setattr(ladder_mod, "run_twin", run_twin)  # every twin run goes through the ladder
     return ts, calls
 
 

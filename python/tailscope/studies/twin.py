@@ -36,9 +36,10 @@ from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import record_stores, requested_stores, study_section
 from tailscope.traces.spans import TraceSet
-from tailscope.twin.advise import advice_lines, advise, inferred_twin, point_flags
+from tailscope.twin.advise import advice_lines, advise, inferred_twin
 from tailscope.twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
 from tailscope.twin.infer import InferOptions
+from tailscope.twin.ladder import point_flags
 from tailscope.twin.structure import differences
 from tailscope.twin.validate import TwinRun, comparison, load_summary, run_twin
 from tailscope.units import fmt_ns, fmt_ratio

@@ -12,4 +12,9 @@
   compared with the traces.
 - `advise`: the twin under alternative models, pool sizes and placements, ranked by predicted p99 and
   max rate at the p99 objective, with the validation error and the leader's sensitivity.
+- `ladder`: the rate ladder both rankings run (rungs, flags, the bound at an objective, the ranking).
+- `whatif`: what-ifs in the user's terms (a capacity raised or removed, a fan-out limit raised, a chain
+  in parallel, a stage faster, cores) as pure edits of the twin, with their evidence.
+- `whatif_advice`: `tailscope diagnose --advise` — the what-ifs ranked by twin runs against the
+  baseline; `predict()` for a study that applies the same change to the real system.
 """

@@ -3,8 +3,8 @@
 An alternative is a way to run the same graph: a concurrency model, a pool size, a placement of
 services on cores. Study modules contribute them: each source in ALTERNATIVE_SOURCES is a function
 (options) → [Alternative]; a new study adds one line there. Each alternative's twin is run at a
-ladder of rates (multiples of the recorded rate), every rung a fresh graph; its predicted p99 is
-the load generator's p99 (from the intended send time) at the recorded rate, its max rate at the
+ladder of rates (multiples of the recorded rate; twin/ladder.py, shared with `diagnose --advise`),
+every rung a fresh graph; its predicted p99 is the load generator's p99 (from the intended send time) at the recorded rate, its max rate at the
 objective the highest rung whose p99 is within it on a clean point (no errors, ≥ 95 % of the offered
 rate served, the generator not the bottleneck). A flagged point is never a finding without its
 flag. Beside every prediction stands the validation error of the twin (under the traced model, the
@@ -18,18 +18,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from tailscope.diagnose.diagnosis import Diagnosis
 from tailscope.lab import topology as topology_mod
-from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
-from tailscope.measure.measurement import measurement
 from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.twin.validate import TwinRun, _connections, comparison, load_summary, run_twin, samples
+from tailscope.twin.ladder import TwinRuns, climb, max_rate, rank
+from tailscope.twin.validate import _connections, comparison, samples
 from tailscope.units import fmt_ns, fmt_ratio
 
 SCHEMA = "tailscope.twin.advice/1"
-ACHIEVED_FRACTION = 0.95
 RATE_LADDER_QUICK = [1.0, 4.0]
 RATE_LADDER_FULL = [1.0, 2.0, 4.0, 8.0]
 SENSITIVITY = 0.5  # ± share of the CPU fraction
@@ -135,79 +134,12 @@ def estimate_s(alternatives: int, ladder: list[float], duration_s: float, warmup
     return (1 + alternatives * len(ladder) + 2) * (duration_s + warmup_s + RUN_OVERHEAD_S)
 
 
-def point_flags(load: dict, rate: float) -> list[str]:
-    """Why a rung cannot be cited as a clean finding (from the load generator's document)."""
-    s = load_summary(load)
-    flags = []
-    if s["errors"]:
-        flags.append(f"{s['errors']} errors")
-    if s["achieved_per_s"] < ACHIEVED_FRACTION * rate:
-        flags.append(f"saturated (served {s['achieved_per_s']:.4g} of {rate:.4g}/s)")
-    if (load.get("load") or {}).get("generator_bottleneck"):
-        flags.append("generator-limited")
-    return flags
-
-
-def _p99_ns(load: dict) -> float | None:
-    m = measurement(load, "latency_intended")
-    return m.p_ns("99") if m else None
-
-
-@dataclass(frozen=True)
-class TwinRuns:
-    """How every twin run of one advice is run: the same measured time, warm-up and connections
-    for the validation, every alternative and the sensitivity runs, so their p99s compare."""
-
-    duration_s: float
-    warmup_s: float
-    connections: int
-    progress: Callable[[str], None] | None
-
-    def run(self, topo: dict, model: str, rate_per_s: float, extra_args: list[str] | None = None) -> TwinRun:
-        return run_twin(
-            topo,
-            model,
-            rate_per_s,
-            duration_s=self.duration_s,
-            warmup_s=self.warmup_s,
-            connections=self.connections,
-            extra_args=extra_args,
-            progress=self.progress,
-        )
-
-
 def evaluate(
     topo: dict, alt: Alternative, rate: float, ladder: list[float], objective_ns: float, runs: TwinRuns
 ) -> dict:
-    points: list[dict] = []
-    for k in ladder:
-        try:
-            run = runs.run(topo, alt.model, rate * k, alt.extra_args)
-        except EngineError as e:  # e.g. --workers beyond the machine's thread limit: said, not skipped
-            points.append({"rate_per_s": rate * k, "p99_ns": None, "unavailable": str(e), "flags": []})
-            break
-        p99 = _p99_ns(run.load)
-        flags = point_flags(run.load, rate * k)
-        points.append(
-            {
-                "rate_per_s": rate * k,
-                "p99_ns": p99,
-                "flags": flags,
-                "meets": p99 is not None and p99 <= objective_ns and not flags,
-                **load_summary(run.load),
-            }
-        )
-        if not points[-1]["meets"]:
-            break  # higher rungs only load a twin that already missed
+    points = climb(lambda r: runs.run(topo, alt.model, r, alt.extra_args), rate, ladder, objective_ns)
     first = points[0]
-    met = [float(p["rate_per_s"]) for p in points if p.get("meets")]
-    failed = next((p for p in points if not p.get("meets")), None)
-    if not met:
-        bound = "none: the recorded rate already misses the objective or is flagged"
-    elif failed is None:
-        bound = f"≥ {max(met):.4g}/s (every rung tried met it)"
-    else:
-        bound = f"≥ {max(met):.4g}/s, < {failed['rate_per_s']:.4g}/s (the next rung missed)"
+    best, bound = max_rate(points)
     return {
         "alternative": alt.name,
         "model": alt.model,
@@ -219,28 +151,10 @@ def evaluate(
         or (None if first.get("p99_ns") is not None else "no request completed"),
         "predicted_flags": first.get("flags", []),
         "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
-        "max_rate_at_objective_per_s": max(met) if met else None,
+        "max_rate_at_objective_per_s": best,
         "max_rate_bound": bound,
         "points": points,
     }
-
-
-def rank(results: list[dict]) -> list[dict]:
-    """Within the objective at the recorded rate first, clean before flagged, then by the highest
-    rate meeting the objective, then by p99."""
-    ranked = sorted(
-        results,
-        key=lambda r: (
-            r["predicted_p99_ns"] is None,
-            not r["within_objective"],
-            bool(r["predicted_flags"]),
-            -(r["max_rate_at_objective_per_s"] or 0),
-            r["predicted_p99_ns"] or 0,
-        ),
-    )
-    for i, r in enumerate(ranked, 1):
-        r["rank"] = i
-    return ranked
 
 
 def validation_error(validation: dict, model: str) -> dict:
@@ -256,9 +170,12 @@ def validation_error(validation: dict, model: str) -> dict:
     }
 
 
-def inferred_twin(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None) -> tuple[dict, dict]:
-    """The inferred topology, validated by the engine's rules, and the inference report."""
-    topo, report = infer(ts, options, corrections)
+def inferred_twin(
+    ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None, diagnosis: Diagnosis | None = None
+) -> tuple[dict, dict]:
+    """The inferred topology, validated by the engine's rules, and the inference report. `diagnosis`:
+    the one already made of the same traces (else infer makes its own)."""
+    topo, report = infer(ts, options, corrections, diagnosis)
     return topology_mod.validate(topo, "inferred topology"), report
 
 
