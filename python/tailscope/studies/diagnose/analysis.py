@@ -5,9 +5,12 @@ The study's harness is the one place that knows HotROD: the span names below map
 `tailscope.diagnose` (which knows no application) to one of HotROD's fix flags. A finding the map
 does not know is listed as not applied, with the reason.
 
-The twin's prediction per fix is H4's `tailscope.twin.whatif`, not wired yet: every fix carries
-`predicted_p50_ns`/`predicted_p99_ns` = None with PREDICTION_UNAVAILABLE, and predicted ÷ measured is
-None too — never a stand-in figure. (Hook: `prediction_for`.)
+The twin's prediction per fix: run.py infers the queueing twin from the highest rate's traces
+(`twin.commands.infer_twin`), picks the what-if of `twin.whatif` that is the same change as the fix
+(`whatif_for`: the harness's map again, by kind and HotROD's span names) and runs it on a sped-up twin
+(`twin.timescale`) at the fix's rate; the twin is also run unchanged at each baseline's rate (its error
+at the recorded rate and at the second, unfitted, rate). Each run is a prediction document;
+`prediction_for` reads it back — a fix without one says why, never a stand-in figure.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ ROUTE_SERVICE = "route"
 # What "make the db stage faster" asks of -D: this share of the inferred service time (X = 50 %).
 FASTER_SHARE = 0.5
 
-PREDICTION_UNAVAILABLE = "twin prediction not wired"
+PREDICTION_ENGINE = "tailscope-twin"
+# The model the twin's services run under: HotROD's Go services start a goroutine per request and
+# block in each RPC, closest to a thread per call.
+TWIN_MODEL = "std-async"
+PREDICTION_SCHEMA = "tailscope.diagnose.prediction/1"
+PREDICTION_UNAVAILABLE = "no twin prediction was stored for this fix"
 # Why a finding is not applied. A limit on a span that encloses the db query (its handler, the call
 # into it) is often the same lock seen from outside: -M, applied for the db query, removes it too.
 NO_FLAG = "no HotROD flag maps to it (the harness maps capacity 1 on the db query, the route fan-out, the db's speed)"
@@ -160,12 +168,67 @@ class Prediction:
     p50_ns: float | None
     p99_ns: float | None
     unavailable: str  # "" when both are set
+    requests: int = 0  # the twin requests behind the figures
+    speed_up: float = 1.0  # the twin ran this many times faster than real time (twin/timescale.py)
+    whatif: str | None = None  # the what-if's id (None: the unchanged twin)
+    flags: tuple[str, ...] = ()  # the twin run's flags (saturated, generator-limited, errors)
 
 
-def prediction_for(fix: Mapping[str, Any], rate_per_s: float) -> Prediction:
-    """HOOK (issue 26 item 3): the twin's predicted p50/p99 for `fix` at `rate_per_s`, from
-    `tailscope.twin.whatif` on the baseline's traces. Not wired: None with the reason."""
-    return Prediction(None, None, PREDICTION_UNAVAILABLE)
+def whatif_for(fix: Mapping[str, Any], whatifs: Iterable[Any], topology: Mapping[str, Any]) -> Any | None:
+    """The twin's what-if that is the same change as the HotROD fix (None: the twin offers none):
+    -M → the db query's capacity removed; -W n → a fan-out limit raised to n; -D → the db query's
+    stage faster. The harness's map, like fixes_from: the what-ifs themselves know no HotROD name."""
+    kind = fix.get("kind")
+    for w in whatifs:
+        if w.unavailable is not None:
+            continue
+        if kind == "capacity" and w.kind == "capacity" and w.to_value == "removed":
+            if w.target.get("span") == DB_OPERATION:
+                return w
+        elif kind == "fan_out" and w.kind == "fan_out" and w.to_value == fix.get("to"):
+            return w
+        elif kind == "faster" and w.kind == "faster" and "stage" in w.target:
+            stage = _twin_stage(topology, w.target)
+            if stage is not None and (stage.get("store") or {}).get("span") == DB_OPERATION:
+                return w
+    return None
+
+
+def _twin_stage(topology: Mapping[str, Any], target: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for s in topology.get("services", []):
+        if s.get("name") != target.get("service"):
+            continue
+        for e in s.get("endpoints", []):
+            if e.get("name") == target.get("endpoint"):
+                stages = e.get("stages") or []
+                i = target.get("stage")
+                return stages[i] if isinstance(i, int) and 0 <= i < len(stages) else None
+    return None
+
+
+def prediction_of(doc: Mapping[str, Any] | None, why_none: str = PREDICTION_UNAVAILABLE) -> Prediction:
+    """A stored prediction document (run.py) → its values; None → unavailable with `why_none`."""
+    if doc is None:
+        return Prediction(None, None, why_none)
+    why = str(doc.get("prediction_unavailable") or "")
+    p50, p99 = doc.get("p50_ns"), doc.get("p99_ns")
+    if not why and (p50 is None or p99 is None):
+        why = "the twin run recorded no latency"
+    return Prediction(
+        p50,
+        p99,
+        why,
+        requests=int(doc.get("requests") or 0),
+        speed_up=float(doc.get("speed_up") or 1.0),
+        whatif=doc.get("whatif"),
+        flags=tuple(str(f) for f in doc.get("flags") or ()),
+    )
+
+
+def prediction_for(fix: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]]) -> Prediction:
+    """The twin's predicted p50/p99 for `fix` at its rate, from the stored prediction documents
+    (by point: "prediction <fix point>")."""
+    return prediction_of(predictions.get(f"prediction {fix.get('point')}"))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -197,6 +260,16 @@ class FixResult:
 
 
 @dataclass(frozen=True)
+class TwinError:
+    rate_per_s: float
+    fitted: bool  # the twin was inferred from this rate's traces
+    baseline: Phase
+    prediction: Prediction
+    p50_ratio: float | None  # predicted ÷ measured
+    p99_ratio: float | None
+
+
+@dataclass(frozen=True)
 class DiagnoseStudy:
     skipped: str | None  # why nothing was measured (no Go, HotROD or Jaeger missing or failing)
     baselines: tuple[Phase, ...] = ()
@@ -204,6 +277,9 @@ class DiagnoseStudy:
     fixes: tuple[FixResult, ...] = ()
     not_applied: tuple[dict[str, str], ...] = ()
     plan: Mapping[str, Any] = field(default_factory=dict)
+    # The unchanged twin at each baseline's rate ÷ the measured baseline: (rate, the baseline, the
+    # prediction, p50 ratio, p99 ratio). The highest rate is the one the twin was fitted at.
+    twin_errors: tuple[TwinError, ...] = ()
 
 
 def phase_of(d: EngineDocument) -> Phase:
@@ -235,13 +311,14 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
     phases = {d.point: phase_of(d) for d in docs if d.engine == LOAD_ENGINE}
     baselines = tuple(sorted((p for p in phases.values() if p.kind == "baseline"), key=lambda p: p.rate_per_s))
     diagnoses = {d.point: d.document for d in docs if d.engine == DIAGNOSIS_ENGINE}
+    predictions = {d.point: d.document for d in docs if d.engine == PREDICTION_ENGINE}
     results = []
     for f in plan_doc.get("fixes", []):
         measured = phases.get(str(f.get("point")))
         base = next((b for b in baselines if b.rate_per_s == f.get("rate_per_s")), None)
         m50, m99 = _p(measured.latency if measured else None, "50"), _p(measured.latency if measured else None, "99")
         b50, b99 = _p(base.latency if base else None, "50"), _p(base.latency if base else None, "99")
-        pred = prediction_for(f, float(f.get("rate_per_s") or 0.0))
+        pred = prediction_for(f, predictions)
         results.append(
             FixResult(
                 fix=f,
@@ -255,6 +332,23 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
                 unavailable=str(f.get("unavailable") or ("" if measured else "the fix's phase stored no document")),
             )
         )
+    top = max((b.rate_per_s for b in baselines), default=None)
+    errors = []
+    for b in baselines:
+        doc = predictions.get(f"prediction {b.point}")
+        if doc is None:
+            continue
+        pred = prediction_of(doc)
+        errors.append(
+            TwinError(
+                b.rate_per_s,
+                b.rate_per_s == top,
+                b,
+                pred,
+                _ratio(pred.p50_ns, _p(b.latency, "50")),
+                _ratio(pred.p99_ns, _p(b.latency, "99")),
+            )
+        )
     return DiagnoseStudy(
         skipped=None,
         baselines=baselines,
@@ -262,4 +356,5 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
         fixes=tuple(results),
         not_applied=tuple(plan_doc.get("not_applied", [])),
         plan=plan_doc,
+        twin_errors=tuple(errors),
     )

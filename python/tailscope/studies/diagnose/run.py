@@ -32,12 +32,18 @@ from tailscope.lab.cpus import cpu_split
 from tailscope.lab.engines import EngineError
 from tailscope.lab.hotrod import HotrodFlags
 from tailscope.lab.tools import ToolStartError, ToolUnavailable, tool_path
+from tailscope.lab.topology import TopologyError
 from tailscope.store import EngineDocument
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import StepProgress, point_times, run_scale
 from tailscope.studies.diagnose import analysis
 from tailscope.studies.diagnose.hotrod_run import Phase, PhaseError, measure_phase
 from tailscope.traces.spans import read_traces
+from tailscope.twin import timescale
+from tailscope.twin.commands import infer_twin
+from tailscope.twin.infer import InferOptions
+from tailscope.twin.whatif import whatifs
+from tailscope.twin.whatif_advice import predict
 
 STUDY = "diagnose"
 # Requests/s of the two baseline phases. HotROD's db query holds its mutex 300 ms ± 30 ms: 2/s keeps
@@ -54,6 +60,11 @@ FULL_TIMES = (120.0, 3.0)
 FIX_QUICK_TIMES = (20.0, 2.0)
 FLOOR_TIMES = (3.0, 0.5)
 TOP_RATE_MARGIN = 1.05  # Poisson arrivals: a few % more than MIN_JOINED_FOR_P99 on average
+# The twin's runs (issue 26 item 3), under analysis.TWIN_MODEL: the twin requests per prediction
+# (quick; full ×5), on a twin sped up by twin/timescale.max_factor (10 for HotROD: its stages are
+# tens to hundreds of ms), so 300 requests at 2/s take 15 s, not 150 s.
+TWIN_REQUESTS = 300
+TWIN_WARMUP_S = 1.0
 
 
 def phase_document(p: Phase, point: str, kind: str, fix: dict | None = None) -> dict:
@@ -115,7 +126,7 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
     load_cpus, server_cpus = cpu_split(ctx.options)
     pacing = str(ctx.options.get("load_pacing") or "sleep")
     art = Path(ctx.artifacts_dir) / STUDY
-    step = StepProgress(ctx, STUDY, len(rates) + 3)
+    step = StepProgress(ctx, STUDY, len(rates) + 4)
 
     def measure(name: str, flags: HotrodFlags, rate: float, window: float) -> Phase:
         where = art / name
@@ -125,12 +136,14 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         )
 
     docs: list[EngineDocument] = []
+    phases: list[tuple[str, Phase]] = []  # (point, phase) of each baseline
     try:
         diagnoses: dict[float, dict] = {}
         for rate in rates:
             point = f"baseline@{rate:g}/s"
             step(f"HotROD at its defaults, {rate:g} requests/s")
             phase = measure(f"baseline-{rate:g}", HotrodFlags(), rate, top_window_s if rate == top else window_s)
+            phases.append((point, phase))
             docs.append(EngineDocument(STUDY, analysis.LOAD_ENGINE, phase_document(phase, point, "baseline"), point))
             diagnoses[rate] = diagnosis_document(phase)
             docs.append(EngineDocument(STUDY, analysis.DIAGNOSIS_ENGINE, diagnoses[rate], f"diagnosis@{rate:g}/s"))
@@ -138,6 +151,7 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         # Nothing half-measured is kept: without the baselines there is nothing to diagnose or fix.
         return [_plan(skipped=f"the baseline phases could not run: {e}")]
 
+    top_phase = phases[-1][1]
     fixes, not_applied = analysis.fixes_from(diagnoses[top])
     planned = []
     for fix in fixes:
@@ -150,6 +164,9 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
         except (ToolStartError, EngineError, PhaseError) as e:
             entry["unavailable"] = f"the phase failed: {e}"
         planned.append(entry)
+    twin_requests = max(60, round(TWIN_REQUESTS * run_scale(ctx.options) * (5 if ctx.form == "full" else 1)))
+    step("the twin's predictions")
+    docs += predictions(top_phase, phases, planned, diagnoses[top], twin_requests)
     docs.append(
         _plan(
             rates_per_s=list(rates),
@@ -165,4 +182,76 @@ def run_study(ctx: RunContext) -> list[EngineDocument]:
             not_applied=not_applied,
         )
     )
+    return docs
+
+
+def predictions(
+    top: Phase, baselines: list[tuple[str, Phase]], fixes: list[dict], diagnosis: dict, requests: int
+) -> list[EngineDocument]:
+    """The twin's prediction documents: the queueing twin inferred from the highest rate's traces
+    (item 2), sped up (twin/timescale.py), run unchanged at each baseline's rate (its error where it
+    was fitted and at the rate it was not) and with each applied fix's what-if at the fix's rate.
+    A prediction that cannot be made is a document saying why."""
+    docs: list[EngineDocument] = []
+
+    def store(point: str, body: dict) -> None:
+        doc = {"schema": analysis.PREDICTION_SCHEMA, "engine": analysis.PREDICTION_ENGINE, "model": analysis.TWIN_MODEL}
+        docs.append(
+            EngineDocument(
+                STUDY, analysis.PREDICTION_ENGINE, {**doc, **body, "measurements": [], "unavailable": []}, point
+            )
+        )
+
+    try:
+        twin = infer_twin([top.traces_file], InferOptions(name="hotrod-twin"))
+    except (TopologyError, ValueError, EngineError) as e:
+        for point, _ in baselines:
+            store(f"prediction {point}", {"prediction_unavailable": f"the twin could not be inferred: {e}"})
+        for f in fixes:
+            store(f"prediction {f['point']}", {"prediction_unavailable": f"the twin could not be inferred: {e}"})
+        return docs
+    topo = twin.topology
+    top_p50 = analysis.latency_of(top.load)
+    e2e_us = (top_p50.p50.estimate_ns or 0.0) / 1e3 if top_p50 else 0.0
+    k = timescale.max_factor(topo, e2e_us)
+    fast = timescale.speed_up(topo, k)
+    offered = whatifs(topo, diagnosis, faster_percent=analysis.FASTER_SHARE * 100)
+
+    def run(point: str, whatif, rate: float, extra: dict) -> None:
+        body = {"rate_per_s": rate, "speed_up": k, "whatif": whatif.id if whatif else None, **extra}
+        try:
+            p = predict(
+                fast,
+                whatif,
+                rate * k,
+                model=analysis.TWIN_MODEL,
+                duration_s=requests / (rate * k),
+                warmup_s=TWIN_WARMUP_S,
+            )
+        except (TopologyError, ValueError, EngineError) as e:
+            store(point, body | {"prediction_unavailable": f"the twin run failed: {e}"})
+            return
+        body |= {
+            "p50_ns": timescale.scale_back(p.get("p50_ns"), k),
+            "p99_ns": timescale.scale_back(p.get("p99_ns"), k),
+            "requests": p.get("requests"),
+            "flags": p.get("flags") or [],
+            "twin_rate_per_s": rate * k,
+        }
+        store(point, body)
+
+    for point, phase in baselines:
+        run(f"prediction {point}", None, phase.rate_per_s, {"fitted": phase is top})
+    for f in fixes:
+        w = analysis.whatif_for(f, offered, topo)
+        if w is None:
+            store(
+                f"prediction {f['point']}",
+                {
+                    "rate_per_s": f["rate_per_s"],
+                    "prediction_unavailable": "the twin offers no what-if that is this change",
+                },
+            )
+            continue
+        run(f"prediction {f['point']}", w, float(f["rate_per_s"]), {"sentence": w.sentence, "evidence": w.evidence})
     return docs

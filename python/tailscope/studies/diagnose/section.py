@@ -10,7 +10,15 @@ from tailscope.measure.intervals import QuantileInterval
 from tailscope.report.blocks import Section, Table
 from tailscope.store import Store
 from tailscope.studies.common import interval_cell, study_section
-from tailscope.studies.diagnose.analysis import FixResult, Phase, analyse
+from tailscope.studies.diagnose.analysis import (
+    TWIN_MODEL,
+    DiagnoseStudy,
+    FixResult,
+    Phase,
+    Prediction,
+    TwinError,
+    analyse,
+)
 from tailscope.units import fmt_ns, fmt_ratio
 
 INTRO = (
@@ -78,15 +86,38 @@ def _fix_row(r: FixResult) -> list[str]:
     measured = r.measured.latency if r.measured else None
     if measured is None:
         return [f["id"], f["sentence"], f"unavailable ({r.unavailable})", "", "", "", ""]
-    why = r.prediction.unavailable
+    why = r.prediction.unavailable or "no figure"
     return [
         f["id"],
         f["sentence"],
         _cell(measured.p50),
         _cell(measured.p99),
         fmt_ratio(r.p99_ratio_to_baseline),
+        _predicted(r.prediction),
         f"unavailable ({why})" if r.predicted_over_measured_p50 is None else fmt_ratio(r.predicted_over_measured_p50),
         f"unavailable ({why})" if r.predicted_over_measured_p99 is None else fmt_ratio(r.predicted_over_measured_p99),
+    ]
+
+
+def _predicted(p: Prediction) -> str:
+    if p.p50_ns is None or p.p99_ns is None:
+        return f"unavailable ({p.unavailable or 'no figure'})"
+    flags = f" [flagged: {', '.join(p.flags)}]" if p.flags else ""
+    return f"{fmt_ns(p.p50_ns)} / {fmt_ns(p.p99_ns)} ({p.requests} twin requests){flags}"
+
+
+def _twin_error_row(e: TwinError) -> list[str]:
+    return [
+        f"{e.rate_per_s:g}/s" + (" (fitted here)" if e.fitted else " (not fitted: the load dependence)"),
+        _cell(e.baseline.latency.p50) if e.baseline.latency else "unavailable",
+        _cell(e.baseline.latency.p99) if e.baseline.latency else "unavailable",
+        _predicted(e.prediction),
+        fmt_ratio(e.p50_ratio)
+        if e.p50_ratio is not None
+        else f"unavailable ({e.prediction.unavailable or 'no figure'})",
+        fmt_ratio(e.p99_ratio)
+        if e.p99_ratio is not None
+        else f"unavailable ({e.prediction.unavailable or 'no figure'})",
     ]
 
 
@@ -114,14 +145,34 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
         Table(
             f"Each fix the diagnosis licensed, measured at {v.plan.get('diagnosed_at_per_s')} requests/s",
             ["flag", "what the finding says to do", "p50 [95 %]", "p99 [95 %]", "p99 ÷ baseline",
-             "predicted ÷ measured p50", "predicted ÷ measured p99"],
-            rows or [["—", "no finding HotROD can express through a flag", "", "", "", "", ""]],
-            "The twin's prediction per fix comes from its what-ifs once they are wired; until then it is "
-            "unavailable, never estimated.",
+             "twin's p50 / p99", "predicted ÷ measured p50", "predicted ÷ measured p99"],
+            rows or [["—", "no finding HotROD can express through a flag", "", "", "", "", "", ""]],
+            "The prediction: the queueing twin inferred from the highest rate's traces alone, with the "
+            f"what-if that is the same change, run under {TWIN_MODEL} at the fix's rate on a clock "
+            f"{_speed_up(v)}× faster than real time (every duration ÷ k, the rate × k, latencies × k back: "
+            "docs/diagnose.md). A prediction that could not be made says why.",
             numeric_from=2,
             wrap_columns=(1,),
             details=[(n["finding"], n["reason"]) for n in v.not_applied],
             details_title="Findings HotROD cannot express through a flag",
         )
     )  # fmt: skip
+    if v.twin_errors:
+        sec.blocks.append(
+            Table(
+                "The unchanged twin against HotROD at each measured rate",
+                ["rate", "measured p50 [95 %]", "measured p99 [95 %]", "twin's p50 / p99", "predicted ÷ measured p50",
+                 "predicted ÷ measured p99"],
+                [_twin_error_row(e) for e in v.twin_errors],
+                "The twin was inferred from the highest rate's traces; at the other rate it predicts a load "
+                "dependence it was not fitted to (issue 26: the twin must predict that too).",
+                numeric_from=1,
+            )
+        )  # fmt: skip
     return sec
+
+
+def _speed_up(v: DiagnoseStudy) -> str:
+    made = (*(r.prediction for r in v.fixes), *(e.prediction for e in v.twin_errors))
+    ks = sorted({p.speed_up for p in made if p.p50_ns is not None})
+    return "/".join(f"{k:g}" for k in ks) or "k"
