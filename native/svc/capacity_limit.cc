@@ -17,6 +17,7 @@ bool CapacityLimit::acquire(int64_t deadline_ns) {
   std::unique_lock lock(mu_);
   if (closed_) return false;
   if (in_use_ < capacity_ && waiters_.empty()) {
+    account_held_locked(monotonic_ns());
     ++in_use_;
     ++acquisitions_;
     return true;
@@ -48,6 +49,7 @@ bool CapacityLimit::acquire_async(int64_t deadline_ns, TimerService& timers, std
     closed = closed_;
     if (!closed) {
       if (in_use_ < capacity_ && waiters_.empty()) {
+        account_held_locked(monotonic_ns());
         ++in_use_;
         ++acquisitions_;
         return true;
@@ -85,6 +87,11 @@ bool CapacityLimit::expire_locked(Waiter& w) {
   return true;
 }
 
+void CapacityLimit::account_held_locked(int64_t now_ns) {
+  if (in_use_ > 0) held_total_ns_ += in_use_ * (now_ns - held_since_ns_);
+  held_since_ns_ = now_ns;
+}
+
 void CapacityLimit::count_grant_locked(const Waiter& w, int64_t now_ns) {
   const int64_t waited_ns = std::max<int64_t>(0, now_ns - w.queued_ns);
   ++acquisitions_;
@@ -112,7 +119,10 @@ void CapacityLimit::release() {
       next = std::move(w);
       break;
     }
-    if (!next) --in_use_;
+    if (!next) {
+      account_held_locked(monotonic_ns());
+      --in_use_;
+    }
   }
   if (fn) fn(true);
 }
@@ -139,8 +149,10 @@ size_t CapacityLimit::waiting() const {
 
 nlohmann::json CapacityLimit::counters_json() const {
   std::lock_guard lock(mu_);
-  return {{"capacity", capacity_},           {"acquisitions", acquisitions_}, {"waited", waited_},
-          {"wait_total_ns", wait_total_ns_}, {"wait_max_ns", wait_max_ns_},   {"timeouts", timeouts_}};
+  const int64_t held_ns = held_total_ns_ + (in_use_ > 0 ? in_use_ * (monotonic_ns() - held_since_ns_) : 0);
+  return {{"held_total_ns", held_ns}, {"capacity", capacity_},           {"acquisitions", acquisitions_},
+          {"waited", waited_},        {"wait_total_ns", wait_total_ns_}, {"wait_max_ns", wait_max_ns_},
+          {"timeouts", timeouts_}};
 }
 
 }  // namespace tailscope::svc
