@@ -42,29 +42,24 @@ bool CapacityLimit::acquire(int64_t deadline_ns) {
 }
 
 bool CapacityLimit::acquire_async(int64_t deadline_ns, TimerService& timers, std::function<void(bool)> granted) {
-  auto w = std::make_shared<Waiter>();
-  bool closed = false;
-  {
-    std::lock_guard lock(mu_);
-    closed = closed_;
-    if (!closed) {
-      if (in_use_ < capacity_ && waiters_.empty()) {
-        account_held_locked(monotonic_ns());
-        ++in_use_;
-        ++acquisitions_;
-        return true;
-      }
-      w->queued_ns = monotonic_ns();
-      w->granted = std::move(granted);
-      waiters_.push_back(w);
-    }
-  }
-  // From here w belongs to the queue: a release on another thread may already
-  // have granted it, so only what was decided under the lock is read.
-  if (closed) {  // fails at once, through the continuation as a timeout would
+  std::unique_lock lock(mu_);
+  if (closed_) {  // fails at once, through the continuation as a timeout would
+    lock.unlock();
     granted(false);
     return false;
   }
+  if (in_use_ < capacity_ && waiters_.empty()) {
+    account_held_locked(monotonic_ns());
+    ++in_use_;
+    ++acquisitions_;
+    return true;
+  }
+  auto w = std::make_shared<Waiter>();
+  w->queued_ns = monotonic_ns();
+  w->granted = std::move(granted);
+  waiters_.push_back(w);
+  // From here w belongs to the queue: a release on another thread may grant it at once.
+  lock.unlock();
   // Timers are never cancelled: one that finds its waiter granted does nothing.
   timers.schedule(deadline_ns, [self = shared_from_this(), w] { self->expire(w); });
   return false;
