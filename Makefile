@@ -86,7 +86,7 @@ lint-native: build
 # fuzz, then pytest; each stage's wall time is printed at the end (scripts/timed-stages),
 # after pytest's summary line.
 test:
-	@MAKE="$(MAKE)" scripts/timed-stages lint lint-native test-native test-asan test-tsan test-fuzz test-python
+	@MAKE="$(MAKE)" scripts/timed-stages lint lint-native test-native test-asan test-tsan test-fuzz test-python cluster-e2e
 
 run: build
 	$(VENV)/bin/tailscope run $(RUN_ARGS)
@@ -108,10 +108,11 @@ interop: build
 	@scripts/bootstrap --jaeger; rc=$$?; if [ $$rc -eq 3 ]; then echo "interop: skipped (no Go >= 1.23)"; exit 0; fi; exit $$rc
 	$(PY) -m pytest -q tests/engines/test_jaeger_roundtrip.py
 
-# The graph in containers (opt-in; root; not part of make test): installs Debian's
-# docker.io, docker-compose and mmdebstrap when missing, then starts a private Docker
-# daemon, builds the image, runs socialnet with the load from a container, and checks
-# that nothing is left behind (docs/deploy.md, section 5).
+# The graph in containers, the last stage of make test: installs Debian's docker.io,
+# docker-compose and mmdebstrap when missing, then starts a private Docker daemon, builds
+# the image, runs socialnet with the load from a container and the containers study, and
+# checks that nothing is left behind (docs/deploy.md, section 5). Skipped with the reason
+# when the tools cannot be installed, without root, or when dockerd cannot start here.
 cluster-e2e: build
 	@scripts/bootstrap --docker; rc=$$?; if [ $$rc -eq 3 ]; then echo "cluster-e2e: skipped (cannot install the container tools here)"; exit 0; fi; exit $$rc
 	TAILSCOPE_CLUSTER_E2E=1 $(PY) -m pytest -q -rs tests/e2e/test_cluster.py

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tailscope.lab import tools
 from tailscope.store import EngineDocument, RunRecord, Store
 from tailscope.studies.echo.analysis import CLOSED, EchoPoint
 
@@ -110,6 +111,22 @@ def needs_engine(*names: str) -> pytest.MarkDecorator:
         bool(missing),
         reason=f"{', '.join(missing)} not built in {BUILD / 'bin'} (run `make build` or set TAILSCOPE_BUILD_DIR)",
     )
+
+
+def go_tools_missing() -> str:
+    """Why the bootstrap's Go-built Jaeger or HotROD is not here (lab/tools.py), "" when both are."""
+    for name in tools.TOOLS:
+        try:
+            tools.tool_path(name)
+        except tools.ToolUnavailable as e:
+            return str(e)
+    return ""
+
+
+def needs_go_tools() -> pytest.MarkDecorator:
+    """Skips (with the reason the bootstrap left) unless Jaeger and HotROD are built."""
+    missing = go_tools_missing()
+    return pytest.mark.skipif(bool(missing), reason=missing or "-")
 
 
 def svc_models() -> list[str]:

@@ -42,7 +42,7 @@ BlockingClientPool::BlockingClientPool(std::string host, int port, size_t max_co
       max_connections_(std::max<size_t>(1, max_connections)),
       max_frame_bytes_(max_frame_bytes),
       delay_(delay),
-      idle_timeout_ns_(std::max<int64_t>(0, idle_timeout_ns)) {
+      idle_(idle_timeout_ns) {
   // A numeric address is judged here, once; a name was resolved and judged at start (--peers,
   // svc/peer_addresses.h) and is judged again on every connect (connect_to): a client built while
   // the name's container is down must not throw, its calls fail `unavailable` until it is back.
@@ -54,9 +54,9 @@ BlockingClientPool::~BlockingClientPool() { close(); }
 void BlockingClientPool::close() {
   std::lock_guard lock(mu_);
   closed_ = true;
-  for (const Idle& c : idle_) ::close(c.fd);
-  open_ -= idle_.size();
-  idle_.clear();
+  std::vector<int> fds;
+  open_ -= idle_.take_all(fds);
+  close_all(fds);
   idle_cv_.notify_all();
 }
 
@@ -65,15 +65,7 @@ size_t BlockingClientPool::open_connections() const {
   return open_;
 }
 
-void BlockingClientPool::take_expired(std::vector<int>& out) {
-  if (idle_timeout_ns_ <= 0) return;
-  const int64_t oldest_kept_ns = monotonic_ns() - idle_timeout_ns_;
-  while (!idle_.empty() && idle_.front().since_ns < oldest_kept_ns) {
-    out.push_back(idle_.front().fd);
-    idle_.pop_front();
-    --open_;
-  }
-}
+void BlockingClientPool::take_expired(std::vector<int>& out) { open_ -= idle_.take_expired(monotonic_ns(), out); }
 
 int BlockingClientPool::borrow(int64_t deadline_ns) {
   std::vector<int> expired;
@@ -82,8 +74,7 @@ int BlockingClientPool::borrow(int64_t deadline_ns) {
   for (;;) {
     if (closed_) break;
     if (!idle_.empty()) {
-      const int fd = idle_.back().fd;
-      idle_.pop_back();
+      const int fd = idle_.take_newest();
       lock.unlock();
       close_all(expired);
       return fd;
@@ -117,7 +108,7 @@ void BlockingClientPool::give_back(int fd, bool reusable) {
   {
     std::lock_guard lock(mu_);
     if (reusable && !closed_) {
-      idle_.push_back(Idle{fd, monotonic_ns()});
+      idle_.give_back(fd, monotonic_ns());
     } else {
       expired.push_back(fd);
       --open_;

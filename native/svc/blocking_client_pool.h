@@ -15,12 +15,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "svc/idle_connections.h"
 #include "svc/link_delay.h"
 #include "svc/rpc_call.h"
 #include "svc/transport.h"
@@ -52,23 +52,14 @@ class BlockingClientPool {
   // into `out` (closed by the caller once the lock is released).
   void take_expired(std::vector<int>& out);
 
-  struct Idle {
-    int fd;
-    int64_t since_ns;  // when it was given back
-  };
-
   std::string host_;
   int port_;
   size_t max_connections_;
   size_t max_frame_bytes_;
   LinkDelay delay_;
-  int64_t idle_timeout_ns_;
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
-  // Most recently given back at the back (reused first), so the front holds
-  // the longest idle: a burst's extra connections sink to the front and
-  // expire there, instead of the pool keeping its high-water mark for good.
-  std::deque<Idle> idle_;
+  IdleConnections<int> idle_;  // fds
   size_t open_ = 0;
   bool closed_ = false;
   std::atomic<uint64_t> next_id_{1};

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,33 @@ TEST(BlockingClientPool, WithoutATimeoutKeepsItsHighWaterMark) {
 TEST(AllowList, ThePoolRefusesAPeerOutsideItBeforeAnySocketExists) {
   // 192.0.2.1 is RFC 5737 documentation space: refused by the rule, and no packet is sent.
   EXPECT_THROW(BlockingClientPool("192.0.2.1", 9, 1, LinkDelay{}), std::invalid_argument);
+}
+
+// The idle list both blocking pools share (svc/idle_connections.h).
+TEST(IdleConnections, ReusesTheNewestAndExpiresTheOldestFirst) {
+  IdleConnections<int> idle(100);  // 100 ns timeout, on the clock the test passes in
+  idle.give_back(1, 1000);
+  idle.give_back(2, 1050);
+  idle.give_back(3, 1090);
+  EXPECT_EQ(idle.take_newest(), 3);  // the most recently given back
+  std::vector<int> expired;
+  EXPECT_EQ(idle.take_expired(1120, expired), 1U);  // 1 was idle 120 ns; 2 only 70 ns
+  EXPECT_EQ(expired, std::vector<int>{1});
+  EXPECT_EQ(idle.size(), 1U);
+  EXPECT_EQ(idle.take_expired(1150, expired), 0U);  // exactly the timeout: kept
+  EXPECT_EQ(idle.take_expired(1151, expired), 1U);
+  EXPECT_TRUE(idle.empty());
+}
+
+TEST(IdleConnections, ZeroTimeoutNeverExpires) {
+  IdleConnections<std::unique_ptr<int>> idle(0);
+  idle.give_back(std::make_unique<int>(7), 0);
+  std::vector<std::unique_ptr<int>> out;
+  EXPECT_EQ(idle.take_expired(INT64_MAX / 2, out), 0U);
+  EXPECT_EQ(idle.take_all(out), 1U);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(*out[0], 7);
+  EXPECT_TRUE(idle.empty());
 }
 
 }  // namespace

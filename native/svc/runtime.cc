@@ -58,7 +58,7 @@ ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& serv
   if (options_.real_stores) {
     stores_ = std::make_unique<stores::StoreSet>(
         options_.store_addresses, options_.store_timeout_ns > 0 ? options_.store_timeout_ns : call_timeout_ns_,
-        options_.store_pool_connections);
+        options_.store_pool_connections, options_.pool_idle_timeout_ns);
     store_mode_ = "real";
   }
   for (const CapacitySpec& c : service_.capacities) limits_.push_back(std::make_shared<CapacityLimit>(c.capacity));

@@ -31,9 +31,9 @@ struct RuntimeOptions {
   size_t queue_capacity = 1024;        // pools: queued requests; coroutine: in-flight requests per loop
   size_t channel_connections = 2;      // multiplexed connections per downstream service
   size_t pool_max_connections = 1024;  // DeathStarBench-style client pool size per downstream
-  // Blocking client pools (std-async, std-thread): a connection idle this long is
-  // closed. Without it a pool keeps a burst's high-water mark of connections —
-  // and the callee one thread per connection — for the rest of the run.
+  // Blocking client pools (std-async, std-thread) and the real stores' blocking
+  // pools (thread models): a connection idle this long is closed. Without it a pool keeps a burst's high-water mark of
+  // connections — and the callee one thread per connection — for the rest of the run.
   int64_t pool_idle_timeout_ns = 10'000'000'000;
   int64_t call_timeout_ns = 0;  // 0 = the topology's call_timeout_ms
   // Where downstream services live: service → numeric address (--peers, a

@@ -77,7 +77,9 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
         return load_doc(3e6, rate, errors=7)  # the pool: fast but with errors: flagged, never the leader
 
     ts, calls = fake_runs(monkeypatch, traces, behaviour)
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     assert [r["alternative"] for r in doc["ranked"]] == ["coroutine", "std-async", "pool-blocking --workers 10"]
     coro, std, pool = doc["ranked"]
     assert coro["max_rate_bound"].endswith("(every rung tried met it)")
@@ -100,7 +102,9 @@ def test_ranks_by_max_rate_then_p99_and_flags_saturated_points(monkeypatch, trac
 @needs_engine("tailscope-critpath", "tailscope-svc")
 def test_nothing_clean_means_no_recommendation_and_unavailable_figures_are_null(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(None, rate, achieved=0.0))
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     assert doc["recommendation"]["alternative"] is None and doc["recommendation"]["unavailable"]
     assert doc["ranked"], "no alternative ranked"
     for r in doc["ranked"]:
@@ -142,7 +146,9 @@ def test_advise_bad_input(tmp_path, traces):
 @needs_engine("tailscope-critpath", "tailscope-svc")
 def test_a_flagged_leader_is_recommended_only_with_its_flags(monkeypatch, traces):
     ts, _ = fake_runs(monkeypatch, traces, lambda model, args, rate, topo: load_doc(4e6, rate, gen=True))
-    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    doc = advise_mod.advise(
+        ts, "std-async", objective_ms=50, options=InferOptions(cpu_fraction=1.0), duration_s=1, quick=True
+    )
     rec = doc["recommendation"]
     assert rec["alternative"] is not None and rec["flags"] == ["generator-limited"]
     assert doc["ranked"], "no alternative ranked"
@@ -175,3 +181,31 @@ def test_the_closing_line_gives_both_runs_samples_and_carries_flags():
     assert "(1000 / 998 requests)" in line and "predicted ÷ measured 0.9" in line
     assert "[flagged: generator-limited]" in line  # a flagged measurement is never cited bare
     assert closing_line({"ratio": None, "unavailable": "no leader"}) == "unavailable: no leader"
+
+
+@needs_engine("tailscope-critpath", "tailscope-svc")
+def test_sensitivity_of_an_inferred_split_moves_every_share_towards_waiting_and_towards_cpu(monkeypatch, traces):
+    """With --cpu-fraction auto each endpoint's share is 0 or 1: × 1.5 would not move a 0, so the reruns
+    move every share half of the way to waiting and half of the way to CPU."""
+    cpu_us: list[float] = []
+
+    def behaviour(model, args, rate, topo):
+        cpu = sum(
+            st["cpu"].get("us", st["cpu"].get("median_us", 0))
+            for s in topo["services"]
+            for e in s["endpoints"]
+            for st in e["stages"]
+            if "cpu" in st
+        )
+        cpu_us.append(cpu)
+        return load_doc(5e6, rate)
+
+    ts, _ = fake_runs(monkeypatch, traces, behaviour)
+    doc = advise_mod.advise(ts, "std-async", objective_ms=50, options=InferOptions(), duration_s=1, quick=True)
+    s = doc["sensitivity"]
+    assert "of the way to 0 and to 1" in s["varied"]
+    assert [p["cpu_adjust"] for p in s["points"]] == [-0.5, 0.5]
+    assert all(p["predicted_p99_ns"] is not None and p["cpu_fraction"] is None for p in s["points"])
+    # 40 traces one at a time: the split is undecided (all CPU); −0.5 halves the CPU, +0.5 leaves it
+    assert cpu_us[-2] == pytest.approx(cpu_us[0] / 2, rel=0.01) and cpu_us[-1] == pytest.approx(cpu_us[0], rel=0.01)
+    assert any("towards waiting" in line for line in advise_mod.advice_lines(doc))

@@ -12,13 +12,38 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from conftest import REPO, needs_engine
 
 pytestmark = [needs_engine("tailscope-svc", "tailscope-load"), pytest.mark.serial]
+
+
+_DAEMON_CHECKED: list[str | None] = []
+
+
+def _daemon_start_reason() -> str | None:
+    """Whether a private daemon starts on this machine at all (checked once): a kernel or cgroup
+    setup dockerd cannot run on is a reason to skip, said as dockerd said it; anything that fails
+    after the daemon started is a failure of tailscope."""
+    if not _DAEMON_CHECKED:
+        from tailscope.lab import cluster
+
+        folder = Path(tempfile.mkdtemp(prefix="probe-", dir=cluster.default_root().parent))
+        state = cluster.ClusterState(prefix="probe", folder=str(folder), docker_host="", daemon_pid=None)
+        try:
+            cluster.start_private_daemon(state)
+            _DAEMON_CHECKED.append(None)
+        except cluster.ClusterError as e:
+            _DAEMON_CHECKED.append(f"Docker cannot start here: {e}")
+        finally:
+            cluster.stop_private_daemon(state)
+            shutil.rmtree(folder, ignore_errors=True)
+    return _DAEMON_CHECKED[0]
 
 
 def _skip_reason() -> str | None:
@@ -31,7 +56,7 @@ def _skip_reason() -> str | None:
             return f"{tool} not installed (scripts/bootstrap --docker)"
     if Path("/sys/class/net/docker0").exists():
         return "a docker0 bridge exists: another Docker daemon runs here"
-    return None
+    return _daemon_start_reason()
 
 
 def cli(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:
@@ -117,3 +142,34 @@ def test_a_killed_container_fails_its_calls_and_the_graph_recovers_when_it_resta
         if prefix:
             down = cli("cluster", "down", prefix)
             assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_the_containers_study_stores_containers_beside_native_in_one_run(tmp_path):
+    """`tailscope bench containers` (tiny): both forms of both quick models and the two pings in the
+    DuckDB store, the section's table from them, and nothing left behind."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    before = iptables()
+    r = cli("bench", "containers", "--scale", "0.2", "--results", str(tmp_path), timeout_s=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [db] = list(tmp_path.glob("*.duckdb"))
+    con = duckdb.connect(str(db), read_only=True)
+    points = {p for (p,) in con.execute("SELECT point FROM documents WHERE study = 'containers'").fetchall()}
+    con.close()
+    for model in ("std-async", "coroutine"):
+        assert {
+            f"{model}/native",
+            f"{model}/native-graph",
+            f"{model}/containers",
+            f"{model}/containers-graph",
+        } <= points
+    assert {"ping/native", "ping/containers"} <= points and "unavailable" not in points
+    found = re.search(r"report: (\S+report\.html)", r.stdout)
+    assert found, r.stdout
+    page = Path(found.group(1)).read_text()
+    assert "Containers ÷ native, per model" in page and "containers ÷ native" in page
+    assert iptables() == before
+    assert not Path("/sys/class/net/docker0").exists()
+    root = Path(os.environ.get("TAILSCOPE_CLUSTER_DIR", "/var/tmp/tailscope-cluster"))
+    assert not [p for p in root.glob("tsc*")], list(root.glob("tsc*"))

@@ -1,5 +1,9 @@
 """The soak's verdicts are computed from its intervals (tailscope.studies.soak)."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -130,6 +134,31 @@ def test_interval_cost_splits_the_machines_cpu():
     gone = interval_cost(before, CpuMark(after.system, None, after.children_cpu_s), requests=1000)
     assert gone.graph_cpu_per_request_ns is None and gone.other_cpu_share is None
     assert interval_cost(before, before, 10).steal_share is None  # no time passed: nothing to share
+    # A store server's process group is split out of "other"; an unreadable one stays in it.
+    sb = CpuMark(before.system, 200, 1.0, {"store:redis": 100, "store:mongodb": 50})
+    sa = CpuMark(after.system, 800, after.children_cpu_s, {"store:redis": 300, "store:mongodb": None})
+    s = interval_cost(sb, sa, requests=1000)
+    assert s.store_cpu_shares == {"store:redis": 0.1, "store:mongodb": None}
+    assert abs(s.other_cpu_share - (1200 - 40 - 600 - 200 - 200) / 2000) < 1e-9
+
+
+def test_group_cpu_counts_the_children_of_a_store_server():
+    from tailscope.lab.procstat import group_cpu_ticks
+
+    # A process-group leader whose child burns CPU: the child's ticks count for the leader.
+    code = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','while True: pass']); time.sleep(60)"
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        first = group_cpu_ticks(leader.pid)
+        assert first is not None
+        deadline = time.monotonic() + 30
+        while (group_cpu_ticks(leader.pid) or 0) <= first + 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (group_cpu_ticks(leader.pid) or 0) > first + 5
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+    assert group_cpu_ticks(leader.pid) is None
 
 
 def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
@@ -304,9 +333,52 @@ def test_the_objective_line_says_how_the_rate_was_chosen():
         2400.0,
         objective_rate_per_s=3000.0,
         objective_points=[(1600.0, True), (3000.0, True), (3200.0, False)],
+        objective_idle_shares=[0.5, 0.25, None],
     )
     assert objective_line(met) == (
-        "highest rate meeting the p99 objective 3000/s (1600/s met, 3000/s met, 3200/s missed); held at 2400/s"
+        "highest rate meeting the p99 objective with 20 % idle CPU left 3000/s (1600/s met, 50.0 % idle, "
+        "3000/s met, 25.0 % idle, 3200/s missed, unavailable idle); held at 2400/s"
     )
     none = ModelSoak("std-thread", 1000.0, 320.0, objective_points=[(400.0, False), (600.0, False)])
-    assert objective_line(none).startswith("no tried rate met the p99 objective (400/s missed, 600/s missed)")
+    assert objective_line(none).startswith(
+        "no tried rate met the p99 objective with 20 % idle CPU left (400/s missed, unavailable idle, 600/s missed"
+    )
+
+
+def _search_point(rate: float, p99_ms: float, idle: float | None) -> dict:
+    return {
+        "measurements": [
+            {
+                "name": "latency_intended",
+                "latency": {"count": 1000, "percentiles": {"50": 1e6, "99": p99_ms * 1e6}},
+            }
+        ],
+        "load": {"achieved_per_s": rate, "errors_total": 0, "requests_completed": 1000},
+        "config": {"rate_per_s": rate},
+        "socialnet_point": {"rate_per_s": rate, "idle_share": idle},
+    }
+
+
+def test_a_search_point_is_carried_only_with_idle_cpu_left():
+    from tailscope.studies import soak
+    from tailscope.studies.socialnet import analysis as socialnet
+
+    fast = _search_point(1000.0, 5.0, 0.5)
+    assert socialnet.meets_objective(fast), "the fabricated point must meet the objective for this test"
+    assert soak.carried(fast)
+    assert not soak.carried(_search_point(1000.0, 5.0, soak.HEADROOM_IDLE_SHARE - 0.01))  # met, no headroom
+    assert soak.carried(_search_point(1000.0, 5.0, soak.HEADROOM_IDLE_SHARE))
+    assert soak.carried(_search_point(1000.0, 5.0, None))  # unreadable idle does not veto
+    assert not soak.carried(_search_point(1000.0, 500.0, 0.9))  # the objective missed
+    # The bracket the bisection narrows is bounded by headroom too.
+    sweep = [_search_point(400.0, 5.0, 0.6), _search_point(800.0, 5.0, 0.1), _search_point(1200.0, 900.0, 0.0)]
+    assert socialnet.objective_bracket(sweep) == (800.0, 1200.0)
+    assert socialnet.objective_bracket(sweep, judge=soak.carried) == (400.0, 800.0)
+
+
+def test_idle_share_between_the_first_and_last_sample():
+    from tailscope.studies.soak import MachinePoint, idle_share_of
+
+    assert idle_share_of([]) is None
+    assert idle_share_of([MachinePoint(0.0, 10, 100, 0)]) is None
+    assert idle_share_of([MachinePoint(0.0, 10, 100, 0), MachinePoint(1.0, 70, 200, 0)]) == pytest.approx(0.4)

@@ -14,7 +14,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -24,108 +23,38 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, needs_engine, stop
+from conftest import REPO, needs_engine
 from tailscope.cli import main
-from tailscope.lab import topology
+from tailscope.lab import tools, topology
 from tailscope.lab.engines import serve
 from tailscope.lab.graph import PATH as FRONT_PATH
+from tailscope.lab.jaeger import jaeger as lab_jaeger
 from tailscope.traces import jaeger as jq
 
-JAEGER_VERSION = "v2.13.0"  # scripts/bootstrap's JAEGER_VERSION
 REQUESTS = 30
 SAMPLE = 0.5
 
 pytestmark = needs_engine("tailscope-svc")
 
 
-def cache_dir() -> Path:
-    if os.environ.get("TAILSCOPE_CACHE"):
-        return Path(os.environ["TAILSCOPE_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tailscope"
-
-
 @pytest.fixture(scope="session")
 def jaeger_binary() -> Path:
-    exe = cache_dir() / f"jaeger-{JAEGER_VERSION}" / "jaeger"
-    if exe.exists():
-        return exe
-    # Built once here (several minutes) when Go is present; the step says why it skips otherwise.
+    try:
+        return tools.tool_path("jaeger")
+    except tools.ToolUnavailable:
+        pass
+    # Built here (minutes) when Go is present and an earlier bootstrap did not; the step says why it skips otherwise.
     r = subprocess.run([str(REPO / "scripts" / "bootstrap"), "--jaeger"], capture_output=True, text=True, timeout=3600)
     if r.returncode == 3:
         pytest.skip(r.stderr.strip().splitlines()[-1])
-    assert r.returncode == 0 and exe.exists(), f"building Jaeger failed:\n{r.stderr[-3000:]}"
-    return exe
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-CONFIG = """
-service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 100000
-  jaeger_query:
-    storage:
-      traces: memstore
-    http:
-      endpoint: 127.0.0.1:{query}
-    grpc:
-      endpoint: 127.0.0.1:{query_grpc}
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:{otlp}
-processors:
-  batch:
-    timeout: 100ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-"""
+    assert r.returncode == 0, f"building Jaeger failed:\n{r.stderr[-3000:]}"
+    return tools.tool_path("jaeger")
 
 
 @pytest.fixture
 def jaeger(jaeger_binary: Path, tmp_path: Path) -> Iterator[dict]:
-    ports = {"query": free_port(), "query_grpc": free_port(), "otlp": free_port()}
-    config = tmp_path / "jaeger.yaml"
-    config.write_text(CONFIG.format(**ports))
-    log = (tmp_path / "jaeger.log").open("w")
-    proc = subprocess.Popen([str(jaeger_binary), "--config", f"file:{config}"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (
-                f"jaeger exited {proc.returncode}: {(tmp_path / 'jaeger.log').read_text()[-3000:]}"
-            )
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ports['query']}/api/services", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "jaeger's query API did not come up within 120 s"
-                time.sleep(0.25)
-        yield {**ports, "query_url": f"http://127.0.0.1:{ports['query']}"}
-    finally:
-        stop(proc, timeout_s=20)
-        log.close()
+    with lab_jaeger(tmp_path) as j:
+        yield {"query": j.query, "otlp": j.otlp, "query_url": j.query_url}
 
 
 def get_json(url: str) -> dict:

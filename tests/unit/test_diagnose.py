@@ -244,6 +244,37 @@ def test_no_chain_where_calls_overlap(layout):
     assert d.sequential_chains == ()
 
 
+def mixed_client_trace(tid: str, t0_us: int) -> Trace:
+    """front:/api makes one "HTTP GET" to lookup:/find (alone, first), then 7 more "HTTP GET"s to
+    calc:/go in waves of 3 — one client operation name for two servers, as OpenTelemetry's HTTP
+    clients name them."""
+    lookup = span(f"{tid}-l", f"{tid}-r", "front", "HTTP GET", t0_us + 5, t0_us + 400)
+    lookup.server = span(f"{tid}-ls", f"{tid}-l", "lookup", "/find", t0_us + 6, t0_us + 399)
+    waves = fan_out_trace(tid, t0_us + 400, "waves").root.children
+    for c in waves:
+        c.operation = "HTTP GET"
+        c.server = span(c.span_id + "s", c.span_id, "calc", "/go", c.start_ns // 1000, c.end_ns // 1000)
+    root = span(f"{tid}-r", None, "front", "/api", t0_us, max(c.end_ns for c in waves) // 1000 + 10)
+    return trace(tid, root, [lookup, *waves])
+
+
+def test_one_client_name_calling_two_servers_is_split_by_callee():
+    d = diagnose(traceset([mixed_client_trace(f"m{i}", i * 10_000) for i in range(5)]))
+    (f,) = d.bounded_fan_outs
+    assert (f.service, f.operation, f.k, f.calls_max) == ("front", "HTTP GET → calc:/go", 3, 7)
+    # Without the split the lone first call (never overlapping the waves) hid them.
+    assert d.sequential_chains == ()
+
+
+def test_a_client_name_calling_one_server_keeps_its_name():
+    traces = [fan_out_trace(f"w{i}", i * 10_000, "waves") for i in range(5)]
+    for t in traces:
+        for c in t.root.children:
+            c.server = span(c.span_id + "s", c.span_id, "calc", "/go", c.start_ns // 1000, c.end_ns // 1000)
+    (f,) = diagnose(traceset(traces)).bounded_fan_outs
+    assert f.operation == "get"
+
+
 def test_a_launch_that_did_not_wait_for_a_slot_is_not_a_wave():
     # At most 2 in flight, but the third call starts 500 µs after the first two ended: a second phase of
     # the handler, not a slot freed.

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/clock.h"
 #include "svc/peer_addresses.h"
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/memcached_client.h"
@@ -115,10 +116,14 @@ StoreRequest make_request(const StoreOp& op, const StoreDraw& draw) {
   return r;
 }
 
-StoreSet::StoreSet(std::map<StoreSystem, StoreAddress> addresses, int64_t timeout_ns, size_t max_connections)
+StoreSet::StoreSet(std::map<StoreSystem, StoreAddress> addresses, int64_t timeout_ns, size_t max_connections,
+                   int64_t idle_timeout_ns)
     : addresses_(std::move(addresses)),
       timeout_ns_(timeout_ns),
-      max_connections_(std::max<size_t>(1, max_connections)) {}
+      max_connections_(std::max<size_t>(1, max_connections)),
+      idle_timeout_ns_(std::max<int64_t>(0, idle_timeout_ns)) {
+  for (Pool& p : pools_) p.idle = IdleConnections<Connection>(idle_timeout_ns_);
+}
 
 StoreSet::~StoreSet() = default;
 
@@ -134,16 +139,16 @@ void StoreSet::count(StoreSystem system, const StoreResult& r) {
   if (r.status == StoreStatus::kMiss) c.misses.fetch_add(1, std::memory_order_relaxed);
 }
 
-std::unique_ptr<BlockingStoreConnection> StoreSet::take(StoreSystem system, Pool& pool, std::string* error) {
+StoreSet::Connection StoreSet::take(StoreSystem system, Pool& pool, std::string* error) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns_);
+  std::vector<Connection> expired;  // closed when this function returns, outside the lock
   {
     std::unique_lock lock(pool.mu);
+    const size_t n = pool.idle.take_expired(monotonic_ns(), expired);
+    pool.open -= n;
+    counters_[index_of(system)].connections_closed_idle.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
     for (;;) {
-      if (!pool.idle.empty()) {
-        auto c = std::move(pool.idle.back());
-        pool.idle.pop_back();
-        return c;
-      }
+      if (!pool.idle.empty()) return pool.idle.take_newest();
       if (pool.open < max_connections_) break;
       if (pool.freed.wait_until(lock, deadline) == std::cv_status::timeout && pool.idle.empty() &&
           pool.open >= max_connections_) {
@@ -167,11 +172,11 @@ std::unique_ptr<BlockingStoreConnection> StoreSet::take(StoreSystem system, Pool
   return nullptr;
 }
 
-void StoreSet::give_back(Pool& pool, std::unique_ptr<BlockingStoreConnection> conn) {
+void StoreSet::give_back(Pool& pool, Connection conn) {
   {
     std::lock_guard lock(pool.mu);
     if (conn && !conn->broken())
-      pool.idle.push_back(std::move(conn));
+      pool.idle.give_back(std::move(conn), monotonic_ns());
     else
       --pool.open;
   }
@@ -202,8 +207,10 @@ nlohmann::json StoreSet::counters_json() const {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [system, _] : addresses_) {
     const SystemCounters& c = counters_[index_of(system)];
-    out[system_name(system)] = {
-        {"ops", c.ops.load()}, {"errors_unavailable", c.errors_unavailable.load()}, {"misses", c.misses.load()}};
+    out[system_name(system)] = {{"ops", c.ops.load()},
+                                {"errors_unavailable", c.errors_unavailable.load()},
+                                {"misses", c.misses.load()},
+                                {"connections_closed_idle", c.connections_closed_idle.load()}};
   }
   return out;
 }
@@ -214,8 +221,9 @@ nlohmann::json StoreSet::describe() const {
   return {{"addresses", servers},
           {"timeout_ns", timeout_ns_},
           {"blocking_pool",
-           {{"policy", "bounded pool per system, connections opened on demand"},
-            {"max_connections_per_system", max_connections_}}}};
+           {{"policy", "bounded pool per system, connections opened on demand, closed after idle_timeout_ns"},
+            {"max_connections_per_system", max_connections_},
+            {"idle_timeout_ns", idle_timeout_ns_}}}};
 }
 
 }  // namespace tailscope::svc::stores

@@ -6,7 +6,8 @@
 // per system, like DeathStarBench's ClientPool for its MongoDB/Memcached/Redis
 // clients: a thread takes an idle connection or opens one while fewer than
 // max_connections exist, else waits for one until the call timeout (then the
-// call fails unavailable); a connection that failed is dropped, not reused.
+// call fails unavailable); a connection that failed is dropped, not reused,
+// and one idle longer than the idle timeout is closed (svc/idle_connections.h).
 #pragma once
 
 #include <array>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "svc/idle_connections.h"
 #include "svc/stores/store_client.h"
 
 namespace tailscope::svc::stores {
@@ -42,11 +44,14 @@ StoreRequest make_request(const StoreOp& op, const StoreDraw& draw);
 
 struct SystemCounters {
   std::atomic<int64_t> ops{0}, errors_unavailable{0}, misses{0};
+  std::atomic<int64_t> connections_closed_idle{0};  // blocking pool: closed after the idle timeout
 };
 
 class StoreSet {
  public:
-  StoreSet(std::map<StoreSystem, StoreAddress> addresses, int64_t timeout_ns, size_t max_connections_per_system);
+  // idle_timeout_ns <= 0: idle connections are kept until the set is destroyed.
+  StoreSet(std::map<StoreSystem, StoreAddress> addresses, int64_t timeout_ns, size_t max_connections_per_system,
+           int64_t idle_timeout_ns = 0);
   ~StoreSet();
 
   // A blocking operation on a pooled connection (thread models). A system
@@ -56,23 +61,26 @@ class StoreSet {
   void count(StoreSystem system, const StoreResult& result);
   const StoreAddress* address(StoreSystem system) const;
   int64_t timeout_ns() const { return timeout_ns_; }
-  // {"memcached": {"ops", "errors_unavailable", "misses"}, ...} for each system with an address.
+  // {"memcached": {"ops", "errors_unavailable", "misses", "connections_closed_idle"}, ...} for each
+  // system with an address.
   nlohmann::json counters_json() const;
   nlohmann::json describe() const;
 
  private:
+  using Connection = std::unique_ptr<BlockingStoreConnection>;
   struct Pool {
     std::mutex mu;
     std::condition_variable freed;
-    std::vector<std::unique_ptr<BlockingStoreConnection>> idle;
+    IdleConnections<Connection> idle{0};  // the set's timeout is given in its constructor
     size_t open = 0;
   };
-  std::unique_ptr<BlockingStoreConnection> take(StoreSystem system, Pool& pool, std::string* error);
-  void give_back(Pool& pool, std::unique_ptr<BlockingStoreConnection> conn);
+  Connection take(StoreSystem system, Pool& pool, std::string* error);
+  void give_back(Pool& pool, Connection conn);
 
   std::map<StoreSystem, StoreAddress> addresses_;
   int64_t timeout_ns_;
   size_t max_connections_;
+  int64_t idle_timeout_ns_;
   std::array<Pool, 4> pools_;               // by StoreSystem
   std::array<SystemCounters, 4> counters_;  // by StoreSystem
 };

@@ -8,7 +8,6 @@ removes exactly what `up` made — the prefix it printed names all of it."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import click
@@ -63,40 +62,14 @@ def up(
         compose.check_subnet(subnet)
     except (compose.DeployError, topo.TopologyError, ValueError, EngineError) as e:
         _fail(e)
-    prefix = cl.new_prefix()
-    folder = cl.default_root() / prefix
-    folder.mkdir(parents=True)
-    state = cl.ClusterState(prefix=prefix, folder=str(folder), docker_host=docker_host or "", daemon_pid=None)
-    state.save()
+    options = compose.ComposeOptions(
+        model=model, subnet=subnet, trace_sample=trace_sample, load_rate_per_s=rate_per_s, load_duration_s=duration_s
+    )
     try:
-        if docker_host:
-            if cl.docker(state, "version", timeout_s=10, check=False).returncode != 0:
-                raise cl.ClusterError(f"--docker-host {docker_host}: no Docker daemon answers there")
-        else:
-            console.print(f"starting a private Docker daemon in {folder}")
-            cl.start_private_daemon(state)
-        console.print("building the image")
-        image = cl.build_image(state, progress=console.print)
-        spec = compose.compose(
-            doc,
-            plan,
-            compose.ComposeOptions(
-                image=image,
-                model=model,
-                subnet=subnet,
-                trace_sample=trace_sample,
-                load_rate_per_s=rate_per_s,
-                load_duration_s=duration_s,
-            ),
-        )
-        compose.write(doc, spec, state.compose_dir)
-        cl.compose(state, "up", "-d")
-    except (cl.ClusterError, compose.DeployError, OSError) as e:
-        left = cl.down(state)  # nothing half made
-        if not left:
-            shutil.rmtree(folder, ignore_errors=True)
-        _fail(f"{e}" + (f" (could not remove: {', '.join(left)})" if left else " (everything it made was removed)"))
-    console.print(f"up: {prefix} (tailscope cluster run {prefix}; tailscope cluster down {prefix})")
+        state = cl.up(doc, plan, options, docker_host=docker_host, progress=console.print)
+    except cl.ClusterError as e:
+        _fail(e)
+    console.print(f"up: {state.prefix} (tailscope cluster run {state.prefix}; tailscope cluster down {state.prefix})")
 
 
 @cluster.command("run")
@@ -108,13 +81,9 @@ def run(prefix: str, results_dir: Path | None) -> None:
 
     try:
         state = _state(prefix)
-        # --no-deps: the graph is up; docker-compose would otherwise (re)start what the load depends on.
-        cl.compose(state, "--profile", "load", "run", "--rm", "--no-deps", "load", timeout_s=86400 + 600)
-        cl.compose(state, "stop", "--timeout", "20")  # SIGTERM: each service writes its document
+        out = cl.drive(state, _results(results_dir))
     except cl.ClusterError as e:
         _fail(f"{e} (tailscope cluster down {prefix} removes what the run made)")
-    out = _results(results_dir) / f"cluster-{prefix}"
-    shutil.copytree(state.compose_dir / "results", out, dirs_exist_ok=True)
     load = json.loads((out / "load.json").read_text())
     pct = next(m for m in load["measurements"] if m.get("hlog_tag") == "latency_intended")["latency"]["percentiles"]
     console.print(
@@ -131,10 +100,9 @@ def down(prefix: str) -> None:
 
     try:
         state = _state(prefix)
-        left = cl.down(state)
+        left = cl.remove(state)
     except cl.ClusterError as e:
         _fail(e)
     if left:
         _fail(f"{prefix}: could not remove {', '.join(left)}")
-    shutil.rmtree(state.folder, ignore_errors=True)
     console.print(f"down: {prefix}: removed")

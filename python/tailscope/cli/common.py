@@ -174,9 +174,23 @@ def jaeger_urls_option():
     )
 
 
+class AutoOrNumber(Number):
+    """`auto` (None: decided from the data) or a finite number in the range."""
+
+    name = "auto|number"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None
+        return super().convert(value, param, ctx)
+
+
 def cpu_fraction_option(help_text: str):
-    """--cpu-fraction: the share of a span's own time that is CPU (a trace cannot tell)."""
-    return click.option("--cpu-fraction", type=number(0.0, 1.0), default=1.0, show_default=True, help=help_text)
+    """--cpu-fraction: the share of a span's own time that is CPU; `auto` decides it per endpoint
+    from the traces (twin/cpusplit.py), a number 0…1 overrides it everywhere."""
+    return click.option(
+        "--cpu-fraction", type=AutoOrNumber(0.0, 1.0), default="auto", show_default=True, help=help_text
+    )
 
 
 def twin_duration_option(default_s: float, help_text: str):

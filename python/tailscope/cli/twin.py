@@ -103,7 +103,22 @@ def topology() -> None:
 @click.option(
     "-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Topology YAML to write."
 )
-@cpu_fraction_option("Share of a span's own time that is CPU (the rest is waiting); not in a trace.")
+@cpu_fraction_option(
+    "Share of a span's own time that is CPU (the rest is waiting): auto = per endpoint, CPU where own time "
+    "grows with the handlers in flight (docs/twin.md)."
+)
+@click.option(
+    "--no-capacities",
+    is_flag=True,
+    help="Leave diagnose's capacities, fan-out limits and service times out (the twin without queues).",
+)
+@click.option(
+    "--capacity-confidence",
+    type=click.Choice(["low", "medium", "high"]),
+    default="medium",
+    show_default=True,
+    help="Carry a capacity diagnose found only at this confidence or above.",
+)
 @click.option(
     "--deferred-gap-us",
     type=number(0.0, 1e6),
@@ -135,7 +150,9 @@ def topology_from_traces(
     jaeger_limit: int,
     jaeger_lookback: str,
     out: Path,
-    cpu_fraction: float,
+    cpu_fraction: float | None,
+    no_capacities: bool,
+    capacity_confidence: str,
     deferred_gap_us: float,
     min_traces: int,
     sampling: float,
@@ -154,7 +171,15 @@ def topology_from_traces(
     _require_traces(files, jaeger_urls)
     if calibrate_model is not None:
         _check_model("--calibrate", calibrate_model)
-    options = InferOptions(cpu_fraction, deferred_gap_us, min_traces, sampling, name or out.stem)
+    options = InferOptions(
+        cpu_fraction,
+        deferred_gap_us,
+        min_traces,
+        sampling,
+        name or out.stem,
+        capacities=not no_capacities,
+        capacity_confidence=capacity_confidence,
+    )
     with (
         tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,
         _twin_failures((OSError, ValueError, InferenceError, TopologyError), engine_exit_1_is_input=True),
@@ -187,6 +212,13 @@ def twin() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The original traces (repeatable).",
 )
+@click.option(
+    "--second-traces",
+    "second_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A second recording at another rate (repeatable): the twin also runs at its rate and is compared with it.",
+)
 @traced_model_option("Concurrency model the traced system ran (tailscope-svc --model).")
 @click.option(
     "--rate-per-s",
@@ -200,15 +232,17 @@ def twin() -> None:
 def twin_validate(
     topology_path: Path,
     trace_files: tuple[Path, ...],
+    second_files: tuple[Path, ...],
     model: str,
     rate_per_s: float | None,
     sampling: float,
     duration_s: float,
     out_path: Path | None,
 ) -> None:
-    """Run the twin under MODEL at the traces' rate; compare p50/p90/p99 and KS distance per service."""
+    """Run the twin under MODEL at the traces' rate (and at --second-traces' rate); compare p50/p90/p99
+    and KS distance per service."""
     from tailscope.lab.topology import TopologyError
-    from tailscope.twin.commands import VALIDATION_COLUMNS, validation_rows, validation_verdict
+    from tailscope.twin.commands import VALIDATION_COLUMNS, queueing_lines, validation_rows, validation_verdict
     from tailscope.twin.validate import validate
 
     _check_model("--model", model)
@@ -222,15 +256,31 @@ def twin_validate(
             rate_per_s=rate_per_s,
             sampling=sampling,
             duration_s=duration_s,
+            second_traces=list(second_files),
             progress=_progress,
         )
-    t = RichTable(title=f"twin of {topology_path.name} vs its traces")
-    for col in VALIDATION_COLUMNS:
-        t.add_column(col)
-    for row in validation_rows(doc):
-        t.add_row(*row)
-    console.print(t)
+    second = doc["second_rate"]
+    for title, part in ((f"twin of {topology_path.name} vs its traces", doc), ("at the second rate", second)):
+        if part is None:
+            continue
+        t = RichTable(title=title)
+        for col in VALIDATION_COLUMNS:
+            t.add_column(col)
+        for row in validation_rows(part):
+            t.add_row(*row)
+        console.print(t)
     console.print(validation_verdict(doc), markup=False, highlight=False)
+    for line in queueing_lines(doc):
+        console.print(line, markup=False, highlight=False)
+    if second is not None:
+        console.print(
+            f"second rate ({second['rate_ratio_to_first']:.3g}× the first, not fitted to): "
+            + validation_verdict(second),
+            markup=False,
+            highlight=False,
+        )
+    else:
+        console.print(f"second rate: unavailable ({doc['second_rate_unavailable']})", markup=False, highlight=False)
     if out_path is not None:
         _write_document(out_path, doc)
 
@@ -260,7 +310,7 @@ def advise(
     model: str,
     quick: bool,
     json_out: Path | None,
-    cpu_fraction: float,
+    cpu_fraction: float | None,
     sampling: float,
     duration_s: float,
 ) -> None:

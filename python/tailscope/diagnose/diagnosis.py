@@ -8,7 +8,7 @@ them and `lines()` the sentences `tailscope diagnose` prints, each formatted fro
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from tailscope.diagnose import calls, capacity
@@ -77,6 +77,33 @@ def _unique(traces: list[Trace]) -> tuple[list[Trace], int]:
     return out, len(traces) - len(out)
 
 
+def _callee(ch: Span) -> str | None:
+    """The server a client span called (the analyzer's pairing), when it is in another service."""
+    s = ch.server
+    return f"{s.service}:{s.operation}" if s is not None and s.service != ch.service else None
+
+
+def _call_labels(traces: list[Trace]) -> Callable[[Span, Span], str]:
+    """How a child is named in its call site. Normally its operation; but one client operation
+    name may call several servers (OpenTelemetry's HTTP clients name every span "HTTP GET"), and a
+    call site mixing them is no population: its fan-outs and chains would be judged over calls to
+    different servers. Where a (parent operation, child operation) pair calls more than one server
+    in the traces, each child is named "operation → callee service:operation"."""
+    callees: dict[tuple[str, str, str, str], set[str | None]] = defaultdict(set)
+    for t in traces:
+        for p in _walk(t.root):
+            for ch in p.children:
+                callees[(p.service, p.operation, ch.service, ch.operation)].add(_callee(ch))
+
+    def label(p: Span, ch: Span) -> str:
+        if len(callees[(p.service, p.operation, ch.service, ch.operation)]) <= 1:
+            return ch.operation
+        callee = _callee(ch)
+        return f"{ch.operation} → {callee}" if callee is not None else ch.operation
+
+    return label
+
+
 def diagnose(
     traceset: TraceSet,
     *,
@@ -90,6 +117,7 @@ def diagnose(
     sites: dict[tuple[str, str, str, str], list[tuple[int, int, str, str]]] = defaultdict(list)
     instances: dict[tuple[str, str, str, str], list[calls.Children]] = defaultdict(list)
     clamped = 0
+    label = _call_labels(traces)
     for t in traces:
         for p in _walk(t.root):
             ops[(p.service, p.operation)].append((p.start_ns, p.end_ns, t.trace_id, p.span_id))
@@ -99,9 +127,9 @@ def diagnose(
                 if ch.service != p.service and (start < p.start_ns or end > p.end_ns):
                     start, end = max(start, p.start_ns), max(min(end, p.end_ns), max(start, p.start_ns))
                     clamped += 1
-                site = (p.service, p.operation, ch.service, ch.operation)
+                site = (p.service, p.operation, ch.service, label(p, ch))
                 sites[site].append((start, end, t.trace_id, ch.span_id))
-                by_op[(ch.service, ch.operation)].append((start, end))
+                by_op[(ch.service, label(p, ch))].append((start, end))
             for (svc, op), ivs in by_op.items():
                 site = (p.service, p.operation, svc, op)
                 instances[site].append(calls.Children(t.trace_id, p.span_id, tuple(sorted(ivs))))
@@ -116,7 +144,7 @@ def diagnose(
     pops = [population("operation", key, members) for key, members in sorted(ops.items())]
     for key, members in sorted(sites.items()):
         # A child operation called from this one site only is the same spans as its operation.
-        if len(members) != len(ops[key[2:]]):
+        if len(members) != len(ops.get(key[2:], ())):
             pops.append(population("call_site", key, members))
     fan_outs = [
         f

@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tailscope.lab import compose as compose_file
+from tailscope.lab import deployment as dep_mod
 from tailscope.lab.engines import find_engine
 
 # The engines' runtime libraries (ldd on the Release build, mapped with dpkg -S); tailscope-svc links the
@@ -304,3 +306,154 @@ def down(state: ClusterState) -> list[str]:
         left = [x for x in (f"{sub}/" for sub in ("data", "exec")) if (Path(state.folder) / x).exists()]
     state.save()
     return left
+
+
+def remove(state: ClusterState) -> list[str]:
+    """`down`, and the run's folder too when nothing was left (what `tailscope cluster down` does)."""
+    left = down(state)
+    if not left:
+        shutil.rmtree(state.folder, ignore_errors=True)
+    return left
+
+
+def unavailable_reason() -> str | None:
+    """Why a private daemon cannot start here (None: it can): what `up` would fail on first."""
+    if os.geteuid() != 0:
+        return "needs root to start a Docker daemon"
+    for name in ("dockerd", "docker-compose", "mmdebstrap"):
+        if shutil.which(name) is None:
+            return f"{name} not installed (scripts/bootstrap --docker installs the container path)"
+    if Path("/sys/class/net/docker0").exists():
+        return "a docker0 bridge exists: another Docker daemon runs here (use it with --docker-host)"
+    return None
+
+
+def _undo(state: ClusterState, e: BaseException) -> None:
+    """Removes what a failed step made (nothing half made), then re-raises: a ClusterError saying
+    what was removed for the failures tailscope expects, anything else (an interrupt) as it is."""
+    left = remove(state)
+    if not isinstance(e, (ClusterError, compose_file.DeployError, OSError, subprocess.TimeoutExpired)):
+        raise e
+    raise ClusterError(
+        f"{e}" + (f" (could not remove: {', '.join(left)})" if left else " (everything it made was removed)")
+    ) from e
+
+
+def _new_state(docker_host: str | None) -> ClusterState:
+    prefix = new_prefix()
+    folder = default_root() / prefix
+    folder.mkdir(parents=True)
+    state = ClusterState(prefix=prefix, folder=str(folder), docker_host=docker_host or "", daemon_pid=None)
+    state.save()
+    return state
+
+
+def engine_up(docker_host: str | None = None, progress=print) -> ClusterState:
+    """A daemon that answers (a private one unless docker_host names one) with the image built:
+    graphs started with `up(..., engine=this)` share both; `remove(this)` stops what it started."""
+    state = _new_state(docker_host)
+    try:
+        if docker_host:
+            if docker(state, "version", timeout_s=10, check=False).returncode != 0:
+                raise ClusterError(f"--docker-host {docker_host}: no Docker daemon answers there")
+        else:
+            progress(f"starting a private Docker daemon in {state.folder}")
+            start_private_daemon(state)
+        progress("building the image")
+        build_image(state, progress=progress)
+    except BaseException as e:  # an interrupt too: no daemon left behind
+        _undo(state, e)
+    return state
+
+
+def up(
+    doc: dict,
+    plan: dep_mod.Deployment | None,
+    options: compose_file.ComposeOptions,
+    docker_host: str | None = None,
+    cpus: list[int] | None = None,
+    progress=print,
+    engine: ClusterState | None = None,
+) -> ClusterState:
+    """Starts the graph DOC in containers under a new prefix: on `engine`'s daemon and image when
+    given (its `down` then leaves both to the engine's), else on a daemon and image of its own
+    (engine_up). `options.image` is set to the image used. On any failure everything this call made
+    is removed (nothing half made) and ClusterError says why."""
+    if engine is None:
+        state = engine_up(docker_host, progress)
+    else:
+        state = _new_state(engine.docker_host)
+    try:
+        options.image = (engine or state).image
+        spec = compose_file.compose(doc, plan, options, cpus=cpus)
+        compose_file.write(doc, spec, state.compose_dir)
+        compose(state, "up", "-d")
+    except BaseException as e:  # an interrupt too
+        _undo(state, e)
+    return state
+
+
+def run_load(state: ClusterState) -> None:
+    """Drives the running graph with the load container (its rate and duration are the Compose file's)."""
+    # --no-deps: the graph is up; docker-compose would otherwise (re)start what the load depends on.
+    compose(state, "--profile", "load", "run", "--rm", "--no-deps", "load", timeout_s=86400 + 600)
+
+
+def collect(state: ClusterState, results: Path) -> Path:
+    """Stops every service so each writes its result document, and copies the documents to
+    RESULTS/cluster-PREFIX. The containers stay (stopped) until `down`."""
+    compose(state, "stop", "--timeout", "20")  # SIGTERM: each service writes its document
+    out = Path(results) / f"cluster-{state.prefix}"
+    shutil.copytree(state.compose_dir / "results", out, dirs_exist_ok=True)
+    return out
+
+
+def drive(state: ClusterState, results: Path) -> Path:
+    """run_load, then collect."""
+    run_load(state)
+    return collect(state, results)
+
+
+def service_pids(state: ClusterState) -> dict[str, int]:
+    """Compose service → the host PID of its container's main process (the engine: the image's
+    entrypoint), for /proc sampling from the host like a native process."""
+    ids = compose(state, "ps", "-q").stdout.split()
+    out: dict[str, int] = {}
+    for cid in ids:
+        fmt = '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Pid}}'
+        name, _, pid = docker(state, "inspect", "-f", fmt, cid).stdout.strip().partition(" ")
+        if pid.isdigit() and int(pid) > 0:
+            out[name] = int(pid)
+    return out
+
+
+def ping(state: ClusterState, address: str, port: int, calls: int, warmup_calls: int) -> dict:
+    """The engine's own transport ping (`tailscope-svc --ping`, one call in flight) from a one-shot
+    container on the graph's network to the service at ADDRESS (its static address in the lab
+    subnet): what one call costs through the container network, beside the same ping on loopback
+    natively. Returns its result document (the server's CPU is unavailable: another PID namespace)."""
+    r = compose(
+        state,
+        "--profile",
+        "load",
+        "run",
+        "--rm",
+        "-T",
+        "--no-deps",
+        "--entrypoint",
+        "tailscope-svc",
+        "load",
+        "--ping",
+        str(port),
+        "--ping-host",
+        address,
+        "--ping-calls",
+        str(calls),
+        "--ping-warmup",
+        str(warmup_calls),
+        timeout_s=600,
+    )
+    try:
+        return json.loads(r.stdout[r.stdout.index("{") :])
+    except ValueError as e:
+        raise ClusterError(f"ping through the container network printed no result document: {r.stdout[-200:]}") from e

@@ -56,6 +56,8 @@ class ComposeOptions:
     load_rate_per_s: int = 100
     load_duration_s: int = 10
     load_connections: int = 16
+    load_warmup_s: float = 0.0  # tailscope-load --warmup: not recorded
+    load_cpuset: str | None = None  # the load container's CPUs (None: not pinned)
 
 
 def check_subnet(text: str) -> ipaddress.IPv4Network:
@@ -171,6 +173,7 @@ def compose(
                 f"{o.load_duration_s}s",
                 "-c",
                 str(o.load_connections),
+                *(["--warmup", f"{o.load_warmup_s:g}s"] if o.load_warmup_s > 0 else []),
                 "--allow-errors",
                 "--out",
                 f"{RESULTS_IN_CONTAINER}/load.json",
@@ -182,6 +185,8 @@ def compose(
             "profiles": ["load"],
             "restart": "no",
         }
+        if o.load_cpuset:
+            services["load"]["cpuset"] = o.load_cpuset
     return {
         "version": "2.4",
         "services": services,

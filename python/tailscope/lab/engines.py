@@ -240,7 +240,7 @@ def serve(
             raise _start_error(name, cmd, rc, "\n".join(stderr_tail).strip())
         yield Server(proc, ready, stderr_tail)
     finally:
-        _stop(proc, stop_timeout_s)
+        stop(proc, stop_timeout_s)
         err_reader.join(timeout=5)
         out_reader.join(timeout=5)
 
@@ -276,7 +276,9 @@ def _start_error(name: str, cmd: list[str], rc: int, stderr: str) -> EngineStart
     return EngineStartError(f"{what} exited with {rc} before it was ready: {stderr or 'no message'}", rc, stderr)
 
 
-def _stop(proc: subprocess.Popen, timeout_s: float) -> None:
+def stop(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Stops a process started by `spawn`, by its PID: SIGTERM (a clean shutdown), then its whole
+    process group SIGKILL if it is not gone within `timeout_s`, or if anything it forked outlived it."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -113,6 +113,27 @@ def process_cpu_ticks(pid: int) -> int | None:
     return int(f[11]) + int(f[12])
 
 
+def group_cpu_ticks(leader: int) -> int | None:
+    """utime + stime of every live process in `leader`'s process group, plus the leader's reaped
+    children, in CLK_TCK ticks; None when the leader is gone. A store server that forks per
+    connection (PostgreSQL's backends) spends most of its CPU outside the leader's own counters.
+    The same sum as the engine's store_server_cpu_s (native/svc/stores/store_servers.cc)."""
+    text = _read(f"/proc/{leader}/stat")
+    if not text:
+        return None
+    f = _stat_fields(text)
+    ticks = int(f[13]) + int(f[14])  # cutime + cstime: children reaped by the leader
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        s = _read(f"/proc/{name}/stat")
+        if s:
+            g = _stat_fields(s)
+            if int(g[2]) == leader:  # pgrp (field 5 of proc(5))
+                ticks += int(g[11]) + int(g[12])
+    return ticks
+
+
 def read_process(pid: int) -> ProcessSnapshot | None:
     text = _read(f"/proc/{pid}/stat")
     if not text:

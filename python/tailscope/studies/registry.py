@@ -7,7 +7,9 @@ from tailscope.studies import (
     asyncmodels,
     baseline,
     collapse,
+    containers,
     contention,
+    diagnose,
     echo,
     isolation,
     placement,
@@ -29,8 +31,10 @@ def all_studies() -> list[Study]:
         collapse.STUDY,
         contention.STUDY,
         isolation.STUDY,
+        containers.STUDY,
         placement.STUDY,
         twin.STUDY,
+        diagnose.STUDY,
         analyze.STUDY,
     ]
 

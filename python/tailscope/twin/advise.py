@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.engines import EngineError
@@ -356,29 +356,43 @@ def sensitivity(
     objective_ns: float,
     runs: TwinRuns,
 ) -> dict:
-    out: dict = {"varied": f"cpu_fraction ±{SENSITIVITY:.0%}", "points": []}
+    inferred = options.cpu_fraction is None
+    varied_what = (
+        f"every endpoint's inferred CPU share of own time moved {SENSITIVITY:.0%} of the way to 0 and to 1"
+        if inferred
+        else f"cpu_fraction ±{SENSITIVITY:.0%}"
+    )
+    out: dict = {"varied": varied_what, "points": []}
     if leader is None:
         out["unavailable"] = "no alternative has a prediction to vary"
         return out
     out["alternative"] = leader["alternative"]
     alt = Alternative(leader["alternative"], leader["model"], leader["args"], leader["source"], leader["threads"])
     for factor in (1 - SENSITIVITY, 1 + SENSITIVITY):
-        f = options.cpu_fraction * factor
-        if f > 1.0:  # a share above 1 does not exist: said, not clamped into a repeat of the base run
-            out["points"].append(
-                {
-                    "cpu_fraction": None,
-                    "predicted_p99_ns": None,
-                    "unavailable": f"cpu_fraction {options.cpu_fraction:g} × {factor:g} > 1 (all own time is already CPU)",
-                }
-            )
-            continue
-        varied = InferOptions(f, options.deferred_gap_us, options.min_traces, options.sampling, options.name)
+        if inferred:
+            # An inferred split is 0 or 1 per endpoint: × 1.5 would not move a 0, so the share moves
+            # towards waiting (× 0.5) or towards CPU (half of the waiting becomes CPU) instead.
+            varied = replace(options, cpu_adjust=factor - 1)
+            point: dict = {"cpu_fraction": None, "cpu_adjust": factor - 1}
+        else:
+            f = (options.cpu_fraction or 0.0) * factor
+            if f > 1.0:  # a share above 1 does not exist: said, not clamped into a repeat of the base run
+                out["points"].append(
+                    {
+                        "cpu_fraction": None,
+                        "predicted_p99_ns": None,
+                        "unavailable": f"cpu_fraction {options.cpu_fraction:g} × {factor:g} > 1 "
+                        "(all own time is already CPU)",
+                    }
+                )
+                continue
+            varied = replace(options, cpu_fraction=f)
+            point = {"cpu_fraction": f}
         r2 = evaluate(inferred_twin(ts, varied, corrections)[0], alt, rate, [1.0], objective_ns, runs)
         p = r2["predicted_p99_ns"]
         out["points"].append(
             {
-                "cpu_fraction": f,
+                **point,
                 "predicted_p99_ns": p,
                 "flags": r2["predicted_flags"],
                 "ratio_to_base": p / leader["predicted_p99_ns"] if p is not None else None,
@@ -432,8 +446,13 @@ def advice_lines(doc: dict) -> list[str]:
             lines.append(f"sensitivity of {s['alternative']}: unavailable: {p['unavailable']}")
             continue
         flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
+        share = (
+            f"CPU share {p['cpu_fraction']:.2g}"
+            if p.get("cpu_fraction") is not None
+            else f"inferred CPU shares moved {abs(p['cpu_adjust']):.0%} towards {'CPU' if p['cpu_adjust'] > 0 else 'waiting'}"
+        )
         lines.append(
-            f"sensitivity of {s['alternative']}: CPU share {p['cpu_fraction']:.2g} → predicted p99 "
+            f"sensitivity of {s['alternative']}: {share} → predicted p99 "
             f"{fmt_ns(p['predicted_p99_ns'])} ({fmt_ratio(p['ratio_to_base'])} of the base){flags}"
         )
     return lines

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tailscope.diagnose.diagnosis import Diagnosis
 from tailscope.lab import topology as topology_mod
 from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, fit_medians_us, infer
@@ -28,8 +29,9 @@ def calibrate(
     duration_s: float = 3.0,
     warmup_s: float = 1.0,
     progress: Callable[[str], None] | None = None,
+    diagnosis: Diagnosis | None = None,
 ) -> tuple[dict, dict]:
-    topo0, report0 = infer(ts, options)
+    topo0, report0 = infer(ts, options, diagnosis=diagnosis)
     rate = report0["recorded_rate"].get("rate_per_s")
     if rate is None:
         raise ValueError(f"calibration needs the recording rate: {report0['recorded_rate']['unavailable']}")
@@ -45,7 +47,7 @@ def calibrate(
     _, report_twin = infer(run.traces, options)
     original, replayed = fit_medians_us(report0), fit_medians_us(report_twin)
     added_us = {k: replayed[k] - v for k, v in original.items() if k in replayed}
-    topo, report = infer(ts, options, {k: v * 1000.0 for k, v in added_us.items()})
+    topo, report = infer(ts, options, {k: v * 1000.0 for k, v in added_us.items()}, diagnosis)
     report["calibration"] = {
         "model": model,
         "rate_per_s": rate,

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from tailscope.atomicfile import write_text_atomic
+from tailscope.diagnose.diagnosis import Diagnosis, diagnose
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.allow_list import check_base_url
 from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
@@ -53,6 +55,38 @@ def trace_inputs(
     return inputs
 
 
+@dataclass
+class InferredTwin:
+    """What `infer_twin` returns: the topology, its inference report, the diagnosis it was built
+    from (None with --no-capacities) and the traces."""
+
+    topology: dict
+    report: dict
+    diagnosis: Diagnosis | None
+    traces: TraceSet
+
+
+def infer_twin(
+    files: list[Path],
+    options: InferOptions,
+    *,
+    max_traces: int = 0,
+    calibrate_model: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    traces: TraceSet | None = None,
+) -> InferredTwin:
+    """One call from trace files to the twin: read, diagnose (docs/diagnose.md), infer with the
+    capacities carried (twin/capacities.py), calibrate under `calibrate_model` when given. Nothing is
+    validated or written here (from_traces does both). `traces`: already read from `files`."""
+    ts = traces if traces is not None else read_traces(files, max_traces=max_traces)
+    diagnosis = diagnose(ts, sampling=options.sampling) if options.capacities and ts.traces else None
+    if calibrate_model:
+        topo, report = calibrate(ts, options, calibrate_model, progress=progress, diagnosis=diagnosis)
+    else:
+        topo, report = infer(ts, options, diagnosis=diagnosis)
+    return InferredTwin(topo, report, diagnosis, ts)
+
+
 def from_traces(
     files: list[Path],
     out: Path,
@@ -62,20 +96,25 @@ def from_traces(
     calibrate_model: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[dict, dict, TraceSet]:
-    """Infers (and calibrates under `calibrate_model`, twin/calibrate.py), validates with the engine
-    (tailscope-svc --check-topology), then writes `out` (YAML) and `out`.inference.json, both
-    atomically; nothing is written when any step fails."""
-    ts = read_traces(files, max_traces=max_traces)
-    if calibrate_model:
-        topo, report = calibrate(ts, options, calibrate_model, progress=progress)
-    else:
-        topo, report = infer(ts, options)
+    """Infers (infer_twin), validates with the engine (tailscope-svc --check-topology), then writes
+    `out` (YAML) and `out`.inference.json, both atomically; nothing is written when any step fails."""
+    twin = infer_twin(files, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=progress)
+    topo, report, ts = twin.topology, twin.report, twin.traces
     topology_mod.validate(topo, str(out))  # the engine's validator: raises TopologyError verbatim
+    split = (
+        f"{options.cpu_fraction:g} of it CPU (--cpu-fraction), the rest waiting"
+        if options.cpu_fraction is not None
+        else "CPU or waiting per endpoint, by the rule in the report's cpu_split"
+    )
     header = [
         f"# Inferred by `tailscope topology from-traces` from {report['traces']} traces "
         f"({', '.join(str(f) for f in files)}).",
         f"# What could not be inferred and how well each distribution fits: {out.name}.inference.json (docs/twin.md).",
-        f"# Own time between calls: {options.cpu_fraction:g} of it CPU (--cpu-fraction), the rest waiting.",
+        f"# Own time between calls: {split}.",
+        f"# Capacities from the diagnosis: {len(report['capacities'])} carried, {len(report['not_carried'])} "
+        "populations without one (not_carried)."
+        if options.capacities
+        else "# Capacities left out (--no-capacities): every stage replays its traced durations.",
     ]
     rare = [f"{e['service']}:{e['operation']} ({e['traces']} traces)" for e in report["endpoints"] if e["rare"]]
     if rare:
@@ -123,6 +162,21 @@ def inference_lines(report: dict) -> list[str]:
                 f"    other version left out ({v['count']} calls, {v['share']:.0%}): "
                 + (" → ".join(v["stages"]) or "no calls")
             )
+    for c in report.get("capacities", []):
+        what = f"capacity {c['capacity']}" if "capacity" in c else f"max_in_flight {c['max_in_flight']}"
+        conf = f", confidence {c['confidence']}" if c.get("confidence") else ""
+        lines.append(f"{what} on {c['stage']} from {c['population']}{conf}: {c['evidence']}")
+    limited_left = [n for n in report.get("not_carried", []) if n.get("verdict", "limit") == "limit"]
+    # (low-confidence limits included: each says its confidence and evidence)
+    for n in limited_left:
+        lines.append(f"not carried: {n['population']}: {n['why']}")
+    others = len(report.get("not_carried", [])) - len(limited_left)
+    if others:
+        lines.append(f"{others} populations without a limit (changed, not identifiable, no limit seen): not_carried")
+    for c in report.get("cpu_split", []):
+        lines.append(
+            f"  own time of {c['service']}:{c['operation']}: {c['fraction']:.2g} CPU ({c['rule']}: {c['why']})"
+        )
     for c in report["cycles_dropped"]:
         lines.append(f"recursive call dropped: {c}")
     for f in report["fanout_truncated"]:
@@ -186,6 +240,19 @@ def validation_verdict(doc: dict) -> str:
         f"{ci_text(e2e, 'p99')} of the traces — largest error {err:.1%}, {within} the "
         f"{doc['target_ratio_error']:.0%} target" + confidence_clause(doc) + noise_clause(doc)
     )
+
+
+def queueing_lines(doc: dict) -> list[str]:
+    """One line per limiter of the twin run: how much it queued (validate.queueing)."""
+    out = []
+    for q in (doc.get("twin") or {}).get("queueing") or []:
+        mean = fmt_ns(q["wait_mean_ns"]) if q.get("wait_mean_ns") is not None else "unavailable (no acquisition)"
+        out.append(
+            f"  twin's {q.get('kind', 'limiter')} {q['service']}:{q.get('name')} capacity {q.get('capacity')}: "
+            f"{fmt_count(q.get('acquisitions') or 0)} acquisitions, {fmt_count(q.get('waited') or 0)} waited, mean wait {mean}"
+            + (f", {q['timeouts']} timed out" if q.get("timeouts") else "")
+        )
+    return out
 
 
 def ci_cell(row: dict, key: str) -> str:

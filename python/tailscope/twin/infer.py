@@ -33,12 +33,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tailscope.diagnose.diagnosis import Diagnosis, diagnose
 from tailscope.traces.spans import Span, Trace, TraceSet
+from tailscope.twin import cpusplit
+from tailscope.twin.capacities import (
+    DEFAULT_MIN_CONFIDENCE,
+    MIN_WAIT_SHARE_IN_PLACE,
+    CapacityMap,
+    Finding,
+    capacity_map,
+    wait_share_in_place,
+)
 from tailscope.twin.fit import Fit, fit_durations, scale_dist
 
 DEFAULT_DEFERRED_GAP_US = 20.0
 DEFAULT_MIN_TRACES = 20
-DEFAULT_CPU_FRACTION = 1.0
+# None: decided per endpoint from the traces (cpusplit.py); a number 0…1 overrides it everywhere.
+DEFAULT_CPU_FRACTION: float | None = None
 # A group wider than this keeps its first calls only (reported): a fan-out of thousands of calls
 # would make thousands of threads under std-async, a twin nobody asked for.
 MAX_GROUP_CALLS = 256
@@ -67,6 +78,14 @@ class Item:
     launch_ns: int
     consumed_ns: int
     probed: bool
+    ref: tuple[str, str] = ("", "")  # (trace id, span id): the key of diagnose's per-span waits
+    op: Key = ("", "")  # the span's own (service, operation): its diagnose operation population
+    site: tuple[str, str, str, str] = ("", "", "", "")  # (parent service, parent op, service, op): its call site
+    client_side: bool = False  # a client span (not the called server span itself)
+    # diagnose's name for the call site when one client operation calls several servers
+    # ("HTTP GET → route:/route"); None when the plain operation names it.
+    site_labelled: tuple[str, str, str, str] | None = None
+    server_start_ns: int | None = None  # the paired server span's start (client spans)
 
     @property
     def member(self) -> tuple[str, str, str]:
@@ -104,6 +123,8 @@ class Instance:
     start_ns: int
     end_ns: int
     stages: list[StageObs]
+    span_id: str = ""
+    in_flight: int = 0  # handlers of the same service in flight at its start (cpusplit.py)
 
     def signature(self) -> tuple:
         return tuple(s.token() for s in self.stages)
@@ -113,20 +134,41 @@ def _is_store(token: tuple) -> bool:
     return token[0] == "store"
 
 
-def _collect(span: Span, out: list[Item], flattened: list[str]) -> None:
+def _store_service(parent: Span, c: Span) -> bool:
+    """A leaf span in another service that names a store system (a "mysql" or "redis" tracer's span
+    right under the handler): the handler's store operation, not a call to a service. Without
+    span.kind tags the analyzer pairs such a child as a server span (cross-process parent)."""
+    return not c.children and c.service != parent.service and _system(c.service) != "store"
+
+
+def _collect(span: Span, out: list[Item], flattened: list[str], trace_id: str = "") -> None:
     for c in span.children:
-        if c.is_server:  # the handler itself is the client side (no client span of its own)
-            out.append(_item("call", f"{c.operation}_call", (c.service, c.operation), c))
-        elif c.server is not None:
-            out.append(_item("call", c.operation, (c.server.service, c.server.operation), c))
-        elif c.children:  # an internal span: its children are the handler's, its own time the handler's
+        site = (span.service, span.operation, c.service, c.operation)
+        if c.is_server and not _store_service(span, c):  # the handler itself is the client side
+            out.append(_item("call", f"{c.operation}_call", (c.service, c.operation), c, trace_id, site, False))
+        elif c.server is not None and not _store_service(span, c):
+            target = (c.server.service, c.server.operation)
+            it = _item("call", c.operation, target, c, trace_id, site, True)
+            it.server_start_ns = c.server.start_ns
+            if c.server.service != c.service:
+                it.site_labelled = (*site[:3], f"{c.operation} → {target[0]}:{target[1]}")
+            out.append(it)
+        elif c.children and c.server is None:  # an internal span: its children and own time are the handler's
             flattened.append(f"{c.service}:{c.operation}")
-            _collect(c, out, flattened)
+            _collect(c, out, flattened, trace_id)
         else:
-            out.append(_item("store", c.operation, None, c))
+            out.append(_item("store", c.operation, None, c, trace_id, site, False))
 
 
-def _item(kind: str, name: str, target: Key | None, s: Span) -> Item:
+def _item(
+    kind: str,
+    name: str,
+    target: Key | None,
+    s: Span,
+    trace_id: str = "",
+    site: tuple[str, str, str, str] = ("", "", "", ""),
+    client_side: bool = False,
+) -> Item:
     launch = s.start_ns - s.probe_scheduling_ns if s.probe_scheduling_ns is not None else s.start_ns
     consumed = s.end_ns + s.probe_join_ns if s.probe_join_ns is not None else s.end_ns
     # A deferred call's scheduling delay is measured from the moment its value was asked for,
@@ -140,6 +182,10 @@ def _item(kind: str, name: str, target: Key | None, s: Span) -> Item:
         min(launch, s.start_ns),
         max(consumed, s.end_ns),
         s.probe_scheduling_ns is not None or s.probe_join_ns is not None,
+        (trace_id, s.span_id),
+        (s.service, s.operation),
+        site,
+        client_side,
     )
 
 
@@ -177,15 +223,15 @@ def stages_of(items: list[Item], *, probes_in_input: bool, deferred_gap_ns: floa
 
 def instances_of(trace: Trace, *, probes_in_input: bool, deferred_gap_ns: float, flattened: list[str]):
     """(endpoint key, Instance) for every server span of the trace, the root included."""
-    stack = [trace.root]
+    stack: list[tuple[Span, Span | None]] = [(trace.root, None)]
     while stack:
-        s = stack.pop()
-        if s is trace.root or s.is_server:
+        s, parent = stack.pop()
+        if s is trace.root or (s.is_server and not (parent is not None and _store_service(parent, s))):
             items: list[Item] = []
-            _collect(s, items, flattened)
+            _collect(s, items, flattened, trace.trace_id)
             stages = stages_of(items, probes_in_input=probes_in_input, deferred_gap_ns=deferred_gap_ns)
-            yield (s.service, s.operation), Instance(trace.trace_id, s.start_ns, s.end_ns, stages)
-        stack.extend(s.children)
+            yield (s.service, s.operation), Instance(trace.trace_id, s.start_ns, s.end_ns, stages, s.span_id)
+        stack.extend((c, s) for c in s.children)
 
 
 def insertions(base: tuple, other: tuple) -> dict[int, tuple] | None:
@@ -252,6 +298,8 @@ class EndpointModel:
     fits: list[dict]
     hit_ratios: list[dict]
     calls_dropped: list[str] = field(default_factory=list)
+    capacity: int | None = None  # the endpoint's capacity (a limit in front of its handler)
+    cpu_split: cpusplit.CpuSplit | None = None
 
 
 def _corrected(samples: list[int], label: str, corrections: dict[str, float]) -> list[int]:
@@ -291,14 +339,77 @@ def _store_fit(samples: list[int], label: str, fits: list[dict], corrections: di
     return fit.dist
 
 
+def _store_stage(
+    obs: list[StageObs],
+    name: str,
+    label: str,
+    fits: list[dict],
+    corrections: dict[str, float],
+    caps: CapacityMap | None,
+) -> dict:
+    """A store stage fitted to its spans: to their inferred service times (the queue wait removed)
+    when diagnose found a limit on its population, which becomes the stage's capacity."""
+    items = [i for o in obs for i in o.items]
+    op = Counter(i.op for i in items).most_common(1)[0][0]
+    finding = caps.operations.get(op) if caps is not None else None
+    if finding is not None and caps is not None:
+        durations = [caps.service_time(i.ref, i.end_ns - i.start_ns) for i in items]
+        caps.carry(finding, label, "capacity", finding.servers)
+    else:
+        durations = [i.end_ns - i.start_ns for i in items]
+    system = _system(name)
+    store: dict = {"span": name, "system": system if system != "store" else _system(op[0])}
+    store["latency"] = _store_fit(durations, label, fits, corrections)
+    if finding is not None:
+        store["capacity"] = finding.servers
+    return store
+
+
+def _site_of(item: Item, table: dict) -> object:
+    if item.site_labelled is not None and item.site_labelled in table:
+        return table[item.site_labelled]
+    return table.get(item.site)
+
+
+def _call_capacity(items: list[Item], caps: CapacityMap | None, label: str) -> int | None:
+    """A client-side limit on these calls (one call of every instance): their call site's, else (for
+    client spans) their operation's — when its waits lie between the client span's start and the
+    server span's, where the engine's client pool queues them."""
+    if caps is None:
+        return None
+    item = items[0]
+    finding = _site_of(item, caps.call_sites)
+    if finding is None and item.client_side:
+        finding = caps.operations.get(item.op)
+    if finding is None:
+        return None
+    assert isinstance(finding, Finding)
+    if item.client_side:
+        waits = [caps.wait_ns.get(i.ref, 0) for i in items]
+        room = [(i.server_start_ns or i.start_ns) - i.start_ns for i in items]
+        share = wait_share_in_place(waits, room)
+        if share is not None and share < MIN_WAIT_SHARE_IN_PLACE:
+            caps.reject(
+                finding,
+                label,
+                f"only {share:.0%} of its inferred waits lie between the client span's start and the server "
+                "span's (where a client pool queues): the queue is further down",
+            )
+            return None
+    caps.carry(finding, label, "capacity", finding.servers)
+    return finding.servers
+
+
 def model_endpoint(
     key: Key,
     name: str,
     insts: list[Instance],
     traces: int,
     names: dict[Key, str],
-    cpu_fraction: float,
+    cpu_fraction: float | None,
     corrections: dict[str, float],
+    caps: CapacityMap | None = None,
+    cpu_adjust: float = 0.0,
 ) -> EndpointModel:
     counts = Counter(i.signature() for i in insts)
     top = counts.most_common(1)[0][0]
@@ -314,17 +425,47 @@ def model_endpoint(
     hit_ratios: list[dict] = []
     stages: list[dict] = []
     label = f"{key[0]}.{name}"
-    for m, token in enumerate(base):
+    # A queue in front of the endpoint (diagnose: its server spans' population has a limit) is inside
+    # the server span before the first stage: the twin's endpoint capacity adds it back under load.
+    endpoint_cap = caps.operations.get(key) if caps is not None else None
+    if endpoint_cap is not None and caps is not None:
+        waits = [caps.wait_ns.get((inst.trace_id, inst.span_id), 0) for inst, _ in aligned]
+        room = [(at[0].start_ns if base else inst.end_ns) - inst.start_ns for inst, (at, _) in aligned]
+        share = wait_share_in_place(waits, room)
+        if share is not None and share < MIN_WAIT_SHARE_IN_PLACE:
+            caps.reject(
+                endpoint_cap,
+                f"{key[0]}:{name} (endpoint)",
+                f"only {share:.0%} of its inferred waits lie before its first stage (where an endpoint's "
+                "capacity queues): they are inside its stages, the shadow of a limit further down",
+            )
+            endpoint_cap = None
+        else:
+            caps.carry(endpoint_cap, f"{key[0]}:{name} (endpoint)", "capacity", endpoint_cap.servers)
+
+    def wait_of(inst: Instance) -> int:
+        return caps.wait_ns.get((inst.trace_id, inst.span_id), 0) if endpoint_cap is not None and caps else 0
+
+    # Own time per place m (0 … len(base); the last is after the last stage), per aligned instance.
+    own: list[list[int]] = []
+    for m in range(len(base) + 1):
         gaps = []
         for inst, (at, runs) in aligned:
-            prev_end = inst.start_ns if m == 0 else _run_end(at[m - 1], runs.get(m - 1))
-            gaps.append(max(0, at[m].start_ns - prev_end))
-        stages += _own_time_stages(gaps, f"{label}.own_{m}", cpu_fraction, fits, corrections)
+            prev_end = inst.start_ns + wait_of(inst) if m == 0 else _run_end(at[m - 1], runs.get(m - 1))
+            end = at[m].start_ns if m < len(base) else inst.end_ns
+            gaps.append(max(0, end - prev_end))
+        own.append(gaps)
+    split = cpusplit.decide(
+        [sum(g[n] for g in own) for n in range(len(aligned))],
+        [inst.in_flight for inst, _ in aligned],
+        given=cpu_fraction,
+        adjust=cpu_adjust,
+    )
+    for m, token in enumerate(base):
+        stages += _own_time_stages(own[m], f"{label}.own_{m}", split.fraction, fits, corrections)
         obs = [at[m] for _, (at, _) in aligned]
         if token[0] == "store":
-            durations = [i.end_ns - i.start_ns for o in obs for i in o.items]
-            store: dict = {"span": token[1], "system": _system(token[1])}
-            store["latency"] = _store_fit(durations, f"{label}.{token[1]}", fits, corrections)
+            store = _store_stage(obs, token[1], f"{label}.{token[1]}", fits, corrections, caps)
             count = int(round(float(np.median([len(o.items) for o in obs]))))
             if count > 1:
                 store["count"] = min(count, 1000)
@@ -334,15 +475,9 @@ def model_endpoint(
                 run = run_counts.most_common(1)[0][0]
                 on_miss = []
                 for n, t in enumerate(run):
-                    ds = [i.end_ns - i.start_ns for r in misses if len(r) > n and r[n].token() == t for i in r[n].items]
+                    miss_obs = [r[n] for r in misses if len(r) > n and r[n].token() == t]
                     on_miss.append(
-                        {
-                            "store": {
-                                "span": t[1],
-                                "system": _system(t[1]),
-                                "latency": _store_fit(ds, f"{label}.{t[1]}(miss)", fits, corrections),
-                            }
-                        }
+                        {"store": _store_stage(miss_obs, t[1], f"{label}.{t[1]}(miss)", fits, corrections, caps)}
                     )
                 store["hit_ratio"] = round(1 - len(misses) / len(aligned), 4)
                 store["on_miss"] = on_miss
@@ -357,15 +492,64 @@ def model_endpoint(
             stages.append({"store": store})
         elif token[0] == "call":
             name_, svc, op = token[1:]
-            stages.append({"call": {"service": svc, "endpoint": names[(svc, op)], "span": name_}})
+            call = {"service": svc, "endpoint": names[(svc, op)], "span": name_}
+            c = _call_capacity([o.items[0] for o in obs], caps, f"{label}.{name_}")
+            if c is not None:
+                call["capacity"] = c
+            stages.append({"call": call})
         else:
-            stages.append({"group": _group(obs, names)})
-    tails = [
-        max(0, inst.end_ns - _run_end(at[-1], runs.get(len(base) - 1))) if base else inst.end_ns - inst.start_ns
-        for inst, (at, runs) in aligned
-    ]
-    stages += _own_time_stages(tails, f"{label}.own_{len(base)}", cpu_fraction, fits, corrections)
-    return EndpointModel(key, name, base, len(insts), traces, len(aligned), variants, stages, fits, hit_ratios)
+            group, reps = _group(obs, names)
+            for call in group["calls"]:
+                c = _call_capacity(reps[call["name"]], caps, f"{label}.{call['name']}")
+                if c is not None:
+                    call["capacity"] = c
+            _bound_fan_out(group, obs, caps, f"{label}.group_{m}")
+            stages.append({"group": group})
+    stages += _own_time_stages(own[len(base)], f"{label}.own_{len(base)}", split.fraction, fits, corrections)
+    return EndpointModel(
+        key,
+        name,
+        base,
+        len(insts),
+        traces,
+        len(aligned),
+        variants,
+        stages,
+        fits,
+        hit_ratios,
+        capacity=endpoint_cap.servers if endpoint_cap is not None else None,
+        cpu_split=split,
+    )
+
+
+def _bound_fan_out(group: dict, obs: list[StageObs], caps: CapacityMap | None, label: str) -> None:
+    """`max_in_flight: k` when every call of the group is of one call site that diagnose found
+    bounded to waves of k, and the group has more than k calls (else k would bound nothing, or
+    bound other calls too: left out, and the report says so)."""
+    if caps is None:
+        return
+    sites = {i.site_labelled if i.site_labelled in caps.fan_outs else i.site for o in obs for i in o.items}
+    if len(sites) != 1:
+        return
+    site = next(iter(sites))
+    if site is None or site not in caps.fan_outs:
+        return
+    k, evidence = caps.fan_outs[site]
+    if len(group["calls"]) <= k:
+        return
+    group["max_in_flight"] = k
+    population = f"fan-out {site[0]}:{site[1]} → {site[2]}:{site[3]}"
+    caps.used.add(population)
+    caps.carried.append(
+        {
+            "population": population.removeprefix("fan-out "),
+            "kind": "bounded_fan_out",
+            "max_in_flight": k,
+            "confidence": None,
+            "evidence": evidence,
+            "stage": label,
+        }
+    )
 
 
 def _run_end(stage: StageObs, run: list[StageObs] | None) -> int:
@@ -419,8 +603,10 @@ def join_order(o: StageObs) -> list[int]:
     return join_orders(o)[0]
 
 
-def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
-    """Members (by launch rank), each member's launch mode and the join order, by majority."""
+def _group(obs: list[StageObs], names: dict[Key, str]) -> tuple[dict, dict[str, list[Item]]]:
+    """Members (by launch rank), each member's launch mode and the join order, by majority; and the
+    observed items of each call name (where its call site and waits are looked up)."""
+    reps: dict[tuple, list[Item]] = defaultdict(list)
     ranks: dict[tuple, list[float]] = defaultdict(list)
     deferred: dict[tuple, Counter] = defaultdict(Counter)
     # Each instance's vote is split over the orders its timestamps allow, so instances that cannot
@@ -433,6 +619,7 @@ def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
             seen[it.member] += 1
             k = (*it.member, seen[it.member])  # the k-th call to one endpoint in a fan-out
             keyed.append((k, it))
+            reps[k].append(it)
             ranks[k].append(n)
             deferred[k][bool(o.deferred[n]) if o.deferred else False] += 1
         orders = join_orders(o)
@@ -455,7 +642,7 @@ def _group(obs: list[StageObs], names: dict[Key, str]) -> dict:
     voted = max(joins.items(), key=lambda kv: kv[1])[0]  # first of equal weights: insertion order
     order = [k for k in voted if k in call_names]
     order += [k for k in members if k not in order]
-    return {"calls": calls, "join": [call_names[k] for k in order]}
+    return {"calls": calls, "join": [call_names[k] for k in order]}, {call_names[k]: reps[k] for k in members}
 
 
 def _describe(token: tuple) -> str:
@@ -509,11 +696,17 @@ def _break_cycles(endpoints: dict[Key, EndpointModel], front: Key, names: dict[K
 
 @dataclass
 class InferOptions:
-    cpu_fraction: float = DEFAULT_CPU_FRACTION
+    cpu_fraction: float | None = DEFAULT_CPU_FRACTION  # None: decided per endpoint (cpusplit.py)
     deferred_gap_us: float = DEFAULT_DEFERRED_GAP_US
     min_traces: int = DEFAULT_MIN_TRACES
     sampling: float = 1.0  # the fraction of requests the traces are (for the recorded rate)
     name: str = "inferred"
+    # Carry diagnose's capacities into the topology (False: today's twin without them, --no-capacities).
+    capacities: bool = True
+    # The least confidence of a diagnose limit the twin carries (capacities.py).
+    capacity_confidence: str = DEFAULT_MIN_CONFIDENCE
+    # advise's sensitivity: every inferred split moved this share of the way to 0 (< 0) or 1 (> 0).
+    cpu_adjust: float = 0.0
 
 
 def recorded_rate(traces: list[Trace], sampling: float) -> dict:
@@ -530,9 +723,27 @@ def recorded_rate(traces: list[Trace], sampling: float) -> dict:
     }
 
 
-def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | None = None) -> tuple[dict, dict]:
+def _mark_in_flight(by_key: dict[Key, list[Instance]]) -> None:
+    """Each instance's count of its service's handlers in flight at its start (cpusplit.py)."""
+    by_service: dict[str, list[Instance]] = defaultdict(list)
+    for k, insts in by_key.items():
+        by_service[k[0]] += insts
+    for insts in by_service.values():
+        counts = cpusplit.in_flight_at([i.start_ns for i in insts], [i.end_ns for i in insts])
+        for inst, n in zip(insts, counts):
+            inst.in_flight = int(n)
+
+
+def infer(
+    ts: TraceSet,
+    options: InferOptions,
+    corrections: dict[str, float] | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> tuple[dict, dict]:
     """(topology document, inference report). Raises InferenceError when there is no graph.
-    `corrections`: fit label → ns to take off every sample of that stage (calibration)."""
+    `corrections`: fit label → ns to take off every sample of that stage (calibration).
+    `diagnosis`: diagnose's findings on the same traces (computed here when capacities are on and
+    none is given); its capacities go into the topology (capacities.py)."""
     if not ts.traces:
         raise InferenceError(f"no analyzable trace in the input ({ts.traces_read} trace(s) read)")
     if not any(t.rpc_pairs for t in ts.traces):
@@ -553,6 +764,13 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
             by_key[key].append(inst)
             traces_of[key].add(t.trace_id)
     front = roots.most_common(1)[0][0]
+    _mark_in_flight(by_key)
+    caps: CapacityMap | None = None
+    if options.capacities:
+        caps = capacity_map(
+            diagnosis if diagnosis is not None else diagnose(ts, sampling=options.sampling),
+            options.capacity_confidence,
+        )
 
     names: dict[Key, str] = {}
     for svc in sorted({k[0] for k in by_key}):
@@ -567,7 +785,17 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
     endpoints: dict[Key, EndpointModel] = {}
     fanout_truncated: list[str] = []
     for k, insts in by_key.items():
-        ep = model_endpoint(k, names[k], insts, len(traces_of[k]), names, options.cpu_fraction, corrections or {})
+        ep = model_endpoint(
+            k,
+            names[k],
+            insts,
+            len(traces_of[k]),
+            names,
+            options.cpu_fraction,
+            corrections or {},
+            caps,
+            options.cpu_adjust,
+        )
         for st in ep.stages:
             if "group" in st:
                 widest = max((len(o.items) for i in insts for o in i.stages if o.kind == "group"), default=0)
@@ -592,7 +820,11 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
     for svc in sorted({k[0] for k in endpoints}, key=lambda s: (s != front[0], s)):
         eps = []
         for k in sorted((k for k in endpoints if k[0] == svc), key=lambda k: names[k]):
-            eps.append({"name": names[k], "span": k[1], "stages": endpoints[k].stages})
+            ep_doc: dict = {"name": names[k], "span": k[1]}
+            if endpoints[k].capacity is not None:
+                ep_doc["capacity"] = endpoints[k].capacity
+            ep_doc["stages"] = endpoints[k].stages
+            eps.append(ep_doc)
         topo["services"].append({"name": svc, "endpoints": eps})
 
     report = {
@@ -607,7 +839,9 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
         ],
         "recorded_rate": recorded_rate(ts.traces, options.sampling),
         "assumptions": {
-            "cpu_fraction": options.cpu_fraction,
+            "cpu_fraction": "auto" if options.cpu_fraction is None else options.cpu_fraction,
+            "capacities": options.capacities,
+            "capacity_confidence": options.capacity_confidence,
             "deferred_gap_us": options.deferred_gap_us,
             "min_traces": options.min_traces,
             "probe_tags": probes,
@@ -615,12 +849,14 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
             if probes
             else "span times only: back-to-back calls become sequential calls",
         },
-        "not_inferred": [
-            "CPU vs waiting inside a span's own time (not in a trace): cpu_fraction "
-            f"{options.cpu_fraction:g} of it is a cpu stage, the rest a wait",
-            "request and response sizes (not in a trace): the engine's defaults (64 bytes)",
-            "the concurrency model and thread counts of each service: given by the user (--model)",
-            "store and cache behaviour under other load: the traced latencies are replayed as distributions",
+        "not_inferred": _not_inferred(options),
+        "capacities": caps.carried if caps is not None else [],
+        "not_carried": caps.not_carried() if caps is not None else [],
+        "sequential_chains_kept": caps.chains if caps is not None else [],
+        "cpu_split": [
+            {"service": k[0], "operation": k[1], "endpoint": ep.name, **ep.cpu_split.to_json()}
+            for k, ep in sorted(endpoints.items())
+            if ep.cpu_split is not None
         ],
         "flattened_internal_spans": dict(Counter(flattened)),
         "cycles_dropped": cycles,
@@ -644,6 +880,31 @@ def infer(ts: TraceSet, options: InferOptions, corrections: dict[str, float] | N
         ],
     }
     return topo, report
+
+
+def _not_inferred(options: InferOptions) -> list[str]:
+    out = [
+        "CPU vs waiting inside a span's own time (not in a trace): "
+        + (
+            f"cpu_fraction {options.cpu_fraction:g} of it is a cpu stage, the rest a wait (--cpu-fraction)"
+            if options.cpu_fraction is not None
+            else "decided per endpoint by whether it grows with the handlers in flight (cpu_split: rule per endpoint)"
+        ),
+        "request and response sizes (not in a trace): the engine's defaults (64 bytes)",
+    ]
+    if options.capacities:
+        out += [
+            "the concurrency model of each service: given by the user (--model); pools, locks and fan-out limits "
+            "only where diagnose found them (capacities; the rest under not_carried)",
+            "store behaviour under other load beyond the capacities found: service times replayed as distributions",
+        ]
+    else:
+        out += [
+            "the concurrency model and thread counts of each service: given by the user (--model); "
+            "capacities left out (--no-capacities)",
+            "store and cache behaviour under other load: the traced latencies are replayed as distributions",
+        ]
+    return out
 
 
 def fit_medians_us(report: dict) -> dict[str, float]:

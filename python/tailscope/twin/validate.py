@@ -27,7 +27,7 @@ from tailscope.lab.graph import graph
 from tailscope.lab.load import http_load_args
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.measure.verdict import MET, NOT_MET, IntervalVerdict, decided_together, judge_within
-from tailscope.traces.spans import Trace, TraceSet, read_traces
+from tailscope.traces.spans import Span, Trace, TraceSet, read_traces
 from tailscope.twin.infer import recorded_rate
 
 LOAD = "tailscope-load"
@@ -49,12 +49,45 @@ class TwinRun:
     trace_sample: float
 
 
-def samples(ts: TraceSet) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """End-to-end durations and per-service critical-path times (ns) of a trace set."""
+def _folded(t: Trace, modelled: set[str]) -> dict[str, int]:
+    """The trace's critical-path time per service, a service the twin does not model (a "mysql" or
+    "redis" tracer's store spans, which the twin runs as stores of the handler) added to the nearest
+    modelled service above its spans."""
+    owner: dict[str, str] = {}
+    stack: list[tuple[Span, str | None]] = [(t.root, None)]
+    while stack:
+        span, above = stack.pop()
+        if span.service not in modelled and above is not None:
+            owner.setdefault(span.service, above)
+        here = span.service if span.service in modelled else above
+        stack.extend((c, here) for c in span.children)
+    out: dict[str, int] = {}
+    for svc, ns in t.service_cp_ns.items():
+        key = owner.get(svc, svc)
+        out[key] = out.get(key, 0) + ns
+    return out
+
+
+def _services(ts: TraceSet) -> set[str]:
+    """Every service with a span in the traces."""
+    out: set[str] = set()
+    for t in ts.traces:
+        stack = [t.root]
+        while stack:
+            span = stack.pop()
+            out.add(span.service)
+            stack.extend(span.children)
+    return out
+
+
+def samples(ts: TraceSet, modelled: set[str] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """End-to-end durations and per-service critical-path times (ns) of a trace set; with `modelled`
+    (the twin's services), the time of every other service is its caller's (_folded)."""
     e2e = np.array([t.end_to_end_ns for t in ts.traces], dtype=float)
     per: dict[str, list[int]] = {}
     for t in ts.traces:
-        for svc, ns in t.service_cp_ns.items():
+        cp = _folded(t, modelled) if modelled else t.service_cp_ns
+        for svc, ns in cp.items():
             per.setdefault(svc, []).append(ns)
     return e2e, {k: np.array(v, dtype=float) for k, v in per.items()}
 
@@ -170,8 +203,10 @@ def original_halves(original: TraceSet) -> dict:
 
 
 def comparison(original: TraceSet, twin: TraceSet) -> dict:
-    oe, os_ = samples(original)
     te, ts_ = samples(twin)
+    # Services of the original the twin has no process for (store tracers' services) are compared as
+    # part of the service that called them, as the twin runs them.
+    oe, os_ = samples(original, _services(twin) or None)
     services = sorted(set(os_) | set(ts_))
     e2e = compare("end_to_end", oe, te)
     err = _max_error(e2e)
@@ -257,6 +292,112 @@ def load_summary(load: dict) -> dict:
     }
 
 
+def _check_services(topo: dict, topology_path: Path | str, original: TraceSet) -> None:
+    traced = {s for t in original.traces for s in (*t.service_cp_ns, t.root.service)}
+    modelled = set(topology_mod.services(topo))
+    if not traced & modelled:
+        raise ValueError(
+            f"the topology {topology_path} models services {', '.join(sorted(modelled))}, none of which appears "
+            f"in the traces (services {', '.join(sorted(traced)[:12])}): a twin is validated against the traces "
+            "it was inferred from"
+        )
+
+
+def validate_at(
+    topo: dict,
+    original: TraceSet,
+    model: str,
+    rate_per_s: float,
+    *,
+    duration_s: float = 5.0,
+    warmup_s: float = 1.0,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """The twin (a validated topology document) run under `model` at `rate_per_s` and compared with
+    `original`, the traces recorded at that rate: `rate_per_s`, `twin` (its traces and the load
+    generator's view) and the comparison (end_to_end, services, contract, original_halves, …)."""
+    rate = min(max(rate_per_s, MIN_RATE_PER_S), MAX_RATE_PER_S)
+    run = run_twin(
+        topo,
+        model,
+        rate,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        connections=_connections(rate, original.traces),
+        workdir=workdir,
+        progress=progress,
+    )
+    return {
+        "model": model,
+        "rate_per_s": rate,
+        "duration_s": duration_s,
+        "twin": {
+            "traces": len(run.traces.traces),
+            "trace_sample": run.trace_sample,
+            "load": load_summary(run.load),
+            "queueing": queueing(run.graph),
+        },
+        "original": {"traces": len(original.traces)},
+        **comparison(original, run.traces),
+    }
+
+
+def queueing(graph_doc: dict) -> list[dict]:
+    """How much the twin queued at each of its limiters (the engine's per-limiter counters: capacity,
+    acquisitions, waited, wait total/max, timeouts), with the mean wait per acquisition."""
+    out = []
+    for service, doc in sorted((graph_doc.get("services") or {}).items()):
+        for lim in (doc or {}).get("capacities") or []:
+            n = lim.get("acquisitions") or 0
+            mean = lim["wait_total_ns"] / n if n and lim.get("wait_total_ns") is not None else None
+            out.append({"service": service, **lim, "wait_mean_ns": mean})
+    return out
+
+
+def second_rate(
+    topo: dict,
+    topology_path: Path,
+    second_files: list[Path] | None,
+    first_rate_per_s: float,
+    model: str,
+    *,
+    sampling: float,
+    duration_s: float,
+    warmup_s: float,
+    workdir: Path | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict | None, str | None]:
+    """The twin at a second recording's rate, compared with that recording (the load dependence it was
+    not fitted to), or (None, why)."""
+    if not second_files:
+        return None, "no second recording given (--second-traces): the load dependence is not checked"
+    second = read_traces(second_files)
+    if not second.traces:
+        return None, f"no analyzable trace in the second recording ({', '.join(map(str, second_files))})"
+    _check_services(topo, topology_path, second)
+    recorded = recorded_rate(second.traces, sampling)
+    if recorded.get("rate_per_s") is None:
+        return None, f"the second recording's rate is unavailable: {recorded['unavailable']}"
+    doc = validate_at(
+        topo,
+        second,
+        model,
+        recorded["rate_per_s"],
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        workdir=workdir / "second-rate" if workdir is not None else None,
+        progress=progress,
+    )
+    return {
+        "traces": [str(f) for f in second_files],
+        "recorded_rate": recorded,
+        "rate_source": "the second recording's timestamps",
+        "rate_ratio_to_first": doc["rate_per_s"] / first_rate_per_s,
+        **doc,
+    }, None
+
+
 def validate(
     topology_path: Path,
     trace_files: list[Path],
@@ -268,51 +409,43 @@ def validate(
     warmup_s: float = 1.0,
     workdir: Path | None = None,
     original: TraceSet | None = None,
+    second_traces: list[Path] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """The validation document (schema tailscope.twin.validation/1)."""
+    """The validation document (schema tailscope.twin.validation/1): the twin at the recorded rate (or
+    `rate_per_s`) against the traces it was fitted to, and with `second_traces` at that second
+    recording's own rate against it (`second_rate`; null with `second_rate_unavailable` without)."""
     topo = topology_mod.load(topology_path)
     original = original or read_traces(trace_files)
     if not original.traces:
         raise ValueError(f"no analyzable trace in {', '.join(map(str, trace_files))}")
-    traced = {s for t in original.traces for s in (*t.service_cp_ns, t.root.service)}
-    modelled = set(topology_mod.services(topo))
-    if not traced & modelled:
-        raise ValueError(
-            f"the topology {topology_path} models services {', '.join(sorted(modelled))}, none of which appears "
-            f"in the traces (services {', '.join(sorted(traced)[:12])}): a twin is validated against the traces "
-            "it was inferred from"
-        )
+    _check_services(topo, topology_path, original)
     recorded = recorded_rate(original.traces, sampling)
     rate = rate_per_s if rate_per_s is not None else recorded.get("rate_per_s")
     if rate is None:
         raise ValueError(f"the recording rate is unavailable ({recorded['unavailable']}): give --rate-per-s")
-    rate = min(max(rate, MIN_RATE_PER_S), MAX_RATE_PER_S)
-    run = run_twin(
+    first = validate_at(
+        topo, original, model, rate, duration_s=duration_s, warmup_s=warmup_s, workdir=workdir, progress=progress
+    )
+    second, why = second_rate(
         topo,
+        topology_path,
+        second_traces,
+        first["rate_per_s"],
         model,
-        rate,
+        sampling=sampling,
         duration_s=duration_s,
         warmup_s=warmup_s,
-        connections=_connections(rate, original.traces),
         workdir=workdir,
         progress=progress,
     )
-    cmp = comparison(original, run.traces)
     return {
         "schema": "tailscope.twin.validation/1",
         "topology": str(topology_path),
         "traces": [str(f) for f in trace_files],
-        "model": model,
         "recorded_rate": recorded,
-        "rate_per_s": rate,
         "rate_source": "--rate-per-s" if rate_per_s is not None else "trace timestamps",
-        "duration_s": duration_s,
-        "twin": {
-            "traces": len(run.traces.traces),
-            "trace_sample": run.trace_sample,
-            "load": load_summary(run.load),
-        },
-        "original": {"traces": len(original.traces)},
-        **cmp,
+        **first,
+        "second_rate": second,
+        "second_rate_unavailable": why,
     }

@@ -10,7 +10,7 @@ capstone's Figure 8 holds. section.py only formats these values. Pure functions 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,14 +149,16 @@ def objective_verdict(d: dict) -> IntervalVerdict:
 # ---- what the run adapts to (run.py calls these between phases) --------------------------------
 
 
-def objective_bracket(sweep: list[dict]) -> tuple[float, float] | None:
+def objective_bracket(sweep: list[dict], judge: Callable[[dict], bool] | None = None) -> tuple[float, float] | None:
     """(the highest offered rate that met the p99 objective, the lowest offered rate above it that
-    missed), or None when no rate met it or none above the best one missed."""
-    met = [_rate(d) for d in sweep if meets_objective(d)]
+    missed), or None when no rate met it or none above the best one missed. `judge` replaces
+    meets_objective (the soak also asks for idle CPU)."""
+    ok = judge or meets_objective
+    met = [_rate(d) for d in sweep if ok(d)]
     if not met:
         return None
     low = max(met)
-    above = [_rate(d) for d in sweep if not meets_objective(d) and _rate(d) > low]
+    above = [_rate(d) for d in sweep if not ok(d) and _rate(d) > low]
     return (low, min(above)) if above else None
 
 
