@@ -481,9 +481,16 @@ void LoadWorker::run() {
   }
   const int64_t start = clock_.start_ns.load();
   std::uniform_int_distribution<int64_t> offset(0, std::max<int64_t>(interval_ns_ - 1, 0));
+  std::exponential_distribution<double> first_gap(1.0 / static_cast<double>(std::max<int64_t>(interval_ns_, 1)));
   for (Connection& c : connections_) {
-    // De-synchronised start: connection phases spread uniformly over one interval.
-    c.next_intended_ns = start + (config_.open_loop() ? offset(rng_) : 0);
+    // De-synchronised start: fixed schedules at phases spread uniformly over
+    // one interval; Poisson ones at an exponential first gap (memoryless: the
+    // superposition is Poisson at the full rate from the start — a uniform
+    // phase followed by exponential gaps ramps the total rate from 1× to 2×
+    // over the first interval, a burst that queues at the server).
+    c.next_intended_ns = start;
+    if (config_.open_loop())
+      c.next_intended_ns += config_.arrival == Arrival::kPoisson ? static_cast<int64_t>(first_gap(rng_)) : offset(rng_);
     c.ready_ns = start;
     schedule(c, start);
   }

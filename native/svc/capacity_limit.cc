@@ -17,6 +17,7 @@ bool CapacityLimit::acquire(int64_t deadline_ns) {
   std::unique_lock lock(mu_);
   if (closed_) return false;
   if (in_use_ < capacity_ && waiters_.empty()) {
+    account_held_locked(monotonic_ns());
     ++in_use_;
     ++acquisitions_;
     return true;
@@ -41,28 +42,24 @@ bool CapacityLimit::acquire(int64_t deadline_ns) {
 }
 
 bool CapacityLimit::acquire_async(int64_t deadline_ns, TimerService& timers, std::function<void(bool)> granted) {
-  auto w = std::make_shared<Waiter>();
-  bool closed = false;
-  {
-    std::lock_guard lock(mu_);
-    closed = closed_;
-    if (!closed) {
-      if (in_use_ < capacity_ && waiters_.empty()) {
-        ++in_use_;
-        ++acquisitions_;
-        return true;
-      }
-      w->queued_ns = monotonic_ns();
-      w->granted = std::move(granted);
-      waiters_.push_back(w);
-    }
-  }
-  // From here w belongs to the queue: a release on another thread may already
-  // have granted it, so only what was decided under the lock is read.
-  if (closed) {  // fails at once, through the continuation as a timeout would
+  std::unique_lock lock(mu_);
+  if (closed_) {  // fails at once, through the continuation as a timeout would
+    lock.unlock();
     granted(false);
     return false;
   }
+  if (in_use_ < capacity_ && waiters_.empty()) {
+    account_held_locked(monotonic_ns());
+    ++in_use_;
+    ++acquisitions_;
+    return true;
+  }
+  auto w = std::make_shared<Waiter>();
+  w->queued_ns = monotonic_ns();
+  w->granted = std::move(granted);
+  waiters_.push_back(w);
+  // From here w belongs to the queue: a release on another thread may grant it at once.
+  lock.unlock();
   // Timers are never cancelled: one that finds its waiter granted does nothing.
   timers.schedule(deadline_ns, [self = shared_from_this(), w] { self->expire(w); });
   return false;
@@ -83,6 +80,11 @@ bool CapacityLimit::expire_locked(Waiter& w) {
   w.state = Waiter::State::kExpired;
   ++timeouts_;
   return true;
+}
+
+void CapacityLimit::account_held_locked(int64_t now_ns) {
+  if (in_use_ > 0) held_total_ns_ += in_use_ * (now_ns - held_since_ns_);
+  held_since_ns_ = now_ns;
 }
 
 void CapacityLimit::count_grant_locked(const Waiter& w, int64_t now_ns) {
@@ -112,7 +114,10 @@ void CapacityLimit::release() {
       next = std::move(w);
       break;
     }
-    if (!next) --in_use_;
+    if (!next) {
+      account_held_locked(monotonic_ns());
+      --in_use_;
+    }
   }
   if (fn) fn(true);
 }
@@ -139,8 +144,10 @@ size_t CapacityLimit::waiting() const {
 
 nlohmann::json CapacityLimit::counters_json() const {
   std::lock_guard lock(mu_);
-  return {{"capacity", capacity_},           {"acquisitions", acquisitions_}, {"waited", waited_},
-          {"wait_total_ns", wait_total_ns_}, {"wait_max_ns", wait_max_ns_},   {"timeouts", timeouts_}};
+  const int64_t held_ns = held_total_ns_ + (in_use_ > 0 ? in_use_ * (monotonic_ns() - held_since_ns_) : 0);
+  return {{"held_total_ns", held_ns}, {"capacity", capacity_},           {"acquisitions", acquisitions_},
+          {"waited", waited_},        {"wait_total_ns", wait_total_ns_}, {"wait_max_ns", wait_max_ns_},
+          {"timeouts", timeouts_}};
 }
 
 }  // namespace tailscope::svc

@@ -46,9 +46,12 @@ class CapacityLimit : public std::enable_shared_from_this<CapacityLimit> {
   int64_t capacity() const { return capacity_; }
   // Waiters still queued (an expired one until a release passes it).
   size_t waiting() const;
-  // {capacity, acquisitions, waited, wait_total_ns, wait_max_ns, timeouts}:
-  // acquisitions count the slots handed out; waited those that had to queue
-  // first; the wait totals are over those; timeouts gave up at the deadline.
+  // {capacity, acquisitions, waited, wait_total_ns, wait_max_ns, timeouts,
+  // held_total_ns}: acquisitions count the slots handed out; waited those
+  // that had to queue first; the wait totals are over those; timeouts gave up
+  // at the deadline; held_total_ns is the time slots were held, summed over
+  // slots (∫ slots in use dt): ÷ acquisitions, the mean service time behind
+  // the capacity; ÷ (capacity × run time), its utilisation.
   nlohmann::json counters_json() const;
 
  private:
@@ -63,6 +66,8 @@ class CapacityLimit : public std::enable_shared_from_this<CapacityLimit> {
   // Marks a pending waiter expired (caller holds mu_); false if it was not pending.
   bool expire_locked(Waiter& w);
   void expire(const std::shared_ptr<Waiter>& w);
+  // Caller holds mu_: adds in_use_ × the time since the last change, before in_use_ changes.
+  void account_held_locked(int64_t now_ns);
 
   const int64_t capacity_;
   mutable std::mutex mu_;
@@ -71,6 +76,7 @@ class CapacityLimit : public std::enable_shared_from_this<CapacityLimit> {
   // FCFS; a waiter that expired stays until it reaches the front and is skipped.
   std::deque<std::shared_ptr<Waiter>> waiters_;
   int64_t acquisitions_ = 0, waited_ = 0, wait_total_ns_ = 0, wait_max_ns_ = 0, timeouts_ = 0;
+  int64_t held_total_ns_ = 0, held_since_ns_ = 0;
 };
 
 }  // namespace tailscope::svc

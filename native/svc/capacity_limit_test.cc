@@ -36,6 +36,26 @@ TEST(CapacityLimit, FreeSlotsAreTakenAtOnce) {
   EXPECT_EQ(c["timeouts"], 1);
 }
 
+// held_total_ns integrates the slots in use: it grows while one is held and
+// stands still once every slot is back.
+TEST(CapacityLimit, HeldTimeGrowsOnlyWhileASlotIsHeld) {
+  auto l = std::make_shared<CapacityLimit>(2);
+  EXPECT_EQ(l->counters_json()["held_total_ns"], 0);
+  ASSERT_TRUE(l->acquire(monotonic_ns()));
+  const int64_t t0 = monotonic_ns();
+  while (monotonic_ns() == t0) {
+  }
+  const int64_t while_held = l->counters_json()["held_total_ns"];
+  EXPECT_GT(while_held, 0);
+  l->release();
+  const int64_t after = l->counters_json()["held_total_ns"];
+  EXPECT_GE(after, while_held);
+  const int64_t t1 = monotonic_ns();
+  while (monotonic_ns() == t1) {
+  }
+  EXPECT_EQ(l->counters_json()["held_total_ns"], after);
+}
+
 TEST(CapacityLimit, DeadlineEndsTheWait) {
   auto l = std::make_shared<CapacityLimit>(1);
   ASSERT_TRUE(l->acquire(kLongNs + monotonic_ns()));

@@ -155,6 +155,47 @@ INVALID = [
         _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "service", "nope"),
         "unknown service 'nope'",
     ),
+    # Capacities (docs/microservices.md "Capacities"): each place, each rule.
+    ("capacity-zero", _set(_store, "capacity", 0), "'capacity' must be an integer in 1 … 100000 (got 0)"),
+    ("capacity-huge", _set(_store, "capacity", 100001), "'capacity' must be an integer in 1 … 100000 (got 100001)"),
+    (
+        "endpoint-capacity",
+        _set(lambda d: d["services"][0]["endpoints"][0], "capacity", "4"),
+        "endpoint 'run': 'capacity' must be an integer in 1 … 100000 (got \"4\")",
+    ),
+    (
+        "call-capacity",
+        _set(lambda d: _a_stage(d, 1)["group"]["calls"][0], "capacity", 0.5),
+        "calls[0]: 'capacity' must be an integer in 1 … 100000 (got 0.5)",
+    ),
+    (
+        "max-in-flight-deferred",
+        _set(lambda d: _a_stage(d, 1)["group"], "max_in_flight", 1),
+        "'max_in_flight' is for groups of async calls (call 'b2' is deferred)",
+    ),
+    (
+        "max-in-flight-zero",
+        _set(lambda d: _a_stage(d, 1)["group"], "max_in_flight", 0),
+        "'max_in_flight' must be an integer in 1 … 100000 (got 0)",
+    ),
+    ("parallel-count-1", _set(_store, "parallel", True), "'parallel' needs 'count' of at least 2 (got 1)"),
+    (
+        "parallel-real-op",
+        lambda d: _store(d).update(
+            {"parallel": True, "count": 2, "system": "redis", "op": "get", "key": "k:{user}", "hit_ratio": 0.5}
+        ),
+        "'parallel' is for simulated stores only: a real 'op' runs its count in a row",
+    ),
+    (
+        "capacity-conflict",
+        lambda d: d["services"][1]["endpoints"][0]["stages"].extend(
+            [
+                {"store": {"span": "s", "latency": 1, "capacity": 1}},
+                {"store": {"span": "s", "latency": 1, "capacity": 2}},
+            ]
+        ),
+        "'capacity' 2 for store span 's', which has 'capacity' 1 at",
+    ),
     (
         "cycle",
         lambda d: d["services"][1]["endpoints"][0]["stages"].append({"call": {"service": "a", "endpoint": "run"}}),
