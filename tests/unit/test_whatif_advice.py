@@ -175,6 +175,13 @@ def test_validated_at_the_recorded_rate_extrapolated_at_twice_unless_another_rec
     assert at2["validation"]["validated"] is True and at2["validation"]["max_ratio_error"] == 0.12
     far = {**second, "rate_per_s": 300.0}
     assert advise(validations=[far])["ranked"][0]["predictions"][1]["validation"]["validated"] is False
+    # twin validate --second-traces: the second recording's rate inside the document
+    both = {
+        **far,
+        "second_rate": {"rate_per_s": 205.0, "max_ratio_error": 0.08, "within_target": True, "traces": ["b.json"]},
+    }
+    v = advise(validations=[both])["ranked"][0]["predictions"][1]["validation"]
+    assert v["validated"] is True and v["max_ratio_error"] == 0.08 and "second recording b.json" in v["source"]
 
 
 def test_unavailable_whatifs_are_listed_not_run_and_the_document_is_json():
