@@ -232,7 +232,9 @@ def test_lines_are_formatted_from_the_document():
     assert lines[0].startswith("advice: twin of 40 traces under coroutine, validated at 100/s:")
     assert lines[1].startswith("baseline (no change): at 100/s p50 20 ms, p99 80 ms")
     assert lines[2].startswith(" 1. raise the connection pool of store → mysql 'SELECT' from 1 to 2: at 100/s p50 2 ms")
-    assert "p99 10 ms (0.125× the baseline)" in lines[2] and "[validated]" in lines[2] and "[extrapolated]" in lines[2]
+    assert "p99 10 ms (0.125× the baseline)" in lines[2] and "[extrapolated]" in lines[2]
+    err = doc["validation"]["recorded_rate"]["max_ratio_error"]
+    assert f"[validated, max error {err:.0%}]" in lines[2]
     assert lines[-1].startswith(" -  add cores: unavailable (the twin already runs on every CPU")
 
 

@@ -309,7 +309,13 @@ def _at(p: dict, baseline: bool) -> str:
     )
     n = f", {p['requests']} requests" if p.get("requests") else ""
     flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
-    check = "validated" if p["validation"]["validated"] else "extrapolated"
+    v = p["validation"]
+    err = v.get("max_ratio_error")
+    check = (
+        ("validated, max error " + (f"{err:.0%}" if err is not None else "unavailable"))
+        if v["validated"]
+        else "extrapolated"
+    )
     return f"at {p['rate_per_s']:.4g}/s {figs}{n}{flags} [{check}]"
 
 
