@@ -72,7 +72,10 @@ def engine_topology() -> dict:
         pytest.skip(f"the engine does not run capacities yet: {e}")
 
 
-def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topology):
+@pytest.mark.parametrize("twin", ["given", "inferred"])
+def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topology, twin):
+    """With the graph itself as the twin (--topology), and with the twin `topology from-traces`'s rules
+    infer from the traces (the capacity carried from the diagnosis)."""
     run = run_twin(
         engine_topology,
         "coroutine",
@@ -99,8 +102,7 @@ def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topol
             "1",
             "--faster-percent",
             "20",
-            "--topology",
-            str(topo_path),
+            *(["--topology", str(topo_path)] if twin == "given" else []),
             "--json",
             str(out),
         ],
@@ -108,7 +110,9 @@ def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topol
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     first = doc["ranked"][0]
-    assert first["kind"] == "capacity" and first["target"]["span"] == "SELECT", [x["id"] for x in doc["ranked"]]
-    assert first["evidence"]["population"] == "db:SELECT"
+    assert first["kind"] == "capacity" and first["target"]["service"] == "db", [x["id"] for x in doc["ranked"]]
+    assert first["evidence"]["population"].startswith("db:")
     assert first["predictions"][0]["p99_ratio_to_baseline"] is not None
-    assert "raise the connection pool of db → mysql 'SELECT' from 1 to 2" in r.output
+    if twin == "given":
+        assert first["target"]["span"] == "SELECT" and first["evidence"]["population"] == "db:SELECT"
+        assert "raise the connection pool of db → mysql 'SELECT' from 1 to 2" in r.output

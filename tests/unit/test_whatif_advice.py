@@ -175,6 +175,13 @@ def test_validated_at_the_recorded_rate_extrapolated_at_twice_unless_another_rec
     assert at2["validation"]["validated"] is True and at2["validation"]["max_ratio_error"] == 0.12
     far = {**second, "rate_per_s": 300.0}
     assert advise(validations=[far])["ranked"][0]["predictions"][1]["validation"]["validated"] is False
+    # twin validate --second-traces: the second recording's rate inside the document
+    both = {
+        **far,
+        "second_rate": {"rate_per_s": 205.0, "max_ratio_error": 0.08, "within_target": True, "traces": ["b.json"]},
+    }
+    v = advise(validations=[both])["ranked"][0]["predictions"][1]["validation"]
+    assert v["validated"] is True and v["max_ratio_error"] == 0.08 and "second recording b.json" in v["source"]
 
 
 def test_unavailable_whatifs_are_listed_not_run_and_the_document_is_json():
@@ -225,7 +232,9 @@ def test_lines_are_formatted_from_the_document():
     assert lines[0].startswith("advice: twin of 40 traces under coroutine, validated at 100/s:")
     assert lines[1].startswith("baseline (no change): at 100/s p50 20 ms, p99 80 ms")
     assert lines[2].startswith(" 1. raise the connection pool of store → mysql 'SELECT' from 1 to 2: at 100/s p50 2 ms")
-    assert "p99 10 ms (0.125× the baseline)" in lines[2] and "[validated]" in lines[2] and "[extrapolated]" in lines[2]
+    assert "p99 10 ms (0.125× the baseline)" in lines[2] and "[extrapolated]" in lines[2]
+    err = doc["validation"]["recorded_rate"]["max_ratio_error"]
+    assert f"[validated, max error {err:.0%}]" in lines[2]
     assert lines[-1].startswith(" -  add cores: unavailable (the twin already runs on every CPU")
 
 

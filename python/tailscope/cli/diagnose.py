@@ -84,8 +84,9 @@ ADVISE_DEFAULTS = {"objective_ms": 50.0, "duration_s": 3.0, "faster_percent": 50
     "validation_paths",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --advise: a `tailscope twin validate` document of this twin against another recording; a "
-    "prediction at about its rate is then validated, not extrapolated (repeatable).",
+    help="With --advise: a `tailscope twin validate` document of this twin (e.g. with --second-traces at "
+    "another rate); a prediction at about a rate it validated is then validated, not extrapolated "
+    "(repeatable).",
 )
 @json_out_option(
     "--json",

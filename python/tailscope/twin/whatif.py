@@ -38,6 +38,12 @@ DEFAULT_FASTER_PERCENT = 50.0
 MAX_FASTER = 3
 OWN_TIME_SYSTEM = "own-time"  # the inferred twin's wait share of a handler's own time (twin/infer.py)
 REMOVED = "removed"
+# Why a finding of the diagnosis has no place in the twin (docs/twin.md: what from-traces carries).
+NOT_CARRIED = (
+    "the inference did not carry it (`topology from-traces` writes why in its report's not_carried: a "
+    "confidence below --capacity-confidence, a shadow of a queue elsewhere) or the twin was made without "
+    "capacities (--no-capacities, or a --topology without them)"
+)
 
 
 @dataclass(frozen=True)
@@ -480,8 +486,7 @@ def _unmodelled_limits(topo: dict, diagnosis: dict, modelled: set[tuple[str, str
                 min(2 * servers, MAX_CAPACITY),
                 f"raise the limit of {servers} on {key[0]} '{key[1]}' to {min(2 * servers, MAX_CAPACITY)}",
                 capacity_evidence(p, ""),
-                unavailable="the twin has no capacity there (a twin inferred before capacities were carried, "
-                "or one given by --topology without it): rebuild it with `tailscope topology from-traces`",
+                unavailable=f"the twin has no capacity there: {NOT_CARRIED}",
             )
         )
     return out
@@ -512,8 +517,7 @@ def _unmodelled_fan_outs(topo: dict, diagnosis: dict) -> list[WhatIf]:
                 f"launch the {f['service']} '{f['operation']}' calls of {parent[0]} '{parent[1]}' with at most {n} "
                 f"in flight instead of {f['k']}",
                 _site_evidence(f, "bounded_fan_out", "bounded"),
-                unavailable="the twin has no fan-out limit there (a twin inferred before limits were carried, or "
-                "one given by --topology without it): rebuild it with `tailscope topology from-traces`",
+                unavailable=f"the twin has no fan-out limit there: {NOT_CARRIED}",
             )
         )
     return out

@@ -70,20 +70,22 @@ def predict(
 
 
 def validated_rates(validations: list[dict]) -> list[dict]:
-    """The rates other recordings validated the twin at (`twin validate` documents)."""
+    """The rates `tailscope twin validate` documents validated the twin at: each document's own rate
+    and, with `--second-traces`, its second recording's (`second_rate`)."""
     out = []
     for v in validations:
-        rate = v.get("rate_per_s")
-        if rate is None:
-            continue
-        out.append(
-            {
-                "rate_per_s": float(rate),
-                "max_ratio_error": v.get("max_ratio_error"),
-                "within_target": v.get("within_target"),
-                "source": v.get("traces") or v.get("source"),
-            }
-        )
+        for part, source in ((v, "traces"), (v.get("second_rate") or {}, "second recording")):
+            rate = part.get("rate_per_s")
+            if rate is None:
+                continue
+            out.append(
+                {
+                    "rate_per_s": float(rate),
+                    "max_ratio_error": part.get("max_ratio_error"),
+                    "within_target": part.get("within_target"),
+                    "source": f"twin validate ({source} {', '.join(map(str, part.get('traces') or []))})",
+                }
+            )
     return out
 
 
@@ -307,7 +309,13 @@ def _at(p: dict, baseline: bool) -> str:
     )
     n = f", {p['requests']} requests" if p.get("requests") else ""
     flags = f" [flagged: {'; '.join(p['flags'])}]" if p.get("flags") else ""
-    check = "validated" if p["validation"]["validated"] else "extrapolated"
+    v = p["validation"]
+    err = v.get("max_ratio_error")
+    check = (
+        ("validated, max error " + (f"{err:.0%}" if err is not None else "unavailable"))
+        if v["validated"]
+        else "extrapolated"
+    )
     return f"at {p['rate_per_s']:.4g}/s {figs}{n}{flags} [{check}]"
 
 
