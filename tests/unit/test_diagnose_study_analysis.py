@@ -173,3 +173,63 @@ def test_the_section_shows_the_prediction_as_unavailable_never_a_number():
 def test_the_section_of_a_skipped_study_says_why():
     sec = build_section(Study(), FakeStore([plan([], skipped="no Go")]), "r")  # type: ignore[arg-type]
     assert sec.blocks == [] and sec.notes == ["Not measured: no Go."]
+
+
+# ---- the twin's predictions (wired: run.predictions stores them) -------------------------------------
+
+
+def prediction_doc(point: str, p50_ms: float | None, p99_ms: float | None, why: str | None = None) -> EngineDocument:
+    doc = {"schema": analysis.PREDICTION_SCHEMA, "rate_per_s": 2.0, "speed_up": 10.0, "whatif": "w", "requests": 300,
+           "p50_ns": None if p50_ms is None else p50_ms * 1e6, "p99_ns": None if p99_ms is None else p99_ms * 1e6,
+           "flags": [], "measurements": [], "unavailable": []}  # fmt: skip
+    if why:
+        doc["prediction_unavailable"] = why
+    return EngineDocument("diagnose", analysis.PREDICTION_ENGINE, doc, point)
+
+
+def test_stored_predictions_give_predicted_over_measured_per_fix_and_the_twin_error_per_rate():
+    docs = [
+        *stored(),
+        prediction_doc("prediction fix -M@2/s", 418, 630),
+        prediction_doc("prediction baseline@2/s", 760, 1540),
+        prediction_doc("prediction baseline@1/s", None, None, "the twin run failed: engine exited"),
+    ]
+    v = analyse(docs)
+    (r,) = v.fixes
+    assert r.predicted_over_measured_p50 == pytest.approx(1.1) and r.predicted_over_measured_p99 == pytest.approx(0.9)
+    assert (r.prediction.speed_up, r.prediction.requests) == (10.0, 300)
+    low, top = v.twin_errors
+    assert (low.rate_per_s, low.fitted, low.p50_ratio) == (1.0, False, None)
+    assert low.prediction.unavailable == "the twin run failed: engine exited"
+    assert (top.fitted, top.p50_ratio) == (True, pytest.approx(1.0)) and top.p99_ratio == pytest.approx(1.1)
+    sec = build_section(Study(), FakeStore(docs), "r")  # type: ignore[arg-type]
+    (row,) = sec.blocks[1].rows
+    assert row[5].startswith("418 ms / 630 ms (300 twin requests)") and (row[6], row[7]) == ("1.1×", "0.9×")
+    assert "10× faster than real time" in sec.blocks[1].caption
+    errors = sec.blocks[2]
+    assert [r[0] for r in errors.rows] == ["1/s (not fitted: the load dependence)", "2/s (fitted here)"]
+    assert errors.rows[0][4] == "unavailable (the twin run failed: engine exited)"
+
+
+def test_each_fix_is_matched_to_the_same_change_among_the_twins_what_ifs():
+    from tailscope.twin.whatif import WhatIf
+
+    topo = {"services": [{"name": "customer", "endpoints": [{"name": "customer", "stages": [
+        {"store": {"span": "own"}}, {"store": {"span": "SQL SELECT"}}]}]}]}  # fmt: skip
+
+    def w(kind: str, target: dict, to: object, unavailable: str | None = None) -> WhatIf:
+        return WhatIf(f"{kind}/{to}", kind, target, 1, to, "s", {}, unavailable)  # type: ignore[arg-type]
+
+    cap2 = w("capacity", {"service": "customer", "span": "SQL SELECT", "place": "store"}, 2)
+    removed = w("capacity", {"service": "customer", "span": "SQL SELECT", "place": "store"}, "removed")
+    other = w("capacity", {"service": "x", "span": "lock", "place": "store"}, "removed")
+    fan10 = w("fan_out", {"service": "frontend", "endpoint": "dispatch", "stage": 5}, 10)
+    own = w("faster", {"service": "customer", "endpoint": "customer", "stage": 0}, 0.5)
+    db = w("faster", {"service": "customer", "endpoint": "customer", "stage": 1}, 0.5)
+    offered = [cap2, other, removed, fan10, own, db]
+    assert analysis.whatif_for({"kind": "capacity"}, offered, topo) is removed
+    assert analysis.whatif_for({"kind": "fan_out", "to": 10}, offered, topo) is fan10
+    assert analysis.whatif_for({"kind": "fan_out", "to": 12}, offered, topo) is None
+    assert analysis.whatif_for({"kind": "faster"}, offered, topo) is db
+    unavailable = w("capacity", {"service": "customer", "span": "SQL SELECT", "place": "store"}, "removed", "no")
+    assert analysis.whatif_for({"kind": "capacity"}, [unavailable], topo) is None
