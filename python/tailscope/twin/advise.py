@@ -24,7 +24,7 @@ from tailscope.lab.graph import POOL_SIZES, svc_models
 from tailscope.lab.placement import make_pools, placement_flags
 from tailscope.traces.spans import TraceSet
 from tailscope.twin.infer import InferOptions, infer
-from tailscope.twin.ladder import TwinRuns, climb, max_rate, rank
+from tailscope.twin.ladder import TwinRuns, climb, ladder_result, rank
 from tailscope.twin.validate import _connections, comparison, samples
 from tailscope.units import fmt_ns, fmt_ratio
 
@@ -138,22 +138,13 @@ def evaluate(
     topo: dict, alt: Alternative, rate: float, ladder: list[float], objective_ns: float, runs: TwinRuns
 ) -> dict:
     points = climb(lambda r: runs.run(topo, alt.model, r, alt.extra_args), rate, ladder, objective_ns)
-    first = points[0]
-    best, bound = max_rate(points)
     return {
         "alternative": alt.name,
         "model": alt.model,
         "args": alt.extra_args,
         "source": alt.source,
         "threads": alt.threads,
-        "predicted_p99_ns": first.get("p99_ns"),
-        "predicted_p99_unavailable": first.get("unavailable")
-        or (None if first.get("p99_ns") is not None else "no request completed"),
-        "predicted_flags": first.get("flags", []),
-        "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
-        "max_rate_at_objective_per_s": best,
-        "max_rate_bound": bound,
-        "points": points,
+        **ladder_result(points, objective_ns),
     }
 
 

@@ -130,6 +130,23 @@ def max_rate(points: list[dict]) -> tuple[float | None, str]:
     return max(met), f"≥ {max(met):.4g}/s, < {failed['rate_per_s']:.4g}/s (the next rung missed)"
 
 
+def ladder_result(points: list[dict], objective_ns: float) -> dict:
+    """What both callers rank by, from one ladder's rungs: the first rung's prediction (or why there
+    is none), its flags, whether it meets the objective, the highest rate meeting it and the rungs."""
+    first = points[0] if points else {}
+    best, bound = max_rate(points) if points else (None, "none: not run")
+    return {
+        "predicted_p99_ns": first.get("p99_ns"),
+        "predicted_p99_unavailable": first.get("unavailable")
+        or (None if first.get("p99_ns") is not None else "no request completed"),
+        "predicted_flags": first.get("flags", []),
+        "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
+        "max_rate_at_objective_per_s": best,
+        "max_rate_bound": bound,
+        "points": points,
+    }
+
+
 def rank(results: list[dict]) -> list[dict]:
     """The ranking of both callers: a prediction before none, within the objective at the recorded
     rate first, clean before flagged, then by the highest rate meeting the objective, then by p99.

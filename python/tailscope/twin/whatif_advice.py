@@ -24,7 +24,7 @@ from tailscope.lab.topology import TopologyError
 from tailscope.traces.spans import Trace, TraceSet
 from tailscope.twin.advise import inferred_twin
 from tailscope.twin.infer import InferOptions, recorded_rate
-from tailscope.twin.ladder import TwinRuns, climb, max_rate, rank, rung
+from tailscope.twin.ladder import TwinRuns, climb, ladder_result, rank, rung
 from tailscope.twin.validate import TwinRun, _connections, comparison
 from tailscope.twin.whatif import WhatIf, whatifs
 from tailscope.units import fmt_ns, fmt_ratio
@@ -130,20 +130,8 @@ def _predictions(points: list[dict], rate: float, baseline: list[dict] | None, r
 
 
 def _entry(whatif: WhatIf | None, points: list[dict], objective_ns: float) -> dict:
-    first = points[0] if points else {}
-    best, bound = max_rate(points) if points else (None, "none: not run")
     doc = whatif.to_json() if whatif is not None else {"id": "baseline", "kind": "baseline", "sentence": "no change"}
-    return {
-        **doc,
-        "predicted_p99_ns": first.get("p99_ns"),
-        "predicted_p99_unavailable": first.get("unavailable")
-        or (None if first.get("p99_ns") is not None else "no request completed"),
-        "predicted_flags": first.get("flags", []),
-        "within_objective": first.get("p99_ns") is not None and first["p99_ns"] <= objective_ns,
-        "max_rate_at_objective_per_s": best,
-        "max_rate_bound": bound,
-        "points": points,
-    }
+    return {**doc, **ladder_result(points, objective_ns)}
 
 
 def _whatif_points(
