@@ -102,12 +102,12 @@ std::map<std::string, std::vector<int>> resolve_placements(const std::vector<std
   return out;
 }
 
-int set_process_affinity(const std::vector<int>& cpus) {
+int set_process_affinity(const std::vector<int>& cpus, pid_t pid) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int cpu : cpus)
     if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+  return sched_setaffinity(pid, sizeof set, &set) == 0 ? 0 : errno;
 }
 
 int ThreadAffinityObserver::sample(pid_t pid) {

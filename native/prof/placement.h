@@ -39,10 +39,10 @@ std::map<std::string, std::vector<int>> resolve_placements(const std::vector<std
 // an empty set.
 void check_cpus_allowed(const std::vector<int>& cpus, const std::vector<int>& allowed, const std::string& what);
 
-// Sets the calling process's affinity (sched_setaffinity(0)); async-signal-safe
-// apart from the vector read, for use in a forked child before exec. Returns
-// errno, 0 on success.
-int set_process_affinity(const std::vector<int>& cpus);
+// Sets the affinity of `pid`'s main thread (0: the calling thread, as a forked
+// child before exec does); async-signal-safe apart from the vector read.
+// Returns errno, 0 on success.
+int set_process_affinity(const std::vector<int>& cpus, pid_t pid = 0);
 
 // What /proc says about every thread of a process, accumulated over samples
 // (short-lived std::async threads are only seen while they run).

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <set>
+#include <stdexcept>
 
 #include "core/affinity.h"
 
@@ -43,6 +45,10 @@ void apply_placement_in_child(const SupervisedProfiling& p, const ServiceProfile
 
 void attach_profiling(SupervisedProfiling& p, const std::string& service, pid_t pid) {
   ServiceProfile& s = p.services[service];
+  if (!s.cpus.empty() && p.mechanism == prof::PlacementMechanism::kAffinity) {
+    if (const int err = prof::set_process_affinity(s.cpus, pid))
+      throw std::runtime_error("placement of " + service + ": sched_setaffinity: " + std::strerror(err));
+  }
   if (p.cgroup && !s.cpus.empty()) p.cgroup->attach(service, pid);
   if (p.counter_mode == prof::CounterMode::kProcess) {
     s.counter_sets.push_back(prof::CounterSet::for_process(pid, p.events, true));

@@ -49,8 +49,12 @@ SupervisedProfiling prepare_profiling(const ServiceOptions& options, const Topol
 // here is inherited by every thread and process the service creates later.
 void apply_placement_in_child(const SupervisedProfiling& p, const ServiceProfile& s);
 
-// In the parent, after fork and before the child may exec: cgroup membership
-// and the counter group (inherit + enable_on_exec), so no thread escapes.
+// In the parent, after fork and before the child may exec: the placement's
+// affinity (also set again by the child itself), cgroup membership and the
+// counter group (inherit + enable_on_exec), so no thread escapes. The parent
+// sets the affinity too because it samples the child's threads from its first
+// tick on, and on 2 cores a child just forked may not have run yet: it would
+// be seen with the supervisor's CPUs. Throws when the affinity cannot be set.
 void attach_profiling(SupervisedProfiling& p, const std::string& service, pid_t pid);
 
 // The per-service `placement` and `counters` sections of the --all document.
