@@ -53,10 +53,19 @@ def test_the_tiny_form_measures_hotrod_at_two_rates_and_diagnoses_each(tmp_path)
         assert client["joined"] == client["requests"] > 0 and client["untraced"] == 0
     for d in by_engine[analysis.LOAD_ENGINE]:
         assert d.document["hotrod"]["missing_trace_ids"] == 0
-    # Every fix the plan lists was measured or says why; none has a predicted figure.
+    # Every fix the plan lists was measured or says why; every fix has a stored prediction, with both
+    # figures from a sped-up twin run, or none and the reason (a tiny run's twin may lack the limit).
     v = analysis.analyse(docs)
     assert len(v.fixes) == len(plan.document["fixes"])
+    predictions = {d.point for d in by_engine[analysis.PREDICTION_ENGINE]}
     for f in v.fixes:
         assert f.measured is not None or f.unavailable
-        assert f.prediction.p99_ns is None and f.prediction.unavailable == analysis.PREDICTION_UNAVAILABLE
+        assert f"prediction {f.fix['point']}" in predictions
+        p = f.prediction
+        if p.unavailable:
+            assert p.p50_ns is None and p.p99_ns is None and f.predicted_over_measured_p99 is None
+        else:
+            assert p.p50_ns and p.p99_ns and p.requests > 0 and p.speed_up >= 1 and p.whatif
+    # The unchanged twin ran at each baseline's rate: its error where fitted and where not.
+    assert sorted((e.rate_per_s, e.fitted) for e in v.twin_errors) == [(1.0, False), (2.0, True)]
     assert [b.title for b in section.blocks][0].startswith("HotROD at its defaults")

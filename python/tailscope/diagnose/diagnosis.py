@@ -8,8 +8,9 @@ them and `lines()` the sentences `tailscope diagnose` prints, each formatted fro
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tailscope.diagnose import calls, capacity
 from tailscope.diagnose.client import ClientJoin, RequestRow, join
@@ -217,6 +218,14 @@ def _name(p: Population) -> str:
     if p.kind == "call_site":
         return f"{p.parent_service}:{p.parent_operation} → {p.service}:{p.operation}"
     return f"{p.service}:{p.operation}"
+
+
+def population_name(p: Mapping[str, Any]) -> str:
+    """A population of a diagnosis document (`populations[]`), named as the printed lines name it:
+    "service:operation", or "parent service:operation → service:operation" for a call site."""
+    if p.get("kind") == "call_site":
+        return f"{p['parent_service']}:{p['parent_operation']} → {p['service']}:{p['operation']}"
+    return f"{p['service']}:{p['operation']}"
 
 
 def _scaled(value: float | None, sampling: float) -> str:

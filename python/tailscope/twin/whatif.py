@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tailscope.diagnose.diagnosis import population_name
 from tailscope.lab import machine
 from tailscope.twin.fit import scale_dist
 from tailscope.units import fmt_ns
@@ -222,12 +223,6 @@ def _store_population(diagnosis: dict, service: str, span: str) -> dict | None:
     return _population(diagnosis, others.pop(), span) if len(others) == 1 else None
 
 
-def _population_name(p: dict) -> str:
-    if p["kind"] == "call_site":
-        return f"{p['parent_service']}:{p['parent_operation']} → {p['service']}:{p['operation']}"
-    return f"{p['service']}:{p['operation']}"
-
-
 def capacity_evidence(p: dict | None, where: str) -> dict:
     if p is None:
         return {
@@ -239,7 +234,7 @@ def capacity_evidence(p: dict | None, where: str) -> dict:
         }
     c = p["capacity"]
     return {
-        "population": _population_name(p),
+        "population": population_name(p),
         "finding": c["verdict"],
         "confidence": c["confidence"],
         "samples": c["spans"],

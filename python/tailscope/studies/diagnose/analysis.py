@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailscope.diagnose.diagnosis import population_name
 from tailscope.measure.intervals import QuantileInterval
 from tailscope.measure.measurement import measurement
 from tailscope.store import EngineDocument
@@ -76,12 +77,6 @@ class Fix:
         }
 
 
-def _target(p: Mapping[str, Any]) -> str:
-    if p.get("kind") == "call_site":
-        return f"{p['parent_service']}:{p['parent_operation']} → {p['service']}:{p['operation']}"
-    return f"{p['service']}:{p['operation']}"
-
-
 def _is_db(p: Mapping[str, Any]) -> bool:
     return p.get("kind") == "operation" and p.get("service") == DB_SERVICE and p.get("operation") == DB_OPERATION
 
@@ -107,15 +102,15 @@ def fixes_from(diagnosis: Mapping[str, Any]) -> tuple[list[Fix], list[dict[str, 
         cap = p.get("capacity") or {}
         if cap.get("verdict") != "limit":
             continue
-        ev = {"population": _target(p), "servers": cap.get("servers"), "confidence": cap.get("confidence")}
+        ev = {"population": population_name(p), "servers": cap.get("servers"), "confidence": cap.get("confidence")}
         ev["spans"] = cap.get("spans")
         if _is_db(p) and cap.get("servers") == 1:
             fixes.append(
-                Fix("-M", "capacity", _target(p), 1, None, {"db_mutex_disabled": True},
-                    f"remove the lock of capacity 1 around {_target(p)} (HotROD -M)", ev)
+                Fix("-M", "capacity", population_name(p), 1, None, {"db_mutex_disabled": True},
+                    f"remove the lock of capacity 1 around {population_name(p)} (HotROD -M)", ev)
             )  # fmt: skip
         else:
-            not_applied.append({"finding": f"capacity {cap.get('servers')} at {_target(p)}", "reason": NO_FLAG})
+            not_applied.append({"finding": f"capacity {cap.get('servers')} at {population_name(p)}", "reason": NO_FLAG})
     for f in diagnosis.get("bounded_fan_outs", []):
         site = f"{f['parent_service']}:{f['parent_operation']} → {f['service']}:{f['operation']}"
         if _calls_route(f) and int(f["calls_max"]) > int(f["k"]):
@@ -130,11 +125,15 @@ def fixes_from(diagnosis: Mapping[str, Any]) -> tuple[list[Fix], list[dict[str, 
     if db is not None and (db.get("capacity") or {}).get("verdict") == "limit":
         cap = db["capacity"]
         to_ms = round(float(cap["service_p50_ns"]) * FASTER_SHARE / 1e6)
-        ev = {"population": _target(db), "service_p50_ns": cap["service_p50_ns"], "confidence": cap["confidence"]}
+        ev = {
+            "population": population_name(db),
+            "service_p50_ns": cap["service_p50_ns"],
+            "confidence": cap["confidence"],
+        }
         fixes.append(
-            Fix(f"-D {to_ms}ms", "faster", _target(db), round(float(cap["service_p50_ns"]) / 1e6), to_ms,
+            Fix(f"-D {to_ms}ms", "faster", population_name(db), round(float(cap["service_p50_ns"]) / 1e6), to_ms,
                 {"db_delay_ms": float(to_ms)},
-                f"make {_target(db)} {FASTER_SHARE:.0%} faster (inferred service p50 → {to_ms} ms; HotROD -D)", ev)
+                f"make {population_name(db)} {FASTER_SHARE:.0%} faster (inferred service p50 → {to_ms} ms; HotROD -D)", ev)
         )  # fmt: skip
     for c in diagnosis.get("sequential_chains", []):
         site = f"{c['parent_service']}:{c['parent_operation']} → {c['service']}:{c['operation']}"
