@@ -73,7 +73,7 @@ def engine_topology() -> dict:
 
 
 @pytest.mark.parametrize("twin", ["given", "inferred"])
-def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topology, twin):
+def test_diagnose_advise_predicts_a_second_slot_beats_a_faster_stage_at_twice_the_rate(tmp_path, engine_topology, twin):
     """With the graph itself as the twin (--topology), and with the twin `topology from-traces`'s rules
     infer from the traces (the capacity carried from the diagnosis)."""
     run = run_twin(
@@ -109,10 +109,18 @@ def test_diagnose_advise_ranks_raising_the_capacity_first(tmp_path, engine_topol
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
-    first = doc["ranked"][0]
-    assert first["kind"] == "capacity" and first["target"]["service"] == "db", [x["id"] for x in doc["ranked"]]
+    ids = [x["id"] for x in doc["ranked"]]
+    # The lock at ρ ≈ 0.63 (4 ms, capacity 1, 150/s): at 2× the rate the baseline's queue grows without
+    # bound (ρ ≈ 1.25), a second slot holds it at ρ ≈ 0.63 and 20 % faster at ≈ 1.0. The 2× p99 says so
+    # on any machine; the rank order at 1× rests on short runs whose flags a loaded machine can change.
+    caps = [x for x in doc["ranked"] if x["kind"] == "capacity" and x["target"]["service"] == "db"]
+    faster = [x for x in doc["ranked"] if x["kind"] == "faster"]
+    assert caps and faster, ids
+    first = caps[0]
     assert first["evidence"]["population"].startswith("db:")
-    assert first["predictions"][0]["p99_ratio_to_baseline"] is not None
+    at2 = {x["id"]: x["predictions"][1]["p99_ratio_to_baseline"] for x in [*caps, *faster]}
+    assert at2[first["id"]] is not None and at2[first["id"]] < 0.5, at2
+    assert all(r is None or at2[first["id"]] < r for i, r in at2.items() if i.startswith("faster")), at2
     if twin == "given":
         assert first["target"]["span"] == "SELECT" and first["evidence"]["population"] == "db:SELECT"
         assert "raise the connection pool of db → mysql 'SELECT' from 1 to 2" in r.output
