@@ -148,6 +148,41 @@ def built_engine(name: str) -> Path:
     return p
 
 
+def front_and_locked_store(
+    *, store_service: str, front_span: str, latency: dict, call_timeout_ms: int, name: str = "locked-store"
+) -> dict:
+    """The what-if tests' smallest twin: a front whose one endpoint calls a store service whose one
+    endpoint runs a `mysql` store stage of capacity 1 (a lock) — the shape a second slot or a faster
+    stage changes."""
+    return {
+        "name": name,
+        "call_timeout_ms": call_timeout_ms,
+        "front": {"service": "front", "path": "/get", "endpoint": "get"},
+        "services": [
+            {
+                "name": "front",
+                "endpoints": [
+                    {
+                        "name": "get",
+                        "span": front_span,
+                        "stages": [{"call": {"service": store_service, "endpoint": "read", "span": "read_client"}}],
+                    }
+                ],
+            },
+            {
+                "name": store_service,
+                "endpoints": [
+                    {
+                        "name": "read",
+                        "span": "read",
+                        "stages": [{"store": {"span": "SELECT", "system": "mysql", "latency": latency, "capacity": 1}}],
+                    }
+                ],
+            },
+        ],
+    }
+
+
 @contextmanager
 def echo_server(
     model: str, protocol: str = "echo", extra: list[str] | None = None, threads: int = 2

@@ -14,7 +14,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import needs_engine
+from conftest import front_and_locked_store, needs_engine
 from tailscope.cli import main
 from tailscope.lab import topology as topology_mod
 from tailscope.lab.topology import TopologyError
@@ -26,42 +26,12 @@ RATE_PER_S = 150.0
 
 
 def locked_store() -> dict:
-    return {
-        "name": "locked-store",
-        "call_timeout_ms": 2000,
-        "front": {"service": "front", "path": "/get", "endpoint": "get"},
-        "services": [
-            {
-                "name": "front",
-                "endpoints": [
-                    {
-                        "name": "get",
-                        "span": "get",
-                        "stages": [{"call": {"service": "db", "endpoint": "read", "span": "read_client"}}],
-                    }
-                ],
-            },
-            {
-                "name": "db",
-                "endpoints": [
-                    {
-                        "name": "read",
-                        "span": "read",
-                        "stages": [
-                            {
-                                "store": {
-                                    "span": "SELECT",
-                                    "system": "mysql",
-                                    "latency": {"kind": "lognormal", "median_us": 4000, "sigma": 0.3},
-                                    "capacity": 1,
-                                }
-                            }
-                        ],
-                    }
-                ],
-            },
-        ],
-    }
+    return front_and_locked_store(
+        store_service="db",
+        front_span="get",
+        latency={"kind": "lognormal", "median_us": 4000, "sigma": 0.3},
+        call_timeout_ms=2000,
+    )
 
 
 @pytest.fixture

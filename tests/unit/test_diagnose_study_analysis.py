@@ -178,10 +178,16 @@ def test_the_section_of_a_skipped_study_says_why():
 # ---- the twin's predictions (wired: run.predictions stores them) -------------------------------------
 
 
-def prediction_doc(point: str, p50_ms: float | None, p99_ms: float | None, why: str | None = None) -> EngineDocument:
+def prediction_doc(
+    point: str, p50_ms: float | None, p99_ms: float | None, why: str | None = None, p50_ci_ms=None, p99_ci_ms=None
+) -> EngineDocument:
     doc = {"schema": analysis.PREDICTION_SCHEMA, "rate_per_s": 2.0, "speed_up": 10.0, "whatif": "w", "requests": 300,
            "p50_ns": None if p50_ms is None else p50_ms * 1e6, "p99_ns": None if p99_ms is None else p99_ms * 1e6,
-           "flags": [], "measurements": [], "unavailable": []}  # fmt: skip
+           "twin_rate_per_s": 20.0, "flags": [], "measurements": [], "unavailable": []}  # fmt: skip
+    if p50_ci_ms is not None:
+        doc["p50_ci_ns"] = [p50_ci_ms[0] * 1e6, p50_ci_ms[1] * 1e6]
+        doc["p99_ci_ns"] = None if p99_ci_ms is None else [p99_ci_ms[0] * 1e6, p99_ci_ms[1] * 1e6]
+        doc["ci_unavailable"] = {} if p99_ci_ms is not None else {"p99": "fewer than 368 samples"}
     if why:
         doc["prediction_unavailable"] = why
     return EngineDocument("diagnose", analysis.PREDICTION_ENGINE, doc, point)
@@ -204,7 +210,13 @@ def test_stored_predictions_give_predicted_over_measured_per_fix_and_the_twin_er
     assert (top.fitted, top.p50_ratio) == (True, pytest.approx(1.0)) and top.p99_ratio == pytest.approx(1.1)
     sec = build_section(Study(), FakeStore(docs), "r")  # type: ignore[arg-type]
     (row,) = sec.blocks[1].rows
-    assert row[5].startswith("418 ms / 630 ms (300 twin requests)") and (row[6], row[7]) == ("1.1×", "0.9×")
+    assert row[5].startswith("418 ms / 630 ms (300 twin requests)")
+    # A prediction stored before predictions kept intervals: the ratio, with no verdict and why.
+    assert (
+        row[6]
+        == f"1.1×; verdict unavailable (the twin's p50 has no interval ({analysis.NO_STORED_INTERVAL}; 300 samples))"
+    )
+    assert row[7].startswith("0.9×; verdict unavailable (")
     assert "10× faster than real time" in sec.blocks[1].caption
     errors = sec.blocks[2]
     assert [r[0] for r in errors.rows] == ["1/s (not fitted: the load dependence)", "2/s (fitted here)"]
@@ -233,3 +245,37 @@ def test_each_fix_is_matched_to_the_same_change_among_the_twins_what_ifs():
     assert analysis.whatif_for({"kind": "faster"}, offered, topo) is db
     unavailable = w("capacity", {"service": "customer", "span": "SQL SELECT", "place": "store"}, "removed", "no")
     assert analysis.whatif_for({"kind": "capacity"}, [unavailable], topo) is None
+
+
+def test_each_ratio_is_judged_against_its_band_by_both_sides_intervals():
+    # Measured (stored()): fix p50 380 ms [342–418], p99 without an interval (50 requests).
+    met = [*stored(), prediction_doc("prediction fix -M@2/s", 380, 700, p50_ci_ms=(370, 390), p99_ci_ms=(600, 800))]
+    (r,) = analyse(met).fixes
+    # [370/418, 390/342] = [0.885, 1.140] lies inside ±20 %.
+    assert r.verdict_p50.verdict == "met"
+    assert r.verdict_p99.unavailable == "the measurement's p99 has no interval (fewer than 368 samples; 50 samples)"
+    twin_short = [*stored(), prediction_doc("prediction fix -M@2/s", 380, 700, p50_ci_ms=(370, 390))]
+    assert analyse(twin_short).fixes[0].verdict_p99.unavailable == (
+        "the twin's p99 has no interval (fewer than 368 samples; 300 samples)"
+    )
+    wide = [*stored(), prediction_doc("prediction fix -M@2/s", 418, 630, p50_ci_ms=(400, 440))]
+    (r,) = analyse(wide).fixes
+    # [400/418, 440/342] = [0.957, 1.287]: crosses 1.2 with the estimate 1.1 inside.
+    assert r.verdict_p50.verdict == "undecided at this length"
+    assert r.verdict_p50.length_factor == pytest.approx((440 / 342 - 1.1) ** 2 / (1.2 - 1.1) ** 2)
+    # The slower side sets the seconds: HotROD's 50 requests at 2/s.
+    assert r.verdict_p50.seconds_to_decide == pytest.approx(r.verdict_p50.length_factor * 25.0)
+    far = [*stored(), prediction_doc("prediction fix -M@2/s", 600, 900, p50_ci_ms=(580, 620))]
+    assert analyse(far).fixes[0].verdict_p50.verdict == "not met"  # [580/418, …] = [1.39, …]
+    sec = build_section(Study(), FakeStore(wide), "r")  # type: ignore[arg-type]
+    (row,) = sec.blocks[1].rows
+    assert row[6].startswith("1.1×; undecided at this length: a run ") and "would decide it" in row[6]
+    assert "±20 %" in sec.blocks[1].caption
+
+
+def test_the_unchanged_twin_is_held_to_its_contract_band():
+    docs = [*stored(), prediction_doc("prediction baseline@2/s", 800, 1540, p50_ci_ms=(790, 810))]
+    (top,) = analyse(docs).twin_errors
+    # Measured baseline 760 ms [684–836]: [790/836, 810/684] = [0.945, 1.184] crosses 1.15, not 1.2.
+    assert top.verdict_p50.verdict == "undecided at this length"
+    assert analysis.TWIN_CONTRACT_BAND == (0.85, 1.15)

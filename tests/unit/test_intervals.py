@@ -300,6 +300,36 @@ def test_within_a_band_inside_outside_and_straddling():
         V.judge_within(1.0, 0.9, 1.1, (1.2, 0.8), 500)
 
 
+def test_ratio_within_judges_the_quotient_of_the_far_corners():
+    band = (0.8, 1.2)
+    # 100 [95–105] ÷ 100 [96–104]: [0.913–1.094] lies inside ±20 %.
+    assert V.ratio_within(_iv(100, 95, 105), _iv(100, 96, 104), band).verdict == V.MET
+    # 150 [140–160] ÷ 100 [95–105]: [1.333–1.684], wholly above.
+    assert V.ratio_within(_iv(150, 140, 160), _iv(100, 95, 105), band).verdict == V.NOT_MET
+    # 80 [60–100] ÷ 100 [90–110]: estimate 0.8 on the low edge: no length decides it there.
+    edge = V.ratio_within(_iv(80, 60, 100), _iv(100, 90, 110), band)
+    assert edge.verdict == V.UNDECIDED and edge.length_factor is None
+    # 90 [70–110] ÷ 100 [90–110]: [0.636–1.222] crosses both edges; estimate 0.9: the lower half
+    # (0.9 − 0.636) over the gap 0.1 → 6.98×, the upper (1.222 − 0.9) over 0.3 → 1.15×: 6.98×. The
+    # slower side sets the seconds: the measured 1 000 samples at 2/s (500 s) vs the twin's at 20/s.
+    v = V.ratio_within(_iv(90, 70, 110, count=300), _iv(100, 90, 110), band, 20.0, 2.0)
+    lower = (0.9 - 70 / 110) ** 2 / 0.1**2
+    assert v.verdict == V.UNDECIDED and v.length_factor == pytest.approx(lower)
+    assert v.samples_to_decide == math.ceil(lower * 1000) and v.seconds_to_decide == pytest.approx(lower * 500)
+
+
+def test_ratio_within_without_an_interval_names_the_side_and_why():
+    few = QuantileInterval(0.99, 40, 1.2e9, unavailable="fewer than 368 samples")
+    v = V.ratio_within(_iv(1.0e9, 0.9e9, 1.1e9), few, (0.8, 1.2))
+    assert (
+        v.verdict == ""
+        and v.unavailable == "the second side's p99 has no interval (fewer than 368 samples; 40 samples)"
+    )
+    assert V.ratio_within(few, _iv(1.0e9, 0.9e9, 1.1e9), (0.8, 1.2)).unavailable.startswith("the first side's p99")
+    zero = V.ratio_within(_iv(1.0, 0.9, 1.1), _iv(1.0, 0.0, 1.1), (0.8, 1.2))
+    assert zero.verdict == "" and "reaches 0" in zero.unavailable
+
+
 def test_decided_together_takes_the_longest_length():
     a = V.at_most(_iv(100, 90, 120), 110, rate_per_s=100.0)  # 4×, 4 000 samples, 40 s
     b = V.at_most(_iv(100, 90, 130, count=3000), 105, rate_per_s=100.0)  # (30/5)² = 36×, 108 000, 1 080 s

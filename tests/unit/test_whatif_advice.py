@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conftest import front_and_locked_store
 from tailscope.traces.spans import Span, Trace, TraceSet
 from tailscope.twin import whatif as w
 from tailscope.twin import whatif_advice as wa
@@ -19,42 +20,13 @@ MS = 1_000_000
 
 
 def topology() -> dict:
-    return {
-        "name": "tiny",
-        "call_timeout_ms": 1000,
-        "front": {"service": "front", "path": "/get", "endpoint": "get"},
-        "services": [
-            {
-                "name": "front",
-                "endpoints": [
-                    {
-                        "name": "get",
-                        "span": "GET /get",
-                        "stages": [{"call": {"service": "store", "endpoint": "read", "span": "read_client"}}],
-                    }
-                ],
-            },
-            {
-                "name": "store",
-                "endpoints": [
-                    {
-                        "name": "read",
-                        "span": "read",
-                        "stages": [
-                            {
-                                "store": {
-                                    "span": "SELECT",
-                                    "system": "mysql",
-                                    "latency": {"kind": "constant", "us": 1000},
-                                    "capacity": 1,
-                                }
-                            }
-                        ],
-                    }
-                ],
-            },
-        ],
-    }
+    return front_and_locked_store(
+        name="tiny",
+        store_service="store",
+        front_span="GET /get",
+        latency={"kind": "constant", "us": 1000},
+        call_timeout_ms=1000,
+    )
 
 
 def traces(n: int = 40) -> TraceSet:

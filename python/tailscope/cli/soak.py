@@ -79,11 +79,14 @@ def soak(
         e = iv.episodes
         if e is None:
             episodes = " saturated s unavailable"
-        elif e.saturated_s:
-            outside = fmt_ns(e.p99_outside_ns) if e.p99_outside_ns else "unavailable"
-            episodes = f" saturated {len(e.saturated_s)} s ({soak_mod.spans_text(e.saturated_s)}) p99 outside {outside}"
         else:
-            episodes = " saturated 0 s"
+            episodes = f" saturated {len(e.saturated_s)} s" + (
+                f" ({soak_mod.spans_text(e.saturated_s)})" if e.saturated_s else ""
+            )
+            if e.stolen_s:
+                episodes += f" stolen {len(e.stolen_s)} s ({soak_mod.spans_text(e.stolen_s)})"
+            if e.any:
+                episodes += f" p99 outside {fmt_ns(e.p99_outside_ns) if e.p99_outside_ns else 'unavailable'}"
         console.print(
             f"{s.model} #{iv.index}: {iv.achieved_per_s:.0f}/s of {iv.requested_per_s:.0f}/s "
             f"p50 {p50} p99 {p99} errors {iv.errors} cpu/req {cpu}{machine}{episodes} | {procs}"

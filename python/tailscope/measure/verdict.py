@@ -204,3 +204,40 @@ def at_most_other(
     seconds_a, seconds_b = _seconds(a.count, rate_a_per_s), _seconds(b.count, rate_b_per_s)
     seconds_now = None if seconds_a is None or seconds_b is None else max(seconds_a, seconds_b)
     return _undecided(length_factor_to_decide(halves, gap), max(a.count, b.count), seconds_now)
+
+
+def ratio_within(
+    a: QuantileInterval,
+    b: QuantileInterval,
+    band: tuple[float, float],
+    rate_a_per_s: float | None = None,
+    rate_b_per_s: float | None = None,
+    names: tuple[str, str] = ("the first side", "the second side"),
+) -> IntervalVerdict:
+    """Does a's percentile ÷ b's lie inside `band` (a prediction ÷ a measurement within ±20 %: (0.8,
+    1.2)), when each side is a separate run with its own interval? The ratio's interval is the
+    quotient of the far corners, [a.lo / b.hi, a.hi / b.lo]: wider than a 95 % interval of the ratio
+    (each side holds its value with 95 %), so a MET or NOT_MET it gives holds, and an UNDECIDED may
+    be decided by a resampling interval of the two samples (twin/validate.ratio_ci95, where both
+    raw samples are at hand). How long: both runs lengthened alike (judge_within on the quotient);
+    `samples_to_decide` and `seconds_to_decide` are the slower side's. A side without an interval
+    (too few samples: a p99 of 40 requests has none) is unavailable, naming the side (`names`) and why."""
+    for side, x in zip(names, (a, b), strict=True):
+        if why := _missing(x):
+            return IntervalVerdict("", unavailable=f"{side}'s {_pct(x.q)} has no interval ({why}; {x.count} samples)")
+    assert a.lo_ns is not None and a.hi_ns is not None and a.estimate_ns is not None
+    assert b.lo_ns is not None and b.hi_ns is not None and b.estimate_ns is not None
+    if b.lo_ns <= 0 or b.estimate_ns <= 0:
+        return IntervalVerdict("", unavailable=f"{names[1]}'s interval reaches 0: no ratio")
+    # The side whose samples take longer to gather sets the length (both are lengthened alike).
+    seconds = [_seconds(a.count, rate_a_per_s), _seconds(b.count, rate_b_per_s)]
+    slower = max(range(2), key=lambda i: seconds[i] or 0.0)
+    count = (a.count, b.count)[slower]
+    v = judge_within(a.estimate_ns / b.estimate_ns, a.lo_ns / b.hi_ns, a.hi_ns / b.lo_ns, band, count)
+    if v.verdict != UNDECIDED or v.length_factor is None:
+        return v
+    return _undecided(v.length_factor, count, seconds[slower])
+
+
+def _pct(q: float) -> str:
+    return f"p{q * 100:g}"

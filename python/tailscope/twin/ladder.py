@@ -42,6 +42,22 @@ def latency_ns(load: dict, key: str) -> float | None:
     return m.p_ns(key) if m else None
 
 
+def latency_intervals(load: dict) -> dict:
+    """The 95 % intervals of p50 and p99 (measure.intervals, as the engine wrote them) for a rung:
+    `p50_ci_ns`/`p99_ci_ns` = [lo, hi], or None with the reason in `ci_unavailable` — so a study that
+    compares a rung with a measurement can judge the comparison (measure.verdict.ratio_within)."""
+    m = measurement(load, "latency_intended")
+    out: dict = {}
+    why: dict[str, str] = {}
+    for key in ("50", "99"):
+        i = m.interval(key) if m else None
+        ok = i is not None and i.available and i.lo_ns is not None and i.hi_ns is not None
+        out[f"p{key}_ci_ns"] = [i.lo_ns, i.hi_ns] if ok and i is not None else None
+        if not ok:
+            why[f"p{key}"] = i.unavailable if i is not None else "no latency measurement"
+    return out | ({"ci_unavailable": why} if why else {})
+
+
 def latency_count(load: dict) -> int | None:
     """How many requests stand behind the rung's percentiles."""
     m = measurement(load, "latency_intended")
@@ -80,6 +96,7 @@ def rung(run: TwinRun, rate_per_s: float, objective_ns: float) -> dict:
         "p50_ns": p50,
         "p99_ns": p99,
         "requests": latency_count(run.load),
+        **latency_intervals(run.load),
         "flags": flags,
         "meets": p99 is not None and p99 <= objective_ns and not flags,
         **load_summary(run.load),

@@ -223,15 +223,14 @@ def _store_population(diagnosis: dict, service: str, span: str) -> dict | None:
     return _population(diagnosis, others.pop(), span) if len(others) == 1 else None
 
 
+def _no_evidence(reason: str) -> dict:
+    """The evidence of a what-if the diagnosis has no finding for: the twin's structure alone."""
+    return {"population": None, "confidence": None, "samples": None, "figures": {}, "unavailable": reason}
+
+
 def capacity_evidence(p: dict | None, where: str) -> dict:
     if p is None:
-        return {
-            "population": None,
-            "confidence": None,
-            "samples": None,
-            "figures": {},
-            "unavailable": f"no population of the diagnosis is {where}",
-        }
+        return _no_evidence(f"no population of the diagnosis is {where}")
     c = p["capacity"]
     return {
         "population": population_name(p),
@@ -285,19 +284,13 @@ def _chain(diagnosis: dict, service: str, parent_op: str, children: set[tuple[st
 
 def _site_evidence(finding: dict | None, kind: str, samples_key: str) -> dict:
     if finding is None:
-        return {
-            "population": None,
-            "confidence": None,
-            "samples": None,
-            "figures": {},
-            "unavailable": f"the diagnosis found no {kind} here: the twin's structure alone",
-        }
+        return _no_evidence(f"the diagnosis found no {kind} here: the twin's structure alone")
     figures = {
         k: v for k, v in finding.items() if k not in ("parent_service", "parent_operation", "service", "operation")
     }
     return {
-        "population": f"{finding['parent_service']}:{finding['parent_operation']} → "
-        f"{finding['service']}:{finding['operation']}",
+        # A fan-out or chain finding names its call site with a call-site population's keys.
+        "population": population_name({**finding, "kind": "call_site"}),
         "finding": kind,
         # A structural finding in ≥ 90 % of the instances that could show it (diagnose/calls.py).
         "confidence": "high" if finding[samples_key] >= 100 else "medium" if finding[samples_key] >= 10 else "low",

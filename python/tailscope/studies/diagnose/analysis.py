@@ -22,7 +22,9 @@ from typing import Any
 from tailscope.diagnose.diagnosis import population_name
 from tailscope.measure.intervals import QuantileInterval
 from tailscope.measure.measurement import measurement
+from tailscope.measure.verdict import IntervalVerdict, ratio_within
 from tailscope.store import EngineDocument
+from tailscope.twin.validate import ACCEPT_RATIO_ERROR
 
 # Document kinds (EngineDocument.engine) the study stores.
 LOAD_ENGINE = "tailscope-load"
@@ -46,6 +48,11 @@ PREDICTION_ENGINE = "tailscope-twin"
 TWIN_MODEL = "std-async"
 PREDICTION_SCHEMA = "tailscope.diagnose.prediction/1"
 PREDICTION_UNAVAILABLE = "no twin prediction was stored for this fix"
+# Issue 26's target for a fix's prediction: predicted ÷ measured within ±20 % at p50 and p99, judged by
+# both sides' intervals (measure.verdict.ratio_within). The unchanged twin is held to its contract,
+# ±15 % (twin/validate.ACCEPT_RATIO_ERROR), at the rate it was fitted at and at the other.
+FIX_PREDICTION_BAND = (0.8, 1.2)
+TWIN_CONTRACT_BAND = (1 - ACCEPT_RATIO_ERROR, 1 + ACCEPT_RATIO_ERROR)
 # Why a finding is not applied. A limit on a span that encloses the db query (its handler, the call
 # into it) is often the same lock seen from outside: -M, applied for the db query, removes it too.
 NO_FLAG = "no HotROD flag maps to it (the harness maps capacity 1 on the db query, the route fan-out, the db's speed)"
@@ -171,6 +178,10 @@ class Prediction:
     speed_up: float = 1.0  # the twin ran this many times faster than real time (twin/timescale.py)
     whatif: str | None = None  # the what-if's id (None: the unchanged twin)
     flags: tuple[str, ...] = ()  # the twin run's flags (saturated, generator-limited, errors)
+    # The twin's p50/p99 with their 95 % intervals, on the application's clock.
+    p50_ci: QuantileInterval | None = None
+    p99_ci: QuantileInterval | None = None
+    twin_rate_per_s: float | None = None  # the rate the sped-up twin ran at (its samples per second)
 
 
 def whatif_for(fix: Mapping[str, Any], whatifs: Iterable[Any], topology: Mapping[str, Any]) -> Any | None:
@@ -213,15 +224,50 @@ def prediction_of(doc: Mapping[str, Any] | None, why_none: str = PREDICTION_UNAV
     p50, p99 = doc.get("p50_ns"), doc.get("p99_ns")
     if not why and (p50 is None or p99 is None):
         why = "the twin run recorded no latency"
+    requests = int(doc.get("requests") or 0)
+    rate = doc.get("twin_rate_per_s")
     return Prediction(
         p50,
         p99,
         why,
-        requests=int(doc.get("requests") or 0),
+        requests=requests,
         speed_up=float(doc.get("speed_up") or 1.0),
         whatif=doc.get("whatif"),
         flags=tuple(str(f) for f in doc.get("flags") or ()),
+        p50_ci=_stored_interval(doc, "50", p50, requests),
+        p99_ci=_stored_interval(doc, "99", p99, requests),
+        twin_rate_per_s=float(rate) if rate else None,
     )
+
+
+NO_STORED_INTERVAL = "the prediction document has no interval (written before predictions kept them)"
+
+
+def _stored_interval(doc: Mapping[str, Any], key: str, estimate: float | None, count: int) -> QuantileInterval:
+    q = float(key) / 100
+    bounds = doc.get(f"p{key}_ci_ns")
+    if estimate is not None and bounds and len(bounds) == 2 and None not in bounds:
+        return QuantileInterval(q, count, float(estimate), float(bounds[0]), float(bounds[1]))
+    why = (doc.get("ci_unavailable") or {}).get(f"p{key}") or doc.get("prediction_unavailable") or NO_STORED_INTERVAL
+    return QuantileInterval(q, count, estimate, unavailable=str(why))
+
+
+def prediction_verdicts(
+    p: Prediction, measured: Latency | None, measured_rate_per_s: float, band: tuple[float, float]
+) -> tuple[IntervalVerdict, IntervalVerdict]:
+    """predicted ÷ measured within `band` at p50 and p99, judged by both sides' intervals; a side
+    with no figure or no interval is unavailable with the reason."""
+    out = []
+    for pred, meas in ((p.p50_ci, measured.p50 if measured else None), (p.p99_ci, measured.p99 if measured else None)):
+        if pred is None or meas is None:
+            why = p.unavailable or PREDICTION_UNAVAILABLE if pred is None else "the phase has no latency"
+            out.append(IntervalVerdict("", unavailable=why))
+            continue
+        v = ratio_within(
+            pred, meas, band, p.twin_rate_per_s, measured_rate_per_s, names=("the twin", "the measurement")
+        )
+        out.append(v)
+    return out[0], out[1]
 
 
 def prediction_for(fix: Mapping[str, Any], predictions: Mapping[str, Mapping[str, Any]]) -> Prediction:
@@ -256,6 +302,9 @@ class FixResult:
     predicted_over_measured_p50: float | None
     predicted_over_measured_p99: float | None
     unavailable: str = ""
+    # predicted ÷ measured within FIX_PREDICTION_BAND, judged by both sides' intervals.
+    verdict_p50: IntervalVerdict = IntervalVerdict("", unavailable=PREDICTION_UNAVAILABLE)
+    verdict_p99: IntervalVerdict = IntervalVerdict("", unavailable=PREDICTION_UNAVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -266,6 +315,9 @@ class TwinError:
     prediction: Prediction
     p50_ratio: float | None  # predicted ÷ measured
     p99_ratio: float | None
+    # predicted ÷ measured within the twin's contract (twin/validate.ACCEPT_RATIO_ERROR).
+    verdict_p50: IntervalVerdict = IntervalVerdict("", unavailable=PREDICTION_UNAVAILABLE)
+    verdict_p99: IntervalVerdict = IntervalVerdict("", unavailable=PREDICTION_UNAVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -318,6 +370,9 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
         m50, m99 = _p(measured.latency if measured else None, "50"), _p(measured.latency if measured else None, "99")
         b50, b99 = _p(base.latency if base else None, "50"), _p(base.latency if base else None, "99")
         pred = prediction_for(f, predictions)
+        v50, v99 = prediction_verdicts(
+            pred, measured.latency if measured else None, float(f.get("rate_per_s") or 0.0), FIX_PREDICTION_BAND
+        )
         results.append(
             FixResult(
                 fix=f,
@@ -329,6 +384,8 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
                 predicted_over_measured_p50=_ratio(pred.p50_ns, m50),
                 predicted_over_measured_p99=_ratio(pred.p99_ns, m99),
                 unavailable=str(f.get("unavailable") or ("" if measured else "the fix's phase stored no document")),
+                verdict_p50=v50,
+                verdict_p99=v99,
             )
         )
     top = max((b.rate_per_s for b in baselines), default=None)
@@ -338,6 +395,7 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
         if doc is None:
             continue
         pred = prediction_of(doc)
+        v50, v99 = prediction_verdicts(pred, b.latency, b.rate_per_s, TWIN_CONTRACT_BAND)
         errors.append(
             TwinError(
                 b.rate_per_s,
@@ -346,6 +404,8 @@ def analyse(docs: Iterable[EngineDocument]) -> DiagnoseStudy:
                 pred,
                 _ratio(pred.p50_ns, _p(b.latency, "50")),
                 _ratio(pred.p99_ns, _p(b.latency, "99")),
+                v50,
+                v99,
             )
         )
     return DiagnoseStudy(

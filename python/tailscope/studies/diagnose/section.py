@@ -7,10 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tailscope.measure.intervals import QuantileInterval
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.report.blocks import Section, Table
 from tailscope.store import Store
-from tailscope.studies.common import interval_cell, study_section
+from tailscope.studies.common import interval_cell, length_to_decide_text, study_section
 from tailscope.studies.diagnose.analysis import (
+    FIX_PREDICTION_BAND,
+    TWIN_CONTRACT_BAND,
     TWIN_MODEL,
     DiagnoseStudy,
     FixResult,
@@ -94,9 +97,20 @@ def _fix_row(r: FixResult) -> list[str]:
         _cell(measured.p99),
         fmt_ratio(r.p99_ratio_to_baseline),
         _predicted(r.prediction),
-        f"unavailable ({why})" if r.predicted_over_measured_p50 is None else fmt_ratio(r.predicted_over_measured_p50),
-        f"unavailable ({why})" if r.predicted_over_measured_p99 is None else fmt_ratio(r.predicted_over_measured_p99),
+        _judged(r.predicted_over_measured_p50, r.verdict_p50, why),
+        _judged(r.predicted_over_measured_p99, r.verdict_p99, why),
     ]
+
+
+def _judged(ratio: float | None, v: IntervalVerdict, why_none: str) -> str:
+    """A predicted ÷ measured cell: the ratio and its verdict against the table's band."""
+    if ratio is None:
+        return f"unavailable ({why_none})"
+    if v.unavailable:
+        return f"{fmt_ratio(ratio)}; verdict unavailable ({v.unavailable})"
+    if v.verdict == UNDECIDED:
+        return f"{fmt_ratio(ratio)}; {UNDECIDED}: {length_to_decide_text(v, 'requests')}"
+    return f"{fmt_ratio(ratio)}; {v.verdict}"
 
 
 def _predicted(p: Prediction) -> str:
@@ -112,12 +126,8 @@ def _twin_error_row(e: TwinError) -> list[str]:
         _cell(e.baseline.latency.p50) if e.baseline.latency else "unavailable",
         _cell(e.baseline.latency.p99) if e.baseline.latency else "unavailable",
         _predicted(e.prediction),
-        fmt_ratio(e.p50_ratio)
-        if e.p50_ratio is not None
-        else f"unavailable ({e.prediction.unavailable or 'no figure'})",
-        fmt_ratio(e.p99_ratio)
-        if e.p99_ratio is not None
-        else f"unavailable ({e.prediction.unavailable or 'no figure'})",
+        _judged(e.p50_ratio, e.verdict_p50, e.prediction.unavailable or "no figure"),
+        _judged(e.p99_ratio, e.verdict_p99, e.prediction.unavailable or "no figure"),
     ]
 
 
@@ -150,7 +160,9 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
             "The prediction: the queueing twin inferred from the highest rate's traces alone, with the "
             f"what-if that is the same change, run under {TWIN_MODEL} at the fix's rate on a clock "
             f"{_speed_up(v)}× faster than real time (every duration ÷ k, the rate × k, latencies × k back: "
-            "docs/diagnose.md). A prediction that could not be made says why.",
+            "docs/diagnose.md). A prediction that could not be made says why. Each ratio's verdict: "
+            f"within {_band(FIX_PREDICTION_BAND)} (issue 26's target) by both sides' 95 % intervals — met, not met, "
+            "or undecided at this length; a p99 of fewer than a few hundred requests has no interval, so no verdict.",
             numeric_from=2,
             wrap_columns=(1,),
             details=[(n["finding"], n["reason"]) for n in v.not_applied],
@@ -165,11 +177,16 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
                  "predicted ÷ measured p99"],
                 [_twin_error_row(e) for e in v.twin_errors],
                 "The twin was inferred from the highest rate's traces; at the other rate it predicts a load "
-                "dependence it was not fitted to (issue 26: the twin must predict that too).",
+                "dependence it was not fitted to (issue 26: the twin must predict that too). Each ratio's verdict: "
+                f"within the twin's contract, {_band(TWIN_CONTRACT_BAND)}, by both sides' 95 % intervals.",
                 numeric_from=1,
             )
         )  # fmt: skip
     return sec
+
+
+def _band(band: tuple[float, float]) -> str:
+    return f"±{(band[1] - 1) * 100:.0f} %"
 
 
 def _speed_up(v: DiagnoseStudy) -> str:
