@@ -179,7 +179,22 @@ Deployment parse_deployment(const json& doc, const Topology& topology, const std
   }
   for (const auto& [name, _] : topology.services)
     if (!d.services.count(name)) check.fail("services", "the topology's service '" + name + "' is not deployed");
+  if (doc.contains("stores") && !doc.at("stores").is_null()) {
+    if (!doc.at("stores").is_object()) check.fail("stores", "expected an object {\"host\": HOST}");
+    d.stores_host = check.string(doc.at("stores"), "host", "stores", true);
+    if (!d.hosts.count(d.stores_host)) check.fail("stores.host", "unknown host '" + d.stores_host + "'");
+  }
   return d;
+}
+
+const DeploymentHost* Deployment::stores_host_or_only(std::string* why_not) const {
+  if (!stores_host.empty()) return &hosts.at(stores_host);
+  std::set<std::string> used;
+  for (const auto& [_, s] : services) used.insert(s.host);
+  if (used.size() == 1) return &hosts.at(*used.begin());
+  *why_not = "the deployment places the graph on " + std::to_string(used.size()) +
+             " hosts and names none for the store servers (give `stores: HOST` in the deployment file)";
+  return nullptr;
 }
 
 Deployment load_deployment_file(const std::string& path, const Topology& topology) {

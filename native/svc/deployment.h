@@ -47,6 +47,11 @@ struct Deployment {
   std::map<std::string, DeploymentHost> hosts;
   std::vector<DeploymentLink> links;
   std::map<std::string, DeploymentService> services;
+  std::string stores_host;  // `stores: {host}`: where the real store servers run; "" = not given
+
+  // The host whose namespace and address run the real store servers: the one
+  // named, else the graph's only host; nullptr with *why_not when neither.
+  const DeploymentHost* stores_host_or_only(std::string* why_not) const;
 
   const DeploymentHost& host_of(const std::string& service) const { return hosts.at(services.at(service).host); }
   // The service's own cpus, else its host's, else "" (the topology's, or none).

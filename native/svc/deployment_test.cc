@@ -56,6 +56,27 @@ TEST(Deployment, ParsesHostsLinksAndServices) {
   EXPECT_EQ(d.links_json()[0]["addresses"], json({"198.18.0.2", "198.18.0.3"}));
 }
 
+TEST(Deployment, TheStoresHostIsTheNamedOneOrTheGraphsOnlyHost) {
+  std::string why;
+  json doc = two_hosts();
+  EXPECT_EQ(parse_deployment(doc, two_services(), "d.json").stores_host_or_only(&why), nullptr);
+  EXPECT_NE(why.find("names none for the store servers (give `stores: HOST`"), std::string::npos) << why;
+  doc["stores"] = {{"host", "logic"}};
+  const Deployment named = parse_deployment(doc, two_services(), "d.json");
+  ASSERT_NE(named.stores_host_or_only(&why), nullptr);
+  EXPECT_EQ(named.stores_host_or_only(&why)->address, "198.18.0.3");
+  json one = two_hosts();
+  one["services"]["b"]["host"] = "front";
+  one.erase("links");
+  const Deployment single = parse_deployment(one, two_services(), "d.json");
+  ASSERT_NE(single.stores_host_or_only(&why), nullptr);
+  EXPECT_EQ(single.stores_host_or_only(&why)->name, "front");
+  doc["stores"] = {{"host", "storage"}};
+  EXPECT_NE(error_of(doc).find("stores.host: unknown host 'storage'"), std::string::npos) << error_of(doc);
+  doc["stores"] = "logic";
+  EXPECT_NE(error_of(doc).find("stores: expected an object"), std::string::npos) << error_of(doc);
+}
+
 TEST(Deployment, OptionalPartsMayBeAbsentAndNetnsNullMeansHere) {
   json d = two_hosts();
   d.erase("links");

@@ -177,7 +177,7 @@ void Supervisor::open_listeners() {
   for (const auto& [n, p] : ports_) ports_text_ += (ports_text_.empty() ? "" : ",") + n + "=" + std::to_string(p);
   for (const auto& c : children_) addresses_[c.service] = c.address;
   // The store mode (an explicit --stores real with a binary missing fails here, nothing started).
-  stores_.emplace(o_, topology_, deployment_.has_value());
+  stores_.emplace(o_, topology_, deployment_ ? &*deployment_ : nullptr, netns_fds_);
   if (deployment_) {
     // Every service calls its peers where they are: ADDR:PORT of their hosts.
     std::string peers;

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -195,6 +196,72 @@ def test_a_graph_across_two_hosts_calls_at_addresses_delays_its_link_and_recover
     assert doc["deployment"]["links"][0]["between"] == ["front", "logic"]
     assert [r["service"] for r in doc["totals"]["restarts"]] == ["backend"]
     assert front["counters"]["downstream_failures"] >= 1, front["counters"]
+
+
+def cached_read_topology(path: Path) -> Path:
+    """passthrough with real store reads behind the backend: a Redis get of a user's key (a miss,
+    then its on_miss set) and a document-store find of the user (PostgreSQL, preloaded)."""
+    doc = topology.load(PASSTHROUGH)
+    backend = next(s for s in doc["services"] if s["name"] == "backend")
+    backend["model"] = "std-thread"  # a blocking store client (the event-loop models' are another file's)
+    latency = {"kind": "constant", "us": 100}
+    set_stage = {
+        "store": {"span": "redis_set", "system": "redis", "op": "set", "key": "user:{user}", "latency": latency}
+    }
+    get_stage = {"span": "redis_get", "system": "redis", "op": "get", "key": "user:{user}", "latency": latency}
+    get_stage |= {"hit_ratio": 0.5, "on_miss": [set_stage]}
+    find = {"span": "users_find", "system": "mongodb", "op": "find", "collection": "users", "key": "user:{user}"}
+    backend["endpoints"][0]["stages"] += [{"store": get_stage}, {"store": find | {"latency": latency}}]
+    return topology.write_json(topology.validate(doc, "passthrough with a Redis read"), path)
+
+
+@needs_engine("tailscope-svc")
+def test_real_stores_run_on_the_deployments_stores_host(tmp_path, monkeypatch):
+    """`stores: {host}`: the store servers run inside that lab host's namespace and bind its address;
+    the services on the other host reach them across the bridge."""
+    if shutil.which("redis-server") is None or not Path("/usr/lib/postgresql/15/bin/postgres").exists():
+        pytest.skip("redis-server or PostgreSQL 15 is not installed (scripts/bootstrap installs them)")
+    topo = cached_read_topology(tmp_path / "cached.json")
+    out = tmp_path / "graph.json"
+    with two_hosts("namespaces", tmp_path, monkeypatch) as hosts:
+        doc = deployment(hosts)
+        doc["stores"] = {"host": "logic"}
+        dep = write_json(tmp_path / "deployment.json", doc)
+        args = ["--topology", str(topo), "--all", "--deployment", str(dep), "--model", "std-thread"]
+        args += ["--stores", "real", "--out", str(out)]
+        with serve("tailscope-svc", args, stop_timeout_s=30.0) as srv:
+            stores = srv.ready["stores"]
+            assert stores["mode"] == "real" and stores["host"] == "logic", stores
+            assert sorted(s["system"] for s in stores["servers"]) == ["mongodb", "redis"]
+            for server in stores["servers"]:
+                assert server["address"].startswith(hosts.logic + ":"), server
+                # Not reachable on loopback: it listens inside the lab host only.
+                port = int(server["address"].rsplit(":", 1)[1])
+                with pytest.raises(OSError):
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            for _ in range(4):
+                assert get(hosts.front, srv.ready["listening"]) == 200
+        assert srv.proc.returncode == 0, srv.stderr_text()
+    result = json.loads(out.read_text())["stores"]
+    for system in ("redis", "mongodb"):
+        counts = result["systems"][system]
+        assert counts["ops"] >= 4 and counts["errors_unavailable"] == 0, result
+
+
+@needs_engine("tailscope-svc")
+def test_real_stores_on_several_hosts_need_the_stores_host_named(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (scripts/bootstrap installs it)")
+    topo = cached_read_topology(tmp_path / "cached.json")
+    dep = write_json(tmp_path / "d.json", deployment(TwoHosts("127.0.0.1", "127.0.0.2", None, None)))
+    r = run_svc("--topology", str(topo), "--all", "--deployment", str(dep), "--stores", "real")
+    assert r.returncode == 1 and "give `stores: HOST` in the deployment file" in r.stderr, r.stderr
+    assert r.stdout == ""
+    # On loopback "hosts" the named host's address is bound in this namespace: it runs.
+    doc = deployment(TwoHosts("127.0.0.1", "127.0.0.2", None, None))
+    doc["stores"] = {"host": "nowhere"}
+    r = run_svc("--topology", str(topo), "--all", "--deployment", str(write_json(tmp_path / "e.json", doc)))
+    assert r.returncode == 1 and "stores.host" in r.stderr and "unknown host 'nowhere'" in r.stderr, r.stderr
 
 
 # ---- bad input: exit 1, a clear message, nothing started --------------------------------------

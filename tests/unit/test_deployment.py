@@ -61,6 +61,10 @@ def test_engine_json_follows_the_contract():
     assert doc["services"]["text-service"] == {"host": "logic"}
     assert list(doc["services"]) == SOCIALNET
     assert {"between": ["front", "logic"], "delay_us": 50, "jitter_us": 5} in doc["links"]
+    # The capstone's storage node runs the real store servers; a file without `stores` says nothing.
+    assert doc["stores"] == {"host": "storage"}
+    single = deployment.engine_json(deployment.load(SINGLE, SOCIALNET), SOCIALNET, LAB, allowed_cpus=ALL_CPUS)
+    assert "stores" not in single
 
 
 def test_a_loopback_host_runs_in_this_namespace(tmp_path):
@@ -124,6 +128,8 @@ BASE = "hosts:\n  a: {lab_host: ts-h1}\n  b: {lab_host: ts-h2}\n"
         ("hosts:\n  a: {address: 192.0.2.1}\n", "hosts.a.address: 192.0.2.1 is not loopback"),
         ("hosts:\n  a: {lab_host: ts-h1, speed: fast}\n", "hosts.a: unknown key 'speed'"),
         (BASE + "load: {hosts: [q]}\n", "load.hosts: unknown host 'q'"),
+        (BASE + "services:\n  x: {host: a}\nstores: q\n", "stores: unknown host 'q'"),
+        (BASE + "services:\n  x: {host: a}\nstores: b\n", "stores: host 'b' runs no service of the graph"),
         ("hosts: [a, b]\n", "'hosts' and 'services' must be mappings"),
         ("{{{", "not valid YAML"),
     ],

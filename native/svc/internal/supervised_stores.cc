@@ -31,7 +31,8 @@ void collect_collections(const StageList& stages, std::set<std::string>* out) {
 
 }  // namespace
 
-SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, bool deployment)
+SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, const Deployment* deployment,
+                                   const std::map<std::string, int>& netns_fds)
     : options_(o), topology_(t) {
   std::set<StoreSystem> systems;
   for (const auto& [_, s] : t.services)
@@ -47,7 +48,13 @@ SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, b
   }
   std::string why_not;
   if (systems_.empty()) why_not = "the topology names no real store op";
-  if (why_not.empty() && deployment) why_not = "real stores with --deployment (lab hosts) are not supported yet";
+  if (why_not.empty() && deployment) {
+    if (const DeploymentHost* h = deployment->stores_host_or_only(&why_not)) {
+      Placement p{h->name, h->address, -1, h->netns.value_or(""), h->cpus};
+      if (h->netns) p.netns_fd = netns_fds.at(*h->netns);
+      placement_ = p;
+    }
+  }
   if (why_not.empty() && !any_client) why_not = "model " + o.model + " has no non-blocking store clients yet";
   for (StoreSystem s : systems_) {
     std::string missing;
@@ -71,6 +78,12 @@ void SupervisedStores::start(const std::string& scratch_dir) {
     so.system = system;
     so.scratch_dir = scratch_dir;
     so.cpus = options_.store_cpus;
+    if (placement_) {
+      so.host = placement_->address;
+      so.netns_fd = placement_->netns_fd;
+      so.netns = placement_->netns;
+      if (so.cpus.empty()) so.cpus = placement_->cpus;  // pinned with the host's processes unless told otherwise
+    }
     auto spec = topology_.store_servers.find(stores::system_name(system));
     if (spec != topology_.store_servers.end()) {
       if (!spec->second.cpus.empty()) so.cpus = spec->second.cpus;  // the topology's entry wins per system
@@ -131,7 +144,9 @@ json SupervisedStores::ready_json() const {
                        {"address", address_port_text(r.server.address.host, r.server.address.port)},
                        {"cpus", r.server.cpus.empty() ? json() : json(r.server.cpus)},
                        {"memory_mib", r.server.memory_mib}});
-  return {{"mode", mode_}, {"reason", reason_}, {"servers", servers}};
+  json out = {{"mode", mode_}, {"reason", reason_}, {"servers", servers}};
+  if (placement_) out["host"] = placement_->host;  // the deployment's host the servers run on
+  return out;
 }
 
 json SupervisedStores::result_json(const json& services) const {

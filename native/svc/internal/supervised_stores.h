@@ -6,10 +6,13 @@
 // document. Stops every server by PID and removes its data when destroyed.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "svc/deployment.h"
 #include "svc/service_options.h"
 #include "svc/stores/store_servers.h"
 #include "svc/topology.h"
@@ -18,10 +21,21 @@ namespace tailscope::svc::internal {
 
 class SupervisedStores {
  public:
+  // Where the servers run under a deployment: its stores host (`stores:`, or
+  // the graph's only host) — the namespace entered and the address bound.
+  struct Placement {
+    std::string host;  // the deployment's host name
+    std::string address;
+    int netns_fd = -1;
+    std::string netns;
+    std::string cpus;  // the host's CPUs: the servers' default pinning there
+  };
   // Decides the mode: `--stores real` with a server binary missing (or a
-  // deployment: not supported yet) throws std::invalid_argument naming the
-  // Debian package; `auto` falls back to simulated and says why.
-  SupervisedStores(const ServiceOptions& options, const Topology& topology, bool deployment);
+  // deployment that names no host for the stores) throws std::invalid_argument
+  // naming the Debian package (or the key to add); `auto` falls back to
+  // simulated and says why. `deployment` null: every server on loopback.
+  SupervisedStores(const ServiceOptions& options, const Topology& topology, const Deployment* deployment,
+                   const std::map<std::string, int>& netns_fds);
   ~SupervisedStores();
   SupervisedStores(const SupervisedStores&) = delete;
   SupervisedStores& operator=(const SupervisedStores&) = delete;
@@ -50,6 +64,7 @@ class SupervisedStores {
   std::vector<StoreSystem> systems_;  // those the topology's real ops use
   const ServiceOptions& options_;
   const Topology& topology_;
+  std::optional<Placement> placement_;  // set under a deployment with real stores
   std::vector<Running> running_;
   bool stopped_ = false;
 };

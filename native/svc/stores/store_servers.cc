@@ -31,6 +31,7 @@
 #include "core/clock.h"
 #include "net/socket.h"
 #include "prof/placement.h"
+#include "svc/netns.h"
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/store_set.h"
 
@@ -111,7 +112,7 @@ bool ready(StoreSystem system, const StoreAddress& a) {
 // pinned to cpus, as run_as; the child dies with this process (PDEATHSIG,
 // set after the credentials change, which would clear it).
 pid_t spawn(const std::vector<std::string>& args, const std::string& log, const std::vector<int>& cpus,
-            const RunAs& run_as) {
+            const RunAs& run_as, int netns_fd = -1) {
   std::vector<std::string> a = args;
   std::vector<char*> argv;
   for (auto& s : a) argv.push_back(s.data());
@@ -131,6 +132,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, const 
   sigemptyset(&none);
   ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
   if (!cpus.empty() && prof::set_process_affinity(cpus) != 0) _exit(125);
+  // Into the store's lab host (setns needs the privileges dropped below): it binds that host's address.
+  if (!enter_netns(netns_fd)) _exit(124);
   if (run_as.drop && (::setgid(run_as.gid) != 0 || ::setuid(run_as.uid) != 0)) _exit(126);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);  // the parent died before PDEATHSIG was armed
@@ -265,7 +268,8 @@ StoreServer start_store_server(const StoreServerOptions& o) {
   s.system = o.system;
   s.cpus = o.cpus;
   s.memory_mib = o.memory_mib;
-  s.address = {o.host, free_port(o.host)};
+  // The host's address exists only inside its namespace: the free port is found there.
+  s.address = {o.host, in_netns(o.netns_fd, o.netns, [&] { return free_port(o.host); })};
   s.dir = o.scratch_dir + "/" + system_name(o.system);
   const std::string log = s.dir + "/server.log";  // inside the data dir: removed with it
   const std::string port = std::to_string(s.address.port);
@@ -284,25 +288,12 @@ StoreServer start_store_server(const StoreServerOptions& o) {
       case StoreSystem::kRedis:
         std::filesystem::create_directories(s.dir);
         // No persistence (--save '', no AOF): the data is discarded after the run, as DeathStarBench's is.
-        args = {*binary,
-                "--bind",
-                o.host,
-                "--port",
-                port,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--maxmemory",
-                memory + "mb",
-                "--maxmemory-policy",
-                "allkeys-lru",
-                "--protected-mode",
-                "yes",
-                "--dir",
-                s.dir,
-                "--daemonize",
-                "no"};
+        args = {*binary, "--bind", o.host, "--port", port, "--save", "", "--appendonly", "no", "--maxmemory",
+                memory + "mb", "--maxmemory-policy", "allkeys-lru", "--protected-mode",
+                // Protected mode accepts only loopback clients without a password. On a lab host the
+                // server binds the host's lab-range address inside its namespace, reachable only over
+                // this machine's lab bridge, and the graph's services call it from the other hosts.
+                o.netns_fd >= 0 ? "no" : "yes", "--dir", s.dir, "--daemonize", "no"};
         s.server = server_version(*binary, "--version", "redis", "v=", "redis");
         break;
       case StoreSystem::kMongodb: {
@@ -320,6 +311,13 @@ StoreServer start_store_server(const StoreServerOptions& o) {
         run_to_completion({postgres_binary("initdb"), "-D", s.dir + "/data", "-U", kDocstoreUser, "--auth=trust", "-E",
                            "UTF8", "--no-sync", "--no-instructions"},
                           log, run_as, "mongodb (PostgreSQL) initdb");
+        if (o.netns_fd >= 0) {
+          // initdb's pg_hba.conf admits TCP from loopback only; on a lab host the graph's services
+          // connect from the other hosts' lab-range addresses (and the preload from the bridge's).
+          std::ofstream hba(s.dir + "/data/pg_hba.conf", std::ios::app);
+          hba << "host all all 198.18.0.0/15 trust\n";
+          if (!hba) throw std::runtime_error("mongodb (PostgreSQL): cannot add the lab range to pg_hba.conf");
+        }
         // synchronous_commit=off: a write is acknowledged before its WAL is flushed (the
         // flush follows within wal_writer_delay), as MongoDB's default write concern
         // acknowledges before its journal commit; fsync stays on. docs/stores.md.
@@ -353,7 +351,7 @@ StoreServer start_store_server(const StoreServerOptions& o) {
     throw;
   }
   s.settings = args;
-  s.pid = spawn(args, log, cpus, run_as);
+  s.pid = spawn(args, log, cpus, run_as, o.netns_fd);
   if (s.pid < 0) {
     remove_dir(s.dir);
     throw std::runtime_error(std::string(system_name(o.system)) + ": fork failed");

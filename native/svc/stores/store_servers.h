@@ -23,9 +23,13 @@ std::optional<std::string> find_store_binary(StoreSystem system, std::string* mi
 struct StoreServerOptions {
   StoreSystem system = StoreSystem::kNone;
   std::string host = "127.0.0.1";  // must pass the allow-list (the caller checked)
-  std::string cpus;                // "" = inherit
-  int memory_mib = 64;             // memcached -m, redis maxmemory, postgres shared_buffers
-  std::string scratch_dir;         // the server's data dir and log are made under it
+  // A deployment's lab host (svc/netns.h): the server runs inside that namespace and binds `host`
+  // there; this process reaches it through the lab's bridge. -1: this namespace.
+  int netns_fd = -1;
+  std::string netns;        // its name, for errors
+  std::string cpus;         // "" = inherit
+  int memory_mib = 64;      // memcached -m, redis maxmemory, postgres shared_buffers
+  std::string scratch_dir;  // the server's data dir and log are made under it
   int64_t start_timeout_ns = 30'000'000'000;
 };
 

@@ -84,6 +84,9 @@ class Deployment:
     services: dict[str, ServiceSpec] = field(default_factory=dict)
     links: list[LinkSpec] = field(default_factory=list)
     load_hosts: list[str] = field(default_factory=list)  # hosts that run a load agent each
+    # The host whose namespace and address run the real store servers (`stores: HOST`; None: the
+    # graph's only host, and a graph on several hosts cannot run real stores — docs/stores.md).
+    stores_host: str | None = None
 
     def lab_hosts_needed(self) -> int:
         """The `--hosts` a lab needs for this file: the highest lab host index it names."""
@@ -170,7 +173,7 @@ def parse(doc: object, path: Path, topology_services: list[str] | None = None) -
         doc = {}
     if not isinstance(doc, dict):
         raise DeploymentError(f"{path}: expected a mapping with 'hosts' and 'services'")
-    _unknown_keys(doc, {"name", "hosts", "services", "links", "load"}, str(path))
+    _unknown_keys(doc, {"name", "hosts", "services", "links", "load", "stores"}, str(path))
     hosts_doc, services_doc = doc.get("hosts") or {}, doc.get("services") or {}
     if not isinstance(hosts_doc, dict) or not isinstance(services_doc, dict):
         raise DeploymentError(f"{path}: 'hosts' and 'services' must be mappings")
@@ -277,6 +280,19 @@ def parse(doc: object, path: Path, topology_services: list[str] | None = None) -
         if h not in dep.hosts:
             raise DeploymentError(f"{path}: load.hosts: unknown host '{h}' (hosts: {', '.join(dep.hosts) or 'none'})")
     dep.load_hosts = [str(h) for h in load_hosts]
+    stores = doc.get("stores")
+    if stores is not None:
+        if stores not in dep.hosts:
+            raise DeploymentError(
+                f"{path}: stores: unknown host {stores!r} (hosts: {', '.join(dep.hosts) or 'none'}): name the host "
+                "that runs the real store servers"
+            )
+        if stores not in dep.service_hosts():
+            raise DeploymentError(
+                f"{path}: stores: host '{stores}' runs no service of the graph; the store servers run on a host of "
+                f"the graph ({', '.join(dep.service_hosts()) or 'none'})"
+            )
+        dep.stores_host = str(stores)
     return dep
 
 
@@ -365,7 +381,10 @@ def engine_json(
         for lk in dep.links
         if lk.a in used and lk.b in used
     ]
-    return {"name": dep.name, "hosts": hosts, "links": links, "services": services}
+    doc = {"name": dep.name, "hosts": hosts, "links": links, "services": services}
+    if dep.stores_host is not None:
+        doc["stores"] = {"host": dep.stores_host}
+    return doc
 
 
 def write_engine_json(doc: dict, out: str | Path) -> Path:
