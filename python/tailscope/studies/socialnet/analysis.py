@@ -2,7 +2,7 @@
 
 Every verdict the section states is decided here, as a value: whether a point met the p99
 objective (by its 95 % interval: met, not met or undecided at this length, measure.verdict), the ratio at the objective and its bracket, met / not met of the two targets, what the
-run's own costs say about a missed target, core scaling, the tracing cost, and whether the
+run's own costs say about a missed target, core scaling, the tracing cost per model and sampling, and whether the
 capstone's Figure 8 holds. section.py only formats these values. Pure functions of the documents
 (dicts read back from the store): tested without engines (tests/unit/test_socialnet_analysis.py).
 """

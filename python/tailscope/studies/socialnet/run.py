@@ -62,7 +62,8 @@ PING_WARMUP = 200
 # graph and merging the 100 % run's spans): pairs 3 and 4 add roughly 20 s to the quick form, which
 # measures the best model at 100 % only. The full form measures every model at each of
 # TRACING_SAMPLES with FULL_TRACING_PAIRS: an interval of the median needs 6
-# (analysis.MIN_PAIRS_FOR_INTERVAL), so every row there has one (5 models: 120 points of ~7 s).
+# (analysis.MIN_PAIRS_FOR_INTERVAL), so every row there has one (5 models: 120 points, each 6 s of
+# load plus a graph start and stop).
 TRACING_PAIRS = 4
 FULL_TRACING_PAIRS = 6
 TRACING_SAMPLES = (1.0, TRACE_SAMPLE)
