@@ -17,6 +17,7 @@ from conftest import BUILD, needs_engine, needs_root
 from tailscope.lab import agents, deployment, labhosts, topology
 from tailscope.studies import isolation
 from tailscope.studies.base import RunContext
+from tailscope.studies.socialnet.analysis import BEST_CEILING_FILE
 
 
 def test_two_cores_put_two_service_hosts_on_one_and_leave_the_agents_unpinned():
@@ -248,7 +249,7 @@ def test_the_models_fall_back_to_pool_callback_without_a_socialnet_run(tmp_path)
     models, why = isolation.choose_models(RunContext("quick", tmp_path, lambda *_: None, {}))
     assert models == ["std-async", "pool-callback"] and "did not run in this run" in why
     (tmp_path / "socialnet").mkdir()
-    (tmp_path / "socialnet" / "graph-coroutine-tracing-0-0.json").write_text("{}")
+    (tmp_path / "socialnet" / BEST_CEILING_FILE).write_text('{"model": "coroutine", "ceiling_per_s": 3000}')
     models, why = isolation.choose_models(RunContext("quick", tmp_path, lambda *_: None, {}))
     assert models == ["std-async", "coroutine"] and "highest closed-loop ceiling" in why
 

@@ -23,7 +23,7 @@ from tailscope.studies.socialnet.analysis import (
     refine_candidates,
     summarize,
 )
-from tailscope.studies.socialnet.run import core_counts
+from tailscope.studies.socialnet.run import core_counts, tracing_plan
 from tailscope.studies.socialnet.section import summary_notes
 
 # ---- synthetic documents --------------------------------------------------------------------------
@@ -164,6 +164,19 @@ def test_core_counts_quick_one_cpu_full_powers_of_two_below_the_allowed():
     assert core_counts(1, False) == [] and core_counts(1, True) == []
     assert core_counts(2, False) == [1] and core_counts(2, True) == [1]
     assert core_counts(16, True) == [1, 2, 4, 8] and core_counts(6, False) == [1]
+
+
+def test_the_tracing_plan_quick_the_best_at_100_percent_full_every_model_at_100_and_1_percent():
+    # The quick form keeps its length: the best model, 100 % vs off, 4 pairs.
+    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=False) == [("coroutine", 1.0, 4)]
+    # The full form: every model, each sampling, enough pairs for an interval of the median.
+    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=True) == [
+        ("std-async", 1.0, 6),
+        ("std-async", 0.01, 6),
+        ("coroutine", 1.0, 6),
+        ("coroutine", 0.01, 6),
+    ]
+    assert all(pairs >= analysis.MIN_PAIRS_FOR_INTERVAL for _, _, pairs in tracing_plan(["m"], "m", full=True))
 
 
 # ---- the ratio target and its bracket ---------------------------------------------------------------
@@ -440,6 +453,87 @@ def test_the_tracing_cost_is_the_median_of_the_pairs_and_absent_without_one():
     assert (
         analysis.tracing_cost([_load_doc("c", "tracing-off", 0, 0, 50), _load_doc("c", "tracing-on", 0, 0, 50)]) is None
     )
+
+
+def _sampled_pairs(model: str, sample: float, on_per_s: list[float], off_per_s: float = 1000) -> list[dict]:
+    """Alternated off/on pairs as the full form stores them: both sides record the sampling."""
+    docs = []
+    for i, on in enumerate(on_per_s):
+        for kind, achieved in (("tracing-off", off_per_s), ("tracing-on", on)):
+            d = _load_doc(model, kind, 0, achieved, 50)
+            d["socialnet_point"] |= {"trace_sample": sample, "pair": i}
+            docs.append(d)
+    return docs
+
+
+# Costs 0.8, 0.9, 1.0, 1.0, 1.1, 1.2 %: the interval [0.8–1.2 %] lies under 2 % and above 0.5 %.
+ONE_PERCENT_COST = [992, 991, 990, 990, 989, 988]
+
+
+def test_a_tracing_row_per_model_and_sampling_in_run_order_each_with_its_target():
+    loads = [
+        *_sampled_pairs("std-async", 1.0, ONE_PERCENT_COST),
+        *_sampled_pairs("std-async", 0.01, [999] * 6),
+        *_sampled_pairs("coroutine", 0.01, ONE_PERCENT_COST),  # the run order decides, not the list's sampling
+        *_sampled_pairs("coroutine", 1.0, [995] * 6),
+    ]
+    rows = analysis.tracing_costs(loads)
+    assert [(r.model, r.sample) for r in rows] == [
+        ("std-async", 1.0),
+        ("std-async", 0.01),
+        ("coroutine", 1.0),
+        ("coroutine", 0.01),
+    ]
+    assert [r.target for r in rows] == [0.02, 0.005, 0.02, 0.005]
+    assert all(r.pairs == 6 and r.cost_interval is not None for r in rows)
+    # The same costs (median 1.0 %) meet the 2 % target at 100 % and miss the 0.5 % one at 1 %.
+    by = {(r.model, r.sample): r for r in rows}
+    assert by["std-async", 1.0].cost == pytest.approx(0.01) and by["std-async", 1.0].verdict.verdict == "met"
+    assert by["coroutine", 0.01].cost == pytest.approx(0.01) and by["coroutine", 0.01].verdict.verdict == "not met"
+    assert by["std-async", 1.0].met and not by["coroutine", 0.01].met
+    assert by["std-async", 0.01].verdict.verdict == "met" and by["coroutine", 1.0].verdict.verdict == "met"
+    # Each row keeps its own pairs: the 1 % row's on side is its 999s, not the 100 % row's.
+    assert by["std-async", 0.01].on_per_s == (999,) * 6 and by["std-async", 1.0].on_per_s == tuple(ONE_PERCENT_COST)
+    assert summarize(loads, {}).tracing == tuple(rows)
+
+
+def test_the_one_percent_target_undecided_with_the_pairs_that_decide_it():
+    # Costs 0.2, 0.3, 0.4, 0.5, 0.6, 1.9 %: median 0.45 %, interval [0.2–1.9 %] straddles 0.5 %; the high
+    # end must come down to it: ((1.9 − 0.45) / (0.5 − 0.45))² = 841× the 6 pairs.
+    row = analysis.tracing_costs(_sampled_pairs("coroutine", 0.01, [998, 997, 996, 995, 994, 981]))[0]
+    assert row.sample == 0.01 and row.target == 0.005 and row.cost == pytest.approx(0.0045)
+    assert row.verdict.verdict == "undecided at this length"
+    assert row.verdict.length_factor == pytest.approx(841.0) and row.verdict.samples_to_decide == 5046
+    # The same pairs at 100 % lie wholly under 2 %.
+    assert (
+        analysis.tracing_costs(_sampled_pairs("coroutine", 1.0, [998, 997, 996, 995, 994, 981]))[0].verdict.verdict
+        == "met"
+    )
+
+
+def test_old_stored_tracing_pairs_are_the_one_models_100_percent_row():
+    # A run from before trace_sample: kinds tracing-off / tracing-on of the best model only.
+    old = _pairs([990, 985, 980, 975, 970, 900])
+    rows = analysis.tracing_costs(old)
+    assert len(rows) == 1 and (rows[0].model, rows[0].sample, rows[0].target) == ("coroutine", 1.0, 0.02)
+    assert rows[0].pairs == 6 and rows[0].verdict.verdict == "undecided at this length"
+    assert analysis.tracing_cost(old) == rows[0]
+
+
+def test_the_worst_tracing_row_per_sampling_is_the_highest_median_cost():
+    rows = analysis.tracing_costs(
+        [
+            *_sampled_pairs("std-async", 1.0, [990] * 6),
+            *_sampled_pairs("pool-callback", 1.0, [970] * 6),
+            *_sampled_pairs("coroutine", 1.0, [980] * 6),
+            *_sampled_pairs("coroutine", 0.01, [999] * 6),
+        ]
+    )
+    worst = analysis.worst_tracing_cost(rows, 1.0)
+    assert worst is not None and worst.model == "pool-callback" and worst.cost == pytest.approx(0.03)
+    low = analysis.worst_tracing_cost(rows, 0.01)
+    assert low is not None and low.model == "coroutine"
+    assert analysis.worst_tracing_cost(rows, 0.5) is None
 
 
 def test_the_connections_sweep_per_model_by_connections():

@@ -56,7 +56,7 @@ from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import cite, record_stores, requested_stores, study_section
 from tailscope.studies.contention import _cdf_figure as delay_cdf_figure
-from tailscope.studies.socialnet.analysis import BASELINE_MODEL
+from tailscope.studies.socialnet.analysis import BASELINE_MODEL, BEST_CEILING_FILE
 from tailscope.studies.socialnet.analysis import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
 from tailscope.studies.sources import CAPSTONE_SPLIT
 from tailscope.traces.critpath import run_critpath
@@ -105,13 +105,11 @@ def choose_models(ctx: RunContext) -> tuple[list[str], str]:
         if bad:
             raise ValueError(f"isolation_models: '{bad[0]}' is not one of {', '.join(known)}")
         return list(asked), f"models {', '.join(asked)} (chosen with the isolation_models option)"
-    # The socialnet study measures its tracing cost with the model of the highest closed-loop
-    # ceiling; the files it leaves name that model.
-    socialnet_art = Path(ctx.artifacts_dir) / "socialnet"
-    best = [m for m in svc_models() if (socialnet_art / f"graph-{m}-tracing-0-0.json").exists()]
+    # The socialnet study names the model of the highest closed-loop ceiling in its artifacts.
+    best = _socialnet_best(Path(ctx.artifacts_dir) / "socialnet" / BEST_CEILING_FILE)
     if best:
-        why = f"{best[0]}: the highest closed-loop ceiling in this run's socialnet study"
-        chosen = best[0]
+        why = f"{best}: the highest closed-loop ceiling in this run's socialnet study"
+        chosen = best
     else:
         chosen = DEFAULT_BEST
         why = (
@@ -122,6 +120,14 @@ def choose_models(ctx: RunContext) -> tuple[list[str], str]:
     if len(models) == 1:
         why += "; it is std-async itself, so only std-async runs"
     return models, f"DeathStarBench's std-async and {why}"
+
+
+def _socialnet_best(path: Path) -> str | None:
+    """The model socialnet's BEST_CEILING_FILE names; None when the study did not run (or left no such file)."""
+    try:
+        return str(json.loads(path.read_text())["model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # ---- CPU placement ---------------------------------------------------------------------------

@@ -27,10 +27,11 @@ services' `calls` and `async_threads` counters and context switches, they decomp
 CPU per request (analysis.decompose).
 
 Then: a connections sweep (20 → 100) at the common rate for std-async and the
-best model, and the tracing cost — closed-loop throughput of the best model at
-100 % sampling vs tracing off, alternated, median of the pairs. Traces (1 %
-sampling during each model's sweep) are saved under the run's artifacts as
-Jaeger JSON and OTLP JSON for `tailscope analyze`.
+best model, and the tracing cost — closed-loop throughput with tracing on vs
+off, alternated pairs, median of the pairs: the best model at 100 % sampling
+(quick form), every model at 100 % and at 1 % (full form), a row per model and
+sampling (run.tracing_plan). Traces (a steady point per model) are saved under
+the run's artifacts as Jaeger JSON and OTLP JSON for `tailscope analyze`.
 
 Everything shares the machine's cores (nothing pinned: 12 service processes
 and the generator on 2 cores); comparisons are side by side in one run and
@@ -44,7 +45,8 @@ bisect, and builds no report text. analysis.py turns stored documents into froze
 unavailable-with-reason is decided there, as a value; it also holds the constants the other parts (and
 soak, isolation, analyze) share. section.py turns those values into the report Section (figures,
 tables, notes, the Figure 8 reference check); its sentences only format the values they are given.
-Tests: tests/unit/test_socialnet_analysis.py (the values, and two golden sentences of the notes).
+Tests: tests/unit/test_socialnet_analysis.py (the values, and golden sentences of the notes),
+tests/unit/test_socialnet_section.py (the tracing-cost table and notes, an old stored run rendered).
 """
 
 from __future__ import annotations

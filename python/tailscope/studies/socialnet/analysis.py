@@ -2,7 +2,7 @@
 
 Every verdict the section states is decided here, as a value: whether a point met the p99
 objective (by its 95 % interval: met, not met or undecided at this length, measure.verdict), the ratio at the objective and its bracket, met / not met of the two targets, what the
-run's own costs say about a missed target, core scaling, the tracing cost, and whether the
+run's own costs say about a missed target, core scaling, the tracing cost per model and sampling, and whether the
 capstone's Figure 8 holds. section.py only formats these values. Pure functions of the documents
 (dicts read back from the store): tested without engines (tests/unit/test_socialnet_analysis.py).
 """
@@ -70,9 +70,16 @@ CAPSTONE_P90_OVER_P50 = 5.0
 # of 5"); the tail counts when p99 ≥ the tail's low end over the median (50 ms ÷ 10 ms).
 CAPSTONE_RATIO_SHARE = 0.8
 CAPSTONE_TAIL_OVER_P50 = CAPSTONE_TAIL_NS[0] / CAPSTONE_P50_NS
-# The tracing target (issue 30): 100 % sampling costs at most this share of the closed-loop throughput
-# (OpenTelemetry SDKs advertise a few µs per span; a tracer that costs more distorts the tails it records).
+# The tracing targets (issue 30): 100 % sampling costs at most TRACING_COST_TARGET of the closed-loop
+# throughput (OpenTelemetry SDKs advertise a few µs per span; a tracer that costs more distorts the tails
+# it records), and the 1 % every socialnet point is traced at (TRACE_SAMPLE) at most
+# TRACING_COST_TARGET_SAMPLED: the sweeps' latencies are measured with it on.
 TRACING_COST_TARGET = 0.02
+TRACING_COST_TARGET_SAMPLED = 0.005
+TRACING_COST_TARGETS = {1.0: TRACING_COST_TARGET, TRACE_SAMPLE: TRACING_COST_TARGET_SAMPLED}
+# The model of the highest closed-loop ceiling, written by run.py under the run's socialnet artifacts
+# once the ceilings are measured: the isolation study reads it to choose its models.
+BEST_CEILING_FILE = "best-ceiling.json"
 # A call's p99 is cited only when at least this many samples stand behind it (1 % of them lie beyond it).
 MIN_P99_SAMPLES = 100
 # The median of n pairs has a two-sided 95 % order-statistic interval from 6 pairs on (0.5⁶ ≤ 0.025).
@@ -413,7 +420,8 @@ class CoreScaling:
 
 @dataclass(frozen=True)
 class TracingCost:
-    """Closed-loop throughput at 100 % sampling vs tracing off, alternated pairs."""
+    """One model's closed-loop throughput at one sampling (`sample`: 1.0 or TRACE_SAMPLE) vs tracing
+    off, alternated pairs on fresh graphs: a row of the section's tracing-cost table."""
 
     model: str
     pairs: int
@@ -421,11 +429,13 @@ class TracingCost:
     cost: float  # 1 − ratio
     on_per_s: tuple[float, ...]
     off_per_s: tuple[float, ...]
-    met: bool  # cost ≤ TRACING_COST_TARGET, by the median
+    met: bool  # cost ≤ target, by the median (False without a target)
     # The median cost's distribution-free 95 % interval over the pairs (order statistics, as a percentile's):
     # None below MIN_PAIRS_FOR_INTERVAL pairs; the target judged by it (verdict "" and why without one).
     cost_interval: tuple[float, float] | None = None
     verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
+    sample: float = 1.0  # the "on" side's sampling (stored runs before trace_sample: 100 %)
+    target: float | None = TRACING_COST_TARGET  # TRACING_COST_TARGETS[sample]; None: no target for it
 
 
 @dataclass(frozen=True)
@@ -455,7 +465,7 @@ class SocialnetSummary:
     target: RatioTarget | None  # None when no model was measured
     shortfall: TargetShortfall | None  # only when the target was missed by another model than std-async
     core_scaling: CoreScaling | None  # None when no model was measured
-    tracing: TracingCost | None
+    tracing: tuple[TracingCost, ...]  # one row per (model, sampling): tracing_costs; empty when none ran
     connections: ConnectionsSweep | None
     pinning: str  # where the graph and the generator ran
     pinned: bool  # tailscope run --cpus
@@ -551,7 +561,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         target=target,
         shortfall=shortfall,
         core_scaling=_core_scaling(per, pinned) if per else None,
-        tracing=tracing_cost(loads),
+        tracing=tuple(tracing_costs(loads)),
         connections=connections_sweep(loads),
         pinning=pinning,
         pinned=pinned,
@@ -867,41 +877,82 @@ def _share(part: float | None, whole: float | None) -> float | None:
     return part / whole if part is not None and whole else None
 
 
+def _trace_sample(d: dict) -> float:
+    """The sampling a tracing point belongs to: its "on" side's, recorded on both sides of the pair
+    (`trace_sample`); a document from before the field was a 100 % pair."""
+    return float(d["socialnet_point"].get("trace_sample", 1.0))
+
+
+def tracing_costs(loads: list[dict]) -> list[TracingCost]:
+    """One TracingCost per (model, sampling) of the run's tracing pairs, each judged against its own
+    target (TRACING_COST_TARGETS): the models in run order, 100 % before 1 % within a model. A group
+    without a complete pair with a non-zero "off" side has no row."""
+    tracing = [d for d in loads if d["socialnet_point"]["kind"] in ("tracing-on", "tracing-off")]
+    rows = []
+    for model in models_in_run_order(tracing):
+        mine = [d for d in tracing if d["socialnet_point"]["model"] == model]
+        for sample in sorted({_trace_sample(d) for d in mine}, reverse=True):
+            group = [d for d in mine if _trace_sample(d) == sample]
+            row = _tracing_row(model, sample, group)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
 def tracing_cost(loads: list[dict]) -> TracingCost | None:
-    """The tracing pairs' on ÷ off throughput (median); None when the run has no complete pair."""
-    on = [d for d in loads if d["socialnet_point"]["kind"] == "tracing-on"]
-    off = [d for d in loads if d["socialnet_point"]["kind"] == "tracing-off"]
-    if not on or not off:
-        return None
+    """The first row of tracing_costs (the quick form's only one: the best model at 100 %); None when
+    the run has no complete pair."""
+    rows = tracing_costs(loads)
+    return rows[0] if rows else None
+
+
+def worst_tracing_cost(rows: Sequence[TracingCost], sample: float) -> TracingCost | None:
+    """The row of the highest median cost at `sample` (the first of equal ones); None: no row at it."""
+    at = [r for r in rows if r.sample == sample]
+    return max(at, key=lambda r: r.cost) if at else None
+
+
+def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | None:
+    """The pairs' on ÷ off throughput (median) of one (model, sampling): the i-th "on" point with the
+    i-th "off" (the run alternates them, and the store keeps their order)."""
+    on = [d for d in group if d["socialnet_point"]["kind"] == "tracing-on"]
+    off = [d for d in group if d["socialnet_point"]["kind"] == "tracing-off"]
     ratios = sorted(achieved_per_s(a) / achieved_per_s(b) for a, b in zip(on, off) if achieved_per_s(b) > 0)
     if not ratios:
         return None
     n = len(ratios)
     mid = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
-    cost_interval, verdict = _tracing_verdict([1 - r for r in reversed(ratios)], 1 - mid)
+    target = TRACING_COST_TARGETS.get(sample)
+    cost_interval, verdict = _tracing_verdict([1 - r for r in reversed(ratios)], 1 - mid, target, sample)
     return TracingCost(
-        model=on[0]["socialnet_point"]["model"],
+        model=model,
         pairs=n,
         ratio=mid,
         cost=1 - mid,
         on_per_s=tuple(achieved_per_s(d) for d in on),
         off_per_s=tuple(achieved_per_s(d) for d in off),
-        met=1 - mid <= TRACING_COST_TARGET,
+        met=target is not None and 1 - mid <= target,
         cost_interval=cost_interval,
         verdict=verdict,
+        sample=sample,
+        target=target,
     )
 
 
-def _tracing_verdict(costs: list[float], median: float) -> tuple[tuple[float, float] | None, IntervalVerdict]:
+def _tracing_verdict(
+    costs: list[float], median: float, target: float | None, sample: float
+) -> tuple[tuple[float, float] | None, IntervalVerdict]:
     """The median cost's 95 % interval from the pairs' order statistics (measure.intervals, the same
-    binomial interval on the rank as a percentile's) and the target judged by it; the length that
+    binomial interval on the rank as a percentile's) and `target` judged by it; the length that
     would decide it is counted in pairs (`samples_to_decide`). `costs` ascending."""
     ranks = order_statistic_ranks(len(costs), 0.5)
     if ranks is None:
         why = f"an interval of the median needs {MIN_PAIRS_FOR_INTERVAL} alternated pairs, this run has {len(costs)}"
         return None, IntervalVerdict("", unavailable=why)
     lo, hi = costs[ranks.lower_rank - 1], costs[ranks.upper_rank - 1]
-    return (lo, hi), judge_at_most(median, lo, hi, TRACING_COST_TARGET, len(costs))
+    if target is None:
+        return (lo, hi), IntervalVerdict("", unavailable=f"no target is set for {sample * 100:g} % sampling")
+    return (lo, hi), judge_at_most(median, lo, hi, target, len(costs))
 
 
 def connections_sweep(loads: list[dict]) -> ConnectionsSweep | None:

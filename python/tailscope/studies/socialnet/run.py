@@ -30,6 +30,7 @@ from tailscope.studies.common import (
 from tailscope.studies.socialnet.analysis import (
     BASELINE,
     BASELINE_MODEL,
+    BEST_CEILING_FILE,
     CEILING_CONNECTIONS,
     COMMON_RATE_FRACTION,
     CONNECTIONS,
@@ -56,11 +57,24 @@ REFINE_STEPS = 2
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
 PING_WARMUP = 200
-# Alternated tracing off/on pairs for the tracing-cost row (issue 30 asks for >= 4). A pair is two
+# Alternated tracing off/on pairs for the tracing-cost rows (issue 30 asks for >= 4). A pair is two
 # closed-loop points on fresh graphs (quick form: 2.5 s of load each, plus starting and stopping the
-# graph and merging the 100 % run's spans): pairs 3 and 4 add roughly 20 s to the quick form.
-# An interval of the median needs 6 (analysis.MIN_PAIRS_FOR_INTERVAL).
+# graph and merging the 100 % run's spans): pairs 3 and 4 add roughly 20 s to the quick form, which
+# measures the best model at 100 % only. The full form measures every model at each of
+# TRACING_SAMPLES with FULL_TRACING_PAIRS: an interval of the median needs 6
+# (analysis.MIN_PAIRS_FOR_INTERVAL), so every row there has one (5 models: 120 points, each 6 s of
+# load plus a graph start and stop).
 TRACING_PAIRS = 4
+FULL_TRACING_PAIRS = 6
+TRACING_SAMPLES = (1.0, TRACE_SAMPLE)
+
+
+def tracing_plan(models: list[str], best: str, full: bool) -> list[tuple[str, float, int]]:
+    """The tracing pairs to run, in order, as (model, sampling, pairs): the quick form the best model at
+    100 % (TRACING_PAIRS), the full form every model at each of TRACING_SAMPLES (FULL_TRACING_PAIRS)."""
+    if not full:
+        return [(best, 1.0, TRACING_PAIRS)]
+    return [(m, sample, FULL_TRACING_PAIRS) for m in models for sample in TRACING_SAMPLES]
 
 
 def core_counts(allowed: int, full: bool) -> list[int]:
@@ -117,7 +131,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
         + (1 + REFINE_MODELS) * REFINE_STEPS
         + 2 * len(CONNECTION_SWEEP)
-        + 2 * TRACING_PAIRS
+        + 2 * sum(pairs for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
         + 2
     )
     progress = StepProgress(ctx, "socialnet", steps)
@@ -154,6 +168,10 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     allowed = sorted(os.sched_getaffinity(0))
     counts = core_counts(len(allowed), ctx.form == "full") if server_cpu is None else []
     best_ceiling = max(ceilings, key=lambda m: ceilings[m]) if ceilings else None
+    if best_ceiling is not None:  # for the isolation study, which measures std-async and this model
+        (art / BEST_CEILING_FILE).write_text(
+            json.dumps({"model": best_ceiling, "ceiling_per_s": ceilings[best_ceiling]})
+        )
     for model in dict.fromkeys(m for m in (BASELINE_MODEL, best_ceiling) if m in ceilings):
         for k in counts:
             progress(f"{model} closed loop on {k} of {len(allowed)} CPUs")
@@ -250,25 +268,24 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                 d = load(port, common, c)
                 store_load(d, model, "connections", common, c, f"{model}/connections/{c}")
 
-    # 4. Tracing cost: best model, closed loop, 100 % sampling vs off, alternated.
-    for i in range(TRACING_PAIRS):
-        for sample in (0.0, 1.0):
-            progress(f"{best} tracing {'on' if sample else 'off'} ({i + 1}/{TRACING_PAIRS})")
-            tdir = art / "tracing-cost" / f"{i}-{int(sample * 100)}"
-            out = art / f"graph-{best}-tracing-{i}-{int(sample * 100)}.json"
-            with start_graph(best, out, sample, tdir if sample else None) as (port, _):
-                d = load(port, 0, CONNECTIONS)
-            store_load(
-                d,
-                best,
-                f"tracing-{'on' if sample else 'off'}",
-                0,
-                CONNECTIONS,
-                f"{best}/tracing/{'on' if sample else 'off'}/{i}",
-            )
-            # The 100 % traces of a closed-loop run are large (~100 MB) and are not the analysis input:
-            # only the sweeps' 1 % traces are kept.
-            shutil.rmtree(tdir, ignore_errors=True)
+    # 4. Tracing cost, closed loop, each sampling vs off, alternated on fresh graphs (tracing_plan).
+    # Both sides of a pair record the sampling they are compared at (trace_sample), so the analysis
+    # groups them by (model, sampling).
+    for model, sample, pairs in tracing_plan(models, best, ctx.form == "full"):
+        pct = f"{sample * 100:g}"
+        for i in range(pairs):
+            for on in (False, True):
+                side = "on" if on else "off"
+                progress(f"{model} tracing at {pct} % {side} ({i + 1}/{pairs})")
+                tdir = art / "tracing-cost" / f"{model}-{pct}-{i}-{side}"
+                out = art / f"graph-{model}-tracing-{pct}-{i}-{side}.json"
+                with start_graph(model, out, sample if on else 0.0, tdir if on else None) as (port, _):
+                    d = load(port, 0, CONNECTIONS)
+                store_load(d, model, f"tracing-{side}", 0, CONNECTIONS, f"{model}/tracing/{pct}/{side}/{i}")
+                d["socialnet_point"] |= {"trace_sample": sample, "pair": i}
+                # A closed-loop run's traces are large (~100 MB at 100 %) and are not the analysis
+                # input: only the steady points' traces are kept.
+                shutil.rmtree(tdir, ignore_errors=True)
     progress("done")
     return docs
 

@@ -4,7 +4,8 @@ capstone Figure 3 and Figure 8 reference checks. Nothing is decided here: every 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tailscope.lab.graph import PATH
@@ -37,6 +38,7 @@ from tailscope.studies.socialnet.analysis import (
     GAP_CPU,
     GAP_TAIL,
     MIN_P99_SAMPLES,
+    MIN_PAIRS_FOR_INTERVAL,
     P99_OBJECTIVE_NS,
     PING_BATCHED_CONCURRENCY,
     PROBE_CALLS,
@@ -46,6 +48,7 @@ from tailscope.studies.socialnet.analysis import (
     TARGET_RATIO,
     TRACE_SAMPLE,
     TRACING_COST_TARGET,
+    TRACING_COST_TARGET_SAMPLED,
     CommonRateLatency,
     ConnectionsSweep,
     CoreScaling,
@@ -62,6 +65,7 @@ from tailscope.studies.socialnet.analysis import (
     figure3_comparison,
     figure8_comparison,
     summarize_documents,
+    worst_tracing_cost,
 )
 from tailscope.studies.sources import CAPSTONE_FIGURE3, CAPSTONE_FIGURE8
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
@@ -106,7 +110,7 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
     if summary.connections:
         sec.blocks.append(_connections_figure(summary.connections))
     if summary.tracing:
-        sec.blocks.append(_tracing_table(summary.tracing))
+        sec.blocks.append(tracing_table(summary.tracing))
     fig8 = async_call_cdf_figure(store, run_id)  # capstone Figure 8
     if fig8:
         sec.blocks.append(fig8)
@@ -124,7 +128,7 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
 
 def summary_notes(s: SocialnetSummary) -> list[str]:
     """The section's notes, in order: the ratio target (and, missed, the run's costs), core
-    scaling, the tracing target."""
+    scaling, the tracing targets (one line per sampling)."""
     notes: list[str] = []
     if s.target is not None:
         notes.append(_target_line(s.target))
@@ -132,8 +136,7 @@ def summary_notes(s: SocialnetSummary) -> list[str]:
         notes += _shortfall_lines(s.shortfall)
     if s.core_scaling is not None:
         notes.append(_core_scaling_line(s.core_scaling))
-    if s.tracing is not None:
-        notes.append(_tracing_line(s.tracing))
+    notes += tracing_lines(s.tracing)
     return notes
 
 
@@ -309,19 +312,60 @@ def _core_scaling_line(c: CoreScaling) -> str:
     return text + "."
 
 
-def _tracing_line(t: TracingCost) -> str:
+def _sampling_text(sample: float) -> str:
+    return f"{sample * 100:g} % sampling"
+
+
+def _target_text(target: float | None) -> str:
+    return "no target" if target is None else f"≤ {target * 100:g} %"
+
+
+def _cost_pct(cost: float, target: float | None) -> str:
+    """A tracing cost in % with a decimal finer than its target's (0.1 % against 2 %, 0.01 % against
+    0.5 %): a 1 % row's cost of 0.45 % must not read as the 0.5 % target itself."""
+    digits = 2 if target is not None and target < 0.01 else 1
+    return f"{cost * 100:.{digits}f}"
+
+
+def _tracing_verdict_text(t: TracingCost) -> str:
+    """The row's verdict with its evidence: the interval of the median, or why there is none."""
     v = t.verdict
     if v.verdict == "" or t.cost_interval is None:
-        said = f"{_met(t.met)} by the median of {t.pairs} alternated pairs; no 95 % interval: {v.unavailable}"
-    else:
-        lo, hi = t.cost_interval
-        said = f"{v.verdict}; median of {t.pairs} alternated pairs, 95 % interval {lo * 100:.1f}–{hi * 100:.1f} %"
-        if v.verdict == UNDECIDED:
-            said += f"; {length_to_decide_text(v, 'pairs')}"
-    return (
-        f"Target tracing at 100 % sampling ≤ {TRACING_COST_TARGET * 100:g} % throughput cost: measured "
-        f"{t.cost * 100:.1f} % on {t.model} ({said})."
-    )
+        by = f"{_met(t.met)} by the median" if t.target is not None else "not judged: median"
+        return f"{by} of {t.pairs} alternated pairs; no 95 % interval: {v.unavailable}"
+    lo, hi = (_cost_pct(x, t.target) for x in t.cost_interval)
+    said = f"{v.verdict}; median of {t.pairs} alternated pairs, 95 % interval {lo}–{hi} %"
+    if v.verdict == UNDECIDED:
+        said += f"; {length_to_decide_text(v, 'pairs')}"
+    return said
+
+
+def tracing_lines(rows: Sequence[TracingCost]) -> list[str]:
+    """One note per sampling measured: a single row is cited whole; several (the full form: every model)
+    are counted by verdict and the row of the highest median cost cited whole (analysis.worst_tracing_cost)."""
+    lines = []
+    for sample in dict.fromkeys(r.sample for r in rows):
+        at = [r for r in rows if r.sample == sample]
+        worst = worst_tracing_cost(at, sample)
+        assert worst is not None  # `at` is not empty
+        head = f"Target tracing at {_sampling_text(sample)} {_target_text(worst.target)} throughput cost: "
+        if len(at) == 1:
+            lines.append(
+                f"{head}measured {_cost_pct(worst.cost, worst.target)} % on {worst.model} ({_tracing_verdict_text(worst)})."
+            )
+            continue
+        # Verdicts by the interval first, then those the median decided (rows with fewer pairs than an
+        # interval needs), in a fixed order so that two runs' lines read alike.
+        counts = Counter(
+            r.verdict.verdict or (f"{_met(r.met)} by the median" if r.target is not None else "not judged") for r in at
+        )
+        order = [INTERVAL_MET, INTERVAL_NOT_MET, UNDECIDED, "met by the median", "not met by the median", "not judged"]
+        tally = ", ".join(f"{v} for {counts[v]}" for v in order if counts[v])
+        lines.append(
+            f"{head}{tally} of {len(at)} models; the highest, {_cost_pct(worst.cost, worst.target)} % on {worst.model} "
+            f"({_tracing_verdict_text(worst)})."
+        )
+    return lines
 
 
 # ---- figures and tables -------------------------------------------------------------------------
@@ -597,26 +641,62 @@ def cpu_split_table(s: SocialnetSummary) -> Table:
     )
 
 
-def _tracing_table(t: TracingCost) -> Table:
+def _tracing_verdict_cell(t: TracingCost) -> str:
+    v = t.verdict
+    if v.verdict == UNDECIDED:
+        return f"{UNDECIDED}: {length_to_decide_text(v, 'pairs')}"
+    if v.verdict:
+        return v.verdict
+    if t.target is None:
+        return f"not judged ({v.unavailable})"
+    return f"{_met(t.met)} by the median (no interval: {v.unavailable})"
+
+
+def tracing_table(rows: Sequence[TracingCost]) -> Table:
+    """One row per (model, sampling): the pairs' throughputs, the median ratio, the cost with its
+    interval, the row's target and its verdict."""
+    samplings = " and ".join(_sampling_text(x) for x in dict.fromkeys(r.sample for r in rows))
+    pairs = sorted({r.pairs for r in rows})
+    pairs_text = f"{pairs[0]} to {pairs[-1]}" if len(pairs) > 1 else f"{pairs[0]}"
     return Table(
-        title="Tracing cost (100 % sampling vs off)",
-        columns=["model", "off /s", "on /s", "on ÷ off (median)", "cost"],
+        title=f"Tracing cost ({samplings} vs off)",
+        columns=[
+            "model",
+            "sampling",
+            "off /s",
+            "on /s",
+            "on ÷ off (median)",
+            "cost [95 % interval]",
+            "target",
+            "verdict",
+        ],
         rows=[
             [
                 t.model,
+                f"{t.sample * 100:g} %",
                 ", ".join(fmt_count(x) for x in t.off_per_s),
                 ", ".join(fmt_count(x) for x in t.on_per_s),
                 fmt_ratio(t.ratio),
-                f"{t.cost * 100:.1f} %"
+                f"{_cost_pct(t.cost, t.target)} %"
                 + (
-                    f" [{t.cost_interval[0] * 100:.1f}–{t.cost_interval[1] * 100:.1f} %]" if t.cost_interval else " [—]"
+                    f" [{_cost_pct(t.cost_interval[0], t.target)}–{_cost_pct(t.cost_interval[1], t.target)} %]"
+                    if t.cost_interval
+                    else " [—]"
                 ),
+                _target_text(t.target),
+                _tracing_verdict_cell(t),
             ]
+            for t in rows
         ],
-        caption=f"Closed-loop throughput, {t.pairs} alternated pairs on fresh graphs; cost [95 % interval of "
-        "the median, order statistics over the pairs; [—] below 6 pairs]; spans of every RPC, "
-        "store operation and the 5 probe timestamps of every async call, recorded in per-thread "
-        "buffers and written to disk once a second during the run (the cost includes that export).",
+        caption=f"Each row: one model's closed-loop throughput ({CONNECTIONS} connections) with tracing on at the "
+        f"row's sampling against tracing off, {pairs_text} alternated off/on pairs on fresh graphs (off /s and "
+        "on /s list them in order; the i-th on is paired with the i-th off); cost = 1 − the median of the pairs' "
+        "on ÷ off, [95 % interval of the median, order statistics over the pairs; [—] below "
+        f"{MIN_PAIRS_FOR_INTERVAL} pairs]. Targets: {TRACING_COST_TARGET * 100:g} % at 100 % sampling, "
+        f"{TRACING_COST_TARGET_SAMPLED * 100:g} % at {TRACE_SAMPLE * 100:g} % (the sampling of every sweep "
+        "point); the verdict judges the interval against the target (without an interval, the median). Traced: "
+        "spans of every RPC, store operation and the 5 probe timestamps of every async call, recorded in "
+        "per-thread buffers and written to disk once a second during the run (the cost includes that export).",
     )
 
 
