@@ -110,8 +110,9 @@ interop: build
 
 # The graph in containers, the last stage of make test: installs Debian's docker.io,
 # docker-compose and mmdebstrap when missing, then starts a private Docker daemon, builds
-# the image, runs socialnet with the load from a container and the containers study, and
-# checks that nothing is left behind (docs/deploy.md, section 5). Skipped with the reason
+# the image, runs socialnet with the load from a container, the Kubernetes manifests' pods
+# on Docker with a Jaeger pod (where the bootstrap built Jaeger), and the containers study, and
+# checks that nothing is left behind (docs/deploy.md, sections 3 and 5). Skipped with the reason
 # when the tools cannot be installed, without root, or when dockerd cannot start here.
 cluster-e2e: build
 	@scripts/bootstrap --docker; rc=$$?; if [ $$rc -eq 3 ]; then echo "cluster-e2e: skipped (cannot install the container tools here)"; exit 0; fi; exit $$rc

@@ -86,7 +86,7 @@ std::string otlp_body(const std::vector<SpanRecord>& batch) {
 
 }  // namespace
 
-OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag) {
+OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag, const net::NameLookup& lookup) {
   const std::string scheme = "http://";
   auto fail = [&](const std::string& why) { return std::invalid_argument(flag + " '" + url + "': " + why); };
   if (!url.starts_with(scheme)) throw fail("expected http://HOST:PORT (OTLP/HTTP; https is not supported)");
@@ -111,8 +111,13 @@ OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag
   }
   if (e.host == "localhost") e.host = "127.0.0.1";
   if (e.host.empty()) throw fail("no host");
-  if (!net::is_allowed_target(e.host))
-    throw fail("the host must be on " + std::string(net::kAllowedTargets) + " (a numeric address)");
+  try {
+    const net::ResolvedTarget resolved = net::resolve_allowed_target(e.host, "the host", lookup);
+    e.address = resolved.address;
+    e.rule = resolved.rule;
+  } catch (const std::invalid_argument& error) {
+    throw fail(error.what());
+  }
   for (char c : e.path)
     if (c <= ' ' || c == 0x7f) throw fail("the path contains a space or control character");
   return e;
@@ -280,7 +285,18 @@ int OtlpExporter::post_once(const std::string& body, std::string* error) {
     if (stopping_) cap_ns = stop_deadline_ns_;
   }
   const int64_t connect_deadline = std::min(cap_ns, monotonic_ns() + options_.io_timeout_ns);
-  const int fd = net::start_connect(endpoint_.host, endpoint_.port);
+  // A name is looked up again for every POST (a collector restarted elsewhere is found); one that
+  // stops resolving, or now resolves outside the policy, fails this attempt — never a connect to it.
+  std::string address = endpoint_.address;
+  if (!net::is_numeric_address(endpoint_.host)) {
+    try {
+      address = net::resolve_allowed_target(endpoint_.host, "the host").address;
+    } catch (const std::invalid_argument& e) {
+      *error = "connect to " + endpoint_.url + ": " + e.what();
+      return -1;
+    }
+  }
+  const int fd = net::start_connect(address, endpoint_.port);
   if (fd < 0) {
     *error = "connect to " + endpoint_.url + ": " + std::strerror(errno);
     return -1;
@@ -349,6 +365,9 @@ nlohmann::json OtlpExporter::stats() const {
   nlohmann::json statuses = nlohmann::json::object();
   for (const auto& [code, n] : http_statuses_) statuses[std::to_string(code)] = n;
   return {{"endpoint", endpoint_.url},
+          // What the host resolved to at start and the rule that admitted it (a name is looked up
+          // again before every POST; this is the first answer, the one judged before anything ran).
+          {"endpoint_resolved", {{"host", endpoint_.host}, {"address", endpoint_.address}, {"rule", endpoint_.rule}}},
           {"spans_offered", static_cast<int64_t>(enqueue_pos_.load()) + dropped_queue_full_.load()},
           {"spans_exported", exported_.load()},
           {"spans_dropped_queue_full", dropped_queue_full_.load()},

@@ -10,11 +10,16 @@
 // parser. Refused connections, stalls (io_timeout) and 5xx/429 answers are
 // retried a bounded number of times; then the batch is dropped and counted.
 //
-// Endpoint hosts are loopback or the lab subnet (198.18.0.0/15) only — the
-// project never sends a packet anywhere else: spans name services and
-// timings of the machine under test, and a typo in a URL must not send them
-// (or load) off the machine (net/allow_list.h; docs/lab-hosts.md, "The
-// allow-list").
+// Endpoint hosts obey the allow-list (loopback, the lab subnet 198.18.0.0/15,
+// the blocks declared with --allow-cidr) — the project never sends a packet
+// anywhere else: spans name services and timings of the machine under test,
+// and a typo in a URL must not send them (or load) off the machine
+// (net/allow_list.h; docs/lab-hosts.md, "The allow-list"). The host may be a
+// DNS name (a collector's Kubernetes Service, a Jaeger container's name): it
+// is resolved at start — a name that does not resolve, or resolves outside the
+// policy, is an error then — and again before every POST (each POST is its own
+// connection), so a collector restarted at a new address is found; the
+// address dialled is the address the rule judged.
 #pragma once
 
 #include <atomic>
@@ -28,21 +33,26 @@
 #include <thread>
 #include <vector>
 
+#include "net/allow_list.h"
 #include "svc/tracer.h"
 
 namespace tailscope::svc {
 
 struct OtlpEndpoint {
-  std::string host;  // a dotted IPv4 address (localhost is resolved to 127.0.0.1)
+  std::string host;     // as given: a numeric address or a DNS name (localhost is read as 127.0.0.1)
+  std::string address;  // numeric: what `host` resolved to at parse time, allowed by the policy
+  std::string rule;     // the allow-list rule that admitted `address`
   int port = 4318;
   std::string path = "/v1/traces";
   std::string url;
 };
 
 // Parses http://HOST[:PORT][/PATH] (default port 4318, default path
-// /v1/traces). Throws std::invalid_argument naming `flag` when the URL is
-// malformed, not http, or the host is not loopback / in 198.18.0.0/15.
-OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag = "--otlp-endpoint");
+// /v1/traces) and resolves HOST (net::resolve_allowed_target). Throws
+// std::invalid_argument naming `flag` and the URL when the URL is malformed,
+// not http, or the host does not resolve to an address the allow-list admits.
+OtlpEndpoint parse_otlp_endpoint(const std::string& url, const std::string& flag = "--otlp-endpoint",
+                                 const net::NameLookup& lookup = net::system_lookup);
 
 struct OtlpExporterOptions {
   size_t queue_capacity_spans = 1 << 16;  // rounded up to a power of two

@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
   app.add_option("--trace-sample", f.trace_sample, "Fraction of requests traced (0 = tracing off)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--otlp-endpoint", f.otlp_endpoint,
-                 "Also send spans live as OTLP/HTTP JSON to http://HOST:PORT[/v1/traces] (loopback or 198.18.0.0/15)");
+                 "Also send spans live as OTLP/HTTP JSON to http://HOST:PORT[/v1/traces] (HOST numeric or a DNS name, "
+                 "resolved at start and before every POST; loopback, 198.18.0.0/15 or an --allow-cidr block)");
   app.add_option("--otlp-queue-spans", f.otlp_queue_spans,
                  "--otlp-endpoint: bounded export queue per service; a full queue drops spans (counted)")
       ->check(CLI::Range(size_t{16}, size_t{1} << 22));

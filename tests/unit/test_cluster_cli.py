@@ -70,3 +70,24 @@ def test_the_null_device_check_tells_a_device_from_a_plain_file(tmp_path, monkey
     real_stat = os.stat
     monkeypatch.setattr(cluster.os, "stat", lambda p, *a, **k: real_stat(plain if p == "/dev/null" else p, *a, **k))
     assert not cluster.null_device_intact()
+
+
+def test_cluster_k8s_refuses_a_folder_without_manifests_before_anything_is_made(root, tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(main, ["cluster", "k8s", str(tmp_path / "empty")])
+    assert r.exit_code == 2 and "no manifests here" in " ".join(r.output.split()), r.output
+    assert not root.exists() or not any(root.iterdir())
+
+
+@needs_engine("tailscope-svc")
+def test_cluster_k8s_without_dockerd_says_how_to_install_it_and_leaves_nothing(root, tmp_path, monkeypatch):
+    out = tmp_path / "k8s"
+    args = ["deploy", "k8s", "--topology", str(topology.SOCIALNET), "--out", str(out)]
+    args += ["--pod-cidr", "198.19.132.0/24", "--service-cidr", "198.19.133.0/24"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    real_which = cluster.shutil.which
+    monkeypatch.setattr(cluster.shutil, "which", lambda name: None if name == "dockerd" else real_which(name))
+    r = CliRunner().invoke(main, ["cluster", "k8s", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "dockerd not found" in " ".join(r.output.split())
+    assert not any(root.iterdir())  # the run's folder went with the failure

@@ -85,7 +85,8 @@ def test_the_command_line_is_the_one_the_kubernetes_manifests_use(tmp_path):
     from tailscope.lab import k8s, svc_command
 
     doc = topology.load(topology.SOCIALNET)
-    pod = next(o for o in k8s.manifests(doc) if o["kind"] == "Deployment")
+    objs = k8s.manifests(doc, pod_cidr="10.244.0.0/16", service_cidr="10.96.0.0/12")
+    pod = next(o for o in objs if o["kind"] == "Deployment")
     args = pod["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:6] == [
         "--topology",
@@ -187,3 +188,28 @@ def test_callees_are_found_in_call_stages_and_in_groups():
         "home-timeline-service",
     ]
     assert compose.callees(by_name["nginx-web-server"]) == ["compose-post-service"]
+
+
+def test_a_jaeger_container_is_the_services_otlp_endpoint_by_name(tmp_path):
+    doc = topology.load(topology.SOCIALNET)
+    options = compose.ComposeOptions(jaeger=True, trace_sample=0.1)
+    s = compose.compose(doc, options=options, cpus=[0])
+    jaeger = s["services"]["jaeger"]
+    address = jaeger["networks"]["tailscope"]["ipv4_address"]
+    assert jaeger["entrypoint"] == ["jaeger"] and address.startswith("198.19.128.")
+    assert address not in {
+        svc["networks"]["tailscope"]["ipv4_address"] for name, svc in s["services"].items() if name != "jaeger"
+    }
+    for n in topology.services(doc):
+        cmd = s["services"][n]["command"]
+        assert arg(cmd, "--otlp-endpoint") == "http://jaeger:4318"
+        assert "jaeger" in s["services"][n]["depends_on"]  # its name resolves when the service starts
+    assert compose.jaeger_query_url(s) == f"http://{address}:16686"
+    compose.write(doc, s, tmp_path / "out")
+    config = (tmp_path / "out" / "jaeger.yaml").read_text()
+    assert f"endpoint: {address}:4318" in config and f"endpoint: {address}:16686" in config
+    # Tracing off: no exporter at all (the engine refuses an endpoint with nothing to send).
+    off = compose.compose(doc, options=compose.ComposeOptions(jaeger=True, trace_sample=0.0), cpus=[0])
+    assert "--otlp-endpoint" not in off["services"]["nginx-web-server"]["command"]
+    with pytest.raises(compose.DeployError, match="not both"):
+        compose.compose(doc, options=compose.ComposeOptions(jaeger=True, otlp_endpoint="http://198.19.0.5:4318"))

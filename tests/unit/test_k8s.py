@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from conftest import needs_engine
 from tailscope.cli import main
-from tailscope.lab import k8s, topology
+from tailscope.lab import compose, k8s, topology
 
 pytestmark = needs_engine("tailscope-svc")  # topology validation runs tailscope-svc
 
@@ -30,8 +30,11 @@ services:
 """
 
 
-def deploy(tmp_path: Path, *extra: str, deployment: str | None = DEPLOYMENT):
-    args = ["deploy", "k8s", "--topology", str(topology.SOCIALNET), "--out", str(tmp_path / "out"), *extra]
+CIDRS = ("--pod-cidr", "10.244.0.0/16", "--service-cidr", "10.96.0.0/12")
+
+
+def deploy(tmp_path: Path, *extra: str, deployment: str | None = DEPLOYMENT, cidrs=CIDRS):
+    args = ["deploy", "k8s", "--topology", str(topology.SOCIALNET), "--out", str(tmp_path / "out"), *cidrs, *extra]
     if deployment is not None:
         (tmp_path / "deployment.yaml").write_text(deployment)
         args += ["--deployment", str(tmp_path / "deployment.yaml")]
@@ -42,14 +45,15 @@ def objects(out: Path) -> list[dict]:
     return [yaml.safe_load(p.read_text()) for p in sorted(out.glob("*.yaml"))]
 
 
-def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
+@pytest.mark.parametrize("jaeger", [False, True], ids=["plain", "with Jaeger"])
+def test_manifests_validate_against_the_kubernetes_schemas(tmp_path, jaeger):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    r = deploy(tmp_path)
+    r = deploy(tmp_path, *(["--jaeger"] if jaeger else []))
     assert r.exit_code == 0, r.output
     objs = objects(tmp_path / "out")
     kinds = [o["kind"] for o in objs]
     assert kinds[:2] == ["Namespace", "ConfigMap"] and kinds[-1] == "Job"
-    assert kinds.count("Deployment") == kinds.count("Service") == 12
+    assert kinds.count("Deployment") == kinds.count("Service") == 12 + jaeger
     version = kubernetes_validate.utils.latest_version()
     for o in objs:
         kubernetes_validate.validate(o, version, strict=True)
@@ -81,6 +85,7 @@ def test_placement_follows_the_host_groups(tmp_path):
     args = spec["containers"][0]["args"]
     assert args[args.index("--service") + 1] == "compose-post-service"
     assert args[args.index("--otlp-endpoint") + 1] == "$(OTLP_ENDPOINT)"
+    assert "--ports" not in args  # peers by Service name, not 127.0.0.1 ports
     config = next(o for o in objects(tmp_path / "out") if o["kind"] == "ConfigMap")
     assert config["data"]["OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
     assert topology.services(json.loads(config["data"]["topology.json"]))[0] == "nginx-web-server"
@@ -103,6 +108,85 @@ def test_bad_deployments_are_refused_and_nothing_is_written(deployment, message,
     assert r.exit_code == 2
     assert message in " ".join(r.output.split()), r.output
     assert not (tmp_path / "out").exists()
+
+
+def arg_values(args: list[str], flag: str) -> list[str]:
+    return [args[i + 1] for i, a in enumerate(args) if a == flag]
+
+
+def test_peers_are_service_names_the_pod_binds_its_own_address_and_declares_the_cluster_ranges(tmp_path):
+    assert deploy(tmp_path, "--namespace", "lab").exit_code == 0
+    objs = objects(tmp_path / "out")
+    deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
+    container = deps["compose-post-service"]["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    peers = dict(item.split("=", 1) for item in arg_values(args, "--peers")[0].split(","))
+    # Its callees, each by the Service's cluster DNS name and port (the engine resolves them in the pod).
+    assert list(peers) == compose.callees(
+        next(s for s in topology.load(topology.SOCIALNET)["services"] if s["name"] == "compose-post-service")
+    )
+    assert peers["text-service"] == "text-service.lab.svc.cluster.local:9000"
+    assert arg_values(args, "--bind") == ["$(POD_IP)"]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in container["env"]
+    assert arg_values(args, "--allow-cidr") == ["10.244.0.0/16", "10.96.0.0/12"]
+    assert arg_values(args, "--out") == ["/results/compose-post-service.json"]
+    # A leaf calls nobody: no --peers at all.
+    leaf = next(s["name"] for s in topology.load(topology.SOCIALNET)["services"] if not compose.callees(s))
+    assert "--peers" not in deps[leaf]["spec"]["template"]["spec"]["containers"][0]["args"]
+    job = next(o for o in objs if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert job["args"][0] == "http://nginx-web-server.lab.svc.cluster.local:8080/wrk2-api/post/compose"
+    assert arg_values(job["args"], "--allow-cidr") == ["10.244.0.0/16", "10.96.0.0/12"]
+    config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]
+    assert (config["POD_CIDR"], config["SERVICE_CIDR"]) == ("10.244.0.0/16", "10.96.0.0/12")
+
+
+def test_jaeger_is_a_service_the_services_export_to(tmp_path):
+    assert deploy(tmp_path, "--jaeger", deployment=None).exit_code == 0
+    objs = objects(tmp_path / "out")
+    config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]
+    assert config["OTLP_ENDPOINT"] == "http://jaeger.tailscope.svc.cluster.local:4318"
+    assert "${env:POD_IP}:4318" in config["jaeger.yaml"] and "127.0.0.1" not in config["jaeger.yaml"]
+    jaeger = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "jaeger")
+    c = jaeger["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["jaeger"] and c["args"] == ["--config", "file:/etc/tailscope/jaeger.yaml"]
+    service = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "jaeger")
+    assert {p["port"] for p in service["spec"]["ports"]} == {4318, 16686}
+    r = deploy(tmp_path / "both", "--jaeger", "--otlp-endpoint", "http://198.19.0.5:4318", deployment=None)
+    assert r.exit_code == 2 and "not both" in r.output
+
+
+def test_an_otlp_endpoint_may_be_a_service_name(tmp_path):
+    r = deploy(tmp_path, "--otlp-endpoint", "http://otel.observability.svc.cluster.local:4318", deployment=None)
+    assert r.exit_code == 0, r.output
+    config = next(o for o in objects(tmp_path / "out") if o["kind"] == "ConfigMap")["data"]
+    assert config["OTLP_ENDPOINT"] == "http://otel.observability.svc.cluster.local:4318"
+    r = deploy(tmp_path / "x", "--otlp-endpoint", "http://a.b.c.svc.cluster.local:4318", deployment=None)
+    assert r.exit_code == 2 and "NAME.NAMESPACE.svc.cluster.local" in r.output
+
+
+@pytest.mark.parametrize(
+    "pod, service, message",
+    [
+        ("10.244.0.1/16", "10.96.0.0/12", "--pod-cidr '10.244.0.1/16': not a network"),
+        ("8.8.0.0/16", "10.96.0.0/12", "not a cluster's"),
+        ("127.0.0.0/16", "10.96.0.0/12", "not a cluster's"),
+        ("10.0.0.0/7", "10.96.0.0/12", "the prefix must be /8 … /24"),
+        ("10.244.0.0/26", "10.96.0.0/12", "the prefix must be /8 … /24"),
+        ("10.244.0.0/16", "10.0.0.0/8", "--service-cidr '10.0.0.0/8': the prefix must be /12 … /28"),
+        ("fd00::/48", "10.96.0.0/12", "IPv4 only"),
+        ("lots", "10.96.0.0/12", "not a network"),
+        ("10.96.0.0/16", "10.96.0.0/12", "overlap"),
+    ],
+)
+def test_cluster_ranges_are_checked_and_nothing_is_written(tmp_path, pod, service, message):
+    r = deploy(tmp_path, deployment=None, cidrs=("--pod-cidr", pod, "--service-cidr", service))
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cluster_ranges_are_required(tmp_path):
+    r = deploy(tmp_path, deployment=None, cidrs=())
+    assert r.exit_code == 2 and "--pod-cidr" in r.output
 
 
 def test_an_existing_folder_and_a_non_lab_otlp_endpoint_are_refused(tmp_path):

@@ -112,10 +112,30 @@ def deploy() -> None:
 )
 @deploy_model_option
 @click.option(
+    "--pod-cidr",
+    required=True,
+    help="The cluster's pod range (e.g. 10.244.0.0/16): every container's --allow-cidr, so pods reach pods. "
+    "IPv4, /8 … /24, private (RFC 1918), shared (100.64.0.0/10) or the lab range.",
+)
+@click.option(
+    "--service-cidr",
+    required=True,
+    help="The cluster's service range (e.g. 10.96.0.0/12): every container's --allow-cidr, so Service names "
+    "are accepted. IPv4, /12 … /28, not overlapping --pod-cidr.",
+)
+@click.option(
     "--otlp-endpoint",
-    default="http://127.0.0.1:4318",
+    default=None,
+    help="Where services send spans: http://ADDR:PORT (loopback or lab range) or a Service, "
+    "http://NAME.NAMESPACE.svc.cluster.local:PORT. Default: the manifests' Jaeger with --jaeger, "
+    "else http://127.0.0.1:4318 (a collector agent in the pod's network namespace).",
+)
+@click.option(
+    "--jaeger/--no-jaeger",
+    default=False,
     show_default=True,
-    help="Where services send spans (a collector agent in the pod's network namespace).",
+    help="Add Jaeger (in-memory) as a Deployment and a Service `jaeger`, the services' OTLP endpoint; "
+    "the image must hold /usr/local/bin/jaeger.",
 )
 @click.option("--trace-sample", type=number(0.0, 1.0), default=0.01, show_default=True)
 @click.option(
@@ -140,7 +160,10 @@ def deploy_k8s(
     namespace: str,
     image: str,
     model: str,
-    otlp_endpoint: str,
+    pod_cidr: str,
+    service_cidr: str,
+    otlp_endpoint: str | None,
+    jaeger: bool,
     trace_sample: float,
     rate_per_s: int,
     duration_s: int,
@@ -151,7 +174,7 @@ def deploy_k8s(
     from tailscope.lab.engines import EngineError
 
     try:
-        check_base_url(otlp_endpoint, "--otlp-endpoint")
+        k8s.check_cidrs(pod_cidr, service_cidr)  # before the topology is read: bad input first, cheaply
         doc = topo.load(topology_path)
         plan = k8s.load_deployment(deployment_path, topo.services(doc)) if deployment_path else None
         objs = k8s.manifests(
@@ -160,7 +183,10 @@ def deploy_k8s(
             namespace=namespace,
             image=image,
             model=model,
+            pod_cidr=pod_cidr,
+            service_cidr=service_cidr,
             otlp_endpoint=otlp_endpoint,
+            jaeger=jaeger,
             trace_sample=trace_sample,
             load_rate_per_s=rate_per_s,
             load_duration_s=duration_s,

@@ -12,6 +12,35 @@ import urllib.parse
 # RFC 2544's benchmarking range: the only non-loopback addresses the lab creates and reaches.
 LAB_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 
+# Where a cluster's pod and service ranges sensibly live: RFC 1918, the shared address space some
+# providers use for pods (RFC 6598), and the lab range (the Docker path, docs/deploy.md). A block
+# elsewhere is public address space: declaring it would let the load reach someone else's machines.
+CLUSTER_RANGES = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+) + (LAB_RANGE,)
+
+
+def check_cluster_cidr(text: str, flag: str, *, widest: int, narrowest: int) -> ipaddress.IPv4Network:
+    """A cluster's pod or service range, as the engines' --allow-cidr will declare it: an IPv4
+    network address/prefix (host bits zero), /WIDEST … /NARROWEST, inside one of CLUSTER_RANGES.
+    ValueError names FLAG and what is wrong."""
+    try:
+        net = ipaddress.ip_network(text.strip(), strict=True)
+    except ValueError as e:
+        raise ValueError(f"{flag} '{text}': not a network address/prefix such as 10.96.0.0/12 ({e})") from e
+    if not isinstance(net, ipaddress.IPv4Network):
+        raise ValueError(f"{flag} '{text}': IPv4 only (the pods bind their IPv4 pod address)")
+    if not widest <= net.prefixlen <= narrowest:
+        raise ValueError(f"{flag} '{text}': the prefix must be /{widest} … /{narrowest} (got /{net.prefixlen})")
+    if not any(net.subnet_of(r) for r in CLUSTER_RANGES):
+        raise ValueError(
+            f"{flag} '{text}': a cluster range must lie inside "
+            + ", ".join(str(r) for r in CLUSTER_RANGES)
+            + " (private, shared or the lab range); anything else is not a cluster's (public, loopback, "
+            "link-local or multicast address space)"
+        )
+    return net
+
 
 def check_base_url(url: str, flag: str = "--jaeger") -> str:
     """http://HOST:PORT with HOST on loopback or the lab subnet (the project's only

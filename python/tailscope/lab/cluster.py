@@ -25,11 +25,15 @@ import signal
 import stat
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import yaml
 
 from tailscope.lab import compose as compose_file
 from tailscope.lab import deployment as dep_mod
+from tailscope.lab import tools
 from tailscope.lab.engines import find_engine
 
 # The engines' runtime libraries (ldd on the Release build, mapped with dpkg -S); tailscope-svc links the
@@ -45,6 +49,9 @@ PRIVATE_POOL = {"base": "198.19.0.0/17", "size": 24}
 DAEMON_START_S = 30.0
 DAEMON_STOP_S = 20.0
 STATE_FILE = "cluster.json"
+# Containers and networks a run makes outside Compose (the Kubernetes pods on Docker, k8s_docker.py)
+# carry this label with the run's prefix: `down` removes them by it, like Compose's project label.
+RUN_LABEL = "io.tailscope.cluster"
 
 
 class ClusterError(RuntimeError):
@@ -67,6 +74,7 @@ class ClusterState:
     docker_host: str
     daemon_pid: int | None  # set when this run started the daemon: `down` stops it
     image: str = ""
+    tags: list[str] = field(default_factory=list)  # other names this run gave the image (`down` removes them)
 
     def save(self) -> None:
         (Path(self.folder) / STATE_FILE).write_text(json.dumps(asdict(self), indent=1))
@@ -242,13 +250,21 @@ def base_image(state: ClusterState, progress=print) -> str:
     return tag
 
 
-def build_image(state: ClusterState, progress=print) -> str:
+def build_image(state: ClusterState, progress=print, jaeger: bool = False) -> str:
+    """The engines as a layer on the base image; `jaeger`: the bootstrap's Jaeger binary too (it links
+    only libc, which the base has), so one image runs the graph and its trace store."""
     base = base_image(state, progress)
     ctx = Path(state.folder) / "image"
     ctx.mkdir(parents=True, exist_ok=True)
-    for name in ("tailscope-svc", "tailscope-load"):
-        shutil.copy2(find_engine(name), ctx / name)
-    (ctx / "Dockerfile").write_text(f"FROM {base}\nCOPY tailscope-svc tailscope-load /usr/local/bin/\n")
+    binaries = {"tailscope-svc": find_engine("tailscope-svc"), "tailscope-load": find_engine("tailscope-load")}
+    if jaeger:
+        try:
+            binaries["jaeger"] = tools.tool_path("jaeger")
+        except tools.ToolUnavailable as e:
+            raise ClusterError(str(e)) from e
+    for name, path in binaries.items():
+        shutil.copy2(path, ctx / name)
+    (ctx / "Dockerfile").write_text(f"FROM {base}\nCOPY {' '.join(binaries)} /usr/local/bin/\n")
     state.image = f"tailscope-lab:{state.prefix}"
     state.save()
     docker(state, "build", "-q", "-t", state.image, str(ctx))
@@ -272,14 +288,20 @@ def compose(state: ClusterState, *args: str, timeout_s: float = 600, check: bool
 def leftovers(state: ClusterState) -> list[str]:
     """Containers, networks and image tags carrying this run's prefix that still exist."""
     out: list[str] = []
-    label = f"label=com.docker.compose.project={state.prefix}"
-    r = docker(state, "ps", "-aq", "--filter", label, check=False)
-    out += [f"container {c}" for c in r.stdout.split()]
-    r = docker(state, "network", "ls", "-q", "--filter", label, check=False)
-    out += [f"network {n}" for n in r.stdout.split()]
-    if state.image and docker(state, "image", "inspect", state.image, check=False).returncode == 0:
-        out.append(f"image {state.image}")
+    for label in _labels(state):
+        r = docker(state, "ps", "-aq", "--filter", label, check=False)
+        out += [f"container {c}" for c in r.stdout.split()]
+        r = docker(state, "network", "ls", "-q", "--filter", label, check=False)
+        out += [f"network {n}" for n in r.stdout.split()]
+    for image in [state.image, *state.tags] if state.image else state.tags:
+        if docker(state, "image", "inspect", image, check=False).returncode == 0:
+            out.append(f"image {image}")
     return out
+
+
+def _labels(state: ClusterState) -> tuple[str, str]:
+    """The filters that find what this run made: Compose's project label and RUN_LABEL."""
+    return (f"label=com.docker.compose.project={state.prefix}", f"label={RUN_LABEL}={state.prefix}")
 
 
 def down(state: ClusterState) -> list[str]:
@@ -289,11 +311,14 @@ def down(state: ClusterState) -> list[str]:
     if daemon_up:
         if state.compose_dir.is_dir():
             compose(state, "--profile", "load", "down", "--remove-orphans", "--timeout", "20", check=False)
-        label = f"label=com.docker.compose.project={state.prefix}"
-        for c in docker(state, "ps", "-aq", "--filter", label, check=False).stdout.split():
-            docker(state, "rm", "-f", c, check=False)
-        for n in docker(state, "network", "ls", "-q", "--filter", label, check=False).stdout.split():
-            docker(state, "network", "rm", n, check=False)
+        for label in _labels(state):
+            for c in docker(state, "ps", "-aq", "--filter", label, check=False).stdout.split():
+                docker(state, "rm", "-f", c, check=False)
+        for label in _labels(state):
+            for n in docker(state, "network", "ls", "-q", "--filter", label, check=False).stdout.split():
+                docker(state, "network", "rm", n, check=False)
+        for tag in state.tags:
+            docker(state, "rmi", tag, check=False)
         if state.image:
             docker(state, "rmi", state.image, check=False)
         left = leftovers(state)
@@ -348,9 +373,10 @@ def _new_state(docker_host: str | None) -> ClusterState:
     return state
 
 
-def engine_up(docker_host: str | None = None, progress=print) -> ClusterState:
-    """A daemon that answers (a private one unless docker_host names one) with the image built:
-    graphs started with `up(..., engine=this)` share both; `remove(this)` stops what it started."""
+def engine_up(docker_host: str | None = None, progress=print, jaeger: bool = False) -> ClusterState:
+    """A daemon that answers (a private one unless docker_host names one) with the image built
+    (`jaeger`: with the Jaeger binary): graphs started with `up(..., engine=this)` share both;
+    `remove(this)` stops what it started."""
     state = _new_state(docker_host)
     try:
         if docker_host:
@@ -360,7 +386,7 @@ def engine_up(docker_host: str | None = None, progress=print) -> ClusterState:
             progress(f"starting a private Docker daemon in {state.folder}")
             start_private_daemon(state)
         progress("building the image")
-        build_image(state, progress=progress)
+        build_image(state, progress=progress, jaeger=jaeger)
     except BaseException as e:  # an interrupt too: no daemon left behind
         _undo(state, e)
     return state
@@ -380,7 +406,7 @@ def up(
     (engine_up). `options.image` is set to the image used. On any failure everything this call made
     is removed (nothing half made) and ClusterError says why."""
     if engine is None:
-        state = engine_up(docker_host, progress)
+        state = engine_up(docker_host, progress, jaeger=options.jaeger)
     else:
         state = _new_state(engine.docker_host)
     try:
@@ -399,19 +425,41 @@ def run_load(state: ClusterState) -> None:
     compose(state, "--profile", "load", "run", "--rm", "--no-deps", "load", timeout_s=86400 + 600)
 
 
-def collect(state: ClusterState, results: Path) -> Path:
+def spec(state: ClusterState) -> dict:
+    """The run's Compose file."""
+    return dict(yaml.safe_load((state.compose_dir / "docker-compose.yml").read_text()))
+
+
+# Reads a Jaeger's traces: (its query URL, the service whose traces, the folder to write them to) ->
+# a summary. The caller's (traces/ sits above lab/ in the driver's layers): traces.jaeger.fetch_into.
+TraceFetch = Callable[[str, str, Path], dict]
+
+
+def collect(state: ClusterState, results: Path, traces: TraceFetch | None = None) -> Path:
     """Stops every service so each writes its result document, and copies the documents to
-    RESULTS/cluster-PREFIX. The containers stay (stopped) until `down`."""
-    compose(state, "stop", "--timeout", "20")  # SIGTERM: each service writes its document
+    RESULTS/cluster-PREFIX. With a Jaeger container and `traces`: the services stop first (each
+    sends its last spans as it stops), then `traces` reads Jaeger's into the same folder
+    (traces.jaeger.json, traces.summary.json), then Jaeger stops. The containers stay (stopped)
+    until `down`."""
     out = Path(results) / f"cluster-{state.prefix}"
+    out.mkdir(parents=True, exist_ok=True)
+    s = spec(state)
+    url = compose_file.jaeger_query_url(s)
+    if url and traces is not None:
+        graph = [n for n in s["services"] if n not in (compose_file.JAEGER, "load")]
+        compose(state, "stop", "--timeout", "20", *graph)  # SIGTERM: each service writes its document
+        doc = json.loads((state.compose_dir / "topology.json").read_text())
+        summary = traces(url, str((doc.get("front") or {}).get("service") or ""), out)
+        (out / "traces.summary.json").write_text(json.dumps(summary, indent=1))
+    compose(state, "stop", "--timeout", "20")
     shutil.copytree(state.compose_dir / "results", out, dirs_exist_ok=True)
     return out
 
 
-def drive(state: ClusterState, results: Path) -> Path:
+def drive(state: ClusterState, results: Path, traces: TraceFetch | None = None) -> Path:
     """run_load, then collect."""
     run_load(state)
-    return collect(state, results)
+    return collect(state, results, traces)
 
 
 def service_pids(state: ClusterState) -> dict[str, int]:

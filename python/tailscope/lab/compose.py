@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from tailscope.lab import deployment as dep_mod
+from tailscope.lab import jaeger as jaeger_mod
 from tailscope.lab import topology as topo
 from tailscope.lab.svc_command import TOPOLOGY_IN_CONTAINER, svc_args
 
@@ -42,6 +43,9 @@ FRONT_PORT = 8080
 DEFAULT_SUBNET = "198.19.128.0/24"  # outside the private daemon's pool 198.19.0.0/17 (docs/deploy.md)
 LAB_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 RESULTS_IN_CONTAINER = "/results"
+JAEGER = "jaeger"
+JAEGER_CONFIG = "jaeger.yaml"
+JAEGER_CONFIG_IN_CONTAINER = f"/etc/jaeger/{JAEGER_CONFIG}"
 NETWORK = "tailscope"
 FIRST_HOST_INDEX = 10  # .1 is the bridge's gateway; a few low addresses stay free
 
@@ -58,6 +62,7 @@ class ComposeOptions:
     load_connections: int = 16
     load_warmup_s: float = 0.0  # tailscope-load --warmup: not recorded
     load_cpuset: str | None = None  # the load container's CPUs (None: not pinned)
+    jaeger: bool = False  # a Jaeger container `jaeger` on the network, the services' OTLP endpoint by name
 
 
 def check_subnet(text: str) -> ipaddress.IPv4Network:
@@ -120,9 +125,19 @@ def compose(
     net = check_subnet(o.subnet)
     names = topo.services(doc)
     hosts = list(net.hosts())
-    if len(names) + FIRST_HOST_INDEX + 1 > len(hosts):
-        raise DeployError(f"--subnet {o.subnet}: too small for {len(names)} services and the load generator")
+    if len(names) + FIRST_HOST_INDEX + 2 > len(hosts):
+        raise DeployError(f"--subnet {o.subnet}: too small for {len(names)} services, the load generator and Jaeger")
     address = {n: str(hosts[FIRST_HOST_INDEX + i]) for i, n in enumerate(names)}
+    otlp_endpoint = o.otlp_endpoint
+    if o.jaeger:
+        if JAEGER in names:
+            raise DeployError(f"--jaeger: the topology has a service named '{JAEGER}' already")
+        if o.otlp_endpoint:
+            raise DeployError(
+                "--jaeger points the services at the Jaeger container: give it or --otlp-endpoint, not both"
+            )
+        # By name: the engine resolves it at start and before every POST (Docker's DNS answers it).
+        otlp_endpoint = f"http://{JAEGER}:{jaeger_mod.CONTAINER_PORTS['otlp']}"
     front = (doc.get("front") or {}).get("service")
     port = {n: FRONT_PORT if n == front else SERVICE_PORT for n in names}
     by_name = {s["name"]: s for s in doc["services"]}
@@ -140,7 +155,7 @@ def compose(
                 bind=address[n],
                 peers={c: f"{c}:{port[c]}" for c in calls},
                 trace_sample=o.trace_sample,
-                otlp_endpoint=o.otlp_endpoint,
+                otlp_endpoint=otlp_endpoint if o.trace_sample > 0 else None,
                 out=f"{RESULTS_IN_CONTAINER}/{n}.json",
             ),
             "cpuset": pinned[n],
@@ -158,8 +173,8 @@ def compose(
             "stop_signal": "SIGTERM",
             "stop_grace_period": "20s",
         }
-        if calls:
-            services[n]["depends_on"] = calls
+        if calls or o.jaeger:
+            services[n]["depends_on"] = calls + ([JAEGER] if o.jaeger else [])
     if front:
         path = (doc.get("front") or {}).get("path", "/")
         services["load"] = {
@@ -187,11 +202,42 @@ def compose(
         }
         if o.load_cpuset:
             services["load"]["cpuset"] = o.load_cpuset
+    if o.jaeger:
+        services[JAEGER] = {
+            "image": o.image,
+            "entrypoint": [JAEGER],
+            "command": ["--config", f"file:{JAEGER_CONFIG_IN_CONTAINER}"],
+            "networks": {NETWORK: {"ipv4_address": str(hosts[FIRST_HOST_INDEX + len(names) + 1])}},
+            "volumes": [f"./{JAEGER_CONFIG}:{JAEGER_CONFIG_IN_CONTAINER}:ro"],
+            "dns": ["127.0.0.1"],
+            "stop_signal": "SIGTERM",
+            "stop_grace_period": "20s",
+        }
     return {
         "version": "2.4",
         "services": services,
         "networks": {NETWORK: {"driver": "bridge", "ipam": {"config": [{"subnet": str(net)}]}}},
     }
+
+
+def jaeger_address(spec: dict) -> str | None:
+    """The Jaeger container's address in the Compose file SPEC (None: it has none)."""
+    j = spec["services"].get(JAEGER)
+    return str(j["networks"][NETWORK]["ipv4_address"]) if j else None
+
+
+def jaeger_query_url(spec: dict) -> str | None:
+    """Where the host reads the Jaeger container's traces: its query API at its lab-range address."""
+    address = jaeger_address(spec)
+    return f"http://{address}:{jaeger_mod.CONTAINER_PORTS['query']}" if address else None
+
+
+def jaeger_config(spec: dict) -> str:
+    """The Jaeger container's configuration: every port on its own address on the graph's network."""
+    cp = jaeger_mod.CONTAINER_PORTS
+    return jaeger_mod.config_text(
+        str(jaeger_address(spec)), otlp=cp["otlp"], query=cp["query"], query_grpc=cp["query_grpc"]
+    )
 
 
 def write(doc: dict, spec: dict, out_dir: Path) -> list[Path]:
@@ -206,6 +252,8 @@ def write(doc: dict, spec: dict, out_dir: Path) -> list[Path]:
         tmp.mkdir(parents=True)
         (tmp / "results").mkdir()
         (tmp / "docker-compose.yml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        if JAEGER in spec["services"]:
+            (tmp / JAEGER_CONFIG).write_text(jaeger_config(spec))
         topo.write_json(doc, tmp / "topology.json")
         if out_dir.exists():
             out_dir.rmdir()

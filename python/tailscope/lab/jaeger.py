@@ -45,14 +45,14 @@ extensions:
     storage:
       traces: memstore
     http:
-      endpoint: 127.0.0.1:{query}
+      endpoint: {host}:{query}
     grpc:
-      endpoint: 127.0.0.1:{query_grpc}
+      endpoint: {host}:{query_grpc}
 receivers:
   otlp:
     protocols:
       http:
-        endpoint: 127.0.0.1:{otlp}
+        endpoint: {host}:{otlp}
 processors:
   batch:
     timeout: 100ms
@@ -60,6 +60,16 @@ exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
 """
+
+
+# The ports a Jaeger container listens on (its own network namespace: no other process to clash with).
+CONTAINER_PORTS = {"otlp": 4318, "query": 16686, "query_grpc": 16685}
+
+
+def config_text(host: str, *, otlp: int, query: int, query_grpc: int, max_traces: int = MAX_TRACES) -> str:
+    """The collector configuration listening on HOST: 127.0.0.1 here, `${env:POD_IP}` in a container
+    (the collector expands it from the environment: the pod's own address, never 0.0.0.0)."""
+    return CONFIG.format(host=host, max_traces=max_traces, otlp=otlp, query=query, query_grpc=query_grpc)
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ def jaeger(workdir: Path, *, cpus: set[int] | None = None) -> Iterator[Jaeger]:
     ports = {"query": tools.free_port(), "query_grpc": tools.free_port(), "otlp": tools.free_port()}
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "jaeger.yaml"
-    config.write_text(CONFIG.format(max_traces=MAX_TRACES, **ports))
+    config.write_text(config_text("127.0.0.1", **ports))
     j = Jaeger(pid=0, **ports)
 
     def ready() -> bool:

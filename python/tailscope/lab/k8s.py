@@ -1,8 +1,13 @@
 """Kubernetes manifests for a topology: `tailscope deploy k8s` (docs/deploy.md).
 
 One Namespace; a ConfigMap with the topology (the engine's normalised JSON), the
-OTLP endpoint and each service's peers; per service a Deployment and a Service;
-a Job for the load generator. Every container asks for whole CPUs with
+OTLP endpoint, each service's peers and the cluster's pod and service ranges; per
+service a Deployment and a Service; optionally Jaeger (a Deployment and a Service);
+a Job for the load generator. The services run the Compose path's command line
+(svc_command.py) with their peers addressed by Service DNS names
+(NAME.NAMESPACE.svc.cluster.local), `--bind` the pod's own address (downward API,
+POD_IP), and `--allow-cidr` the pod and service ranges, so the engine's allow-list
+admits what the cluster DNS answers. Every container asks for whole CPUs with
 requests == limits (CPU and memory), which puts the pod in the Guaranteed QoS
 class: only then does the kubelet's static CPU manager give it exclusive cores,
 the cluster's form of the lab's CPU pinning.
@@ -18,13 +23,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from tailscope.lab import deployment as dep_mod
+from tailscope.lab import jaeger as jaeger_mod
 from tailscope.lab import topology as topo
+from tailscope.lab.allow_list import check_base_url, check_cluster_cidr
+from tailscope.lab.compose import callees
 from tailscope.lab.svc_command import CONFIG_DIR, svc_args
 
 GROUP_LABEL = "tailscope.io/host-group"
@@ -33,7 +42,7 @@ PART_LABEL = "app.kubernetes.io/part-of"
 SERVICE_PORT = 9000  # every service container listens here; Services give each its own DNS name
 FRONT_PORT = 8080
 DEFAULT_IMAGE = "tailscope:dev"
-DEFAULT_OTLP = "http://127.0.0.1:4318"  # an OpenTelemetry collector agent beside each pod (docs/deploy.md)
+DEFAULT_OTLP = "http://127.0.0.1:4318"  # without --jaeger: a collector agent in each pod's network (docs/deploy.md)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -108,51 +117,183 @@ def _resources(p: Placement) -> dict:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+# The cluster's ranges, as --allow-cidr declares them to every container (docs/deploy.md): the pod
+# range holds at least one node's /24; kube-apiserver refuses a service range wider than /12.
+POD_CIDR_PREFIX = (8, 24)
+SERVICE_CIDR_PREFIX = (12, 28)
+RESULTS_IN_POD = "/results"  # an emptyDir: each service writes its result document there at SIGTERM
+JAEGER = "jaeger"
+JAEGER_CONFIG_KEY = "jaeger.yaml"
+POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
+def service_dns(name: str, namespace: str) -> str:
+    """A Service's name as the cluster DNS answers it from any namespace."""
+    return f"{name}.{namespace}.svc.cluster.local"
+
+
+def check_cidrs(pod_cidr: str, service_cidr: str) -> tuple[str, str]:
+    """The pod and service ranges of `deploy k8s`, canonical; DeployError naming the flag when a block
+    is not a sensible cluster range or the two overlap."""
+    try:
+        pods = check_cluster_cidr(pod_cidr, "--pod-cidr", widest=POD_CIDR_PREFIX[0], narrowest=POD_CIDR_PREFIX[1])
+        services = check_cluster_cidr(
+            service_cidr, "--service-cidr", widest=SERVICE_CIDR_PREFIX[0], narrowest=SERVICE_CIDR_PREFIX[1]
+        )
+    except ValueError as e:
+        raise DeployError(str(e)) from e
+    if pods.overlaps(services):
+        raise DeployError(f"--pod-cidr {pods} and --service-cidr {services} overlap: a cluster keeps them apart")
+    return str(pods), str(services)
+
+
+def check_otlp_endpoint(url: str, namespace: str) -> str:
+    """--otlp-endpoint of the manifests: http://HOST:PORT with HOST numeric on loopback or the lab
+    subnet (check_base_url), or a Service's cluster DNS name NAME.NAMESPACE.svc.cluster.local (the
+    engine resolves it in the pod and judges the answer against the declared ranges)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "http" and host.endswith(".svc.cluster.local"):
+        labels = host.removesuffix(".svc.cluster.local").split(".")
+        if len(labels) != 2 or not all(_DNS_LABEL.match(x) for x in labels):
+            raise DeployError(f"--otlp-endpoint '{url}': a Service name is NAME.NAMESPACE.svc.cluster.local")
+        try:
+            port = parts.port
+        except ValueError as e:
+            raise DeployError(f"--otlp-endpoint '{url}': {e}") from e
+        if port is not None and not 1 <= port <= 65535:
+            raise DeployError(f"--otlp-endpoint '{url}': port must be in 1 … 65535")
+        return url.rstrip("/")
+    try:
+        return check_base_url(url, "--otlp-endpoint")
+    except ValueError as e:
+        raise DeployError(f"{e} (or a Service: http://NAME.{namespace}.svc.cluster.local:PORT)") from e
+
+
+def _jaeger_objects(namespace: str, image: str, config_name: str) -> list[dict]:
+    """Jaeger v2 (in-memory store) as a Deployment and a Service `jaeger`: OTLP/HTTP in, the query API
+    out, listening on the pod's own address. The image must hold /usr/local/bin/jaeger (the Docker
+    path's image does where the bootstrap built Jaeger; docs/deploy.md)."""
+    ports = jaeger_mod.CONTAINER_PORTS
+    labels = _labels(JAEGER, None)
+    container = {
+        "name": JAEGER,
+        "image": image,
+        "command": [JAEGER],
+        "args": ["--config", f"file:{CONFIG_DIR}/{JAEGER_CONFIG_KEY}"],
+        "env": [POD_IP_ENV],
+        "ports": [
+            {"name": "otlp-http", "containerPort": ports["otlp"]},
+            {"name": "query", "containerPort": ports["query"]},
+        ],
+        "resources": _resources(Placement(cpus=1, memory="1Gi")),
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": JAEGER, "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {APP_LABEL: JAEGER}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [container],
+                        "volumes": [{"name": "config", "configMap": {"name": config_name}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": JAEGER, "namespace": namespace, "labels": labels},
+            "spec": {
+                "selector": {APP_LABEL: JAEGER},
+                "ports": [
+                    {"name": "otlp-http", "port": ports["otlp"], "targetPort": ports["otlp"]},
+                    {"name": "query", "port": ports["query"], "targetPort": ports["query"]},
+                ],
+            },
+        },
+    ]
+
+
 def manifests(
     doc: dict,
     deployment: Deployment | None = None,
     *,
+    pod_cidr: str,
+    service_cidr: str,
     namespace: str = "tailscope",
     image: str = DEFAULT_IMAGE,
     model: str = "coroutine",
-    otlp_endpoint: str = DEFAULT_OTLP,
+    otlp_endpoint: str | None = None,
+    jaeger: bool = False,
     trace_sample: float = 0.01,
     load_rate_per_s: int = 100,
     load_duration_s: int = 60,
 ) -> list[dict]:
-    """Every object, in the order `kubectl apply` should create them."""
+    """Every object, in the order `kubectl apply` should create them. Each service's pod runs
+    svc_args (the Compose path's command line) with its callees as `--peers NAME=SERVICE-DNS:PORT`,
+    `--bind $(POD_IP)` (downward API) and `--allow-cidr` the cluster's pod and service ranges; the
+    load Job declares them too, so the front's Service name is accepted. `jaeger`: a Jaeger
+    Deployment and Service too, and the OTLP endpoint is that Service (unless `otlp_endpoint` names
+    another); without either, DEFAULT_OTLP."""
     _dns_name(namespace, "--namespace")
+    pod_cidr, service_cidr = check_cidrs(pod_cidr, service_cidr)
+    allow = [pod_cidr, service_cidr]
+    if jaeger and otlp_endpoint:
+        raise DeployError("--jaeger points the services at the manifests' Jaeger: give it or --otlp-endpoint, not both")
+    if jaeger:
+        otlp_endpoint = f"http://{service_dns(JAEGER, namespace)}:{jaeger_mod.CONTAINER_PORTS['otlp']}"
+    otlp_endpoint = check_otlp_endpoint(otlp_endpoint or DEFAULT_OTLP, namespace)
     deployment = deployment or Deployment()
     names = topo.services(doc)
     for n in names:
         _dns_name(n, "topology service name")
+    if jaeger and JAEGER in names:
+        raise DeployError(f"--jaeger: the topology has a service named '{JAEGER}' already")
     front = (doc.get("front") or {}).get("service")
-    peers = {n: f"{n}.{namespace}.svc.cluster.local:{SERVICE_PORT}" for n in names}
+    ports = {n: FRONT_PORT if n == front else SERVICE_PORT for n in names}
+    peers = {n: f"{service_dns(n, namespace)}:{ports[n]}" for n in names}
+    by_name = {s["name"]: s for s in doc["services"]}
     config_name = "tailscope-config"
+    data = {
+        "topology.json": json.dumps(doc, indent=1, allow_nan=False),
+        "OTLP_ENDPOINT": otlp_endpoint,
+        "TRACE_SAMPLE": repr(trace_sample),
+        # Every service's name=host:port (each pod's --peers names its own callees from it), and the
+        # ranges its --allow-cidr declares: what a reader of the cluster sees the graph was given.
+        "peers": ",".join(f"{n}={a}" for n, a in peers.items()),
+        "POD_CIDR": pod_cidr,
+        "SERVICE_CIDR": service_cidr,
+    }
+    if jaeger:
+        cp = jaeger_mod.CONTAINER_PORTS
+        data[JAEGER_CONFIG_KEY] = jaeger_mod.config_text(
+            "${env:POD_IP}", otlp=cp["otlp"], query=cp["query"], query_grpc=cp["query_grpc"]
+        )
     objs: list[dict] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {PART_LABEL: "tailscope"}}},
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": config_name, "namespace": namespace, "labels": {PART_LABEL: "tailscope"}},
-            "data": {
-                "topology.json": json.dumps(doc, indent=1, allow_nan=False),
-                "OTLP_ENDPOINT": otlp_endpoint,
-                "TRACE_SAMPLE": repr(trace_sample),
-                # name=host:port of every service: what the RPC transport dials once it
-                # takes host names; today it takes numeric loopback or lab addresses only.
-                "peers": ",".join(f"{n}={a}" for n, a in peers.items()),
-            },
+            "data": data,
         },
     ]
-    env = [
+    if jaeger:
+        objs += _jaeger_objects(namespace, image, config_name)
+    env = [POD_IP_ENV] + [
         {"name": key, "valueFrom": {"configMapKeyRef": {"name": config_name, "key": key}}}
         for key in ("OTLP_ENDPOINT", "TRACE_SAMPLE")
     ]
-    ports = {n: FRONT_PORT if n == front else SERVICE_PORT for n in names}
     for n in names:
         p = deployment.services.get(n, Placement())
-        port = FRONT_PORT if n == front else SERVICE_PORT
+        port = ports[n]
         pod_spec: dict = {
             "containers": [
                 {
@@ -163,17 +304,26 @@ def manifests(
                         n,
                         model=model,
                         port=port,
-                        ports=ports,
+                        bind="$(POD_IP)",
+                        peers={c: peers[c] for c in callees(by_name[n])},
+                        allow_cidrs=allow,
                         trace_sample="$(TRACE_SAMPLE)",
-                        otlp_endpoint="$(OTLP_ENDPOINT)",
+                        # Nothing is sampled at 0: no exporter (the engine refuses one with nothing to send).
+                        otlp_endpoint="$(OTLP_ENDPOINT)" if trace_sample > 0 else None,
+                        out=f"{RESULTS_IN_POD}/{n}.json",
                     ),
                     "env": env,
                     "ports": [{"name": "rpc" if n != front else "http", "containerPort": port}],
                     "resources": _resources(p),
-                    "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+                    "volumeMounts": [
+                        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        {"name": "results", "mountPath": RESULTS_IN_POD},
+                    ],
                 }
             ],
-            "volumes": [{"name": "config", "configMap": {"name": config_name}}],
+            # SIGTERM: the engine stops, writes its result document, exits 0.
+            "terminationGracePeriodSeconds": 20,
+            "volumes": [{"name": "config", "configMap": {"name": config_name}}, {"name": "results", "emptyDir": {}}],
         }
         if p.group:
             pod_spec["affinity"] = _affinity(p.group, deployment.groups)
@@ -224,8 +374,9 @@ def manifests(
                                     "name": "load",
                                     "image": image,
                                     "command": ["tailscope-load"],
+                                    # The result document on stdout: `kubectl logs job/tailscope-load`.
                                     "args": [
-                                        f"http://{front}.{namespace}.svc.cluster.local:{FRONT_PORT}{path}",
+                                        f"http://{peers[front]}{path}",
                                         "-R",
                                         str(load_rate_per_s),
                                         "-d",
@@ -233,6 +384,7 @@ def manifests(
                                         "-c",
                                         "16",
                                         "--allow-errors",
+                                        *(a for block in allow for a in ("--allow-cidr", block)),
                                     ],
                                     "resources": _resources(load),
                                 }

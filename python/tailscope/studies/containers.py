@@ -14,7 +14,9 @@ Per model (quick: std-async and coroutine; full: every model):
   its document, and `down` removes all of it.
 
 Once per run, the ping: 1 call in flight from a container on the graph's network to one service
-(the container network and bridge), beside the same ping natively on loopback.
+(the container network and bridge), beside the same ping natively on loopback. And, where the
+bootstrap built Jaeger, one traced run of the first model in containers whose services export to a
+Jaeger container by name: its traces are fetched into the artifacts (not a measurement).
 
 Runs where the container path is installed (`scripts/bootstrap --docker`) and a private daemon can
 start; anywhere else the section says why it did not run. docs/deploy.md ("containers ÷ native").
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from tailscope.lab import cluster, compose, procstat, topology
+from tailscope.lab import cluster, compose, procstat, tools, topology
 from tailscope.lab.cpus import cpu_split
 from tailscope.lab.engines import EngineError, run_engine
 from tailscope.lab.graph import LOAD, SVC, graph, run_front_load
@@ -38,6 +40,7 @@ from tailscope.report.blocks import Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import StepProgress, interval_cell, run_scale, study_section
+from tailscope.traces import jaeger as jq
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 T = TypeVar("T")
@@ -51,6 +54,11 @@ DURATION_S = {"quick": 6, "full": 30}
 WARMUP_S = 1
 PING_CALLS = {"quick": 2000, "full": 20000}
 PING_WARMUP = 200
+# The traced run (after the measured ones, which trace nothing): the first model in containers with a
+# Jaeger container as the services' OTLP endpoint, its traces fetched into the artifacts.
+TRACE_SAMPLE = 0.1
+TRACE_DURATION_S = 2
+TRACES_POINT = "traces/containers"
 STORES = "simulated"  # the image has no store server: both sides run the simulated waits
 # Fewer samples beyond a percentile than this: its interval is not shown (docs/measurement.md).
 MIN_BEYOND = 10
@@ -193,6 +201,32 @@ def _in_containers(model: str, plan: Plan) -> list[EngineDocument]:
     ]
 
 
+def _traced(model: str, plan: Plan) -> EngineDocument:
+    """The graph in containers once more, tracing (TRACE_SAMPLE) to a Jaeger container by name; the
+    traces fetched from it after the services stopped into the artifacts (containers/traces/): their
+    summary is the point's document. Not a measurement — the measured forms trace nothing."""
+    options = compose.ComposeOptions(
+        model=model,
+        trace_sample=TRACE_SAMPLE,
+        load_rate_per_s=RATE_PER_S,
+        load_duration_s=TRACE_DURATION_S,
+        load_connections=CONNECTIONS,
+        jaeger=True,
+    )
+    state = cluster.up(plan.doc, None, options, cpus=plan.server or None, progress=lambda _t: None, engine=plan.engine)
+    try:
+        cluster.run_load(state)
+        out = cluster.collect(state, plan.work / "traces", traces=jq.fetch_into)
+    finally:
+        _remove(state)
+    summary = json.loads((out / "traces.summary.json").read_text())
+    # Inside the run's folder (artifacts/…): the staging folder it was written in is renamed at the end.
+    summary["file"] = str(Path("artifacts") / Path(summary["file"]).relative_to(plan.work.parent))
+    return EngineDocument(
+        NAME, "jaeger", summary | {"containers_point": {"model": model, "form": "traced"}}, TRACES_POINT
+    )
+
+
 @dataclass
 class ContainersStudy:
     name: str = NAME
@@ -216,11 +250,16 @@ class ContainersStudy:
             client=client,
             server=server,
         )
-        step = StepProgress(ctx, NAME, 2 * len(models) + 1)
+        try:
+            tools.tool_path("jaeger")
+            no_jaeger = None
+        except tools.ToolUnavailable as e:
+            no_jaeger = str(e)
+        step = StepProgress(ctx, NAME, 2 * len(models) + 1 + (no_jaeger is None))
         docs: list[EngineDocument] = []
         try:
             step("starting a private Docker daemon and building the image")
-            plan.engine = cluster.engine_up(progress=lambda _t: None)
+            plan.engine = cluster.engine_up(progress=lambda _t: None, jaeger=no_jaeger is None)
             # Alternating order (native first, then containers first, …): a machine that gets busier or
             # quieter during the study then biases the two forms alike instead of one of them.
             for i, model in enumerate(models):
@@ -229,7 +268,12 @@ class ContainersStudy:
                     step(f"{model} {label}")
                     docs += form(model, plan)
                 plan.ping_calls = None  # the pings ran with the first model's graphs
-        except (cluster.ClusterError, EngineError, OSError, ValueError) as e:
+            if no_jaeger is None:
+                step(f"{models[0]} in containers, traced to a Jaeger container")
+                docs.append(_traced(models[0], plan))
+            else:
+                docs.append(EngineDocument(NAME, "jaeger", {"unavailable": no_jaeger}, TRACES_POINT))
+        except (cluster.ClusterError, EngineError, OSError, ValueError, jq.JaegerQueryError) as e:
             return [*docs, _marker(f"stopped: {e}")]
         finally:
             if plan.engine is not None:
@@ -431,6 +475,18 @@ def section(study: ContainersStudy, store: Store, run_id: str) -> Section:
             numeric_from=2,
         )
     )
+    traced = docs.get(TRACES_POINT)
+    if traced is not None:
+        if traced.get("unavailable"):
+            sec.notes.append(f"traces from a Jaeger container: unavailable ({traced['unavailable']})")
+        else:
+            sec.notes.append(
+                f"traces (a separate {TRACE_DURATION_S} s run of {(traced.get('containers_point') or {}).get('model')}, "
+                f"{TRACE_SAMPLE:g} of requests traced, the services exporting to a Jaeger container by name): "
+                f"{fmt_count(traced.get('traces') or 0)} traces, {fmt_count(traced.get('spans') or 0)} spans of "
+                f"{len(traced.get('services') or [])} services fetched from it, in the run's artifacts "
+                f"({traced.get('file')})"
+            )
     p = a.ping
     if p is not None:
         if p.unavailable:

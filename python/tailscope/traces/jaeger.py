@@ -227,3 +227,42 @@ def fetch(query: JaegerQuery, *, page_size: int = PAGE_SIZE, now_us: int | None 
 def write_jaeger_file(traces: list[dict], path: Path) -> Path:
     """{"data": [...]} written atomically (temp file, then rename)."""
     return write_text_atomic(path, json.dumps({"data": traces}))
+
+
+SETTLE_TIMEOUT_S = 30.0
+SETTLE_POLL_S = 0.5
+
+
+def fetch_settled(query: JaegerQuery, *, timeout_s: float = SETTLE_TIMEOUT_S) -> tuple[list[dict], dict]:
+    """fetch, repeated until two answers agree span for span (the senders have stopped, and Jaeger's
+    batching has stored what they sent): the traces of a finished run, whole. Raises JaegerQueryError
+    when none arrived or they never settled within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    previous: dict[str, int] | None = None
+    polls = 0
+    last_error = ""
+    while True:
+        polls += 1
+        try:
+            traces, summary = fetch(query)
+            spans = {t["traceID"]: len(t["spans"]) for t in traces}
+            if spans and spans == previous:
+                return traces, {**summary, "polls": polls}
+            previous = spans
+        except JaegerQueryError as e:  # a trace grew between two pages: still being written
+            last_error = str(e)
+        if time.monotonic() > deadline:
+            why = last_error or ("no trace arrived" if not previous else "the traces kept changing")
+            raise JaegerQueryError(f"traces of {query.service} at {query.base_url} did not settle: {why}")
+        time.sleep(SETTLE_POLL_S)
+
+
+def fetch_into(base_url: str, service: str, folder: Path) -> dict:
+    """Every trace of SERVICE from the Jaeger at BASE_URL (allow-listed: loopback or the lab range, as
+    a Jaeger container's address is), settled, into FOLDER/traces.jaeger.json; returns the summary
+    (with `service`, `jaeger` and `file`)."""
+    query = JaegerQuery(check_base_url(base_url), service, lookback_s=3600, limit=MAX_LIMIT)
+    traces, summary = fetch_settled(query)
+    path = write_jaeger_file(traces, Path(folder) / "traces.jaeger.json")
+    services = sorted({str(p.get("serviceName")) for t in traces for p in (t.get("processes") or {}).values()})
+    return {**summary, "service": service, "jaeger": query.base_url, "file": str(path), "services": services}
