@@ -11,6 +11,7 @@ import pytest
 
 from tailscope.lab import graph as graph_mod
 from tailscope.lab.engines import Server
+from tailscope.studies.common import record_stores
 from tailscope.studies.socialnet import analysis
 from tailscope.studies.socialnet.section import work_table
 
@@ -112,3 +113,11 @@ def test_no_simulated_graph_means_no_comparison_and_missing_figures_say_why():
     idle = _graph("simulated", {"text-service": _service(0, 0, 0.0)})
     w = analysis.work_comparison({"m/graph-closed": new, f"m/{analysis.WORK_SIMULATED_GRAPH}": idle})
     assert w is not None and w.services[0].unavailable == "simulated: the service served no call"
+
+
+def test_every_study_document_records_the_graphs_work_mode():
+    # The ready line's mode (graph() sets it, "real" from an engine before --work) ...
+    assert record_stores({"load": {}}, {"work": "simulated"})["work"] == {"mode": "simulated"}
+    assert record_stores({"load": {}}, {})["work"] == {"mode": "real"}
+    # ... unless the engine's document has its own.
+    assert record_stores({"work": {"mode": "simulated"}}, {"work": "real"})["work"] == {"mode": "simulated"}
