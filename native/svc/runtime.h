@@ -51,6 +51,9 @@ struct RuntimeOptions {
   std::map<StoreSystem, stores::StoreAddress> store_addresses;
   size_t store_pool_connections = 64;  // blocking pool: connections per store system
   int64_t store_timeout_ns = 0;        // 0 = the call timeout
+  // `--work simulated`: a work stage with a `simulated_cpu` burns a draw from
+  // it (the busy loop it replaced) instead of doing its real work (work_stage.h).
+  bool simulated_work = false;
 };
 
 // One request being handled: the server span and the trace context its children inherit.
@@ -179,6 +182,11 @@ class ServiceRuntime {
 
   // The stages that compute on the calling thread (cpu, work), the same in every model.
   void run_compute(const Stage& stage);
+  // The work stages' own CPU (the thread's CPU clock around each): {mode,
+  // stages, simulated_stages, cpu_ns} — what a call's work cost, real or
+  // simulated, without the transport around it (the socialnet study's
+  // real ÷ simulated CPU per call).
+  nlohmann::json work_json() const;
 
   // Set once when the service starts shutting down: simulated stages (cpu
   // burns, blocking store waits) end early, so stopping never waits out a
@@ -208,6 +216,7 @@ class ServiceRuntime {
   std::string store_mode_ = "simulated", store_reason_;
   std::atomic<bool> stopping_{false};
   std::vector<std::shared_ptr<CapacityLimit>> limits_;  // indexed as Service::capacities
+  std::atomic<int64_t> work_stages_{0}, work_simulated_{0}, work_cpu_ns_{0};
 };
 
 // Blocks the calling thread for a simulated store latency (the blocking models'

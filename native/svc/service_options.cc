@@ -50,6 +50,8 @@ void check_service_options(const ServiceOptions& o, bool workers_given) {
   if (o.stores != "real" && o.stores != "simulated" && o.stores != "auto")
     throw std::invalid_argument("--stores: real, simulated or auto (got '" + o.stores + "')");
   for (const auto& a : o.store_addrs) stores::parse_store_addr(a);  // throws naming the item
+  if (o.work != "real" && o.work != "simulated")
+    throw std::invalid_argument("--work: real or simulated (got '" + o.work + "')");
   if (!o.store_cpus.empty()) {
     if (!o.all) throw std::invalid_argument("--store-cpus needs --all (the supervisor starts the stores)");
     try {

@@ -45,6 +45,8 @@ struct ServiceOptions {
   std::string stores = "auto";           // --stores real | simulated | auto
   std::vector<std::string> store_addrs;  // --store-addr SYSTEM=HOST:PORT, repeatable
   std::string store_cpus;                // --store-cpus LIST (--all)
+  // Work stages (svc/work_stage.h): real work, or the busy loop each keeps in `simulated_cpu`.
+  std::string work = "real";  // --work real | simulated
 };
 
 // Checks every option before any process or thread starts, so bad input

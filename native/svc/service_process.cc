@@ -64,6 +64,7 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
     stores_json[stores::system_name(system)] = address_port_text(address.host, address.port);
   }
   options.real_stores = f.stores == "real" || (f.stores == "auto" && !options.store_addresses.empty());
+  options.simulated_work = f.work == "simulated";
   int fd = f.listen_fd;
   bool own_fd = false;
   if (fd < 0) {
@@ -138,6 +139,7 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
                    {"peers_resolved", peers_resolved_json},
                    {"stores", f.stores},
                    {"store_addresses", stores_json},
+                   {"work", f.work},
                    {"link_delays", options.link_delays.to_json()},
                    {"workers", f.runtime.workers},
                    {"loops", f.runtime.loops},

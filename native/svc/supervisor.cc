@@ -61,6 +61,7 @@ std::vector<std::string> child_arguments(const ServiceOptions& o, const Supervis
   args.insert(args.end(), {"--pool-idle-s", std::to_string(o.pool_idle_s)});
   if (!c.link_delays.empty()) args.insert(args.end(), {"--link-delay", c.link_delays.to_flag()});
   args.insert(args.end(), c.store_args.begin(), c.store_args.end());
+  args.insert(args.end(), {"--work", o.work});
   if (!o.otlp_endpoint.empty())
     args.insert(args.end(),
                 {"--otlp-endpoint", o.otlp_endpoint, "--otlp-queue-spans", std::to_string(o.otlp_queue_spans)});
@@ -342,6 +343,7 @@ json Supervisor::result_document(double ran_s) {
   doc["measurements"] = json::array();
   doc["unavailable"] = unavailable;
   doc["stores"] = stores_->result_json(services);
+  doc["work"] = {{"mode", o_.work}};
   if (!o_.traces_dir.empty()) {
     doc["tracing"] = merge_span_files(o_.traces_dir + "/parts", o_.traces_dir);
     doc["artifacts"] = {{"jaeger", o_.traces_dir + "/traces.jaeger.json"},
@@ -380,6 +382,7 @@ int Supervisor::run() {
                     {"addresses", addresses_},
                     {"pids", pids},
                     {"stores", stores_->ready_json()},
+                    {"work", o_.work},
                     {"pid", getpid()}}
                    .dump()
             << std::endl;

@@ -60,6 +60,15 @@ TEST(ChildArguments, AChildRunsItsOneServiceOnTheInheritedListener) {
   EXPECT_EQ(value_of(args, "--queue"), std::to_string(o.runtime.queue_capacity));
   EXPECT_EQ(value_of(args, "--connections"), std::to_string(o.runtime.channel_connections));
   EXPECT_EQ(value_of(args, "--pool-idle-s"), std::to_string(o.pool_idle_s));
+  EXPECT_EQ(value_of(args, "--work"), "real");
+}
+
+TEST(ChildArguments, TheWorkModeReachesEveryChild) {
+  ServiceOptions o;
+  o.topology = "g.json";
+  o.work = "simulated";
+  EXPECT_EQ(value_of(child_arguments(o, child_on_fd(3), "text=9001", "/bin/tailscope-svc", "/tmp/parts"), "--work"),
+            "simulated");
 }
 
 TEST(ChildArguments, SetOptionsAndADeploymentsPeersAndLinksReachTheChild) {

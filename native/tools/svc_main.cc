@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
                  "Where a store is, SYSTEM=HOST:PORT (repeatable; SYSTEM memcached, redis, mongodb; loopback or "
                  "198.18.0.0/15)");
   app.add_option("--store-cpus", f.store_cpus, "--all: pin the store servers to these CPUs (store_servers wins)");
+  app.add_option("--work", f.work,
+                 "real | simulated: work stages run their real work (default), or the busy loop each keeps in "
+                 "simulated_cpu (a stage without one runs its real work). docs/microservices.md")
+      ->check(CLI::IsMember({"real", "simulated"}));
   app.add_option("--cpus", f.cpus, "Single-service mode: pin every thread of the service to these CPUs");
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
   app.add_option("--check-topology", f.check_path,

@@ -137,6 +137,64 @@ def test_each_model_serves_light_load(model, topo_json, tmp_path):
     assert all(s["model"] == model for s in doc["services"].values())
 
 
+# The services whose busy loop is real work in socialnet.yaml (docs/microservices.md, "Real work").
+WORK_SERVICES = {
+    "text-service",
+    "url-shorten-service",
+    "unique-id-service",
+    "compose-post-service",
+    "post-storage-service",
+}
+
+
+@needs_engine("tailscope-svc")
+def test_socialnet_and_hotel_keep_the_busy_loop_beside_each_work_stage():
+    def work_stages(doc: dict) -> dict[str, list[dict]]:
+        return {
+            s["name"]: [st["work"] for e in s["endpoints"] for st in e["stages"] if "work" in st]
+            for s in doc["services"]
+            if any("work" in st for e in s["endpoints"] for st in e["stages"])
+        }
+
+    social = work_stages(topology.load(topology.SOCIALNET))  # loading validates through the engine
+    assert set(social) == WORK_SERVICES
+    assert {w["kind"] for ws in social.values() for w in ws} == {"text", "url_hash", "unique_id", "post_serde"}
+    hotel = work_stages(topology.load(topology.REPO_ROOT / "topologies" / "hotel.yaml"))
+    assert set(hotel) == {"rate", "profile"}
+    assert all("simulated_cpu" in w for ws in [*social.values(), *hotel.values()] for w in ws)
+
+
+@needs_engine("tailscope-svc")
+@pytest.mark.parametrize("work", ["real", "simulated"])
+def test_the_work_mode_runs_real_work_or_the_busy_loops_and_is_recorded(work, topo_json, tmp_path):
+    with running_graph(topo_json, "coroutine", tmp_path, "--work", work) as (ready, out, proc):
+        assert ready["work"] == work
+        conn = front(ready)
+        assert [compose(conn) for _ in range(20)] == [200] * 20
+        conn.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    doc = json.loads(out.read_text())
+    assert doc["work"] == {"mode": work}
+    for name, s in doc["services"].items():
+        w = s["work"]
+        assert w["mode"] == work, name
+        if name in WORK_SERVICES:
+            assert w["stages"] == s["counters"]["requests"] > 0, name  # one work stage per call
+            assert w["simulated_stages"] == (w["stages"] if work == "simulated" else 0), name
+            assert w["cpu_ns"] > 0, name
+        else:
+            assert w["stages"] == 0 and w["cpu_ns"] == 0, name
+
+
+@needs_engine("tailscope-svc")
+def test_an_unknown_work_mode_is_refused_naming_the_flag(topo_json):
+    r = subprocess.run(
+        [str(SVC), "--topology", str(topo_json), "--all", "--work", "busy"], capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode != 0 and "--work" in r.stderr, r.stderr
+
+
 @needs_engine("tailscope-svc")
 def test_span_tree_of_one_request_matches_the_topology(topo_json, tmp_path):
     traces = tmp_path / "traces"

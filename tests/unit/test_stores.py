@@ -212,7 +212,10 @@ def test_a_document_records_its_graphs_stores_and_keeps_the_engines_own():
     ready = {"stores": stores_of(SIMULATED_READY).record()}
     load = record_stores({"load": {}}, ready)
     assert load["stores"] == {"mode": "simulated", "reason": SIMULATED_READY["stores"]["reason"], "servers": []}
-    merged = {"stores": {"mode": "real", "reason": "r", "servers": [{"system": "redis", "cpu_s": 1.5}]}}
+    merged = {
+        "stores": {"mode": "real", "reason": "r", "servers": [{"system": "redis", "cpu_s": 1.5}]},
+        "work": {"mode": "simulated"},
+    }
     assert record_stores(copy.deepcopy(merged), ready) == merged
 
 

@@ -53,8 +53,13 @@ def graph(
     extra: list[str] | None = None,
     cpu: int | Iterable[int] | None = None,
     stores: str | None = None,
+    work: str | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """Starts the whole graph (tailscope-svc --all); yields (front_port, ready_line).
+
+    `work` is the run's --work (real | simulated; None = real, the engine's default): whether work stages
+    do their real work or burn the busy loop each keeps (docs/microservices.md). The ready line's `work`
+    says which (an engine before work modes prints none: "real").
 
     `stores` is the run's --stores (real | simulated | auto; None = auto, the engine's default). The
     ready line's `stores` object is checked and normalised here (lab/stores.py), so every study reads
@@ -79,6 +84,7 @@ def graph(
         "--out",
         str(out),
         *stores_args(stores),
+        *(["--work", work] if work else []),
         *(extra or []),
     ]
     if traces is not None:
@@ -94,6 +100,7 @@ def graph(
             server.ready["stores"] = stores_of(server.ready).record()
         except StoresRecordError as e:
             raise EngineError(f"{SVC} --all printed a ready line with a malformed stores object: {e}") from e
+        server.ready.setdefault("work", "real")
         yield server.port, server.ready
 
 

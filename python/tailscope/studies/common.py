@@ -89,8 +89,11 @@ def requested_stores(options: Mapping[str, Any]) -> str:
 def record_stores(doc: dict, ready: Mapping[str, Any]) -> dict:
     """Records in a study document what the graph it measured ran on (mode, reason, servers): the
     ready line's `stores` object as graph() normalised it. A document the engine already gave its own
-    `stores` object (the merged graph document, with the servers' CPU) keeps it. Returns `doc`."""
+    `stores` object (the merged graph document, with the servers' CPU) keeps it. The graph's work mode
+    (`--work`: real work or the busy loops, docs/microservices.md) is recorded beside it the same way:
+    the engine's own `work` object is kept, else the ready line's mode. Returns `doc`."""
     doc.setdefault("stores", ready.get("stores") or stores_of(ready).record())
+    doc.setdefault("work", {"mode": str(ready.get("work") or "real")})
     return doc
 
 

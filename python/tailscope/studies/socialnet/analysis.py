@@ -98,6 +98,9 @@ SCHEDULING, JOIN = "scheduling", "join"
 PROBE_CALLS = ("probe_call_scheduling", "probe_call_join")
 
 UNPINNED = "unpinned (graph and generator share every core)"
+# The graph point of the work comparison (issue 27): the baseline model's closed loop again with
+# `tailscope-svc --work simulated`, beside its closed-loop graph of real work ("{model}/graph-closed").
+WORK_SIMULATED_GRAPH = "graph-closed-work-simulated"
 
 
 # ---- one point -----------------------------------------------------------------------------------
@@ -260,6 +263,43 @@ class CpuSplit:
         """Services + every store; None when any part is unknown (a partial sum would read as a total)."""
         parts = [self.services_cpu_per_request_ns, *(s.cpu_per_request_ns for s in self.stores)]
         return sum(p for p in parts if p is not None) if None not in parts else None
+
+
+@dataclass(frozen=True)
+class ServiceWorkCpu:
+    """One service's CPU per call with its work stages doing real work and burning the busy loops they
+    keep (`simulated_cpu`), each from a closed-loop graph of the same model. `*_work_ns`: the work stages'
+    own CPU (the engine reads the thread's CPU clock around each) ÷ the service's calls; `*_process_ns`:
+    the service process's user + sys ÷ its calls (the stages plus the transport and runtime around them)."""
+
+    service: str
+    real_work_ns: float | None
+    simulated_work_ns: float | None
+    real_process_ns: float | None
+    simulated_process_ns: float | None
+    unavailable: str | None  # why a figure is None
+
+    @property
+    def work_ratio(self) -> float | None:
+        """Real work ÷ the busy loop it replaced (per call)."""
+        return _ratio(self.real_work_ns, self.simulated_work_ns)
+
+    @property
+    def process_ratio(self) -> float | None:
+        return _ratio(self.real_process_ns, self.simulated_process_ns)
+
+
+@dataclass(frozen=True)
+class WorkComparison:
+    """Real work vs the simulated topology's busy loops, per service with a work stage (issue 27)."""
+
+    model: str
+    real_mode: str  # the work mode each graph document recorded ("real", "simulated")
+    simulated_mode: str
+    services: tuple[ServiceWorkCpu, ...]
+    real_cpu_per_request_ns: float | None  # every service process ÷ front requests
+    simulated_cpu_per_request_ns: float | None
+    unavailable: str | None  # why there is no comparison at all
 
 
 @dataclass(frozen=True)
@@ -469,6 +509,7 @@ class SocialnetSummary:
     connections: ConnectionsSweep | None
     pinning: str  # where the graph and the generator ran
     pinned: bool  # tailscope run --cpus
+    work: WorkComparison | None = None  # None: the run measured no simulated-work graph
 
 
 # ---- documents → values ---------------------------------------------------------------------------------
@@ -565,6 +606,75 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         connections=connections_sweep(loads),
         pinning=pinning,
         pinned=pinned,
+        work=work_comparison(graphs),
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def work_mode(graph: dict) -> str:
+    """The work mode a graph document recorded (an engine before work modes recorded none: it did real work)."""
+    raw = graph.get("work")
+    return str(raw.get("mode")) if isinstance(raw, dict) and raw.get("mode") else "real (no mode recorded)"
+
+
+def _per_call(graph: dict, service: str) -> tuple[float | None, float | None, str | None]:
+    """(work-stage CPU, process CPU) per call of `service` in `graph`, and why one is None."""
+    s = (graph.get("services") or {}).get(service)
+    if not isinstance(s, dict):
+        return None, None, "the graph document has no such service"
+    calls = int((s.get("counters") or {}).get("requests") or 0)
+    if calls <= 0:
+        return None, None, "the service served no call"
+    cpu = s.get("cpu") or {}
+    process = (
+        (cpu["user_s"] + cpu["sys_s"]) * 1e9 / calls
+        if isinstance(cpu.get("user_s"), (int, float)) and isinstance(cpu.get("sys_s"), (int, float))
+        else None
+    )
+    work = s.get("work")
+    if not isinstance(work, dict) or not isinstance(work.get("cpu_ns"), (int, float)):
+        return None, process, "the graph document has no work counters (an engine before work stages were timed)"
+    return work["cpu_ns"] / calls, process, None if process is not None else "the service's CPU was not recorded"
+
+
+def work_comparison(graphs: Mapping[str, dict]) -> WorkComparison | None:
+    """Per service with a work stage: CPU per call with real work ("{model}/graph-closed") and with the
+    busy loops ("{model}/graph-closed-work-simulated"). None when the run has no simulated-work graph."""
+    key = next((k for k in graphs if k.endswith("/" + WORK_SIMULATED_GRAPH)), None)
+    if key is None:
+        return None
+    model = key[: -len(WORK_SIMULATED_GRAPH) - 1]
+    simulated = graphs[key]
+    real = graphs.get(f"{model}/graph-closed")
+    if real is None:
+        return WorkComparison(
+            model, "unavailable", work_mode(simulated), (), None, None, f"no closed-loop graph of {model} was stored"
+        )
+
+    def staged(g: dict) -> set[str]:
+        return {
+            n
+            for n, s in (g.get("services") or {}).items()
+            if isinstance(s, dict) and int((s.get("work") or {}).get("stages") or 0) > 0
+        }
+
+    rows = []
+    for name in sorted(staged(real) | staged(simulated)):
+        rw, rp, rwhy = _per_call(real, name)
+        sw, sp, swhy = _per_call(simulated, name)
+        why = "; ".join(f"{label}: {w}" for label, w in (("real", rwhy), ("simulated", swhy)) if w) or None
+        rows.append(ServiceWorkCpu(name, rw, sw, rp, sp, why))
+    return WorkComparison(
+        model,
+        work_mode(real),
+        work_mode(simulated),
+        tuple(rows),
+        _graph_cpu_per_request(real),
+        _graph_cpu_per_request(simulated),
+        None if rows else "no service of the graph ran a work stage",
     )
 
 

@@ -42,6 +42,7 @@ from tailscope.studies.socialnet.analysis import (
     TRACE_LOAD_FILE,
     TRACE_SAMPLE,
     UNPINNED,
+    WORK_SIMULATED_GRAPH,
     meets_objective,
     objective_bracket,
     refine_candidates,
@@ -111,8 +112,9 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         trace_sample: float = 0.0,
         traces: Path | None = None,
         cpu: int | list[int] | None = server_cpu,
+        work: str | None = None,
     ) -> Iterator[tuple[int, dict]]:
-        with graph(topo_json, model, out, trace_sample, traces, cpu=cpu, stores=stores) as (port, ready):
+        with graph(topo_json, model, out, trace_sample, traces, cpu=cpu, stores=stores, work=work) as (port, ready):
             last_ready.clear()
             last_ready.update(ready)
             yield port, ready
@@ -132,7 +134,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         + (1 + REFINE_MODELS) * REFINE_STEPS
         + 2 * len(CONNECTION_SWEEP)
         + 2 * sum(pairs for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
-        + 2
+        + 3
     )
     progress = StepProgress(ctx, "socialnet", steps)
 
@@ -143,6 +145,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             "rate_per_s": rate,
             "connections": connections,
             "pinning": pinning,
+            "work": last_ready.get("work", "real"),
         }
         docs.append(EngineDocument(study, LOAD, record_stores(doc, last_ready), point))
 
@@ -162,6 +165,16 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         ceilings[model] = achieved_per_s(d)
         store_load(d, model, "closed", 0, CEILING_CONNECTIONS, f"{model}/closed")
         _store_graph(study, docs, art / f"graph-{model}-ceiling.json", f"{model}/graph-closed", model, last_ready)
+    # 1a. Real work vs the busy loops it replaced (issue 27): the baseline model's closed loop once more,
+    # with `--work simulated`; the analysis sets its per-service work counters beside the ceiling graph's.
+    work_model = BASELINE_MODEL if BASELINE_MODEL in ceilings else next(iter(ceilings), None)
+    if work_model is not None:
+        progress(f"{work_model} closed loop, work simulated (busy loops)")
+        out = art / f"graph-{work_model}-work-simulated.json"
+        with start_graph(work_model, out, work="simulated") as (port, _):
+            d = load(port, 0, CEILING_CONNECTIONS)
+        store_load(d, work_model, "work-simulated", 0, CEILING_CONNECTIONS, f"{work_model}/work-simulated")
+        _store_graph(study, docs, out, f"{work_model}/{WORK_SIMULATED_GRAPH}", work_model, last_ready)
     # 1b. Core scaling: std-async's and the best model's ceiling with the graph on fewer of the
     # allowed CPUs (the last k, the server side's end), generator unpinned as in the ceilings. With
     # --cpus the whole graph already runs on one CPU, so there is nothing to scale down.
