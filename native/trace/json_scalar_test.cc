@@ -65,11 +65,8 @@ TEST(ParseDecimalInt64, EdgesAsFromChars) {
                                           "1e3",
                                           "0x10",
                                           "12345678901234567a9",
-                                          std::string("12\0"
-                                                      "4",
-                                                      4),
-                                          "\xff"
-                                          "1",
+                                          std::string("12\0004", 4),                  // a NUL byte inside
+                                          std::string{static_cast<char>(0xff), '1'},  // not ASCII
                                           "/",
                                           ":"};
   for (const std::string& t : texts) expect_as_from_chars(t);
