@@ -1,13 +1,13 @@
 #include "analyze/analysis_json.h"
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+#include "core/decimal.h"
 
 namespace tailscope::analyze {
 
@@ -102,86 +102,16 @@ void append_json_string(Out& out, std::string_view text) {
   out.push_back('"');
 }
 
-// The two ASCII digits of every number below 100.
-constexpr std::array<char, 200> kDigitPairs = [] {
-  std::array<char, 200> pairs{};
-  for (int i = 0; i < 100; ++i) {
-    pairs[2 * i] = static_cast<char>('0' + i / 10);
-    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
-  }
-  return pairs;
-}();
-
-// out[0, 8) = the 8 digits of v < 10^8, leading zeros kept: four pairs that
-// do not wait on each other, where std::to_chars chains a division per pair.
-inline void eight_digits(std::uint32_t v, char* out) {
-  const std::uint32_t high = v / 10000;
-  const std::uint32_t low = v % 10000;
-  std::memcpy(out, &kDigitPairs[2 * (high / 100)], 2);
-  std::memcpy(out + 2, &kDigitPairs[2 * (high % 100)], 2);
-  std::memcpy(out + 4, &kDigitPairs[2 * (low / 100)], 2);
-  std::memcpy(out + 6, &kDigitPairs[2 * (low % 100)], 2);
-}
-
-// The number of decimal digits of v (1 for 0).
-inline std::size_t decimal_digits(std::uint64_t v) {
-  static constexpr std::uint64_t kPowers[] = {1,
-                                              10,
-                                              100,
-                                              1'000,
-                                              10'000,
-                                              100'000,
-                                              1'000'000,
-                                              10'000'000,
-                                              100'000'000,
-                                              1'000'000'000,
-                                              10'000'000'000,
-                                              100'000'000'000,
-                                              1'000'000'000'000,
-                                              10'000'000'000'000,
-                                              100'000'000'000'000,
-                                              1'000'000'000'000'000,
-                                              10'000'000'000'000'000,
-                                              100'000'000'000'000'000,
-                                              1'000'000'000'000'000'000,
-                                              10'000'000'000'000'000'000u};
-  // log10(2) ~ 1233 / 4096: a guess from the bit width, off by at most one.
-  const auto guess = static_cast<std::size_t>((std::bit_width(v) * 1233) >> 12);
-  return guess + (v >= kPowers[guess] ? 1 : 0) + (v == 0 ? 1 : 0);
-}
-
-// Written in place from the end: times since the epoch are 19 digits (two in
-// every section of the path) and go 8 digits at a time, the rest by pairs.
+// Integers in place (core/decimal.h): times since the epoch are 19 digits,
+// two in every section of the path.
 void append_uint(internal::JsonTextBuffer& out, std::uint64_t v) {
-  const std::size_t n = decimal_digits(v);
-  char* p = out.reserve_more(n) + n;
-  while (v >= 100'000'000) {
-    p -= 8;
-    eight_digits(static_cast<std::uint32_t>(v % 100'000'000), p);
-    v /= 100'000'000;
-  }
-  auto rest = static_cast<std::uint32_t>(v);
-  while (rest >= 100) {
-    p -= 2;
-    std::memcpy(p, &kDigitPairs[2 * (rest % 100)], 2);
-    rest /= 100;
-  }
-  if (rest >= 10) {
-    p -= 2;
-    std::memcpy(p, &kDigitPairs[2 * rest], 2);
-  } else {
-    *--p = static_cast<char>('0' + rest);
-  }
-  out.commit(n);
+  char* at = out.reserve_more(kMaxDecimalChars);
+  out.commit(static_cast<std::size_t>(write_unsigned_decimal(at, v) - at));
 }
 
 void append_int(internal::JsonTextBuffer& out, std::int64_t v) {
-  if (v < 0) {
-    out.push_back('-');
-    append_uint(out, 0 - static_cast<std::uint64_t>(v));  // exact for INT64_MIN too
-    return;
-  }
-  append_uint(out, static_cast<std::uint64_t>(v));
+  char* at = out.reserve_more(kMaxDecimalChars);
+  out.commit(static_cast<std::size_t>(write_signed_decimal(at, v) - at));
 }
 
 void append_int_array(internal::JsonTextBuffer& out, const std::vector<std::int64_t>& values) {

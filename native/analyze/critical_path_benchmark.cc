@@ -13,6 +13,7 @@
 //
 //   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope|otlp]...
 //                            [--file PREFIX] [--repeat N] [--cpu N] [--keep]
+//                            [--phases floor,read,algorithm,output,end_to_end]   (for callgrind, below)
 #include <sched.h>
 #include <simdjson.h>
 
@@ -594,10 +595,143 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
   if (!o.keep) std::remove(path.c_str());
 }
 
+// --phases NAME[,NAME…]: each phase once over the generated file, in its own
+// function (noinline: callgrind's --toggle-collect names them), for
+// scripts/critpath-callgrind, which prints instructions per span per phase.
+// Instruction counts do not depend on the machine's load, so a before and an
+// after compare across runs and branches, where CPU time on a shared machine
+// moves by ±15 %. The phases are the bench's split of the end-to-end time:
+//   floor       the parser floor (simdjson, used fields only, from memory)
+//   read        the reader: file reads, scanning, simdjson, building traces,
+//               interning (build = read - floor)
+//   algorithm   tree, critical path, delays, aggregation (capstone)
+//   output      writing every trace's result as NDJSON into the file writer
+//               (collected only inside phase_output_write, per trace)
+//   end_to_end  read + algorithm + output, as run_format() times it
+// The file stays (`PREFIX-FORMAT.json`): the script runs the engine on it too.
+#define CRITPATH_PHASE __attribute__((noinline))
+
+// The file writer as a chunk sink (a named type, for the same reason as EndToEndStep).
+struct OutputSink {
+  AtomicFileWriter& artifacts;
+  void operator()(std::string_view chunk) const { artifacts.append(chunk); }
+};
+
+CRITPATH_PHASE std::uint64_t phase_floor(const simdjson::padded_string& text, SyntheticFormat format) {
+  return parser_floor(text, format);
+}
+
+struct SpanCounter {
+  std::uint64_t* spans;
+  bool operator()(trace::Trace& t) const {
+    *spans += t.spans.size();
+    return true;
+  }
+};
+
+CRITPATH_PHASE std::uint64_t phase_read(const std::string& path) {
+  trace::NameTable names;
+  std::uint64_t spans = 0;
+  fail_read(trace::read_trace_file(path, names, {}, SpanCounter{&spans}));
+  return spans;
+}
+
+CRITPATH_PHASE std::uint64_t phase_algorithm(const trace::NameTable& names, const std::vector<trace::Trace>& held) {
+  analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm("capstone"), {});
+  analyze::CriticalPathAggregator aggregator(names, {});
+  for (const trace::Trace& t : held) aggregator.add(analyzer.analyze(t));
+  return aggregator.traces_analyzed();
+}
+
+CRITPATH_PHASE void phase_output_write(analyze::TraceAnalysisJsonWriter& writer, const analyze::TraceAnalysis& analysis,
+                                       const analyze::JsonChunkSink& sink, AtomicFileWriter& artifacts) {
+  writer.write(analysis, sink);
+  artifacts.append("\n");
+}
+
+void phase_output(const trace::NameTable& names, const std::vector<trace::Trace>& held, const std::string& out_path) {
+  analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm("capstone"), {});
+  AtomicFileWriter artifacts(out_path);
+  analyze::TraceAnalysisJsonWriter trace_json(names, {});
+  const analyze::JsonChunkSink sink = OutputSink{artifacts};
+  for (const trace::Trace& t : held) phase_output_write(trace_json, analyzer.analyze(t), sink, artifacts);
+  artifacts.commit();
+  std::remove(out_path.c_str());
+}
+
+// The end-to-end callback, a named type: a lambda inside phase_end_to_end
+// would carry the phase's name, and callgrind's --toggle-collect would switch
+// collection off again on entering it.
+struct EndToEndStep {
+  analyze::TraceAnalyzer& analyzer;
+  analyze::CriticalPathAggregator& aggregator;
+  analyze::TraceAnalysisJsonWriter& trace_json;
+  const analyze::JsonChunkSink& sink;
+  AtomicFileWriter& artifacts;
+  bool operator()(trace::Trace& t) const {
+    const analyze::TraceAnalysis& analysis = analyzer.analyze(t);
+    aggregator.add(analysis);
+    trace_json.write(analysis, sink);
+    artifacts.append("\n");
+    return true;
+  }
+};
+
+CRITPATH_PHASE std::uint64_t phase_end_to_end(const std::string& path, const std::string& out_path) {
+  trace::NameTable names;
+  analyze::TraceAnalyzer analyzer(analyze::make_critical_path_algorithm("capstone"), {});
+  analyze::CriticalPathAggregator aggregator(names, {});
+  AtomicFileWriter artifacts(out_path);
+  analyze::TraceAnalysisJsonWriter trace_json(names, {});
+  const analyze::JsonChunkSink sink = OutputSink{artifacts};
+  fail_read(trace::read_trace_file(path, names, {}, EndToEndStep{analyzer, aggregator, trace_json, sink, artifacts}));
+  artifacts.commit();
+  std::remove(out_path.c_str());
+  return aggregator.traces_analyzed();
+}
+
+int run_phases(const Options& o, std::string_view names) {
+  auto has = [&](std::string_view phase) {
+    for (std::size_t at = 0; at <= names.size();) {
+      std::size_t comma = names.find(',', at);
+      if (comma == std::string_view::npos) comma = names.size();
+      if (names.substr(at, comma - at) == phase || names.substr(at, comma - at) == "all") return true;
+      at = comma + 1;
+    }
+    return false;
+  };
+  for (SyntheticFormat format : o.formats) {
+    const std::string path = o.file + "-" + format_flag(format) + ".json";
+    const std::string out_path = path + ".critical_paths.ndjson";
+    const trace::testing::SyntheticTraceFile file = trace::testing::write_synthetic_trace_file(o.traces, format, path);
+    const std::size_t spans = file.traces * o.traces.spans_per_trace;
+    std::printf("%s %zu spans %zu traces %s\n", format_flag(format), spans, file.traces, path.c_str());
+    if (has("floor")) {
+      simdjson::padded_string text;
+      if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS) return 1;
+      if (phase_floor(text, format) != spans) return 1;
+    }
+    if (has("read") && phase_read(path) != spans) return 1;
+    if (has("algorithm") || has("output")) {
+      trace::NameTable held_names;
+      std::vector<trace::Trace> held;
+      fail_read(trace::read_trace_file(path, held_names, {}, [&](trace::Trace& t) {
+        held.push_back(t);
+        return true;
+      }));
+      if (has("algorithm") && phase_algorithm(held_names, held) != file.traces) return 1;
+      if (has("output")) phase_output(held_names, held, out_path);
+    }
+    if (has("end_to_end") && phase_end_to_end(path, out_path) != file.traces) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  std::string phases;  // --phases: run those once each (for callgrind), nothing else
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -632,14 +766,25 @@ int main(int argc, char** argv) {
       o.cpu = static_cast<int>(parse_count(arg, value(), 0, CPU_SETSIZE - 1));
     } else if (arg == "--keep") {
       o.keep = true;
+    } else if (arg == "--phases") {
+      phases = value();
     } else {
       std::fprintf(stderr,
                    "usage: tailscope-critpath-bench [--spans N] [--spans-per-trace N] "
-                   "[--format ndjson|envelope|otlp]... [--file PREFIX] [--repeat N] [--cpu N] [--keep]\n");
+                   "[--format ndjson|envelope|otlp]... [--file PREFIX] [--repeat N] [--cpu N] [--keep] "
+                   "[--phases floor,read,algorithm,output,end_to_end]\n");
       return 2;
     }
   }
   if (o.formats.empty()) o.formats = {SyntheticFormat::kJaegerNdjson, SyntheticFormat::kOtlpNdjson};
+  if (!phases.empty()) {
+    try {
+      return run_phases(o, phases);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tailscope-critpath-bench: %s\n", e.what());
+      return 1;
+    }
+  }
   CPU_ZERO(&g_startup_cpus);
   sched_getaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
   const int cpu = pin_to_cpu(o.cpu);

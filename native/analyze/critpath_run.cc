@@ -72,6 +72,7 @@ class SpanDump {
   explicit SpanDump(const std::string& artifacts_dir) : path_(artifacts_dir + "/spans.ndjson") {
     try {
       writer_ = std::make_unique<AtomicFileWriter>(path_);
+      writer_->write_back_as_written();  // every span: as large as the input
     } catch (const std::exception& e) {
       throw InputError(artifacts_dir, std::string("cannot write artifacts: ") + e.what());
     }
@@ -334,6 +335,9 @@ class CritpathRun {
         ensure_directory(options.artifacts_dir);
         artifacts_path_ = options.artifacts_dir + "/critical_paths.ndjson";
         artifacts_ = std::make_unique<AtomicFileWriter>(artifacts_path_);
+        // About 40 % of the input's size: its writeback overlaps the
+        // analysis instead of all waiting in commit()'s fsync.
+        artifacts_->write_back_as_written();
       } catch (const std::exception& e) {
         throw InputError(options.artifacts_dir, std::string("cannot write artifacts: ") + e.what());
       }

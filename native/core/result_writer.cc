@@ -89,6 +89,13 @@ void AtomicFileWriter::write_all(std::string_view bytes) {
     if (n < 0) fail_and_remove("cannot write", errno);
     done += static_cast<size_t>(n);
   }
+  if (write_back_early_ && !bytes.empty()) {
+    // Advisory: an error here (a filesystem without it) leaves the writeback
+    // to commit()'s fsync, which reports real write errors.
+    (void)::sync_file_range(fd_, static_cast<off_t>(written_bytes_), static_cast<off_t>(bytes.size()),
+                            SYNC_FILE_RANGE_WRITE);
+  }
+  written_bytes_ += bytes.size();
 }
 
 void AtomicFileWriter::commit() {

@@ -2,6 +2,7 @@
 // run (docs/formats.md), written atomically so a crash never leaves half a file.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -36,6 +37,13 @@ class AtomicFileWriter {
   // block that fills over minutes (`make soak` read that as RSS growth).
   void flush();
   void commit();
+  // Starts the disk's writeback of what is written, block by block
+  // (sync_file_range, no waiting), so that commit()'s fsync waits for the
+  // last blocks only. For a large artifact (tailscope-critpath's
+  // critical_paths.ndjson, ~40 % of its input) the fsync at the end was
+  // wall time after all the CPU work: measured (strace -T) on the
+  // development VM, 50 ms for a 300 000-span run's 69 MB, 0.5-4 ms with this.
+  void write_back_as_written() { write_back_early_ = true; }
   const std::string& path() const { return path_; }
   const char* temp_path() const { return temp_.c_str(); }
 
@@ -48,6 +56,8 @@ class AtomicFileWriter {
   std::string temp_;
   int fd_ = -1;
   std::string buffer_;  // writes go out in large blocks, not per line
+  bool write_back_early_ = false;
+  std::uint64_t written_bytes_ = 0;  // offset of the next write
 };
 
 // Dumps `doc` (pretty, 2 spaces) to `path` atomically, or to stdout if path is "" or "-".

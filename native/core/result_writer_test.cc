@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace tailscope {
@@ -102,6 +103,30 @@ TEST(ResultWriter, StreamedFileAppearsOnlyOnCommit) {
   }
   EXPECT_EQ(fs::file_size(file), 9u + (2u << 20));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+  fs::remove_all(dir);
+}
+
+TEST(ResultWriter, EarlyWritebackWritesTheSameBytes) {
+  fs::path dir = temp_dir();
+  fs::path file = dir / "lines.ndjson";
+  std::string expected;
+  {
+    AtomicFileWriter writer(file);
+    writer.write_back_as_written();
+    for (int i = 0; i < 3000; ++i) {  // ~3 MB in lines: several 1 MiB blocks, then a tail at commit
+      const std::string line =
+          "{\"line\": " + std::to_string(i) + ", \"pad\": \"" + std::string(1000, 'a' + i % 26) + "\"}\n";
+      writer.append(line);
+      expected += line;
+    }
+    writer.append(std::string(2 << 20, 'y'));  // and one large piece
+    expected += std::string(2 << 20, 'y');
+    writer.commit();
+  }
+  std::ifstream in(file, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected);
   fs::remove_all(dir);
 }
 

@@ -98,16 +98,15 @@ NameId NameTable::intern_slow(std::string_view name) {
   return id;
 }
 
-StrRef Trace::store(std::string_view text) {
-  StrRef ref{static_cast<std::uint32_t>(arena.size()), static_cast<std::uint32_t>(text.size())};
-  arena.append(text);
-  return ref;
+void Trace::grow_arena(std::size_t n) {
+  // Doubling: a trace of a million spans stores tens of MB.
+  arena.resize(std::max(2 * arena.size(), arena_used + n + 256));
 }
 
 void Trace::clear() {
   trace_id.clear();
   spans.clear();
-  arena.clear();
+  arena_used = 0;  // the room stays
 }
 
 namespace {

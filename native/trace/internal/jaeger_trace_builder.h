@@ -68,8 +68,10 @@ class JaegerTraceBuilder {
     ref_type_ = is_literal(text, "FOLLOWS_FROM") ? RefType::kFollowsFrom : RefType::kChildOf;
   }
   void reference_span_id(std::string_view text) {
-    ref_span_id_.assign(text);
-    ref_has_id_ = !text.empty();
+    // Stored in the trace's arena at once (not copied twice): a reference
+    // that does not become the parent leaves its bytes unused there.
+    ref_has_id_ = !text.empty() && current_span() != nullptr;
+    if (ref_has_id_) ref_span_id_ = trace_.store(text);
   }
   void end_reference();
   // A tags[] object: begin_tag(), then key and value in either order.
@@ -141,7 +143,7 @@ class JaegerTraceBuilder {
 
   // Reference in progress: parent = first CHILD_OF, else first FOLLOWS_FROM.
   RefType ref_type_ = RefType::kNone;
-  std::string ref_span_id_;
+  StrRef ref_span_id_;  // in trace_.arena
   bool ref_has_id_ = false;
 
   // Tag in progress.
@@ -476,7 +478,7 @@ inline void JaegerTraceBuilder::end_reference() {
   const bool replaces = span->parent_ref == RefType::kNone ||
                         (span->parent_ref == RefType::kFollowsFrom && ref_type_ == RefType::kChildOf);
   if (replaces) {
-    span->parent_span_id = trace_.store(ref_span_id_);
+    span->parent_span_id = ref_span_id_;
     span->parent_ref = ref_type_;
   }
 }

@@ -319,16 +319,38 @@ void read_jaeger_trace(ondemand::object object, JaegerTraceBuilder& b) {
 
 enum class AttributeOwner : std::uint8_t { kResource, kSpan };
 
+// Whether the builder uses an attribute with this key (OtlpDocumentBuilder's
+// resource_attribute / span_attribute act on these only).
+inline bool attribute_used(AttributeOwner owner, std::string_view key) {
+  return owner == AttributeOwner::kResource ? is_literal(key, "service.name")
+                                            : classify_span_tag(key) != SpanTag::kOther;
+}
+
 void read_otlp_attribute(ondemand::object object, AttributeOwner owner, OtlpDocumentBuilder& b) {
   std::string_view key;
+  bool has_key = false;
   JsonScalar value;
   bool has_value = false;
+  // The value of an attribute whose key came first and is not used is not
+  // read (most attributes: component, host.name, …), as Jaeger's unused tag
+  // values are not. Should a later "key" member name a used attribute, the
+  // SAX events would apply the skipped value: that rare object goes to
+  // RapidJSON whole.
+  bool skipped_value = false;
   for (auto field_result : object) {
     ondemand::field& field = in_place(field_result);
     const std::string_view member = key_of(field);
     if (is_literal(member, "key")) {
-      read_string(field.value(), [&](std::string_view text) { key = text; });
+      read_string(field.value(), [&](std::string_view text) {
+        key = text;
+        has_key = true;
+      });
+      if (skipped_value && attribute_used(owner, key)) throw GiveUp{};
     } else if (is_literal(member, "value")) {
+      if (has_key && !attribute_used(owner, key)) {
+        skipped_value = true;
+        continue;
+      }
       for_each_field_of_object(field.value(), [&](std::string_view any_key, ondemand::value& any_value) {
         if (is_literal(any_key, "stringValue") || is_literal(any_key, "intValue") || is_literal(any_key, "boolValue") ||
             is_literal(any_key, "doubleValue")) {
