@@ -48,7 +48,7 @@ SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, b
   std::string why_not;
   if (systems_.empty()) why_not = "the topology names no real store op";
   if (why_not.empty() && deployment) why_not = "real stores with --deployment (lab hosts) are not supported yet";
-  if (why_not.empty() && !any_client) why_not = "model " + o.model + " has no non-blocking store clients yet";
+  if (why_not.empty() && !any_client) why_not = "model " + o.model + " has no store clients";
   for (StoreSystem s : systems_) {
     std::string missing;
     if (why_not.empty() && !stores::find_store_binary(s, &missing)) why_not = missing;
