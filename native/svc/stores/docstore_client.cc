@@ -212,7 +212,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
     State state = State::kClosed;
     int64_t connect_deadline_ns = 0;
     std::optional<Op> op{};  // kBusy
-    StoreResult result{};  // kBusy: folded from its results so far
+    StoreResult result{};    // kBusy: folded from its results so far
   };
 
   // Idle connections take the oldest ops; more open while ops wait beyond
