@@ -110,7 +110,7 @@ def test_a_store_killed_mid_run_gives_counted_unavailable_errors_not_a_hang(topo
         os.killpg(redis.pid, signal.SIGKILL)  # its own process group (docs/stores.md)
         doc, _ = run_point(port, "/wrk2-api/post/compose", 2, 0, 1.0, 0.2, [], tmp_path / "p.hlog", {})
         # requests were answered, none hung until the load's 5 s timeout (compose-post writes the
-        # timelines to redis: it answers 503 at once)
+        # timelines to redis: it answers 502 at once)
         assert doc["load"]["requests_sent"] > 0
         assert doc["load"]["errors"]["timeout"] == 0, doc["load"]["errors"]
     merged = json.loads(out.read_text())

@@ -703,5 +703,35 @@ TEST(RealStoreFaults, AKilledStoreFailsItsCallsUnavailableAndTheRestKeepsServing
   }
 }
 
+// A store that accepts and never answers: an event-loop model's request that
+// needs it fails unavailable at the store timeout, and the loop meanwhile
+// keeps serving what needs no store (one loop: a blocked loop would hold /cpu).
+TEST(RealStoreFaults, AHungStoreDoesNotStallAnEventLoop) {
+  const int hung = net::make_listener("127.0.0.1", 0);
+  for (const std::string model : {"coroutine", "pool-callback"}) {
+    RuntimeOptions o = real_options({{StoreSystem::kRedis, StoreAddress{"127.0.0.1", net::bound_port(hung)}}});
+    o.store_timeout_ns = 1'000'000'000;
+    svc::testing::Graph g(model, o, kStoreGraph);
+    const int waiting = svc::testing::connect_to(g.port("front"));
+    const int other = svc::testing::connect_to(g.port("front"));
+    ASSERT_GE(waiting, 0);
+    ASSERT_GE(other, 0);
+    const std::string get = "GET /redis HTTP/1.1\r\nHost: test\r\n\r\n";
+    ASSERT_EQ(::send(waiting, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+    EXPECT_EQ(svc::testing::http_get(other, "/cpu"), 200) << model;
+    pollfd p{waiting, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << model << ": the store op ended before its timeout";
+    char buf[4096];
+    const ssize_t n = ::recv(waiting, buf, sizeof buf, 0);  // the answer at the store timeout (SO_RCVTIMEO 5 s)
+    ASSERT_GT(n, 12) << model << ": no answer (a hung handler?)";
+    EXPECT_EQ(std::string(buf + 9, 3), "502") << model;  // unavailable (transport.cc http_status_for)
+    ::close(waiting);
+    ::close(other);
+    const json c = g.instance("front").result()["store_counters"]["redis"];
+    EXPECT_EQ(c["errors_unavailable"], 1) << model;
+  }
+  ::close(hung);
+}
+
 }  // namespace
 }  // namespace tailscope::svc::stores
