@@ -7,6 +7,9 @@
 // svc/multiplexed_channel.h): a call's frame leaves when the loop finishes its
 // iteration, the response is read by the same loop, and the resumption is a
 // post to itself — no channel thread, no cross-thread hand-off per call.
+// Real stores the same way: each loop drives its own store clients
+// (svc/stores/store_loop.h) beside its ChannelLoop (net::LoopDrivers), and an
+// op's completion resumes the handler on that loop.
 // A group's async calls start eagerly and are joined with exec::when_all;
 // deferred calls start when the join reaches them. CPU stages run on the loop.
 // In-flight handlers per loop are bounded (queue_capacity): beyond, reject.
@@ -19,6 +22,7 @@
 
 #include "core/clock.h"
 #include "exec/coroutine.h"
+#include "net/loop_drivers.h"
 #include "svc/runtime.h"
 
 namespace tailscope::svc {
@@ -26,10 +30,13 @@ namespace {
 
 using exec::Task;
 
-// One loop's client side: its ChannelLoop (driven by the loop) and a channel
-// per downstream service, made on first use. Only that loop's thread touches it.
+// One loop's client side: its ChannelLoop and a channel per downstream
+// service, made on first use, and its store clients (real store mode), both
+// driven by the loop through `drivers`. Only that loop's thread touches it.
 struct LoopClients {
-  std::unique_ptr<ChannelLoop> loop;  // declared first: it outlives the channels it serves
+  net::LoopDrivers drivers;
+  std::unique_ptr<ChannelLoop> loop;          // declared before the channels: it outlives the channels it serves
+  std::unique_ptr<stores::StoreLoop> stores;  // null: simulated stores
   std::map<std::string, std::unique_ptr<MultiplexedChannel>> channels;
   MultiplexedChannel& channel(ServiceRuntime& rt, const std::string& service) {
     auto& c = channels[service];
@@ -78,6 +85,24 @@ struct SleepAwaiter {
   void await_resume() const noexcept {}
 };
 
+// co_await: a real store operation on the handler's own loop's store
+// clients; the completion (on that loop) resumes the handler there.
+struct StoreAwaiter {
+  StoreSystem system;
+  stores::StoreRequest request;
+  LoopRef loop;
+  stores::StoreResult result;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    // The awaiter lives in the suspended frame until the resumption, so the result can land in it.
+    loop.clients->stores->run(system, request, [this, loop = loop, h](const stores::StoreResult& r) {
+      result = r;
+      loop.resume_later(h);  // a post, never a resumption inside the store client
+    });
+  }
+  stores::StoreResult await_resume() { return std::move(result); }
+};
+
 // co_await: a slot of a capacity (nullptr: none, ready at once). A free
 // slot is taken without suspending; otherwise the handler waits in the
 // limiter's FCFS queue and the grant (or the deadline) posts its resumption
@@ -114,8 +139,9 @@ Task<int> run_call(ServiceRuntime& rt, CallScope& call, LoopRef loop) {
 }
 
 // One store operation: the span starts, the wait for the store's capacity,
-// the simulated latency; the span ends before the slot passes on.
-Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, LoopRef loop) {
+// the real op (or the simulated latency); the span ends before the slot
+// passes on. `missed`: a real read that found nothing.
+Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, LoopRef loop, bool& missed) {
   SpanRecord span = rt.begin_store(rs, op);
   CapacityLimit* slot = rt.limit(op.limit_index);
   if (!co_await SlotAwaiter{slot, span.start_ns + rt.call_timeout_ns(), rt, loop}) {
@@ -124,7 +150,15 @@ Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, 
     rt.fail_wait(rs);
     co_return 0;
   }
-  co_await SleepAwaiter{op.latency.sample_ns(), loop};
+  if (rt.store_is_real(op)) {
+    // A named awaiter, not a temporary: GCC 12 mishandles a temporary awaiter with non-trivial members
+    // in a co_await (free(): invalid pointer on resumption, GCC 12.2).
+    StoreAwaiter store{op.real_system, rt.store_request(rs, op), loop, {}};
+    const stores::StoreResult r = co_await store;
+    missed = rt.complete_store(rs, span, r) || missed;
+  } else {
+    co_await SleepAwaiter{op.latency.sample_ns(), loop};
+  }
   rt.end_store(span);
   if (slot) slot->release();
   co_return 0;
@@ -148,18 +182,23 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
       case Stage::Kind::kWork:
         rt.run_compute(stage);
         break;
-      case Stage::Kind::kStore:
+      case Stage::Kind::kStore: {
+        bool missed = false;
         if (stage.store.parallel) {
           std::vector<Task<int>> ops;  // eager: every operation starts now
-          for (int i = 0; i < stage.store.count; ++i) ops.push_back(run_store_op(rt, rs, stage.store, loop));
+          for (int i = 0; i < stage.store.count; ++i) ops.push_back(run_store_op(rt, rs, stage.store, loop, missed));
           co_await exec::when_all(std::move(ops));
         } else {
           for (int i = 0; i < stage.store.count && rs.status == RpcStatus::kOk; ++i)
-            co_await run_store_op(rt, rs, stage.store, loop);
+            co_await run_store_op(rt, rs, stage.store, loop, missed);
         }
-        if (rs.status == RpcStatus::kOk && stage.store.on_miss && rt.store_missed(stage.store))
+        if (rs.status == RpcStatus::kOk && stage.store.on_miss && rt.store_missed(stage.store, missed)) {
+          auto saved = rt.enter_miss(rs);  // the on_miss stages reuse the missed key's draw
           co_await run_stages(rt, rs, *stage.store.on_miss, loop);
+          rt.leave_miss(rs, saved);
+        }
         break;
+      }
       case Stage::Kind::kCall: {
         auto call = rt.begin_call(rs, stage.call);
         co_await run_call(rt, *call, loop);
@@ -246,6 +285,7 @@ class CoroutineModel final : public ConcurrencyModel {
     const auto& o = rt.options();
     const size_t loops = o.loops ? o.loops : std::max(1u, std::thread::hardware_concurrency());
     in_flight_.assign(loops, 0);
+    store_policy_ = rt.store_loop_policy();
     capacity_ = static_cast<int64_t>(o.queue_capacity);
     server_ =
         std::make_unique<EventLoopServer>(listen, loops, rt.counters(), [this, &rt](size_t i, InboundRequest&& r) {
@@ -261,7 +301,11 @@ class CoroutineModel final : public ConcurrencyModel {
     for (size_t i = 0; i < loops; ++i) {
       auto c = std::make_unique<LoopClients>();
       c->loop = std::make_unique<ChannelLoop>(ChannelLoop::Driven{}, server_->events(i));
-      server_->drive(i, c->loop.get());
+      c->drivers.add(c->loop.get());  // member 0: its pointer tokens need no member bits
+      // Member 1: its tokens carry member_bits(1).
+      c->stores = rt.make_store_loop(server_->events(i), net::LoopDrivers::member_bits(c->drivers.size()));
+      if (c->stores) c->drivers.add(c->stores.get());
+      server_->drive(i, &c->drivers);
       rt.count_channel_loop(c->loop.get());
       clients_.push_back(std::move(c));
     }
@@ -282,6 +326,7 @@ class CoroutineModel final : public ConcurrencyModel {
       drained.push_back(done->get_future());
       server_->post(i, [this, i, done, deadline_ns] {
         for (auto& [_, ch] : clients_[i]->channels) ch->close();
+        if (clients_[i]->stores) clients_[i]->stores->close();
         drain(i, done, deadline_ns);
       });
     }
@@ -291,10 +336,12 @@ class CoroutineModel final : public ConcurrencyModel {
     for (auto& c : clients_) c->loop->stop();
   }
   nlohmann::json describe() const override {
-    return {{"server", "one epoll loop per core, handlers as C++20 coroutines"},
-            {"loops", in_flight_.size()},
-            {"max_in_flight_per_loop", capacity_},
-            {"client", "multiplexed channels owned by each event loop, resumed on that loop"}};
+    nlohmann::json d = {{"server", "one epoll loop per core, handlers as C++20 coroutines"},
+                        {"loops", in_flight_.size()},
+                        {"max_in_flight_per_loop", capacity_},
+                        {"client", "multiplexed channels owned by each event loop, resumed on that loop"}};
+    if (!store_policy_.is_null()) d["store_clients"] = store_policy_;
+    return d;
   }
 
  private:
@@ -314,6 +361,7 @@ class CoroutineModel final : public ConcurrencyModel {
   std::vector<std::unique_ptr<LoopClients>> clients_;
   std::vector<int64_t> in_flight_;
   int64_t capacity_ = 0;
+  nlohmann::json store_policy_;  // null: simulated stores
 };
 
 }  // namespace

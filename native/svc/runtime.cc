@@ -324,6 +324,15 @@ stores::StoreResult ServiceRuntime::run_store_blocking(RequestScope& rs, const S
   return stores_->run_blocking(op.real_system, store_request(rs, op));
 }
 
+std::unique_ptr<stores::StoreLoop> ServiceRuntime::make_store_loop(net::EventLoop& events, uint64_t token_bits) {
+  if (!stores_) return nullptr;
+  return std::make_unique<stores::StoreLoop>(*stores_, events, token_bits, options_.store_loop_docstore_connections);
+}
+
+nlohmann::json ServiceRuntime::store_loop_policy() const {
+  return stores_ ? stores::StoreLoop::policy_json(options_.store_loop_docstore_connections) : nlohmann::json();
+}
+
 bool ServiceRuntime::complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r) {
   if (r.status == stores::StoreStatus::kUnavailable) {
     // The store is down, refused, slow past the timeout or answered an error:
@@ -382,7 +391,9 @@ constexpr ModelEntry kModels[] = {{"std-async", make_std_async_model},
 }  // namespace
 
 bool model_has_store_clients(std::string_view model) {
-  return model == "std-async" || model == "std-thread" || model == "pool-blocking";
+  // Blocking clients: std-async, std-thread, pool-blocking; on their own loops: pool-callback, coroutine.
+  return model == "std-async" || model == "std-thread" || model == "pool-blocking" || model == "pool-callback" ||
+         model == "coroutine";
 }
 
 const std::vector<std::string>& model_names() {
@@ -408,12 +419,11 @@ ServiceInstance::ServiceInstance(const Topology& topology, const std::string& se
   const Service& s = topology.service(service);
   if (!s.model.empty()) options.model = s.model;  // the topology may pin a service's model
   model_ = make_model(options.model);
-  // Only the thread models have real store clients so far; the event-loop
-  // models would have to block their loop, so they keep the simulated waits and say so.
+  // A model without store clients keeps the simulated waits and says so.
   std::string store_reason = options.real_stores ? "" : "store mode simulated";
   if (options.real_stores && !model_has_store_clients(options.model)) {
     options.real_stores = false;
-    store_reason = "model " + options.model + " has no non-blocking store clients yet: simulated stores";
+    store_reason = "model " + options.model + " has no store clients: simulated stores";
   }
   runtime_ = std::make_unique<ServiceRuntime>(topology, service, ports, options, timers);
   if (!store_reason.empty()) runtime_->set_store_mode("simulated", store_reason);

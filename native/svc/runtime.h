@@ -16,6 +16,7 @@
 #include "svc/capacity_limit.h"
 #include "svc/multiplexed_channel.h"
 #include "svc/server.h"
+#include "svc/stores/store_loop.h"
 #include "svc/stores/store_set.h"
 #include "svc/timer_service.h"
 #include "svc/topology.h"
@@ -45,12 +46,14 @@ struct RuntimeOptions {
   LinkDelayTable link_delays;
   // Real stores (docs/stores.md): when set, a store stage with an `op` runs
   // against the server at store_addresses[system]; otherwise it waits its
-  // simulated latency. Only the thread models have store clients so far: the
-  // event-loop models record "simulated" with the reason (ServiceInstance).
+  // simulated latency. The thread models use the blocking pools
+  // (store_pool_connections), the event-loop models a StoreLoop per loop
+  // (store_loop_docstore_connections; svc/stores/store_loop.h).
   bool real_stores = false;
   std::map<StoreSystem, stores::StoreAddress> store_addresses;
   size_t store_pool_connections = 64;  // blocking pool: connections per store system
-  int64_t store_timeout_ns = 0;        // 0 = the call timeout
+  size_t store_loop_docstore_connections = stores::kDocstoreConnectionsPerLoop;  // per event loop
+  int64_t store_timeout_ns = 0;                                                  // 0 = the call timeout
   // `--work simulated`: a work stage with a `simulated_cpu` burns a draw from
   // it (the busy loop it replaced) instead of doing its real work (work_stage.h).
   bool simulated_work = false;
@@ -126,6 +129,12 @@ class ServiceRuntime {
   stores::StoreRequest store_request(RequestScope& rs, const StoreOp& op);
   // The blocking form (thread models): runs it on a pooled connection.
   stores::StoreResult run_store_blocking(RequestScope& rs, const StoreOp& op);
+  // The non-blocking form (event-loop models): the store clients of one event
+  // loop, driven by it (token_bits: from net::LoopDrivers::add); null in
+  // simulated store mode. The caller owns it and keeps it until its loop stops.
+  std::unique_ptr<stores::StoreLoop> make_store_loop(net::EventLoop& events, uint64_t token_bits);
+  // The event-loop models' connection policy (their describe()); null in simulated store mode.
+  nlohmann::json store_loop_policy() const;
   // Folds an outcome into the span and the request (unavailable fails it);
   // counted by the StoreSet. True when it was a miss.
   bool complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r);
@@ -238,9 +247,9 @@ std::unique_ptr<ConcurrencyModel> make_std_thread_model();
 std::unique_ptr<ConcurrencyModel> make_pool_blocking_model();
 std::unique_ptr<ConcurrencyModel> make_pool_callback_model();
 std::unique_ptr<ConcurrencyModel> make_coroutine_model();
-// Whether a model reaches real stores: the thread models (blocking clients);
-// the event-loop models' non-blocking clients are not written yet, so they keep
-// the simulated waits and record why.
+// Whether a model reaches real stores: the thread models through blocking
+// clients, the event-loop models through non-blocking ones on their loops.
+// A model without would keep the simulated waits and record why.
 bool model_has_store_clients(std::string_view model);
 // Throws std::invalid_argument naming the model and the known ones.
 std::unique_ptr<ConcurrencyModel> make_model(std::string_view name);

@@ -173,4 +173,7 @@ def test_study_end_to_end_tiny(tmp_path: Path) -> None:
     assert {o.name for o in s.outcomes} == set(analysis["scenarios"]) == set(s.placements)
     assert s.lowest_p99 in s.placements
     assert analysis["tested"] and s.scores[analysis["tested"][0]].score is not None
-    assert s.most_sensitive == analysis["tested"][0]  # the tiny form tests one service
+    # The tiny form tests one service, and on real stores (the coroutine model has clients for them,
+    # so `auto` picks them when the servers are installed) every store server too; any may rank first.
+    assert len([t for t in analysis["tested"] if not t.startswith("store:")]) == 1, analysis["tested"]
+    assert s.most_sensitive in analysis["tested"]

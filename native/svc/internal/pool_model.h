@@ -37,6 +37,7 @@ class PoolModel : public ConcurrencyModel {
           });
           if (!queued) rt.reject(std::move(*shared));
         });
+    attach(rt, *server_);
     server_->start();
   }
   void stop() override {
@@ -56,6 +57,8 @@ class PoolModel : public ConcurrencyModel {
  protected:
   // Runs on a pool thread, once per admitted request.
   virtual void handle(ServiceRuntime& rt, InboundRequest&& request) = 0;
+  // Before the dispatcher loops start: what else they drive (pool-callback: its store clients).
+  virtual void attach(ServiceRuntime&, EventLoopServer&) {}
   BoundedPool& pool() { return *pool_; }
 
  private:

@@ -55,7 +55,7 @@ SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, c
       placement_ = p;
     }
   }
-  if (why_not.empty() && !any_client) why_not = "model " + o.model + " has no non-blocking store clients yet";
+  if (why_not.empty() && !any_client) why_not = "model " + o.model + " has no store clients";
   for (StoreSystem s : systems_) {
     std::string missing;
     if (why_not.empty() && !stores::find_store_binary(s, &missing)) why_not = missing;

@@ -1,14 +1,64 @@
 #include "svc/stores/redis_client.h"
 
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include <deque>
 #include <string>
 #include <vector>
+
+#include "core/clock.h"
 
 namespace tailscope::svc::stores {
 namespace {
 
 timeval to_timeval(int64_t ns) { return timeval{static_cast<time_t>(ns / 1'000'000'000), (ns % 1'000'000'000) / 1000}; }
+
+// The command an op sends, the same for both clients; empty when Redis has no such op.
+std::vector<std::string> redis_command(const StoreRequest& r) {
+  const std::string member = std::to_string(r.member);
+  switch (r.op) {
+    case StoreVerb::kGet:
+      return {"GET", r.key};
+    case StoreVerb::kSet:
+      return {"SET", r.key, store_payload(r.value_bytes)};
+    case StoreVerb::kZadd:
+      // The score orders a timeline by recency; the member is the post (or follower) id.
+      return {"ZADD", r.key, member, member + ":" + store_payload(r.value_bytes)};
+    case StoreVerb::kZrevrange:
+      return {"ZREVRANGE", r.key, "0", std::to_string(r.limit - 1)};
+    case StoreVerb::kSadd:
+      return {"SADD", r.key, member};
+    case StoreVerb::kSmembers:
+      return {"SMEMBERS", r.key};
+    default:
+      return {};
+  }
+}
+
+StoreResult no_such_op(const StoreRequest& r) {
+  return {StoreStatus::kUnavailable, std::string("redis has no op ") + store_verb_name(r.op)};
+}
+
+// A reply's outcome, the same for both clients: an error reply is unavailable,
+// nil or an empty array (zrevrange, smembers) a miss.
+StoreResult redis_result(const redisReply* reply) {
+  if (reply->type == REDIS_REPLY_ERROR) return {StoreStatus::kUnavailable, reply->str};
+  if (reply->type == REDIS_REPLY_NIL || (reply->type == REDIS_REPLY_ARRAY && reply->elements == 0))
+    return {StoreStatus::kMiss, {}};
+  return {StoreStatus::kOk, {}};
+}
+
+struct Argv {
+  explicit Argv(const std::vector<std::string>& args) {
+    for (const auto& a : args) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+  }
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+};
 
 class HiredisConnection final : public BlockingStoreConnection {
  public:
@@ -26,49 +76,16 @@ class HiredisConnection final : public BlockingStoreConnection {
 
   StoreResult run(const StoreRequest& r) override {
     if (broken()) return {StoreStatus::kUnavailable, error_.empty() ? "connection broken" : error_};
-    const std::string member = std::to_string(r.member);
-    std::vector<std::string> args;
-    switch (r.op) {
-      case StoreVerb::kGet:
-        args = {"GET", r.key};
-        break;
-      case StoreVerb::kSet:
-        args = {"SET", r.key, store_payload(r.value_bytes)};
-        break;
-      case StoreVerb::kZadd:
-        // The score orders a timeline by recency; the member is the post (or follower) id.
-        args = {"ZADD", r.key, member, member + ":" + store_payload(r.value_bytes)};
-        break;
-      case StoreVerb::kZrevrange:
-        args = {"ZREVRANGE", r.key, "0", std::to_string(r.limit - 1)};
-        break;
-      case StoreVerb::kSadd:
-        args = {"SADD", r.key, member};
-        break;
-      case StoreVerb::kSmembers:
-        args = {"SMEMBERS", r.key};
-        break;
-      default:
-        return {StoreStatus::kUnavailable, std::string("redis has no op ") + store_verb_name(r.op)};
-    }
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* reply =
-        static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    const std::vector<std::string> args = redis_command(r);
+    if (args.empty()) return no_such_op(r);
+    Argv argv(args);
+    auto* reply = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()));
     if (!reply) {
       error_ = ctx_->errstr;
       return {StoreStatus::kUnavailable, error_};
     }
-    StoreResult out{StoreStatus::kOk, {}};
-    if (reply->type == REDIS_REPLY_ERROR) {
-      out = {StoreStatus::kUnavailable, reply->str};
-    } else if (reply->type == REDIS_REPLY_NIL || (reply->type == REDIS_REPLY_ARRAY && reply->elements == 0)) {
-      out.status = StoreStatus::kMiss;
-    }
+    StoreResult out = redis_result(reply);
     freeReplyObject(reply);
     return out;
   }
@@ -79,10 +96,157 @@ class HiredisConnection final : public BlockingStoreConnection {
   std::string error_;
 };
 
+// hiredis' async API on our own loop: hiredis parses and buffers, we own the
+// descriptor's registration (its ev hooks) and the time. One pipelined
+// connection; replies come in order, so the oldest op's deadline is the next
+// one due. hiredis 0.14 has no timeout of its own: at an op's deadline the
+// context is freed, which fails every pending callback (a NULL reply) — the
+// connection is out of step with its answers anyway — and the next op
+// reconnects.
+class HiredisAsyncClient final : public AsyncStoreClient {
+ public:
+  HiredisAsyncClient(const StoreAddress& address, LoopRegistration& reg) : address_(address), reg_(reg) {}
+  ~HiredisAsyncClient() override { close("store client closed"); }
+
+  void run(const StoreRequest& r, int64_t deadline_ns, StoreDone done) override {
+    const std::vector<std::string> args = redis_command(r);
+    if (args.empty()) return done(no_such_op(r));
+    if (!ctx_ && !connect(monotonic_ns())) return done(unavailable(connect_error_));
+    auto* op = new Op{deadline_ns, std::move(done)};
+    Argv argv(args);
+    in_flight_.push_back(op);
+    if (redisAsyncCommandArgv(ctx_, &HiredisAsyncClient::on_reply, op, static_cast<int>(argv.ptrs.size()),
+                              argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
+      in_flight_.pop_back();  // not queued: hiredis will never call back for it
+      std::unique_ptr<Op> owned(op);
+      return owned->done(unavailable(ctx_->errstr[0] ? ctx_->errstr : "redis connection is closing"));
+    }
+    flush_ = true;  // hiredis asked for write interest; service() writes at the end of this iteration
+  }
+
+  void on_ready(size_t, uint32_t ready) override {
+    if (!ctx_) return;
+    // Read first: a refused connect reports an error; hiredis' read path notices it and frees the context.
+    if (ready & (net::kReadable | net::kHangup)) redisAsyncHandleRead(ctx_);
+    if (ctx_ && (ready & net::kWritable)) redisAsyncHandleWrite(ctx_);
+  }
+
+  int64_t service(int64_t now_ns) override {
+    if (ctx_ && !in_flight_.empty() && in_flight_.front()->deadline_ns <= now_ns) {
+      if (!connected_) backoff_.failed(now_ns);
+      free_context(connected_ ? "no answer within the store timeout" : "connect timed out");
+    }
+    // What this iteration's ops queued leaves now (a connection still connecting writes when writable).
+    if (ctx_ && connected_ && flush_) redisAsyncHandleWrite(ctx_);
+    flush_ = false;
+    return in_flight_.empty() ? INT64_MAX : in_flight_.front()->deadline_ns;
+  }
+
+  void close(const std::string& why) override {
+    if (ctx_) free_context(why);
+  }
+
+ private:
+  struct Op {
+    int64_t deadline_ns;
+    StoreDone done;
+  };
+
+  bool connect(int64_t now_ns) {
+    if (!backoff_.may_connect(now_ns)) {
+      connect_error_ = "redis reconnect backing off after a failed connect (" + last_error_ + ")";
+      return false;
+    }
+    redisAsyncContext* ac = redisAsyncConnect(address_.host.c_str(), address_.port);  // non-blocking connect
+    if (!ac || ac->err) {
+      last_error_ = ac ? ac->errstr : "cannot allocate a redis context";
+      connect_error_ = last_error_;
+      if (ac) redisAsyncFree(ac);  // no hooks, no callbacks yet
+      backoff_.failed(now_ns);
+      return false;
+    }
+    ac->data = this;
+    ac->ev.data = this;
+    ac->ev.addRead = [](void* p) { static_cast<HiredisAsyncClient*>(p)->interest(net::kReadable, true); };
+    ac->ev.delRead = [](void* p) { static_cast<HiredisAsyncClient*>(p)->interest(net::kReadable, false); };
+    ac->ev.addWrite = [](void* p) { static_cast<HiredisAsyncClient*>(p)->interest(net::kWritable, true); };
+    ac->ev.delWrite = [](void* p) { static_cast<HiredisAsyncClient*>(p)->interest(net::kWritable, false); };
+    // Called when hiredis frees the context (our free, a lost connection, a failed connect): before the fd closes.
+    ac->ev.cleanup = [](void* p) {
+      auto* self = static_cast<HiredisAsyncClient*>(p);
+      self->reg_.detach();
+      self->ctx_ = nullptr;
+      self->connected_ = false;
+      self->interest_ = 0;
+    };
+    redisAsyncSetConnectCallback(ac, [](const redisAsyncContext* c, int status) {
+      auto* self = static_cast<HiredisAsyncClient*>(c->data);
+      if (status == REDIS_OK) {
+        self->connected_ = true;
+        self->backoff_.connected();
+      } else {
+        self->last_error_ = c->errstr;
+        self->backoff_.failed(monotonic_ns());
+      }
+    });
+    ctx_ = ac;
+    interest_ = 0;
+    reg_.attach(ac->c.fd, 0);
+    return true;
+  }
+
+  void interest(uint32_t bit, bool on) {
+    interest_ = on ? (interest_ | bit) : (interest_ & ~bit);
+    reg_.want(interest_);
+  }
+
+  // Frees the context: every pending callback runs with a NULL reply and fails with `why`.
+  void free_context(const std::string& why) {
+    failing_why_ = why;
+    redisAsyncFree(ctx_);  // ends in the cleanup hook: ctx_ = nullptr
+    failing_why_.clear();
+  }
+
+  static void on_reply(redisAsyncContext* c, void* reply, void* privdata) {
+    auto* self = static_cast<HiredisAsyncClient*>(c->data);
+    std::unique_ptr<Op> op(static_cast<Op*>(privdata));
+    // Replies come in order: this is the oldest (erased wherever it is, to be safe).
+    for (auto it = self->in_flight_.begin(); it != self->in_flight_.end(); ++it)
+      if (*it == op.get()) {
+        self->in_flight_.erase(it);
+        break;
+      }
+    StoreResult r;
+    if (reply) {
+      r = redis_result(static_cast<redisReply*>(reply));
+    } else {
+      // The context is being freed: our timeout or close, a lost connection, a failed connect.
+      r = unavailable(!self->failing_why_.empty() ? self->failing_why_
+                      : c->err                    ? std::string(c->errstr)
+                                                  : std::string("redis connection closed"));
+    }
+    op->done(r);
+  }
+
+  StoreAddress address_;
+  LoopRegistration& reg_;
+  redisAsyncContext* ctx_ = nullptr;
+  bool connected_ = false;
+  bool flush_ = false;
+  uint32_t interest_ = 0;
+  std::deque<Op*> in_flight_;  // owned by hiredis' callback list until their reply
+  ReconnectBackoff backoff_;
+  std::string failing_why_, last_error_, connect_error_;
+};
+
 }  // namespace
 
 std::unique_ptr<BlockingStoreConnection> connect_redis_blocking(const StoreAddress& address, int64_t timeout_ns) {
   return std::make_unique<HiredisConnection>(address, timeout_ns);
+}
+
+std::unique_ptr<AsyncStoreClient> make_redis_async(const StoreAddress& address, LoopRegistration& reg) {
+  return std::make_unique<HiredisAsyncClient>(address, reg);
 }
 
 }  // namespace tailscope::svc::stores

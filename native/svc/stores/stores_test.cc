@@ -1,20 +1,29 @@
-// Real stores end to end: the blocking clients against real memcached, Redis
-// and PostgreSQL servers started here (by the same code the supervisor uses),
+// Real stores end to end: the blocking and the non-blocking clients against
+// real memcached, Redis and PostgreSQL servers started here (by the same code the supervisor uses),
 // every concurrency model on a tiny graph, a store killed or hung mid-run, the
 // preload, and that a stopped server leaves no process or directory behind.
 // Skipped, with the reason, when a server binary is absent.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 
+#include "core/clock.h"
+#include "net/event_loop.h"
 #include "svc/service_options.h"
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/memcached_client.h"
 #include "svc/stores/redis_client.h"
+#include "svc/stores/store_loop.h"
 #include "svc/stores/store_servers.h"
 #include "svc/stores/store_set.h"
 #include "svc/testing/graph_harness.h"
@@ -288,6 +297,317 @@ TEST(StoreServers, AStoppedServerLeavesNoProcessAndNoDirectory) {
   }
 }
 
+// ---------------------------------------------------------------- non-blocking clients (event-loop models)
+
+// Drives a StoreLoop on the test's thread, as a model's loop does: wait for
+// readiness until the earliest deadline, hand the events over, service.
+class LoopHarness {
+ public:
+  LoopHarness(std::map<StoreSystem, StoreAddress> addresses, int64_t timeout_ns, size_t docstore_connections = 4)
+      : set_(std::move(addresses), timeout_ns, 1), stores_(set_, events_, 0, docstore_connections) {}
+
+  // Runs the ops (all started in one loop iteration: pipelined) and drives the
+  // loop until every one has ended; a bound of 30 s fails the test instead of hanging it.
+  std::vector<StoreResult> run_all(StoreSystem system, const std::vector<StoreRequest>& requests) {
+    std::vector<StoreResult> out(requests.size());
+    size_t left = requests.size();
+    for (size_t i = 0; i < requests.size(); ++i)
+      stores_.run(system, requests[i], [&out, &left, i](const StoreResult& r) {
+        out[i] = r;
+        --left;
+      });
+    drive_until([&] { return left == 0; });
+    EXPECT_EQ(left, 0u) << "ops still pending: the loop would have stalled";
+    return out;
+  }
+  StoreResult run(StoreSystem system, const StoreRequest& r) { return run_all(system, {r})[0]; }
+  // Services the loop without ops for `ns` (lets a relay's cut reach the client).
+  void idle(int64_t ns) {
+    const int64_t until = monotonic_ns() + ns;
+    drive_until([&] { return monotonic_ns() >= until; });
+  }
+  StoreSet& set() { return set_; }
+  StoreLoop& stores() { return stores_; }
+
+ private:
+  void drive_until(const std::function<bool()>& done) {
+    const int64_t give_up_ns = monotonic_ns() + 30'000'000'000;
+    int64_t due_ns = stores_.service();
+    while (!done() && monotonic_ns() < give_up_ns) {
+      const int64_t wait_ns = std::clamp<int64_t>(due_ns - monotonic_ns(), 0, 10'000'000);
+      for (const net::ReadyEvent& e : events_.wait(wait_ns)) stores_.on_ready(e);
+      due_ns = stores_.service();
+    }
+  }
+  net::EventLoop events_;
+  StoreSet set_;
+  StoreLoop stores_;
+};
+
+// A TCP relay in front of a real server: cut() closes every relayed
+// connection at once — to the client, its server died (EOF) — while the relay
+// keeps accepting, so a later connect reaches the server again; hold(true)
+// stops forwarding (a server that no longer answers).
+class Relay {
+ public:
+  explicit Relay(StoreAddress target) : target_(std::move(target)), listener_(net::make_listener("127.0.0.1", 0)) {
+    if (::pipe(wake_) != 0) throw std::runtime_error("pipe");
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Relay() {
+    stop_ = true;
+    poke();
+    thread_.join();
+    for (auto [a, b] : pairs_) ::close(a), ::close(b);
+    ::close(listener_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
+  StoreAddress address() const { return {"127.0.0.1", net::bound_port(listener_)}; }
+  void cut() {
+    cut_ = true;
+    poke();
+    while (cut_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void hold(bool on) {
+    hold_ = on;
+    poke();
+  }
+  int accepted() const { return accepted_; }
+
+ private:
+  void poke() { [[maybe_unused]] auto n = ::write(wake_[1], "x", 1); }
+  void run() {
+    char buf[64 * 1024];
+    while (!stop_) {
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (!hold_)
+        for (auto [a, b] : pairs_) fds.push_back({a, POLLIN, 0}), fds.push_back({b, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 100);
+      if (fds[1].revents) {
+        [[maybe_unused]] auto n = ::read(wake_[0], buf, sizeof buf);
+      }
+      if (cut_) {
+        for (auto [a, b] : pairs_) ::close(a), ::close(b);
+        pairs_.clear();
+        cut_ = false;
+        continue;
+      }
+      if (fds[0].revents & POLLIN) {
+        const int c = ::accept(listener_, nullptr, nullptr);
+        const int s = c >= 0 ? svc::testing::connect_to(target_.port) : -1;
+        if (c >= 0 && s >= 0) {
+          pairs_.emplace_back(c, s);
+          ++accepted_;
+        } else if (c >= 0) {
+          ::close(c);
+        }
+      }
+      if (hold_) continue;
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        auto& [a, b] = pairs_[(i - 2) / 2];
+        const int from = fds[i].fd, to = from == a ? b : a;
+        const ssize_t n = ::read(from, buf, sizeof buf);
+        if (n > 0) ::send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL);  // loopback: small writes complete
+        if (n <= 0) ::shutdown(to, SHUT_WR);
+      }
+    }
+  }
+  StoreAddress target_;
+  int listener_;
+  int wake_[2];
+  std::vector<std::pair<int, int>> pairs_;  // (client side, server side); the relay thread's own
+  std::atomic<bool> stop_{false}, cut_{false}, hold_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+TEST(AsyncStoreClients, MemcachedRoundTripsPipelinedAndMisses) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs);
+  EXPECT_EQ(h.run(StoreSystem::kMemcached, req(StoreVerb::kGet, "absent:amc")).status, StoreStatus::kMiss);
+  EXPECT_EQ(h.run(StoreSystem::kMemcached, req(StoreVerb::kSet, "k:amc")).status, StoreStatus::kOk);
+  EXPECT_EQ(h.run(StoreSystem::kMemcached, req(StoreVerb::kGet, "k:amc")).status, StoreStatus::kOk);
+  // Many ops in one iteration: one connection, answers matched in order.
+  std::vector<StoreRequest> batch;
+  for (int i = 0; i < 50; ++i) {
+    batch.push_back(req(StoreVerb::kSet, "b:amc:" + std::to_string(i)));
+    batch.push_back(req(StoreVerb::kGet, "b:amc:" + std::to_string(i)));
+    batch.push_back(req(StoreVerb::kGet, "b:amc:absent:" + std::to_string(i)));
+  }
+  const auto results = h.run_all(StoreSystem::kMemcached, batch);
+  for (size_t i = 0; i < results.size(); ++i)
+    EXPECT_EQ(results[i].status, i % 3 == 2 ? StoreStatus::kMiss : StoreStatus::kOk) << i << " " << results[i].error;
+  // A value larger than one read: its reply arrives in pieces.
+  StoreRequest big = req(StoreVerb::kSet, "big:amc");
+  big.value_bytes = 300'000;
+  EXPECT_EQ(h.run(StoreSystem::kMemcached, big).status, StoreStatus::kOk);
+  EXPECT_EQ(h.run(StoreSystem::kMemcached, req(StoreVerb::kGet, "big:amc")).status, StoreStatus::kOk);
+  const json c = h.set().counters_json()["memcached"];
+  EXPECT_EQ(c["ops"], 3 + 150 + 2);
+  EXPECT_EQ(c["misses"], 1 + 50);
+  EXPECT_EQ(c["errors_unavailable"], 0);
+}
+
+TEST(AsyncStoreClients, MemcachedReplyParserIsBounded) {
+  size_t used = 0;
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kGet, "END\r\n", &used).kind, MemcachedReply::kMiss);
+  EXPECT_EQ(used, 5u);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kGet, "VALUE k 0 3\r\nabc\r\nEN", &used).kind,
+            MemcachedReply::kIncomplete);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kGet, "VALUE k 0 3\r\nabc\r\nEND\r\nEND\r\n", &used).kind,
+            MemcachedReply::kOk);
+  EXPECT_EQ(used, 23u);  // the next reply is left for the next op
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kGet, "VALUE k 0 3\r\nabcd\r\nEND\r\n", &used).kind,
+            MemcachedReply::kProtocolError);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kGet, "VALUE k 0 99999999999\r\n", &used).kind,
+            MemcachedReply::kProtocolError);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kSet, "STORED\r\n", &used).kind, MemcachedReply::kOk);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kSet, "SERVER_ERROR out of memory\r\n", &used).kind,
+            MemcachedReply::kServerError);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kSet, "CLIENT_ERROR bad\r\n", &used).kind, MemcachedReply::kProtocolError);
+  EXPECT_EQ(parse_memcached_reply(StoreVerb::kSet, std::string(2000, 'x'), &used).kind,
+            MemcachedReply::kProtocolError);  // no line end within the bound
+}
+
+TEST(AsyncStoreClients, RedisRoundTripsEveryOp) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs);
+  auto run = [&](StoreVerb v, const std::string& key) { return h.run(StoreSystem::kRedis, req(v, key)).status; };
+  EXPECT_EQ(run(StoreVerb::kGet, "absent:ar"), StoreStatus::kMiss);
+  EXPECT_EQ(run(StoreVerb::kSet, "k:ar"), StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kGet, "k:ar"), StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kZrevrange, "k:az"), StoreStatus::kMiss);
+  EXPECT_EQ(run(StoreVerb::kZadd, "k:az"), StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kZrevrange, "k:az"), StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kSmembers, "k:as"), StoreStatus::kMiss);
+  EXPECT_EQ(run(StoreVerb::kSadd, "k:as"), StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kSmembers, "k:as"), StoreStatus::kOk);
+  const StoreResult wrong_type = h.run(StoreSystem::kRedis, req(StoreVerb::kZadd, "k:ar"));  // a string, not a zset
+  EXPECT_EQ(wrong_type.status, StoreStatus::kUnavailable);
+  EXPECT_NE(wrong_type.error.find("WRONGTYPE"), std::string::npos) << wrong_type.error;
+  std::vector<StoreRequest> batch;
+  for (int i = 0; i < 100; ++i) batch.push_back(req(i % 2 ? StoreVerb::kGet : StoreVerb::kSet, "b:ar"));
+  for (const StoreResult& r : h.run_all(StoreSystem::kRedis, batch)) EXPECT_EQ(r.status, StoreStatus::kOk) << r.error;
+  EXPECT_EQ(h.set().counters_json()["redis"]["ops"], 10 + 100);
+}
+
+TEST(AsyncStoreClients, DocstoreFindInsertUpdateOnABoundedSet) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs, 2);
+  auto run = [&](StoreVerb v, const std::string& key, const std::string& coll = "items") {
+    return h.run(StoreSystem::kMongodb, req(v, key, coll));
+  };
+  EXPECT_EQ(run(StoreVerb::kFind, "absent:ad").status, StoreStatus::kMiss);
+  EXPECT_EQ(run(StoreVerb::kInsert, "k:ad").status, StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kFind, "k:ad").status, StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kUpdate, "k:adu").status, StoreStatus::kOk);  // upsert: inserts
+  EXPECT_EQ(run(StoreVerb::kUpdate, "k:adu").status, StoreStatus::kOk);  // then replaces
+  EXPECT_EQ(run(StoreVerb::kFind, "k:adu").status, StoreStatus::kOk);
+  EXPECT_EQ(run(StoreVerb::kFind, "user:5", "users").status, StoreStatus::kOk);  // the preload
+  const StoreResult bad = run(StoreVerb::kFind, "k", "no_such_collection");
+  EXPECT_EQ(bad.status, StoreStatus::kUnavailable);
+  EXPECT_NE(bad.error.find("no_such_collection"), std::string::npos) << bad.error;
+  // More ops at once than connections: they wait in order for one and all end.
+  std::vector<StoreRequest> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back(req(i % 2 ? StoreVerb::kFind : StoreVerb::kInsert, "b:ad", "items"));
+  for (const StoreResult& r : h.run_all(StoreSystem::kMongodb, batch)) EXPECT_EQ(r.status, StoreStatus::kOk) << r.error;
+  const json c = h.set().counters_json()["mongodb"];
+  EXPECT_EQ(c["ops"], 8 + 20);
+  EXPECT_EQ(c["errors_unavailable"], 1);
+  EXPECT_EQ(c["misses"], 1);
+}
+
+TEST(AsyncStoreClients, RefusedAndHungServersFailUnavailableAtTheTimeout) {
+  const int hung = net::make_listener("127.0.0.1", 0);  // accepts (the kernel's backlog), never answers
+  const int closed = net::make_listener("127.0.0.1", 0);
+  const int closed_port = net::bound_port(closed);
+  ::close(closed);
+  constexpr int64_t kShortNs = 200'000'000;
+  const StoreRequest ops[] = {req(StoreVerb::kGet, "k"), req(StoreVerb::kGet, "k"),
+                              req(StoreVerb::kFind, "k", "items")};
+  const StoreSystem systems[] = {StoreSystem::kMemcached, StoreSystem::kRedis, StoreSystem::kMongodb};
+  for (size_t i = 0; i < 3; ++i) {
+    const StoreSystem s = systems[i];
+    {
+      LoopHarness h({{s, StoreAddress{"127.0.0.1", closed_port}}}, kShortNs);
+      const StoreResult r = h.run(s, ops[i]);
+      EXPECT_EQ(r.status, StoreStatus::kUnavailable) << system_name(s);
+      EXPECT_NE(r.error.find("efused"), std::string::npos) << system_name(s) << ": " << r.error;
+      // The next op, at once: no second connect yet (bounded reconnects), it fails now.
+      const StoreResult again = h.run(s, ops[i]);
+      EXPECT_EQ(again.status, StoreStatus::kUnavailable);
+      EXPECT_NE(again.error.find("backing off"), std::string::npos) << system_name(s) << ": " << again.error;
+      EXPECT_EQ(h.set().counters_json()[system_name(s)]["errors_unavailable"], 2);
+    }
+    {
+      LoopHarness h({{s, StoreAddress{"127.0.0.1", net::bound_port(hung)}}}, kShortNs);
+      const int64_t start_ns = monotonic_ns();
+      const StoreResult r = h.run(s, ops[i]);
+      EXPECT_EQ(r.status, StoreStatus::kUnavailable) << system_name(s);
+      EXPECT_TRUE(r.error.find("timed out") != std::string::npos || r.error.find("timeout") != std::string::npos)
+          << system_name(s) << ": " << r.error;
+      EXPECT_GE(monotonic_ns() - start_ns, kShortNs) << "failed before its deadline: not the timeout";
+    }
+  }
+  ::close(hung);
+}
+
+TEST(AsyncStoreClients, AServerGoneMidOperationFailsUnavailableAndALaterOpReconnects) {
+  NEED_SERVERS();
+  for (StoreSystem s : {StoreSystem::kMemcached, StoreSystem::kRedis, StoreSystem::kMongodb}) {
+    Relay relay(Servers::get().server(s).address);
+    LoopHarness h({{s, relay.address()}}, kTimeoutNs, 1);
+    const StoreRequest op =
+        s == StoreSystem::kMongodb ? req(StoreVerb::kFind, "user:1", "users") : req(StoreVerb::kSet, "k:relay");
+    EXPECT_EQ(h.run(s, op).status, StoreStatus::kOk) << system_name(s);
+    EXPECT_EQ(relay.accepted(), 1);
+    // Mid-operation: the request is sent, the server stops answering, then its connection dies.
+    relay.hold(true);
+    std::optional<StoreResult> in_flight;
+    h.stores().run(s, op, [&](const StoreResult& r) { in_flight = r; });
+    h.idle(50'000'000);
+    EXPECT_FALSE(in_flight.has_value()) << system_name(s) << ": answered while the server was held";
+    relay.cut();
+    relay.hold(false);
+    h.idle(200'000'000);  // far less than the 2 s timeout: the EOF, not the deadline, ends it
+    ASSERT_TRUE(in_flight.has_value()) << system_name(s) << ": the op outlived its connection";
+    EXPECT_EQ(in_flight->status, StoreStatus::kUnavailable) << system_name(s);
+    // The next op opens a new connection at once (the server is back; its last connect succeeded).
+    const StoreResult later = h.run(s, op);
+    EXPECT_EQ(later.status, StoreStatus::kOk) << system_name(s) << ": " << later.error;
+    EXPECT_EQ(relay.accepted(), 2) << system_name(s);
+    EXPECT_EQ(h.set().counters_json()[system_name(s)]["errors_unavailable"], 1) << system_name(s);
+  }
+}
+
+TEST(AsyncStoreClients, ReconnectsBackOffAfterFailedConnects) {
+  ReconnectBackoff b;
+  EXPECT_TRUE(b.may_connect(0));
+  b.failed(1'000);
+  EXPECT_FALSE(b.may_connect(1'000 + ReconnectBackoff::kFirstNs - 1));
+  EXPECT_TRUE(b.may_connect(1'000 + ReconnectBackoff::kFirstNs));
+  int64_t now = 1'000;
+  for (int i = 0; i < 20; ++i) b.failed(now);  // doubles, then stays at the cap
+  EXPECT_FALSE(b.may_connect(now + ReconnectBackoff::kMaxNs - 1));
+  EXPECT_TRUE(b.may_connect(now + ReconnectBackoff::kMaxNs));
+  b.connected();
+  EXPECT_TRUE(b.may_connect(now));
+}
+
+TEST(AsyncStoreClients, ClosingFailsWhatIsInFlightAndLaterOps) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs);
+  int failed = 0;
+  for (StoreSystem s : {StoreSystem::kMemcached, StoreSystem::kRedis, StoreSystem::kMongodb})
+    h.stores().run(s, req(s == StoreSystem::kMongodb ? StoreVerb::kFind : StoreVerb::kGet, "k", "items"),
+                   [&](const StoreResult& r) { failed += r.status == StoreStatus::kUnavailable; });
+  h.stores().close();
+  EXPECT_EQ(failed, 3);
+  EXPECT_EQ(h.run(StoreSystem::kRedis, req(StoreVerb::kGet, "k")).error, "store client closed");
+}
+
 // A tiny graph whose front runs every real op (paths /all, /miss, /redis, /cpu).
 const char* kStoreGraph = R"({
   "name": "stores", "call_timeout_ms": 2000,
@@ -335,13 +655,10 @@ TEST_P(EveryModelOnRealStores, RoundTripsGetSetInsertFind) {
   EXPECT_EQ(svc::testing::http_get(fd, "/miss"), 200);
   ::close(fd);
   const json r = g.instance("front").result();
-  if (GetParam() == "coroutine" || GetParam() == "pool-callback") {
-    // Not written yet: the event-loop models keep the simulated waits and say so.
-    EXPECT_EQ(r["stores"], "simulated");
-    EXPECT_NE(r["stores_reason"].get<std::string>().find("no non-blocking store clients yet"), std::string::npos);
-    GTEST_SKIP() << GetParam() << ": non-blocking store clients not written yet (simulated stores, recorded)";
-  }
   EXPECT_EQ(r["stores"], "real");
+  if (GetParam() == "coroutine" || GetParam() == "pool-callback") {  // the event-loop models' policy is recorded
+    EXPECT_EQ(r["model_details"]["store_clients"]["redis_connections_per_loop"], 1) << r["model_details"];
+  }
   const json& c = r["store_counters"];
   EXPECT_EQ(c["memcached"]["ops"], 3 * 2 + 1);
   EXPECT_EQ(c["memcached"]["misses"], 1);   // only /miss's absent key
@@ -365,7 +682,7 @@ TEST(RealStoreFaults, AKilledStoreFailsItsCallsUnavailableAndTheRestKeepsServing
   StoreServer redis = start_store_server(o);
   auto addresses = Servers::get().addresses();
   addresses[StoreSystem::kRedis] = redis.address;
-  for (const std::string model : {"std-thread", "pool-blocking", "std-async"}) {
+  for (const std::string model : {"std-thread", "pool-blocking", "std-async", "coroutine", "pool-callback"}) {
     svc::testing::Graph g(model, real_options(addresses), kStoreGraph);
     const int fd = svc::testing::connect_to(g.port("front"));
     ASSERT_GE(fd, 0);
@@ -384,6 +701,36 @@ TEST(RealStoreFaults, AKilledStoreFailsItsCallsUnavailableAndTheRestKeepsServing
     const json c = g.instance("front").result()["store_counters"];
     EXPECT_GE(c["redis"]["errors_unavailable"].get<int64_t>(), 3) << model;
   }
+}
+
+// A store that accepts and never answers: an event-loop model's request that
+// needs it fails unavailable at the store timeout, and the loop meanwhile
+// keeps serving what needs no store (one loop: a blocked loop would hold /cpu).
+TEST(RealStoreFaults, AHungStoreDoesNotStallAnEventLoop) {
+  const int hung = net::make_listener("127.0.0.1", 0);
+  for (const std::string model : {"coroutine", "pool-callback"}) {
+    RuntimeOptions o = real_options({{StoreSystem::kRedis, StoreAddress{"127.0.0.1", net::bound_port(hung)}}});
+    o.store_timeout_ns = 1'000'000'000;
+    svc::testing::Graph g(model, o, kStoreGraph);
+    const int waiting = svc::testing::connect_to(g.port("front"));
+    const int other = svc::testing::connect_to(g.port("front"));
+    ASSERT_GE(waiting, 0);
+    ASSERT_GE(other, 0);
+    const std::string get = "GET /redis HTTP/1.1\r\nHost: test\r\n\r\n";
+    ASSERT_EQ(::send(waiting, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+    EXPECT_EQ(svc::testing::http_get(other, "/cpu"), 200) << model;
+    pollfd p{waiting, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << model << ": the store op ended before its timeout";
+    char buf[4096];
+    const ssize_t n = ::recv(waiting, buf, sizeof buf, 0);  // the answer at the store timeout (SO_RCVTIMEO 5 s)
+    ASSERT_GT(n, 12) << model << ": no answer (a hung handler?)";
+    EXPECT_EQ(std::string(buf + 9, 3), "502") << model;  // unavailable (transport.cc http_status_for)
+    ::close(waiting);
+    ::close(other);
+    const json c = g.instance("front").result()["store_counters"]["redis"];
+    EXPECT_EQ(c["errors_unavailable"], 1) << model;
+  }
+  ::close(hung);
 }
 
 }  // namespace

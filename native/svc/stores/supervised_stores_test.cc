@@ -1,5 +1,6 @@
 // `tailscope-svc --all` on real stores, as a user runs it: the ready line
-// names the servers, a thread model's requests reach them, a store killed
+// names the servers, a thread model's and an event-loop model's requests
+// reach them (blocking clients; clients on the model's loops), a store killed
 // mid-run fails its calls unavailable (counted, the run flagged) while what
 // needs no store keeps serving, and after the run no store process and no data
 // directory is left. Skipped, with the reason, when a server binary is absent.
@@ -47,7 +48,9 @@ std::string skip_reason() {
   return "";
 }
 
-TEST(SupervisedStores, AllOnRealStoresSurvivesAKilledStoreAndLeavesNothingBehind) {
+class SupervisedStores : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SupervisedStores, AllOnRealStoresSurvivesAKilledStoreAndLeavesNothingBehind) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   char tmpl[] = "/tmp/tailscope-supervised-stores-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -60,7 +63,7 @@ TEST(SupervisedStores, AllOnRealStoresSurvivesAKilledStoreAndLeavesNothingBehind
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::close(pipe_fds[0]);
     ::execl(TAILSCOPE_SVC_BINARY, TAILSCOPE_SVC_BINARY, "--topology", topology.c_str(), "--all", "--model",
-            "std-thread", "--stores", "real", "--out", out.c_str(), "--restart-ms", "0", nullptr);
+            GetParam().c_str(), "--stores", "real", "--out", out.c_str(), "--restart-ms", "0", nullptr);
     _exit(127);
   }
   ::close(pipe_fds[1]);
@@ -122,6 +125,8 @@ TEST(SupervisedStores, AllOnRealStoresSurvivesAKilledStoreAndLeavesNothingBehind
     }
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, SupervisedStores, ::testing::Values("std-thread", "coroutine"));
 
 }  // namespace
 }  // namespace tailscope::svc::stores
