@@ -112,7 +112,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
             Cursor miss{s.store.on_miss.get()};
             miss.on_miss = true;
             miss.saved_miss_draw = rt_.enter_miss(rs_);
-            stack_.push_back(std::move(miss));
+            stack_.push_back(miss);
           }
           break;
         case Stage::Kind::kCall:

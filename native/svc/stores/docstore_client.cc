@@ -127,7 +127,7 @@ StoreResult LibpqConnection::run(const StoreRequest& r) {
 // connection (its late answer would be out of step) and fails unavailable.
 class LibpqAsyncClient final : public AsyncStoreClient {
  public:
-  LibpqAsyncClient(const StoreAddress& address, int64_t timeout_ns, std::vector<LoopRegistration*> regs)
+  LibpqAsyncClient(const StoreAddress& address, int64_t timeout_ns, const std::vector<LoopRegistration*>& regs)
       : address_(address), timeout_ns_(timeout_ns) {
     for (LoopRegistration* r : regs) slots_.push_back(Slot{r});
   }
@@ -383,8 +383,8 @@ std::unique_ptr<BlockingStoreConnection> connect_docstore_blocking(const StoreAd
 }
 
 std::unique_ptr<AsyncStoreClient> make_docstore_async(const StoreAddress& address, int64_t timeout_ns,
-                                                      std::vector<LoopRegistration*> regs) {
-  return std::make_unique<LibpqAsyncClient>(address, timeout_ns, std::move(regs));
+                                                      const std::vector<LoopRegistration*>& regs) {
+  return std::make_unique<LibpqAsyncClient>(address, timeout_ns, regs);
 }
 
 }  // namespace tailscope::svc::stores

@@ -24,7 +24,7 @@ std::unique_ptr<BlockingStoreConnection> connect_docstore_blocking(const StoreAd
 // At most regs.size() connections (one per registration), opened on demand;
 // each connect ends within timeout_ns.
 std::unique_ptr<AsyncStoreClient> make_docstore_async(const StoreAddress& address, int64_t timeout_ns,
-                                                      std::vector<LoopRegistration*> regs);
+                                                      const std::vector<LoopRegistration*>& regs);
 
 // The SQL a document-store op runs, with its parameters ($1 the key, $2 the
 // JSON document); the collection is a checked identifier (topology.cc).

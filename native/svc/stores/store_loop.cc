@@ -68,7 +68,7 @@ AsyncStoreClient* StoreLoop::client(StoreSystem system) {
     case StoreSystem::kMongodb: {
       std::vector<LoopRegistration*> regs;
       for (size_t i = 0; i < docstore_connections_; ++i) regs.push_back(registration(nullptr, i));
-      c = make_docstore_async(*a, set_.timeout_ns(), std::move(regs));
+      c = make_docstore_async(*a, set_.timeout_ns(), regs);
       break;
     }
     case StoreSystem::kNone:
