@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,36 @@ def test_a_store_killed_mid_run_gives_counted_unavailable_errors_not_a_hang(topo
     systems = _real_counters(merged)
     assert systems["redis"]["errors_unavailable"] > 0, systems
     assert merged["stores"]["flagged"], "the dead server was not recorded"
+
+
+def test_the_document_stores_rows_maintenance_and_backend_cpu_are_read_under_an_event_loop_model(topo_json, tmp_path):
+    """The soak's readings of PostgreSQL (lab/docstore_stats.py, procstat.group_cpu_ticks): an event-loop
+    model keeps its backends connected, and those backends (setsid: groups of their own) must count."""
+    from tailscope.lab.docstore_stats import activity, read_mark
+    from tailscope.lab.procstat import group_cpu_ticks
+
+    with graph(topo_json, "coroutine", tmp_path / "graph.json", stores="real") as (port, ready):
+        pg = next(x for x in stores_of(ready).servers if x.system == "mongodb")
+        before, why = read_mark(pg.address)
+        assert before is not None, why
+        ticks_before = group_cpu_ticks(pg.pid)
+        doc, _ = run_point(port, "/wrk2-api/post/compose", 8, 0, 2.0, 0.2, [], tmp_path / "p.hlog", {})
+        completed = doc["load"]["requests_completed"]
+        assert completed > 0
+        ticks_after = group_cpu_ticks(pg.pid)
+        assert ticks_before is not None and ticks_after is not None
+        assert ticks_after > ticks_before, "the document store's backends' CPU was not counted"
+        # Every compose-post stores its post: the tables gained rows. A backend flushes its counts to the
+        # statistics views at most once a second, or 10 s after it goes idle (PostgreSQL 15): poll.
+        rows_before = sum(t.live_rows for t in before.tables.values())
+        deadline = time.monotonic() + 20
+        while True:
+            after, why = read_mark(pg.address)
+            assert after is not None, why
+            grew = activity(before, after, 0.0, 1e12)
+            if grew.live_rows > rows_before or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert grew.live_rows > rows_before, (rows_before, grew)
+        assert {"posts", "user_timeline", "social_graph"} <= set(after.tables), sorted(after.tables)
+    assert read_mark(pg.address)[0] is None  # the server is gone: a reason, not zeros

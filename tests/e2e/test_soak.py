@@ -161,6 +161,34 @@ def test_group_cpu_counts_the_children_of_a_store_server():
     assert group_cpu_ticks(leader.pid) is None
 
 
+def test_group_cpu_counts_a_child_that_left_the_group():
+    """PostgreSQL's backends call setsid(): a live one is in a group of its own, found by its parent.
+    The soak of 2026-11-27 put the event-loop models' long-lived backends under 'other processes'."""
+    from tailscope.lab.procstat import group_cpu_ticks
+
+    code = (
+        "import subprocess,sys,time; c=subprocess.Popen([sys.executable,'-c','while True: pass'],"
+        " start_new_session=True); print(c.pid, flush=True); time.sleep(60)"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(leader.stdout.readline())
+        assert os.getpgid(child) == child != leader.pid  # its own group, as a backend's
+        first = group_cpu_ticks(leader.pid)
+        assert first is not None
+        deadline = time.monotonic() + 30
+        while (group_cpu_ticks(leader.pid) or 0) <= first + 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (group_cpu_ticks(leader.pid) or 0) > first + 5
+    finally:
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+        leader.stdout.close()
+
+
 def test_a_saturated_interval_is_named_wherever_its_p99_is_cited():
     lines = verdicts(_soak(_costed(1, 10e6, 400e3, 0.02), _costed(2, 900e6, 400e3, 0.3, idle=0.01)))
     drift = next(ln for ln in lines if ln.startswith("p99 drift:"))
@@ -425,3 +453,54 @@ def test_idle_share_between_the_first_and_last_sample():
     assert idle_share_of([]) is None
     assert idle_share_of([MachinePoint(0.0, 10, 100, 0)]) is None
     assert idle_share_of([MachinePoint(0.0, 10, 100, 0), MachinePoint(1.0, 70, 200, 0)]) == pytest.approx(0.4)
+
+
+def test_document_store_maintenance_is_set_beside_the_worst_second():
+    from tailscope.lab.docstore_stats import DocstoreActivity, MaintenanceEvent
+    from tailscope.studies.soak import Episodes, docstore_lines, maintenance_near_worst
+
+    def ep(worst_s: int) -> Episodes:
+        return Episodes(60, [], 3, 1.0, worst_s, 30e6, 10e6, start_epoch_s=1000.0)
+
+    a = _iv(1, 10e6)
+    a.episodes = ep(38)  # worst second 38–39 s; an autoanalyze ended at 39.2 s, a checkpoint at 10 s
+    a.docstore = DocstoreActivity(
+        1,
+        2,
+        1,
+        5000,
+        40,
+        [MaintenanceEvent("checkpoint", None, 1010.0), MaintenanceEvent("autoanalyze", "posts", 1039.2)],
+    )
+    b = _iv(2, 11e6)
+    b.episodes = ep(5)
+    b.docstore = DocstoreActivity(0, 1, 0, 9000, 10, [MaintenanceEvent("autoanalyze", "posts", 1050.0)])
+    assert maintenance_near_worst(a) == ["autoanalyze of posts at 39 s"]
+    assert maintenance_near_worst(b) == []  # 45 s away from its worst second
+    line = docstore_lines([a, b])[0]
+    assert "1 autovacuum and 3 autoanalyze pass(es), 1 checkpoint(s)" in line
+    assert "live rows at each interval's end: 5,000, 9,000" in line
+    assert "in 1 of 2 (#1: autoanalyze of posts at 39 s)" in line
+    # not read: the reason, never zeros
+    c = _iv(1, 10e6)
+    c.docstore_reason = "no real document store"
+    assert docstore_lines([c]) == ["document store maintenance: unavailable — no real document store"]
+    assert docstore_lines([_iv(1, 10e6)]) == []  # a soak from before this reading says nothing
+
+
+def test_docstore_activity_counts_and_places_events():
+    from tailscope.lab.docstore_stats import DocstoreMark, TableMark, activity
+
+    before = DocstoreMark({"posts": TableMark(1, 2, 100, 5, 900.0, 950.0)}, 3, 800.0)
+    after = DocstoreMark(
+        {"posts": TableMark(2, 4, 300, 7, 1020.0, 1090.0), "urls": TableMark(0, 1, 50, 0, None, 1030.0)}, 4, 1040.0
+    )
+    act = activity(before, after, 1000.0, 1060.0)
+    assert (act.autovacuums, act.autoanalyzes, act.checkpoints) == (1, 3, 1)
+    assert (act.live_rows, act.dead_rows) == (350, 7)
+    # posts' analyze at 1090 lies after the window: its time is not the interval's
+    assert [(e.kind, e.table, e.at_epoch_s) for e in act.events] == [
+        ("autovacuum", "posts", 1020.0),
+        ("autoanalyze", "urls", 1030.0),
+        ("checkpoint", None, 1040.0),
+    ]

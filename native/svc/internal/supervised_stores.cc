@@ -77,6 +77,7 @@ void SupervisedStores::start(const std::string& scratch_dir) {
     stores::StoreServerOptions so;
     so.system = system;
     so.scratch_dir = scratch_dir;
+    so.template_dir = stores::default_template_dir();
     so.cpus = options_.store_cpus;
     if (placement_) {
       so.host = placement_->address;

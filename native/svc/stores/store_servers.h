@@ -17,6 +17,11 @@
 
 namespace tailscope::svc::stores {
 
+// Where the PostgreSQL data-dir template is kept: $TAILSCOPE_CACHE, else
+// $XDG_CACHE_HOME/tailscope, else $HOME/.cache/tailscope (the bootstrap's cache);
+// "" when none of them is set.
+std::string default_template_dir();
+
 // The server binary for a system, or nullopt with *missing naming the Debian package.
 std::optional<std::string> find_store_binary(StoreSystem system, std::string* missing);
 
@@ -30,6 +35,9 @@ struct StoreServerOptions {
   std::string cpus;         // "" = inherit
   int memory_mib = 64;      // memcached -m, redis maxmemory, postgres shared_buffers
   std::string scratch_dir;  // the server's data dir and log are made under it
+  // PostgreSQL: a directory keeping one initdb'd data dir per owner, copied into each
+  // run's scratch dir instead of running initdb again (docs/stores.md). "": initdb per run.
+  std::string template_dir;
   int64_t start_timeout_ns = 30'000'000'000;
 };
 

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <thread>
@@ -295,6 +297,70 @@ TEST(StoreServers, AStoppedServerLeavesNoProcessAndNoDirectory) {
     EXPECT_EQ(::kill(-pid, 0), -1) << system_name(system) << ": a process of its group is left";
     EXPECT_FALSE(std::filesystem::exists(dir));
   }
+}
+
+// PostgreSQL's backends call setsid(): the CPU of a connection still open is
+// found by the backend's parent, not by the process group (issue 29's soak).
+TEST(StoreServers, TheCpuOfALiveBackendCountsForThePostgresServer) {
+  NEED_SERVERS();
+  const StoreServer& s = Servers::get().server(StoreSystem::kMongodb);
+  const StoreAddress& a = s.address;
+  const std::string conninfo = "host=" + a.host + " port=" + std::to_string(a.port) + " user=postgres dbname=tailscope";
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  const auto before = store_server_cpu_s(s);
+  ASSERT_TRUE(before.has_value());
+  // Work in the backend until the server's CPU shows ≥ 0.2 s more (bounded: 100 rounds).
+  std::optional<double> after = before;
+  for (int i = 0; i < 100 && after && *after < *before + 0.2; ++i) {
+    PGresult* r = PQexec(c, "SELECT count(*) FROM generate_series(1, 2000000)");
+    ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(c);
+    PQclear(r);
+    after = store_server_cpu_s(s);
+  }
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GE(*after, *before + 0.2) << "the live backend's CPU was not counted";
+  PQfinish(c);
+}
+
+// The first PostgreSQL start keeps its fresh initdb as a template; the next
+// starts copy it instead of running initdb, and reach the same served state.
+TEST(StoreServers, PostgresStartsFromTheDataDirTemplateAfterTheFirstInitdb) {
+  NEED_SERVERS();
+  const std::string root = Servers::get().scratch() + "/template-root";
+  std::filesystem::remove_all(root);
+  auto start = [&](const std::string& name) {
+    StoreServerOptions o;
+    o.system = StoreSystem::kMongodb;
+    o.scratch_dir = Servers::get().scratch() + "/" + name;
+    o.template_dir = root;
+    std::filesystem::create_directories(o.scratch_dir);
+    return start_store_server(o);
+  };
+  auto initdb_ran = [](const StoreServer& s) {
+    std::ifstream log(s.dir + "/server.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    return text.find("The files belonging to this database system") != std::string::npos;
+  };
+  StoreServer first = start("template-first");
+  EXPECT_TRUE(initdb_ran(first));
+  size_t templates = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "a partial copy is left";
+    EXPECT_TRUE(std::filesystem::exists(e.path() / "PG_VERSION"));
+    ++templates;
+  }
+  EXPECT_EQ(templates, 1u);
+  stop_store_server(first);
+
+  StoreServer second = start("template-second");
+  EXPECT_FALSE(initdb_ran(second)) << "the second start ran initdb again";
+  EXPECT_TRUE(store_server_alive(second));
+  preload_docstore(second.address, {"posts"});  // the database the first start made exists in the copy too
+  const std::string dir = second.dir;
+  stop_store_server(second);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  std::filesystem::remove_all(root);
 }
 
 // ---------------------------------------------------------------- non-blocking clients (event-loop models)

@@ -114,10 +114,12 @@ def process_cpu_ticks(pid: int) -> int | None:
 
 
 def group_cpu_ticks(leader: int) -> int | None:
-    """utime + stime of every live process in `leader`'s process group, plus the leader's reaped
-    children, in CLK_TCK ticks; None when the leader is gone. A store server that forks per
-    connection (PostgreSQL's backends) spends most of its CPU outside the leader's own counters.
-    The same sum as the engine's store_server_cpu_s (native/svc/stores/store_servers.cc)."""
+    """utime + stime of every live process in `leader`'s process group or whose parent is the leader,
+    plus the leader's reaped children, in CLK_TCK ticks; None when the leader is gone. A store server
+    that forks per connection (PostgreSQL's backends) spends most of its CPU outside the leader's own
+    counters, and PostgreSQL's backends call setsid(): a live one is in a process group of its own,
+    found only by its parent. The same sum as the engine's store_server_cpu_s
+    (native/svc/stores/store_servers.cc)."""
     text = _read(f"/proc/{leader}/stat")
     if not text:
         return None
@@ -129,7 +131,8 @@ def group_cpu_ticks(leader: int) -> int | None:
         s = _read(f"/proc/{name}/stat")
         if s:
             g = _stat_fields(s)
-            if int(g[2]) == leader:  # pgrp (field 5 of proc(5))
+            # pgrp (field 5 of proc(5)) or ppid (field 4); the leader itself matches its own pgrp once.
+            if int(g[2]) == leader or int(g[1]) == leader:
                 ticks += int(g[11]) + int(g[12])
     return ticks
 

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.lab import procstat, topology
+from tailscope.lab.docstore_stats import DocstoreActivity, DocstoreMark, activity, read_mark
 from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import graph, run_front_load
 from tailscope.lab.stores import stores_of
@@ -99,6 +100,10 @@ STOLEN_SHARE = 0.20
 # per window of this length, the load generator's histogram interval too.
 MACHINE_SAMPLE_S = 0.1
 EPISODE_WINDOW_S = 1.0
+# A document-store maintenance event (autovacuum, autoanalyze, checkpoint) this close to an interval's
+# worst second is named beside it: the views give a pass's end time, and a pass on a table of ~10⁵ rows
+# lasts well under a second here.
+MAINTENANCE_NEAR_S = 2.0
 # A load second within this many windows of a saturated one is counted in the episode: its
 # requests queued behind the episode's, or were still queued when it began.
 EPISODE_MARGIN_WINDOWS = 1
@@ -146,6 +151,7 @@ class Episodes:
     samples_outside: int = 0
     samples_total: int = 0
     stolen_s: list[int] = field(default_factory=list)  # offsets of the windows with ≥ STOLEN_SHARE stolen
+    start_epoch_s: float | None = None  # the load log's start: offsets are from here
 
     @property
     def any(self) -> bool:
@@ -163,6 +169,10 @@ class Interval:
     processes: list[ProcessSample]
     cost: IntervalCost | None = None
     episodes: Episodes | None = None
+    # The document store's own maintenance during the interval (lab/docstore_stats.py); None with the
+    # reason when the graph had no real document store or its counters could not be read.
+    docstore: DocstoreActivity | None = None
+    docstore_reason: str = ""
 
 
 @dataclass
@@ -334,6 +344,12 @@ def per_second_histograms(hlog: Path, tag: str = "latency_intended") -> tuple[fl
     return start, rows
 
 
+def docstore_activity(
+    before: DocstoreMark | None, after: DocstoreMark | None, start_epoch_s: float, end_epoch_s: float
+) -> DocstoreActivity | None:
+    return activity(before, after, start_epoch_s, end_epoch_s) if before and after else None
+
+
 def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | None:
     """The interval's saturated and stolen windows, its worst second and its p99 away from them."""
     if hlog is None or not hlog.exists() or len(points) < 2:
@@ -376,6 +392,7 @@ def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | N
         samples_outside=kept,
         samples_total=total,
         stolen_s=stolen,
+        start_epoch_s=start,
     )
 
 
@@ -565,6 +582,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
                 for name in sorted(first.store_cpu_shares)
             )
         )
+    out.extend(docstore_lines(iv))
     saturated = [i.index for i in iv if is_saturated(i)]
     idle = ", ".join(share_text(i.cost.idle_share if i.cost else None) for i in iv)
     if saturated:
@@ -588,6 +606,53 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         else:
             rho_text = f"{float(spearmanr(xs, ys).statistic):+.2f}"
         out.append(f"p99 vs other processes' CPU over {len(ranked)} intervals: Spearman ρ {rho_text}")
+    return out
+
+
+def maintenance_near_worst(i: Interval) -> list[str]:
+    """The document store's maintenance events within MAINTENANCE_NEAR_S of the interval's worst second."""
+    e, pg = i.episodes, i.docstore
+    if not e or not pg or e.worst_second_s is None or e.start_epoch_s is None:
+        return []
+    worst_mid_s = e.worst_second_s + EPISODE_WINDOW_S / 2
+    near = []
+    for ev in pg.events:
+        at_s = ev.at_epoch_s - e.start_epoch_s
+        if abs(at_s - worst_mid_s) <= MAINTENANCE_NEAR_S:
+            near.append(f"{ev.kind}{' of ' + ev.table if ev.table else ''} at {at_s:.0f} s")
+    return near
+
+
+def docstore_lines(iv: list[Interval]) -> list[str]:
+    """What the document store did on its own across the intervals, and whether it sat at the worst seconds."""
+    read = [i for i in iv if i.docstore is not None]
+    if not read:
+        reasons = sorted({i.docstore_reason for i in iv if i.docstore_reason})
+        return [f"document store maintenance: unavailable — {'; '.join(reasons) or 'not read'}"] if reasons else []
+    vac = sum(i.docstore.autovacuums for i in read if i.docstore)
+    ana = sum(i.docstore.autoanalyzes for i in read if i.docstore)
+    ckpt = sum(i.docstore.checkpoints for i in read if i.docstore)
+    rows = ", ".join(f"{i.docstore.live_rows:,}" for i in read if i.docstore)
+    hits = [(i.index, near) for i in read if (near := maintenance_near_worst(i))]
+    judged = sum(1 for i in read if i.episodes and i.episodes.worst_second_s is not None)
+    line = (
+        f"document store (PostgreSQL) maintenance in {len(read)} interval(s): {vac} autovacuum and {ana} "
+        f"autoanalyze pass(es), {ckpt} checkpoint(s); live rows at each interval's end: {rows}; "
+        f"the worst second lay within {MAINTENANCE_NEAR_S:g} s of a maintenance event in {len(hits)} of {judged}"
+    )
+    if hits:
+        line += " (" + "; ".join(f"#{k}: {', '.join(n)}" for k, n in hits) + ")"
+    out = [line]
+    ranked = [
+        (i.p99_ns, i.cost.store_cpu_shares.get("store:mongodb"))
+        for i in iv
+        if i.p99_ns and i.cost and i.cost.store_cpu_shares.get("store:mongodb") is not None
+    ]
+    if len(ranked) >= 4 and len({p for p, _ in ranked}) > 1 and len({c for _, c in ranked}) > 1:
+        from scipy.stats import spearmanr
+
+        rho = float(spearmanr([p for p, _ in ranked], [c for _, c in ranked]).statistic)
+        out.append(f"p99 vs the document store's CPU over {len(ranked)} intervals: Spearman ρ {rho:+.2f}")
     return out
 
 
@@ -683,17 +748,23 @@ def soak_model(
         )
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         store_pids = recorded.pids()
+        docstore = next((s.address for s in recorded.servers if s.system == "mongodb"), None)
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
             hlog = workdir / f"{model}-interval-{i}.hlog"
             hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
             before = cpu_mark(pids, store_pids)
+            pg_before, pg_why = read_mark(docstore) if docstore else (None, "no real document store")
+            start_epoch_s = time.time()
             with MachineSampler() as machine:
                 doc = run_front_load(
                     port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60, extra=hlog_args
                 )
             after = cpu_mark(pids, store_pids)
+            end_epoch_s = time.time()
+            pg_after, why_after = read_mark(docstore) if docstore and pg_before else (None, pg_why)
+            pg = docstore_activity(pg_before, pg_after, start_epoch_s, end_epoch_s)
             achieved, p50, p99, errors = _summary(doc)
             requests = int(doc.get("load", {}).get("requests_completed") or 0)
             iv = Interval(
@@ -706,6 +777,8 @@ def soak_model(
                 settled_samples(pids),
                 interval_cost(before, after, requests),
                 find_episodes(machine.points, hlog),
+                pg,
+                "" if pg else why_after,
             )
             hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)

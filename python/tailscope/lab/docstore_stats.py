@@ -1,0 +1,157 @@
+"""What the document store (PostgreSQL in DeathStarBench's MongoDB roles) did on its own during a run:
+autovacuum and autoanalyze passes, checkpoints, and how many rows its tables hold.
+
+A soak holds a constant rate for many minutes while compose-post inserts a post per request, so the
+tables grow and PostgreSQL's maintenance runs inside the measured windows: autovacuum's launcher wakes
+every `autovacuum_naptime` (60 s by default) and a checkpoint starts every `checkpoint_timeout`
+(5 min). Read at each interval's edges, these counters say which maintenance fell inside which
+interval and when, so a p99 excursion can be set beside it instead of being left unexplained.
+
+Read with `psql` (Debian's postgresql-client, installed with the server) from the statistics views:
+`pg_stat_user_tables` (autovacuum_count, autoanalyze_count, last_autovacuum, last_autoanalyze,
+n_live_tup, n_dead_tup), `pg_stat_bgwriter` (checkpoints_timed + checkpoints_req) and
+`pg_control_checkpoint()` (the last checkpoint's time). The statistics views are updated by each
+backend at the end of a transaction, at most every 1 s (PostgreSQL 15's stats in shared memory), so a
+reading is that fresh. Every failure gives None with the reason, never zeros.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+# The database and user the engine's document store creates (native/svc/stores/docstore_client.h).
+DATABASE = "tailscope"
+USER = "postgres"
+PSQL_FALLBACK = "/usr/lib/postgresql/15/bin/psql"
+READ_TIMEOUT_S = 10.0
+
+# One row per user table, then one line for the bgwriter and the control file. Unit separator (\x1f)
+# between fields: table names cannot contain it.
+_TABLES_SQL = (
+    "SELECT relname, autovacuum_count, autoanalyze_count, n_live_tup, n_dead_tup, "
+    "coalesce(extract(epoch FROM last_autovacuum)::text, ''), "
+    "coalesce(extract(epoch FROM last_autoanalyze)::text, '') FROM pg_stat_user_tables ORDER BY relname"
+)
+_SERVER_SQL = (
+    "SELECT (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter), "
+    "coalesce(extract(epoch FROM (pg_control_checkpoint()).checkpoint_time)::text, '')"
+)
+
+
+@dataclass(frozen=True)
+class TableMark:
+    autovacuums: int
+    autoanalyzes: int
+    live_rows: int
+    dead_rows: int
+    last_autovacuum_epoch_s: float | None
+    last_autoanalyze_epoch_s: float | None
+
+
+@dataclass(frozen=True)
+class DocstoreMark:
+    """The cumulative maintenance counters at one moment."""
+
+    tables: dict[str, TableMark]
+    checkpoints: int
+    last_checkpoint_epoch_s: float | None
+
+
+@dataclass(frozen=True)
+class MaintenanceEvent:
+    kind: str  # autovacuum | autoanalyze | checkpoint
+    table: str | None  # None for a checkpoint
+    at_epoch_s: float
+
+
+@dataclass
+class DocstoreActivity:
+    """What happened between two marks: counts, and the events whose time the views keep (the last
+    pass per table and the last checkpoint: with a 60 s launcher nap, one per table per minute)."""
+
+    autovacuums: int
+    autoanalyzes: int
+    checkpoints: int
+    live_rows: int  # at the end
+    dead_rows: int  # at the end
+    events: list[MaintenanceEvent] = field(default_factory=list)
+
+
+def psql_binary() -> str | None:
+    return shutil.which("psql") or (PSQL_FALLBACK if os.access(PSQL_FALLBACK, os.X_OK) else None)
+
+
+def _epoch(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def _query(address: str, sql: str) -> tuple[list[list[str]] | None, str]:
+    psql = psql_binary()
+    if psql is None:
+        return None, "psql not found (install the Debian package postgresql-client)"
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        r = subprocess.run(
+            [psql, "-X", "-h", host, "-p", port, "-U", USER, "-d", DATABASE, "-At", "-F", "\x1f", "-c", sql],
+            capture_output=True,
+            text=True,
+            timeout=READ_TIMEOUT_S,
+            env={"PGCONNECT_TIMEOUT": "5", "PATH": "/usr/bin:/bin"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"psql failed: {e}"
+    if r.returncode != 0:
+        return None, f"psql exited {r.returncode}: {r.stderr.strip()[:200]}"
+    return [line.split("\x1f") for line in r.stdout.splitlines() if line], ""
+
+
+def read_mark(address: str) -> tuple[DocstoreMark | None, str]:
+    """The counters now, or (None, why)."""
+    tables, why = _query(address, _TABLES_SQL)
+    if tables is None:
+        return None, why
+    server, why = _query(address, _SERVER_SQL)
+    if server is None:
+        return None, why
+    try:
+        marks = {
+            row[0]: TableMark(int(row[1]), int(row[2]), int(row[3]), int(row[4]), _epoch(row[5]), _epoch(row[6]))
+            for row in tables
+        }
+        checkpoints, last = int(server[0][0]), _epoch(server[0][1])
+    except (IndexError, ValueError) as e:
+        return None, f"unexpected psql output ({e})"
+    return DocstoreMark(marks, checkpoints, last), ""
+
+
+def activity(before: DocstoreMark, after: DocstoreMark, start_epoch_s: float, end_epoch_s: float) -> DocstoreActivity:
+    """The maintenance between two marks; events are those whose recorded time lies in [start, end]."""
+
+    def within(t: float | None) -> bool:
+        return t is not None and start_epoch_s <= t <= end_epoch_s
+
+    events: list[MaintenanceEvent] = []
+    vac = ana = 0
+    for name, a in after.tables.items():
+        b = before.tables.get(name)
+        vac += a.autovacuums - (b.autovacuums if b else 0)
+        ana += a.autoanalyzes - (b.autoanalyzes if b else 0)
+        if within(a.last_autovacuum_epoch_s):
+            events.append(MaintenanceEvent("autovacuum", name, a.last_autovacuum_epoch_s or 0.0))
+        if within(a.last_autoanalyze_epoch_s):
+            events.append(MaintenanceEvent("autoanalyze", name, a.last_autoanalyze_epoch_s or 0.0))
+    if within(after.last_checkpoint_epoch_s):
+        events.append(MaintenanceEvent("checkpoint", None, after.last_checkpoint_epoch_s or 0.0))
+    events.sort(key=lambda e: e.at_epoch_s)
+    return DocstoreActivity(
+        vac,
+        ana,
+        after.checkpoints - before.checkpoints,
+        sum(t.live_rows for t in after.tables.values()),
+        sum(t.dead_rows for t in after.tables.values()),
+        events,
+    )
