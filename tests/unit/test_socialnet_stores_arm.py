@@ -201,7 +201,9 @@ def test_a_ratio_narrower_on_real_stores():
     run = [d for d in _run_points() if d["socialnet_point"]["model"] == "std-async"]
     run += _on(REAL, [_load_doc("coroutine", "rate", 600, 600, 10), _load_doc("coroutine", "rate", 700, 650, 90)])
     arm = [d for d in _arm_points() if d["socialnet_point"]["model"] == "std-async"]
-    arm += _on(SIMULATED, [_load_doc("coroutine", "rate", 3000, 3000, 20), _load_doc("coroutine", "rate", 3400, 3000, 300)])
+    arm += _on(
+        SIMULATED, [_load_doc("coroutine", "rate", 3000, 3000, 20), _load_doc("coroutine", "rate", 3400, 3000, 300)]
+    )
     for d in arm:
         d["socialnet_point"][STORES_ARM] = SIMULATED_ARM
     c = summarize([*run, *arm], {}).stores
@@ -350,6 +352,7 @@ def _run(monkeypatch, tmp_path: Path, run_mode: str) -> tuple[FakeLab, list[Engi
     monkeypatch.setattr(run_mod, "graph", lab.graph)
     monkeypatch.setattr(run_mod, "run_front_load", lab.load)
     monkeypatch.setattr(run_mod, "run_engine", lambda *a, **k: SimpleNamespace(document={"measurements": []}))
+
     def to_engine_json(_src: Path, out: Path) -> Path:
         Path(out).write_text('{"front": {"service": "nginx"}}')
         return Path(out)

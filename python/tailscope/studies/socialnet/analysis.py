@@ -219,7 +219,7 @@ def in_simulated_arm(doc: Mapping[str, Any]) -> bool:
 
 def simulated_arm_models(models: Sequence[str], best: str | None) -> list[str]:
     """The models the simulated-stores arm runs: std-async and the run's best, once each, in that order."""
-    return [m for m in dict.fromkeys([BASELINE_MODEL, best]) if m in models]
+    return [m for m in dict.fromkeys([BASELINE_MODEL, best or BASELINE_MODEL]) if m in models]
 
 
 def _stores_modes(stores: Iterable[Mapping[str, Any] | None]) -> dict[str, str]:
@@ -248,7 +248,8 @@ def simulated_arm_skip_reason(stores: Iterable[Mapping[str, Any] | None], models
         why = "; ".join(modes.values())
         return f"the run's stores were simulated ({why}): its ratio above already is the simulated one"
     return (
-        "the run's graphs ran on real and on simulated stores (" + "; ".join(f"{m}: {r}" for m, r in modes.items())
+        "the run's graphs ran on real and on simulated stores ("
+        + "; ".join(f"{m}: {r}" for m, r in modes.items())
         + "): there is no one real-store ratio to set a simulated one beside"
     )
 

@@ -39,8 +39,8 @@ from tailscope.studies.socialnet.analysis import (
     SIMULATED_ARM,
     SIMULATED_ARM_POINT,
     STEADY_FRACTION,
-    STORES_ARM,
     STEADY_TRACE_SAMPLE,
+    STORES_ARM,
     SWEEP_FRACTIONS,
     TRACE_LOAD_FILE,
     TRACE_SAMPLE,
@@ -170,7 +170,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         docs.append(EngineDocument(study, LOAD, record_stores(doc, last_ready), point))
 
     def point_name(model: str, arm: str | None, rest: str) -> str:
-        """"{model}/{rest}", or "{model}/simulated-stores/{rest}" for the arm's points."""
+        """ "{model}/{rest}", or "{model}/simulated-stores/{rest}" for the arm's points."""
         return f"{model}/{SIMULATED_ARM_POINT}/{rest}" if arm == SIMULATED_ARM else f"{model}/{rest}"
 
     def sweep(model: str, rates: list[float], common: float | None, arm: str | None = None) -> list[dict]:
@@ -200,7 +200,10 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
             if bracket is None or not bracket[0] < mid < bracket[1]:
                 break  # nothing met, nothing above missed, or the bracket is one rounding step wide
-            progress(f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)" + (", stores simulated" if arm else ""))
+            progress(
+                f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)"
+                + (", stores simulated" if arm else "")
+            )
             # Traced at the sweep's 1 %, like the grid's rates; those traces are not kept.
             suffix = f"-{SIMULATED_ARM_POINT}" if arm else ""
             tdir = art / "refine-traces" / f"{model}{suffix}-{mid:.0f}"
@@ -325,8 +328,12 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         out = art / f"graph-{model}-{SIMULATED_ARM_POINT}-ceiling.json"
         with start_graph(model, out, arm=SIMULATED_ARM) as (port, _):
             d = load(port, 0, CEILING_CONNECTIONS)
-        store_load(d, model, "closed", 0, CEILING_CONNECTIONS, point_name(model, SIMULATED_ARM, "closed"), SIMULATED_ARM)
-        _store_graph(study, docs, out, point_name(model, SIMULATED_ARM, "graph-closed"), model, last_ready, SIMULATED_ARM)
+        store_load(
+            d, model, "closed", 0, CEILING_CONNECTIONS, point_name(model, SIMULATED_ARM, "closed"), SIMULATED_ARM
+        )
+        _store_graph(
+            study, docs, out, point_name(model, SIMULATED_ARM, "graph-closed"), model, last_ready, SIMULATED_ARM
+        )
         ceiling = achieved_per_s(d)
         rates = sorted({round_rate(f * ceiling) for f in fractions if ceiling > 0})
         refine(model, sweep(model, rates, None, SIMULATED_ARM), SIMULATED_ARM)
