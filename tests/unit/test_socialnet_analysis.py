@@ -678,6 +678,10 @@ def test_wording_of_the_targets_met_and_core_scaling():
         "judge it by: the document has no percentile intervals (written before engines added them)); on the sweep's grid "
         "std-async met it at 500/s and missed at 900/s; coroutine met it at 2\u2009010/s and missed at "
         "2\u2009600/s, so the ratio lies between 2.23× and 5.2×.",
+        # Documents from an engine before real stores: simulated, so the simulated-stores arm had nothing to add.
+        "coroutine ÷ std-async at p99 ≤ 50 ms on simulated stores: not measured (the run's stores were simulated (the "
+        "engine reported no store mode (it predates real stores: every store is a timed wait)): its ratio above "
+        "already is the simulated one).",
         "Core scaling, closed-loop ceiling with the graph on 1 … all allowed CPUs (generator unpinned): "
         "std-async 600/s on 1 → 1\u2009000/s on 2 CPUs (1.67× for 2× the CPUs); coroutine 1\u2009600/s on 1 → "
         "3\u2009000/s on 2 CPUs (1.88× for 2× the CPUs). coroutine ÷ std-async ceiling: 2.67× on 1, 3× on 2.",
@@ -695,7 +699,7 @@ def test_wording_of_a_missed_target_and_the_runs_costs():
         "std-async met it at 500/s and at every higher rate tried; coroutine met it at 1\u2009000/s and at every "
         "higher rate tried, so the grid does not bound the ratio."
     )
-    assert notes[1:-1] == [
+    assert notes[1:-2] == [
         "Measured decomposition (same run): CPU per request std-async 4 ms, coroutine 2 ms (std-async ÷ coroutine = 2×).",
         "Transport: std-async makes 11.0 RPCs per request at 100 µs of CPU each (in-run ping, both ends, one call in "
         "flight) = 1.1 ms, 28 % of its CPU per request; with 16 in flight 20 µs each, 6 %: an RPC of the loaded "
@@ -715,6 +719,7 @@ def test_wording_of_a_missed_target_and_the_runs_costs():
         "At the p99 objective coroutine ÷ std-async is 2× against a CPU-per-request ratio of 2×: CPU per request "
         "accounts for the gap.",
     ]
+    assert notes[-2].startswith("coroutine ÷ std-async at p99 ≤ 50 ms on simulated stores: not measured")
     assert notes[-1].startswith("Core scaling unavailable: no closed-loop run on fewer CPUs")
 
 

@@ -26,6 +26,11 @@ service of that graph) measures CPU per RPC of the transport alone (both ends); 
 services' `calls` and `async_threads` counters and context switches, they decompose each model's
 CPU per request (analysis.decompose).
 
+On real stores, std-async and the best model at the objective repeat the ceiling, sweep and
+bisections with `--stores simulated` (the simulated-stores arm: their points are marked and named apart,
+`{model}/simulated-stores/…`), so the ratio at the objective is given on real stores beside simulated
+ones from one run (analysis.stores_comparison).
+
 Then: a connections sweep (20 → 100) at the common rate for std-async and the
 best model, and the tracing cost — closed-loop throughput with tracing on vs
 off, alternated pairs, median of the pairs: the best model at 100 % sampling
@@ -46,7 +51,8 @@ unavailable-with-reason is decided there, as a value; it also holds the constant
 soak, isolation, analyze) share. section.py turns those values into the report Section (figures,
 tables, notes, the Figure 8 reference check); its sentences only format the values they are given.
 Tests: tests/unit/test_socialnet_analysis.py (the values, and golden sentences of the notes),
-tests/unit/test_socialnet_section.py (the tracing-cost table and notes, an old stored run rendered).
+tests/unit/test_socialnet_section.py (the tracing-cost table and notes, an old stored run rendered),
+tests/unit/test_socialnet_stores_arm.py (the simulated-stores arm: values, table, sentence, the run's plumbing).
 """
 
 from __future__ import annotations

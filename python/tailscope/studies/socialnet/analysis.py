@@ -101,6 +101,19 @@ UNPINNED = "unpinned (graph and generator share every core)"
 # The graph point of the work comparison (issue 27): the baseline model's closed loop again with
 # `tailscope-svc --work simulated`, beside its closed-loop graph of real work ("{model}/graph-closed").
 WORK_SIMULATED_GRAPH = "graph-closed-work-simulated"
+# The simulated-stores arm (issue 27: best ÷ std-async at the objective on the real graph beside the
+# simulated one, from one run). When the run's graphs ran on real stores, std-async and the best model
+# run their ceiling, sweep and bisections once more with `--stores simulated`. Their documents carry
+# `socialnet_point.stores_arm = "simulated"` and points named "{model}/simulated-stores/…", and
+# summarize() splits them off first: nothing the run's own analysis reads sees them.
+STORES_ARM = "stores_arm"
+SIMULATED_ARM = "simulated"
+SIMULATED_ARM_POINT = "simulated-stores"
+# How the two arms' ratios compare (StoresComparison.difference): decided by their ranges of plausible
+# ratios (the points' p99 intervals, else the grid's bracket), never by the estimates alone.
+WIDER_ON_REAL = "wider on real stores"
+NARROWER_ON_REAL = "narrower on real stores"
+OVERLAPPING = "overlapping"
 
 
 # ---- one point -----------------------------------------------------------------------------------
@@ -185,6 +198,60 @@ def refine_candidates(sweeps: dict[str, list[dict]]) -> list[str]:
         key=lambda m: -met[m],
     )[:REFINE_MODELS]
     return [m for m in (BASELINE_MODEL, *others) if m in sweeps]
+
+
+def at_objective_per_s(points: Iterable[dict]) -> float:
+    """The highest achieved rate of `points` (one model's open-loop points) that met the objective; 0
+    when none did."""
+    return max((achieved_per_s(d) for d in points if meets_objective(d)), default=0.0)
+
+
+def best_at_objective(points_by_model: Mapping[str, list[dict]]) -> str | None:
+    """The model of the highest rate at the objective (the first of equal ones, in the mapping's order:
+    the run's): what summarize() calls the best, from the points run.py holds after the bisections."""
+    return max(points_by_model, key=lambda m: at_objective_per_s(points_by_model[m])) if points_by_model else None
+
+
+def in_simulated_arm(doc: Mapping[str, Any]) -> bool:
+    """A document of the simulated-stores arm (its socialnet_point says so), not of the run's own stores."""
+    return (doc.get("socialnet_point") or {}).get(STORES_ARM) == SIMULATED_ARM
+
+
+def simulated_arm_models(models: Sequence[str], best: str | None) -> list[str]:
+    """The models the simulated-stores arm runs: std-async and the run's best, once each, in that order."""
+    return [m for m in dict.fromkeys([BASELINE_MODEL, best or BASELINE_MODEL]) if m in models]
+
+
+def _stores_modes(stores: Iterable[Mapping[str, Any] | None]) -> dict[str, str]:
+    """mode → the first reason recorded with it, over `stores` objects (ready lines' or documents'); an
+    absent object is an engine from before real stores: simulated."""
+    modes: dict[str, str] = {}
+    for raw in stores:
+        mode = raw.get("mode") if isinstance(raw, Mapping) else "simulated"
+        reason = str(raw.get("reason") or "no reason recorded") if isinstance(raw, Mapping) else NO_STORES_REASON
+        modes.setdefault(str(mode), reason)
+    return modes
+
+
+def simulated_arm_skip_reason(stores: Iterable[Mapping[str, Any] | None], models: Sequence[str]) -> str | None:
+    """Why the simulated-stores arm does not run (None: it runs), from the `stores` objects of the run's
+    graphs so far (run.py: the ready lines; the analysis: the run's own load documents): it runs only when
+    every one of them ran real stores — on simulated ones the run's ratio already is the simulated one."""
+    if BASELINE_MODEL not in models:
+        return f"{BASELINE_MODEL} was not among the run's models: the ratio has no denominator"
+    modes = _stores_modes(stores)
+    if not modes:
+        return "the run measured no graph"
+    if set(modes) == {"real"}:
+        return None
+    if "real" not in modes:
+        why = "; ".join(modes.values())
+        return f"the run's stores were simulated ({why}): its ratio above already is the simulated one"
+    return (
+        "the run's graphs ran on real and on simulated stores ("
+        + "; ".join(f"{m}: {r}" for m, r in modes.items())
+        + "): there is no one real-store ratio to set a simulated one beside"
+    )
 
 
 # ---- the values ------------------------------------------------------------------------------------
@@ -495,6 +562,50 @@ class ConnectionsSweep:
 
 
 @dataclass(frozen=True)
+class StoresArm:
+    """best ÷ std-async at the p99 objective on one arm's stores: the run's own graphs, or the
+    simulated-stores arm beside them (issue 27). Both come from the same code (_model_results and
+    _ratio_target over the arm's documents)."""
+
+    stores: str  # the mode the arm's graphs recorded: "real" or "simulated" ("" when the arm did not run)
+    stores_reason: str
+    best: str | None  # the ratio's numerator: the run's best model, in both arms
+    per: Mapping[str, ModelResult]  # the ratio's two models (one when the best is std-async)
+    target: RatioTarget | None  # None: the arm did not run (see unavailable)
+    unavailable: str | None  # why the arm did not run
+
+    @property
+    def ratio(self) -> float | None:
+        return self.target.ratio if self.target else None
+
+    @property
+    def ratio_range(self) -> tuple[float, float | None] | None:
+        """The plausible ratios: by the points' p99 intervals where they judged it, else the grid's bracket
+        (low 0: no lower bound; high None: unbounded); None without a ratio."""
+        t = self.target
+        if t is None or t.ratio is None:
+            return None
+        if t.verdict.verdict and t.low_by_intervals is not None:
+            return t.low_by_intervals, t.high_by_intervals
+        if t.bracket is None:  # the best is std-async: 1× exactly
+            return t.ratio, t.ratio
+        return t.bracket.low or 0.0, t.bracket.high
+
+
+@dataclass(frozen=True)
+class StoresComparison:
+    """The run's ratio at the objective beside the simulated-stores arm's (same two models, same
+    procedure, only the stores differ)."""
+
+    run: StoresArm
+    simulated: StoresArm  # unavailable, with the reason, when the arm did not run
+    run_over_simulated: float | None  # the run's ratio ÷ the arm's; None: either is undefined
+    # WIDER_ON_REAL / NARROWER_ON_REAL when the two ranges of plausible ratios do not overlap, OVERLAPPING
+    # when they do; None: no comparison (see the arms' unavailable and RatioTarget.unavailable).
+    difference: str | None
+
+
+@dataclass(frozen=True)
 class SocialnetSummary:
     """Everything the section shows, decided."""
 
@@ -510,6 +621,7 @@ class SocialnetSummary:
     pinning: str  # where the graph and the generator ran
     pinned: bool  # tailscope run --cpus
     work: WorkComparison | None = None  # None: the run measured no simulated-work graph
+    stores: StoresComparison | None = None  # None: no model was measured
 
 
 # ---- documents → values ---------------------------------------------------------------------------------
@@ -533,23 +645,58 @@ def models_in_run_order(loads: list[dict]) -> list[str]:
 
 def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None = None) -> SocialnetSummary:
     """Everything the section shows, from the stored documents. `graphs`: tailscope-svc documents by
-    point ("{model}/graph", "{model}/ping"); `baseline`: the run's thread_create baseline document."""
+    point ("{model}/graph", "{model}/ping"); `baseline`: the run's thread_create baseline document.
+    The simulated-stores arm's documents (in_simulated_arm, points "{model}/simulated-stores/…") are split
+    off first: every figure but `stores` is the run's own stores'."""
+    arm_loads = [d for d in loads if in_simulated_arm(d)]
+    loads = [d for d in loads if not in_simulated_arm(d)]
+    marker = f"/{SIMULATED_ARM_POINT}/"
+    arm_graphs = {k.replace(marker, "/", 1): v for k, v in graphs.items() if marker in k}
+    graphs = {k: v for k, v in graphs.items() if marker not in k}
     models = models_in_run_order(loads)
+    per = _model_results(loads, graphs, baseline)
+    common_rate = next((p.common.rate_per_s for p in reversed(per.values()) if p.common is not None), None)
+    best = max(per, key=lambda m: per[m].at_objective_per_s) if per else None
+    target = _ratio_target(per, best) if best else None
+    shortfall = (
+        _shortfall(per, best, target.ratio)
+        if best and target and target.ratio is not None and not target.met and best != BASELINE_MODEL
+        else None
+    )
+    pinning = loads[0]["socialnet_point"].get("pinning", UNPINNED) if loads else UNPINNED
+    pinned = bool(pinning) and not pinning.startswith("unpinned")
+    return SocialnetSummary(
+        models=tuple(models),
+        per=per,
+        common_rate_per_s=common_rate,
+        best=best,
+        target=target,
+        shortfall=shortfall,
+        core_scaling=_core_scaling(per, pinned) if per else None,
+        tracing=tuple(tracing_costs(loads)),
+        connections=connections_sweep(loads),
+        pinning=pinning,
+        pinned=pinned,
+        work=work_comparison(graphs),
+        stores=stores_comparison(loads, per, best, target, arm_loads, arm_graphs, baseline) if best else None,
+    )
+
+
+def _model_results(loads: list[dict], graphs: Mapping[str, dict], baseline: dict | None) -> dict[str, ModelResult]:
+    """Each model's figures from one arm's load documents and its graphs (by point, "{model}/graph", …),
+    in run order; the ratios are to this arm's std-async."""
     partial: dict[str, dict[str, Any]] = {}
-    common_rate = None
-    for m in models:
+    for m in models_in_run_order(loads):
         mine = [d for d in loads if d["socialnet_point"]["model"] == m]
         closed = [d for d in mine if d["socialnet_point"]["kind"] == "closed"]
         sweep = sorted((d for d in mine if d["socialnet_point"]["kind"] in ("rate", "common", "refine")), key=_rate)
-        at_objective = max((achieved_per_s(d) for d in sweep if meets_objective(d)), default=0.0)
+        at_objective = at_objective_per_s(sweep)
         # The grid's other side: the lowest offered rate above it that missed the objective.
         first_miss = min(
             (_rate(d) for d in sweep if not meets_objective(d) and _rate(d) > at_objective),
             default=None,
         )
         common = next((d for d in sweep if d["socialnet_point"]["kind"] == "common"), None)
-        if common is not None:
-            common_rate = _rate(common)
         g = graphs.get(f"{m}/graph") or {}
         totals = g.get("totals", {})
         front_requests = (totals.get("front") or {}).get("requests") or 0
@@ -577,7 +724,7 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         p["at_objective_possible_per_s"] = max((q.achieved_per_s for q in p["sweep"] if q.possibly_met), default=0.0)
     base = partial.get(BASELINE_MODEL, {}).get("at_objective_per_s") or 0
     base_ceiling = partial.get(BASELINE_MODEL, {}).get("ceiling_per_s") or 0
-    per = {
+    return {
         m: ModelResult(
             **p,
             ratio=p["at_objective_per_s"] / base if base else None,
@@ -585,29 +732,51 @@ def summarize(loads: list[dict], graphs: dict[str, dict], baseline: dict | None 
         )
         for m, p in partial.items()
     }
-    best = max(per, key=lambda m: per[m].at_objective_per_s) if per else None
-    target = _ratio_target(per, best) if best else None
-    shortfall = (
-        _shortfall(per, best, target.ratio)
-        if best and target and target.ratio is not None and not target.met and best != BASELINE_MODEL
-        else None
-    )
-    pinning = loads[0]["socialnet_point"].get("pinning", UNPINNED) if loads else UNPINNED
-    pinned = bool(pinning) and not pinning.startswith("unpinned")
-    return SocialnetSummary(
-        models=tuple(models),
-        per=per,
-        common_rate_per_s=common_rate,
-        best=best,
-        target=target,
-        shortfall=shortfall,
-        core_scaling=_core_scaling(per, pinned) if per else None,
-        tracing=tuple(tracing_costs(loads)),
-        connections=connections_sweep(loads),
-        pinning=pinning,
-        pinned=pinned,
-        work=work_comparison(graphs),
-    )
+
+
+def stores_comparison(
+    loads: list[dict],
+    per: Mapping[str, ModelResult],
+    best: str,
+    target: RatioTarget | None,
+    arm_loads: list[dict],
+    arm_graphs: Mapping[str, dict],
+    baseline: dict | None = None,
+) -> StoresComparison:
+    """The run's best ÷ std-async at the objective beside the simulated-stores arm's: the arm's figures
+    from the same _model_results and _ratio_target as the run's, over its own documents; when it has
+    none, why (simulated_arm_skip_reason on the run's documents, else: a run from before the arm)."""
+    two = simulated_arm_models(list(per), best)
+    run_modes = _stores_modes(d.get("stores") for d in loads if d["socialnet_point"]["model"] in two)
+    run_mode = next(iter(run_modes)) if len(run_modes) == 1 else "mixed"
+    run = StoresArm(run_mode, "; ".join(run_modes.values()), best, {m: per[m] for m in two}, target, None)
+    if not arm_loads:
+        why = simulated_arm_skip_reason((d.get("stores") for d in loads), list(per)) or (
+            "the run stored no simulated-stores arm (a run from before the arm)"
+        )
+        return StoresComparison(run, StoresArm("", "", best, {}, None, why), None, None)
+    arm_per = _model_results(arm_loads, arm_graphs, baseline)
+    # The arm ran the run's best; should it be missing (a failed start), its other model stands in.
+    arm_best = best if best in arm_per else next((m for m in arm_per if m != BASELINE_MODEL), BASELINE_MODEL)
+    arm_modes = _stores_modes(d.get("stores") for d in arm_loads)
+    arm_mode = next(iter(arm_modes)) if len(arm_modes) == 1 else "mixed"
+    arm_target = _ratio_target(arm_per, arm_best) if BASELINE_MODEL in arm_per else None
+    no_baseline = None if arm_target else f"the arm stored no {BASELINE_MODEL} point: the ratio has no denominator"
+    arm = StoresArm(arm_mode, "; ".join(arm_modes.values()), arm_best, arm_per, arm_target, no_baseline)
+    ratio = _ratio(run.ratio, arm.ratio)
+    return StoresComparison(run, arm, ratio, _difference(run, arm) if ratio is not None else None)
+
+
+def _difference(run: StoresArm, arm: StoresArm) -> str:
+    """WIDER_ON_REAL / NARROWER_ON_REAL when the two ranges of plausible ratios do not overlap, else
+    OVERLAPPING (a difference the run's length cannot tell from sampling)."""
+    a, b = run.ratio_range, arm.ratio_range
+    assert a is not None and b is not None  # both ratios are defined
+    if b[1] is not None and a[0] > b[1]:
+        return WIDER_ON_REAL
+    if a[1] is not None and a[1] < b[0]:
+        return NARROWER_ON_REAL
+    return OVERLAPPING
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -784,7 +953,9 @@ def _shortfall(per: Mapping[str, ModelResult], best: str, ratio: float) -> Targe
     return TargetShortfall(best, ratio, a, b, threads, cpu_ratio, None, busy, b.cpu_per_rpc_ns or a.cpu_per_rpc_ns, gap)
 
 
-def _core_points(mine: list[dict], graphs: dict[str, dict], model: str, closed: dict | None) -> tuple[CorePoint, ...]:
+def _core_points(
+    mine: list[dict], graphs: Mapping[str, dict], model: str, closed: dict | None
+) -> tuple[CorePoint, ...]:
     """A model's closed-loop ceiling per number of graph CPUs: the core-scaling runs, then the
     all-CPU ceiling (its CPU count from the runs' allowed_cpus); CPU per request from each graph."""
     points = []

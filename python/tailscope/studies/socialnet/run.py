@@ -36,16 +36,22 @@ from tailscope.studies.socialnet.analysis import (
     CONNECTIONS,
     PING_BATCHED_CONCURRENCY,
     REFINE_MODELS,
+    SIMULATED_ARM,
+    SIMULATED_ARM_POINT,
     STEADY_FRACTION,
     STEADY_TRACE_SAMPLE,
+    STORES_ARM,
     SWEEP_FRACTIONS,
     TRACE_LOAD_FILE,
     TRACE_SAMPLE,
     UNPINNED,
     WORK_SIMULATED_GRAPH,
+    best_at_objective,
     meets_objective,
     objective_bracket,
     refine_candidates,
+    simulated_arm_models,
+    simulated_arm_skip_reason,
 )
 from tailscope.units import fmt_count
 
@@ -68,6 +74,8 @@ PING_WARMUP = 200
 TRACING_PAIRS = 4
 FULL_TRACING_PAIRS = 6
 TRACING_SAMPLES = (1.0, TRACE_SAMPLE)
+# The simulated-stores arm (2d below) runs at most two models: std-async and the best at the objective.
+SIMULATED_ARM_MODELS = 2
 
 
 def tracing_plan(models: list[str], best: str, full: bool) -> list[tuple[str, float, int]]:
@@ -104,6 +112,8 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     stores = requested_stores(ctx.options)
     # The ready line of the graph last started: every document measured on it records its stores.
     last_ready: dict = {}
+    # The stores every graph on the run's own --stores ran (ready lines): whether the simulated-stores arm runs.
+    run_stores: list[dict | None] = []
 
     @contextmanager
     def start_graph(
@@ -113,10 +123,15 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         traces: Path | None = None,
         cpu: int | list[int] | None = server_cpu,
         work: str | None = None,
+        arm: str | None = None,
     ) -> Iterator[tuple[int, dict]]:
-        with graph(topo_json, model, out, trace_sample, traces, cpu=cpu, stores=stores, work=work) as (port, ready):
+        """A fresh graph on the run's --stores, or on the simulated-stores arm's (`arm`)."""
+        mode = "simulated" if arm == SIMULATED_ARM else stores
+        with graph(topo_json, model, out, trace_sample, traces, cpu=cpu, stores=mode, work=work) as (port, ready):
             last_ready.clear()
             last_ready.update(ready)
+            if arm is None:
+                run_stores.append(ready.get("stores"))
             yield port, ready
 
     def load(port: int, rate: float, connections: int) -> dict:
@@ -132,13 +147,16 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         len(models) * (5 + len(fractions))
         + 2 * len(core_counts(len(os.sched_getaffinity(0)), ctx.form == "full"))
         + (1 + REFINE_MODELS) * REFINE_STEPS
+        + SIMULATED_ARM_MODELS * (1 + len(fractions) + REFINE_STEPS)
         + 2 * len(CONNECTION_SWEEP)
         + 2 * sum(pairs for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
         + 3
     )
     progress = StepProgress(ctx, "socialnet", steps)
 
-    def store_load(doc: dict, model: str, kind: str, rate: float, connections: int, point: str) -> None:
+    def store_load(
+        doc: dict, model: str, kind: str, rate: float, connections: int, point: str, arm: str | None = None
+    ) -> None:
         doc["socialnet_point"] = {
             "model": model,
             "kind": kind,
@@ -147,7 +165,55 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             "pinning": pinning,
             "work": last_ready.get("work", "real"),
         }
+        if arm is not None:
+            doc["socialnet_point"][STORES_ARM] = arm
         docs.append(EngineDocument(study, LOAD, record_stores(doc, last_ready), point))
+
+    def point_name(model: str, arm: str | None, rest: str) -> str:
+        """ "{model}/{rest}", or "{model}/simulated-stores/{rest}" for the arm's points."""
+        return f"{model}/{SIMULATED_ARM_POINT}/{rest}" if arm == SIMULATED_ARM else f"{model}/{rest}"
+
+    def sweep(model: str, rates: list[float], common: float | None, arm: str | None = None) -> list[dict]:
+        """The open-loop points at `rates` on one graph, traced at 1 % like every socialnet point (the
+        traces run into overload and are not kept); the graph's document is stored as "{model}/graph"."""
+        points = []
+        suffix = f"-{SIMULATED_ARM_POINT}" if arm else ""
+        out = art / f"graph-{model}{suffix}.json"
+        traces = art / "sweep-traces" / f"{model}{suffix}"
+        with start_graph(model, out, TRACE_SAMPLE, traces, arm=arm) as (port, _):
+            for rate in rates:
+                progress(f"{model} at {fmt_count(rate)}/s" + (", stores simulated" if arm else ""))
+                d = load(port, rate, CONNECTIONS)
+                kind = "common" if rate == common else "rate"
+                store_load(d, model, kind, rate, CONNECTIONS, point_name(model, arm, f"rate/{rate:.0f}"), arm)
+                points.append(d)
+        _store_graph(study, docs, out, point_name(model, arm, "graph"), model, last_ready, arm)
+        shutil.rmtree(traces, ignore_errors=True)
+        return points
+
+    def refine(model: str, points: list[dict], arm: str | None = None) -> None:
+        """The objective's bracket in `points` halved REFINE_STEPS times; each rate runs on a fresh graph
+        (after a rate that missed, a graph still working off its backlog would fail the next) and is
+        appended to `points`."""
+        bracket = objective_bracket(points)
+        for _ in range(REFINE_STEPS):
+            mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
+            if bracket is None or not bracket[0] < mid < bracket[1]:
+                break  # nothing met, nothing above missed, or the bracket is one rounding step wide
+            progress(
+                f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)"
+                + (", stores simulated" if arm else "")
+            )
+            # Traced at the sweep's 1 %, like the grid's rates; those traces are not kept.
+            suffix = f"-{SIMULATED_ARM_POINT}" if arm else ""
+            tdir = art / "refine-traces" / f"{model}{suffix}-{mid:.0f}"
+            out = art / f"graph-{model}{suffix}-refine-{mid:.0f}.json"
+            with start_graph(model, out, TRACE_SAMPLE, tdir, arm=arm) as (port, _):
+                d = load(port, mid, CONNECTIONS)
+            shutil.rmtree(tdir, ignore_errors=True)
+            store_load(d, model, "refine", mid, CONNECTIONS, point_name(model, arm, f"refine/{mid:.0f}"), arm)
+            points.append(d)
+            bracket = (mid, bracket[1]) if meets_objective(d) else (bracket[0], mid)
 
     # 1. Ceilings first (closed loop), each model on a fresh graph, so the common rate can be chosen.
     ceilings: dict[str, float] = {}
@@ -207,34 +273,11 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     sweeps: dict[str, list[dict]] = {}
     for model in models:
         rates = sorted({round_rate(f * ceilings[model]) for f in fractions if ceilings[model] > 0} | {common})
-        out = art / f"graph-{model}.json"
-        traces = art / "sweep-traces" / model
-        with start_graph(model, out, TRACE_SAMPLE, traces) as (port, _):
-            for rate in rates:
-                progress(f"{model} at {fmt_count(rate)}/s")
-                d = load(port, rate, CONNECTIONS)
-                kind = "common" if rate == common else "rate"
-                store_load(d, model, kind, rate, CONNECTIONS, f"{model}/rate/{rate:.0f}")
-                sweeps.setdefault(model, []).append(d)
-        _store_graph(study, docs, out, f"{model}/graph", model, last_ready)
-        shutil.rmtree(traces, ignore_errors=True)
+        sweeps[model] = sweep(model, rates, common)
 
-    # 2b. The objective's bracket, halved for the ratio's two ends. Each rate runs on a fresh graph:
-    # after a rate that missed, a graph that is still working off its backlog would fail the next.
+    # 2b. The objective's bracket, halved for the ratio's two ends (std-async and the contenders for best).
     for model in refine_candidates(sweeps):
-        bracket = objective_bracket(sweeps[model])
-        for _ in range(REFINE_STEPS):
-            mid = round_rate((bracket[0] + bracket[1]) / 2, digits=3) if bracket else 0.0
-            if bracket is None or not bracket[0] < mid < bracket[1]:
-                break  # nothing met, nothing above missed, or the bracket is one rounding step wide
-            progress(f"{model} at {fmt_count(mid)}/s (bisecting the objective's bracket)")
-            # Traced at the sweep's 1 %, like the grid's rates; those traces are not kept.
-            tdir = art / "refine-traces" / f"{model}-{mid:.0f}"
-            with start_graph(model, art / f"graph-{model}-refine-{mid:.0f}.json", TRACE_SAMPLE, tdir) as (port, _):
-                d = load(port, mid, CONNECTIONS)
-            shutil.rmtree(tdir, ignore_errors=True)
-            store_load(d, model, "refine", mid, CONNECTIONS, f"{model}/refine/{mid:.0f}")
-            bracket = (mid, bracket[1]) if meets_objective(d) else (bracket[0], mid)
+        refine(model, sweeps[model])
     shutil.rmtree(art / "refine-traces", ignore_errors=True)
 
     # 2c. The traces the analyze study reads (capstone Figures 6 and 8): each model held at a steady
@@ -267,6 +310,35 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
             )
         )
     shutil.rmtree(art / "sweep-traces", ignore_errors=True)
+
+    # 2d. The simulated-stores arm (issue 27: best ÷ std-async at the objective on the real graph beside
+    # the simulated one, from one run). When every graph so far ran real stores, std-async and the best
+    # model at the objective repeat 1, 2 and 2b with `--stores simulated` — the closed-loop ceiling, the
+    # sweep at the same fractions of that ceiling (no common rate: it compares models, not stores), the
+    # same bisections — as points of their own ("{model}/simulated-stores/…", socialnet_point.stores_arm),
+    # which the analysis splits off before anything else reads the documents. Quick form: 2 models ×
+    # (1 ceiling + 7 rates + 2 bisections) = 20 points of 2.5 s (2 s + 0.5 s warm-up) and 8 graph starts on
+    # simulated stores (≈ 0.3 s each with the stop): ≈ 55 s. On simulated stores the arm would repeat the
+    # run's own points: skipped, one step (the analysis derives the same reason from the documents).
+    skip = simulated_arm_skip_reason(run_stores, models)
+    if skip:
+        progress(f"simulated-stores arm skipped: {skip}")
+    for model in [] if skip else simulated_arm_models(models, best_at_objective(sweeps)):
+        progress(f"{model} closed loop, stores simulated")
+        out = art / f"graph-{model}-{SIMULATED_ARM_POINT}-ceiling.json"
+        with start_graph(model, out, arm=SIMULATED_ARM) as (port, _):
+            d = load(port, 0, CEILING_CONNECTIONS)
+        store_load(
+            d, model, "closed", 0, CEILING_CONNECTIONS, point_name(model, SIMULATED_ARM, "closed"), SIMULATED_ARM
+        )
+        _store_graph(
+            study, docs, out, point_name(model, SIMULATED_ARM, "graph-closed"), model, last_ready, SIMULATED_ARM
+        )
+        ceiling = achieved_per_s(d)
+        rates = sorted({round_rate(f * ceiling) for f in fractions if ceiling > 0})
+        refine(model, sweep(model, rates, None, SIMULATED_ARM), SIMULATED_ARM)
+    shutil.rmtree(art / "sweep-traces", ignore_errors=True)
+    shutil.rmtree(art / "refine-traces", ignore_errors=True)
 
     # What starting a thread costs here, for std-async's thread per async call (same run).
     progress("thread creation baseline")
@@ -347,10 +419,12 @@ def _thread_create_baseline(study: str, scale: float, cpus: tuple[int, int] | No
     return EngineDocument(study, BASELINE, doc, "baseline/thread_create")
 
 
-def _store_graph(study: str, docs: list[EngineDocument], path: Path, point: str, model: str, ready: dict) -> None:
+def _store_graph(
+    study: str, docs: list[EngineDocument], path: Path, point: str, model: str, ready: dict, arm: str | None = None
+) -> None:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise EngineError(f"{SVC} --all --model {model} wrote no result document at {path}: {e}") from e
-    doc["socialnet_point"] = {"model": model, "kind": "graph"}
+    doc["socialnet_point"] = {"model": model, "kind": "graph"} | ({STORES_ARM: arm} if arm else {})
     docs.append(EngineDocument(study, SVC, record_stores(doc, ready), point))

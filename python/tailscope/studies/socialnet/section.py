@@ -20,6 +20,7 @@ from tailscope.studies.common import (
     error_bar,
     interval_cell,
     length_to_decide_text,
+    stores_line,
     stores_text,
     study_section,
 )
@@ -39,6 +40,7 @@ from tailscope.studies.socialnet.analysis import (
     GAP_TAIL,
     MIN_P99_SAMPLES,
     MIN_PAIRS_FOR_INTERVAL,
+    NARROWER_ON_REAL,
     P99_OBJECTIVE_NS,
     PING_BATCHED_CONCURRENCY,
     PROBE_CALLS,
@@ -49,6 +51,7 @@ from tailscope.studies.socialnet.analysis import (
     TRACE_SAMPLE,
     TRACING_COST_TARGET,
     TRACING_COST_TARGET_SAMPLED,
+    WIDER_ON_REAL,
     CommonRateLatency,
     ConnectionsSweep,
     CoreScaling,
@@ -58,6 +61,8 @@ from tailscope.studies.socialnet.analysis import (
     RatioBracket,
     RatioTarget,
     SocialnetSummary,
+    StoresArm,
+    StoresComparison,
     SweepPoint,
     TargetShortfall,
     TracingCost,
@@ -65,6 +70,7 @@ from tailscope.studies.socialnet.analysis import (
     async_call_delays,
     figure3_comparison,
     figure8_comparison,
+    in_simulated_arm,
     summarize_documents,
     worst_tracing_cost,
 )
@@ -73,12 +79,15 @@ from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 
 def build_section(study: Any, store: Store, run_id: str) -> Section:
+    stored = store.documents(run_id, study.name)
+    # The simulated-stores arm's documents say what they ran on in their own table; the section's stores
+    # line and every figure but that table are the run's own stores'.
+    own = [d.document for d in stored if not in_simulated_arm(d.document)]
     sec = study_section(
         study,
         store,
         run_id,
         section_id="socialnet",
-        graphs=True,
         intro=(
             "DeathStarBench's social-network compose-post request through 12 services "
             "(topologies/socialnet.yaml; its stores and caches real memcached, Redis and PostgreSQL JSONB servers "
@@ -93,7 +102,8 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
             "send time."
         ),
     )
-    summary = summarize_documents(store.documents(run_id, study.name))
+    sec.notes.insert(0, stores_line(own))
+    summary = summarize_documents(stored)
     if summary is None:
         sec.notes.append("no socialnet measurements were stored for this run")
         return sec
@@ -106,6 +116,8 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
         sec.blocks.append(_cdf_figure(summary, summary.common_rate_per_s))
     sec.blocks.append(_summary_table(summary))
     sec.blocks.append(_objective_table(summary))
+    if summary.stores is not None and summary.stores.simulated.unavailable is None:
+        sec.blocks.append(stores_table(summary.stores))
     sec.blocks.append(_decomposition_table(summary))
     sec.blocks.append(cpu_split_table(summary))
     if summary.work:
@@ -117,7 +129,7 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
     fig8 = async_call_cdf_figure(store, run_id)  # capstone Figure 8
     if fig8:
         sec.blocks.append(fig8)
-    loads = [d.document for d in store.documents(run_id, study.name) if "socialnet_point" in d.document]
+    loads = [d for d in own if "socialnet_point" in d]
     checks = [figure3_reference(figure3_comparison(loads))]
     check8 = figure8_check(store, run_id)
     if check8:
@@ -130,13 +142,15 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
 
 
 def summary_notes(s: SocialnetSummary) -> list[str]:
-    """The section's notes, in order: the ratio target (and, missed, the run's costs), core
-    scaling, the tracing targets (one line per sampling)."""
+    """The section's notes, in order: the ratio target (and, missed, the run's costs), the ratio on the
+    run's stores beside simulated ones, core scaling, the tracing targets (one line per sampling)."""
     notes: list[str] = []
     if s.target is not None:
         notes.append(_target_line(s.target))
     if s.shortfall is not None:
         notes += _shortfall_lines(s.shortfall)
+    if s.stores is not None:
+        notes.append(stores_comparison_line(s.stores))
     if s.core_scaling is not None:
         notes.append(_core_scaling_line(s.core_scaling))
     notes += tracing_lines(s.tracing)
@@ -292,6 +306,94 @@ def _shortfall_lines(f: TargetShortfall) -> list[str]:
         f"{fmt_ratio(f.cpu_ratio)}: {_gap_text(f.gap, best)}"
     )
     return lines
+
+
+def _range_text(r: tuple[float, float | None] | None) -> str:
+    """A range of plausible ratios (StoresArm.ratio_range): low 0 has no lower bound, high None no upper."""
+    if r is None:
+        return "unavailable"
+    lo, hi = r
+    if hi is None:
+        return f"≥ {fmt_ratio(lo)}" if lo else "unbounded"
+    if lo == hi:
+        return fmt_ratio(lo)
+    return f"≤ {fmt_ratio(hi)}" if lo == 0 else f"{fmt_ratio(lo)}–{fmt_ratio(hi)}"
+
+
+def _arm_ratio_text(arm: StoresArm) -> str:
+    if arm.ratio is not None:
+        return fmt_ratio(arm.ratio)
+    why = arm.unavailable or (arm.target.unavailable if arm.target else None) or "not measured"
+    return f"unavailable ({why})"
+
+
+def stores_comparison_line(c: StoresComparison) -> str:
+    """The run's best ÷ std-async at the objective beside the simulated-stores arm's (issue 27), or why the
+    arm did not run. The comparison (wider, narrower, overlapping) is the analysis's."""
+    run, sim = c.run, c.simulated
+    what = f"{run.best} ÷ std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}"
+    if sim.unavailable is not None:
+        return f"{what} on simulated stores: not measured ({sim.unavailable})."
+    if c.run_over_simulated is None or c.difference is None:
+        return f"{what}: {_arm_ratio_text(run)} on {run.stores} stores, {_arm_ratio_text(sim)} on {sim.stores} stores."
+    ranges = f"{_range_text(run.ratio_range)} on {run.stores}, {_range_text(sim.ratio_range)} on {sim.stores}"
+    if c.difference in (WIDER_ON_REAL, NARROWER_ON_REAL):
+        verdict = f"{c.difference}: the ranges of plausible ratios ({ranges}) do not overlap"
+    else:
+        verdict = f"the ranges of plausible ratios ({ranges}) overlap: the difference is {UNDECIDED}"
+    return (
+        f"Stores: on {run.stores} stores {run.best}'s advantage over std-async at p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)} "
+        f"is {fmt_ratio(run.ratio)} against {fmt_ratio(sim.ratio)} on {sim.stores} ones "
+        f"({run.stores} ÷ {sim.stores} {fmt_ratio(c.run_over_simulated)}); {verdict}."
+    )
+
+
+def _reach_cell(arm: StoresArm, model: str) -> str:
+    """A model's max rate at the objective in one arm, and the next rate tried, which missed it."""
+    r = arm.per.get(model)
+    if r is None:
+        return f"unavailable (the {arm.stores or 'simulated'}-stores arm has no {model} point)"
+    missed = (
+        f"missed at {fmt_count(r.first_miss_per_s)}/s" if r.first_miss_per_s is not None else "missed at no higher rate"
+    )
+    return f"{fmt_count(r.at_objective_per_s)} ({missed}; {r.bisections} bisection{'' if r.bisections == 1 else 's'})"
+
+
+def stores_table(c: StoresComparison) -> Table:
+    """best ÷ std-async at the objective with the run's stores and with simulated ones, side by side."""
+    arms = (c.run, c.simulated)
+    models = list(dict.fromkeys([BASELINE_MODEL, c.run.best or BASELINE_MODEL]))
+    objective = f"p99 ≤ {fmt_ns(P99_OBJECTIVE_NS)}"
+
+    def ceiling(arm: StoresArm, m: str) -> str:
+        r = arm.per.get(m)
+        return fmt_count(r.ceiling_per_s) if r is not None else "unavailable (no point)"
+
+    def verdict(arm: StoresArm) -> str:
+        return _ratio_verdict_text(arm.target) if arm.target and arm.target.ratio is not None else _arm_ratio_text(arm)
+
+    rows = [
+        *([f"{m} ceiling /s", *(ceiling(a, m) for a in arms)] for m in models),
+        *([f"{m} max /s at {objective}", *(_reach_cell(a, m) for a in arms)] for m in models),
+        [f"{c.run.best} ÷ std-async at {objective}", *(_arm_ratio_text(a) for a in arms)],
+        ["plausible range", *(_range_text(a.ratio_range) for a in arms)],
+        [f"target ≥ {TARGET_RATIO:g}×", *(verdict(a) for a in arms)],
+    ]
+    return Table(
+        title=f"{c.run.best} ÷ std-async at the p99 objective: the run's stores beside simulated ones",
+        columns=["", *(f"stores: {a.stores}" for a in arms)],
+        rows=rows,
+        caption="Both columns by the same procedure and the same analysis: each model's closed-loop ceiling "
+        f"({CEILING_CONNECTIONS} connections) on a fresh graph, the open-loop sweep at {SWEEP_FRACTIONS} × "
+        "that ceiling (1 % tracing, one graph), and the same bisections of the objective's bracket, each on "
+        "a fresh graph; only tailscope-svc --stores differs. The simulated column runs std-async and the "
+        "best model of the run's own stores only, so its ratio is that model's, whichever model would lead "
+        "on simulated stores. Plausible range: the ratio's range by the points' p99 95 % intervals where "
+        "they judge it, else the grid's bracket (best's max ÷ std-async's first miss up to best's first miss "
+        "÷ std-async's max).",
+        findings=[stores_comparison_line(c)],
+        wrap_columns=(1, 2),
+    )
 
 
 def _plural_cpus(n: int) -> str:
