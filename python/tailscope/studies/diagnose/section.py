@@ -162,7 +162,9 @@ def build_section(study: Any, store: Store, run_id: str) -> Section:
             f"{_speed_up(v)}× faster than real time (every duration ÷ k, the rate × k, latencies × k back: "
             "docs/diagnose.md). A prediction that could not be made says why. Each ratio's verdict: "
             f"within {_band(FIX_PREDICTION_BAND)} (issue 26's target) by both sides' 95 % intervals — met, not met, "
-            "or undecided at this length; a p99 of fewer than a few hundred requests has no interval, so no verdict.",
+            "or undecided at this length; a p99 of fewer than a few hundred requests has no interval, so no verdict. "
+            "A p99 interval with fewer than 10 requests beyond it is not printed in the p99 column (a bound that a "
+            "handful of requests set), but it exists, wide as it is, and it is the one the verdict takes.",
             numeric_from=2,
             wrap_columns=(1,),
             details=[(n["finding"], n["reason"]) for n in v.not_applied],
