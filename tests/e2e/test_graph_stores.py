@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_engine
-from tailscope.lab import topology
+from tailscope.lab import redis_stats, topology
 from tailscope.lab.graph import graph, run_point, store_pids
 from tailscope.lab.stores import stores_of
 from tailscope.studies.socialnet import analysis
@@ -150,4 +150,8 @@ def test_the_document_stores_rows_maintenance_and_backend_cpu_are_read_under_an_
             time.sleep(0.5)
         assert grew.live_rows > rows_before, (rows_before, grew)
         assert {"posts", "user_timeline", "social_graph"} <= set(after.tables), sorted(after.tables)
+        rd = next(x for x in stores_of(ready).servers if x.system == "redis")
+        mark, why = redis_stats.read_mark(rd.address)
+        assert mark is not None, why
+        assert mark.maxmemory_bytes == 64 << 20 and mark.used_memory_bytes > 0 and mark.keys > 0
     assert read_mark(pg.address)[0] is None  # the server is gone: a reason, not zeros

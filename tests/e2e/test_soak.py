@@ -504,3 +504,38 @@ def test_docstore_activity_counts_and_places_events():
         ("autoanalyze", "urls", 1030.0),
         ("checkpoint", None, 1040.0),
     ]
+
+
+def test_redis_info_is_parsed_and_a_missing_field_is_named():
+    from tailscope.lab.redis_stats import activity, parse_info
+
+    info = (
+        "# Memory\r\nused_memory:67108864\r\nmaxmemory:67108864\r\n# Stats\r\nevicted_keys:120\r\n"
+        "expired_keys:0\r\nkeyspace_hits:900\r\nkeyspace_misses:100\r\n# Keyspace\r\n"
+        "db0:keys=5000,expires=0,avg_ttl=0\r\n"
+    )
+    after = parse_info(info)
+    assert (after.used_memory_bytes, after.maxmemory_bytes, after.keys) == (64 << 20, 64 << 20, 5000)
+    before = parse_info(
+        info.replace("evicted_keys:120", "evicted_keys:20").replace("keyspace_misses:100", "keyspace_misses:40")
+    )
+    act = activity(before, after)
+    assert (act.evicted_keys, act.keyspace_misses, act.keyspace_hits) == (100, 60, 0)
+    with pytest.raises(ValueError, match="evicted_keys"):
+        parse_info(info.replace("evicted_keys:120\r\n", ""))
+
+
+def test_redis_line_shows_the_cap_being_reached():
+    from tailscope.lab.redis_stats import RedisActivity
+    from tailscope.studies.soak import redis_lines
+
+    a, b = _iv(1, 10e6), _iv(2, 12e6)
+    a.redis = RedisActivity(40 << 20, 64 << 20, 0, 900, 100, 4000)
+    b.redis = RedisActivity(64 << 20, 64 << 20, 2500, 800, 200, 6000)
+    line = redis_lines([a, b])[0]
+    assert "40.0, 64.0 MiB of its 64 MiB cap" in line
+    assert "evicted keys by interval 0, 2,500" in line
+    assert "misses by interval 100 (10.0 %), 200 (20.0 %)" in line
+    c = _iv(1, 10e6)
+    c.redis_reason = "no real Redis"
+    assert redis_lines([c]) == ["redis: unavailable — no real Redis"]

@@ -59,10 +59,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailscope.lab import procstat, topology
+from tailscope.lab import procstat, redis_stats, topology
 from tailscope.lab.docstore_stats import DocstoreActivity, DocstoreMark, activity, read_mark
 from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import graph, run_front_load
+from tailscope.lab.redis_stats import RedisActivity
 from tailscope.lab.stores import stores_of
 from tailscope.measure.hlog import new_histogram, read_intervals
 from tailscope.studies.common import stores_text
@@ -173,6 +174,9 @@ class Interval:
     # reason when the graph had no real document store or its counters could not be read.
     docstore: DocstoreActivity | None = None
     docstore_reason: str = ""
+    # The graph's Redis: its memory against its cap, evictions, hits and misses (lab/redis_stats.py).
+    redis: RedisActivity | None = None
+    redis_reason: str = ""
 
 
 @dataclass
@@ -583,6 +587,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
             )
         )
     out.extend(docstore_lines(iv))
+    out.extend(redis_lines(iv))
     saturated = [i.index for i in iv if is_saturated(i)]
     idle = ", ".join(share_text(i.cost.idle_share if i.cost else None) for i in iv)
     if saturated:
@@ -654,6 +659,28 @@ def docstore_lines(iv: list[Interval]) -> list[str]:
         rho = float(spearmanr([p for p, _ in ranked], [c for _, c in ranked]).statistic)
         out.append(f"p99 vs the document store's CPU over {len(ranked)} intervals: Spearman ρ {rho:+.2f}")
     return out
+
+
+def redis_lines(iv: list[Interval]) -> list[str]:
+    """The graph's Redis across the intervals: memory against its cap, evictions, misses."""
+    read = [i.redis for i in iv if i.redis is not None]
+    if not read:
+        reasons = sorted({i.redis_reason for i in iv if i.redis_reason})
+        return [f"redis: unavailable — {'; '.join(reasons)}"] if reasons else []
+    cap = read[-1].maxmemory_bytes
+    mib = ", ".join(f"{r.used_memory_bytes / 2**20:.1f}" for r in read)
+    line = (
+        f"redis: memory at each interval's end {mib} MiB"
+        + (f" of its {cap / 2**20:.0f} MiB cap" if cap else " (no cap)")
+        + f"; evicted keys by interval {', '.join(f'{r.evicted_keys:,}' for r in read)}; misses by interval "
+        + ", ".join(
+            f"{r.keyspace_misses:,} ({r.keyspace_misses / (r.keyspace_hits + r.keyspace_misses) * 100:.1f} %)"
+            if r.keyspace_hits + r.keyspace_misses
+            else "0"
+            for r in read
+        )
+    )
+    return [line]
 
 
 def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
@@ -749,6 +776,7 @@ def soak_model(
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         store_pids = recorded.pids()
         docstore = next((s.address for s in recorded.servers if s.system == "mongodb"), None)
+        redis = next((s.address for s in recorded.servers if s.system == "redis"), None)
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
@@ -756,6 +784,7 @@ def soak_model(
             hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
             before = cpu_mark(pids, store_pids)
             pg_before, pg_why = read_mark(docstore) if docstore else (None, "no real document store")
+            rd_before, rd_why = redis_stats.read_mark(redis) if redis else (None, "no real Redis")
             start_epoch_s = time.time()
             with MachineSampler() as machine:
                 doc = run_front_load(
@@ -765,6 +794,8 @@ def soak_model(
             end_epoch_s = time.time()
             pg_after, why_after = read_mark(docstore) if docstore and pg_before else (None, pg_why)
             pg = docstore_activity(pg_before, pg_after, start_epoch_s, end_epoch_s)
+            rd_after, rd_why = redis_stats.read_mark(redis) if redis and rd_before else (None, rd_why)
+            rd = redis_stats.activity(rd_before, rd_after) if rd_before and rd_after else None
             achieved, p50, p99, errors = _summary(doc)
             requests = int(doc.get("load", {}).get("requests_completed") or 0)
             iv = Interval(
@@ -779,6 +810,8 @@ def soak_model(
                 find_episodes(machine.points, hlog),
                 pg,
                 "" if pg else why_after,
+                rd,
+                "" if rd else rd_why,
             )
             hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)
