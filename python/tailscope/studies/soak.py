@@ -628,12 +628,17 @@ def maintenance_near_worst(i: Interval) -> list[str]:
     return near
 
 
+def unread_line(what: str, reasons: list[str]) -> list[str]:
+    """A store reading no interval had: "WHAT: unavailable — why", or nothing for a soak from before it."""
+    why = sorted({r for r in reasons if r})
+    return [f"{what}: unavailable — {'; '.join(why)}"] if why else []
+
+
 def docstore_lines(iv: list[Interval]) -> list[str]:
     """What the document store did on its own across the intervals, and whether it sat at the worst seconds."""
     read = [i for i in iv if i.docstore is not None]
     if not read:
-        reasons = sorted({i.docstore_reason for i in iv if i.docstore_reason})
-        return [f"document store maintenance: unavailable — {'; '.join(reasons) or 'not read'}"] if reasons else []
+        return unread_line("document store maintenance", [i.docstore_reason for i in iv])
     vac = sum(i.docstore.autovacuums for i in read if i.docstore)
     ana = sum(i.docstore.autoanalyzes for i in read if i.docstore)
     ckpt = sum(i.docstore.checkpoints for i in read if i.docstore)
@@ -665,8 +670,7 @@ def redis_lines(iv: list[Interval]) -> list[str]:
     """The graph's Redis across the intervals: memory against its cap, evictions, misses."""
     read = [i.redis for i in iv if i.redis is not None]
     if not read:
-        reasons = sorted({i.redis_reason for i in iv if i.redis_reason})
-        return [f"redis: unavailable — {'; '.join(reasons)}"] if reasons else []
+        return unread_line("redis", [i.redis_reason for i in iv])
     cap = read[-1].maxmemory_bytes
     mib = ", ".join(f"{r.used_memory_bytes / 2**20:.1f}" for r in read)
     line = (
