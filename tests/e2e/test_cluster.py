@@ -6,6 +6,7 @@ Skips with the reason when the opt-in, root, or the container tools are missing.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -260,3 +261,55 @@ def test_the_kubernetes_manifests_run_on_docker_with_jaeger_and_leave_nothing_be
     assert subprocess.run(["pgrep", "-f", str(root / prefix)], capture_output=True).returncode == 1  # no daemon
     assert iptables() == before
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forward_before
+
+
+@needs_engine("tailscope-critpath")  # the study's namespace points analyse their traces
+def test_the_isolation_split_runs_as_container_groups_on_their_cpusets_and_is_stored(tmp_path, monkeypatch):
+    """The isolation study, tiny (one model, one connection count, a second of load per point): the
+    split on namespace hosts and as three container groups in one run. Each container's engine runs
+    on exactly its group's CPUs (read from the kernel while it ran), both arms' points and the
+    containers ÷ namespace hosts ratios are in the DuckDB store and the report, and nothing is left."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from tailscope.lab import deployment, groups, labhosts
+    from tailscope.runner import run_studies
+    from tailscope.store import Store
+    from tailscope.studies import isolation
+
+    monkeypatch.setattr(labhosts, "STATE_DIR", tmp_path / "state")
+    before = iptables()
+    results = tmp_path / "results"
+    try:
+        run_id, report, failures, _database = run_studies(
+            [isolation.STUDY],
+            form="quick",
+            results_dir=results,
+            options={"isolation_models": ["coroutine"], "isolation_connections": [8], "scale": 0.5},
+        )
+    finally:
+        if labhosts.state(isolation.LAB_PREFIX).namespaces:
+            labhosts.down(isolation.LAB_PREFIX, stop_processes=True)
+    assert not failures, failures
+    with Store(results / "tailscope.duckdb", read_only=True) as store:
+        docs = {d.point: d.document for d in store.documents(run_id, "isolation")}
+    assert {"namespaces/coroutine/c8", "containers/coroutine/c8"} <= set(docs)
+    arm = docs["analysis"]["containers"]
+    assert arm["unavailable"] is None, arm["unavailable"]
+    # The groups' CPUs were read from this machine (the file fixes none), one plan for both arms.
+    plan = groups.plan_cpus(["front", "logic", "storage"], groups.cores_from_sysfs())[0]
+    assert arm["groups"]["groups"] == {g: list(c) for g, c in plan.items()}
+    applied = arm["applied"]
+    assert len(applied) == 12
+    for service, a in applied.items():
+        want = deployment.format_cpu_list(plan[a["group"]])
+        assert a["cpuset"] == want and a["cpus_allowed"] == want, (service, a)
+    for point in ("namespaces/coroutine/c8", "containers/coroutine/c8"):
+        assert docs[point]["load"]["achieved_per_s"] > 0 and docs[point]["window_cpu"]["cpu_s"] is not None
+    text = html.unescape(" ".join(report.read_text().split()))  # the page escapes ' as &#39;
+    assert "The split as container groups ÷ as namespace hosts" in text
+    assert "12 of 12 containers run on exactly their group's CPUs" in text
+    assert iptables() == before
+    assert not Path("/sys/class/net/docker0").exists()
+    root = Path(os.environ.get("TAILSCOPE_CLUSTER_DIR", "/var/tmp/tailscope-cluster"))
+    assert not [p for p in root.glob("tsc*")], list(root.glob("tsc*"))

@@ -14,24 +14,24 @@ import threading
 import pytest
 
 from conftest import BUILD, needs_engine, needs_root
-from tailscope.lab import agents, deployment, labhosts, topology
+from tailscope.lab import agents, deployment, groups, labhosts, topology
 from tailscope.studies import isolation
 from tailscope.studies.base import RunContext
 from tailscope.studies.socialnet.analysis import BEST_CEILING_FILE
 
 
 def test_two_cores_put_two_service_hosts_on_one_and_leave_the_agents_unpinned():
-    plan, load = isolation.plan_cpus(["front", "logic", "storage"], [(0,), (1,)])
+    plan, load = groups.plan_cpus(["front", "logic", "storage"], [(0,), (1,)])
     assert plan == {"front": (0,), "logic": (1,), "storage": (0,)}
     assert load == ()
 
 
 def test_enough_cores_give_every_host_and_the_agents_their_own():
     cores = [(0, 4), (1, 5), (2, 6), (3, 7)]
-    plan, load = isolation.plan_cpus(["front", "logic", "storage"], cores)
+    plan, load = groups.plan_cpus(["front", "logic", "storage"], cores)
     assert plan == {"front": (0, 4), "logic": (1, 5), "storage": (2, 6)}
     assert load == (3, 7)
-    plan, load = isolation.plan_cpus(["front", "logic", "storage"], [(c,) for c in range(8)])
+    plan, load = groups.plan_cpus(["front", "logic", "storage"], [(c,) for c in range(8)])
     assert plan == {"front": (0, 3, 6), "logic": (1, 4), "storage": (2, 5)} and load == (7,)
 
 
@@ -221,7 +221,13 @@ def test_tiny_isolation_study_end_to_end_removes_its_lab(tmp_path, monkeypatch):
             [isolation.STUDY],
             form="quick",
             results_dir=results,
-            options={"isolation_models": ["pool-callback"], "isolation_connections": [4], "scale": 0.3},
+            # The containers arm starts a Docker daemon: the cluster tier tests it (tests/e2e/test_cluster.py).
+            options={
+                "isolation_models": ["pool-callback"],
+                "isolation_connections": [4],
+                "scale": 0.3,
+                "isolation_containers": False,
+            },
         )
     finally:
         leftover = labhosts.state(isolation.LAB_PREFIX).namespaces
@@ -235,6 +241,9 @@ def test_tiny_isolation_study_end_to_end_removes_its_lab(tmp_path, monkeypatch):
     text = " ".join(report.read_text().split())
     assert "Split ÷ single, per model and connection count" in text
     assert "Link-delay accuracy" in text
+    # Off: said so, and its figures unavailable with the reason (never a number it did not measure).
+    assert "Containers arm: not run (turned off (option isolation_containers))" in text
+    assert "p50, p99 and CPU per request: unavailable (turned off" in text
 
 
 def test_the_study_refuses_bad_connection_counts(tmp_path, monkeypatch):

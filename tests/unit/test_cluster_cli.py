@@ -91,3 +91,31 @@ def test_cluster_k8s_without_dockerd_says_how_to_install_it_and_leaves_nothing(r
     assert r.exit_code == 2, r.output
     assert "dockerd not found" in " ".join(r.output.split())
     assert not any(root.iterdir())  # the run's folder went with the failure
+
+
+@needs_engine("tailscope-svc")
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["hosts"]["front"].update(cpus="4095"), "hosts.front.cpus: CPU 4095 is not on this machine"),
+        (lambda d: d["services"]["text-service"].pop("host"), "text-service is in no group"),
+        (lambda d: d["hosts"].update(spare={}), "hosts.spare: the group is empty"),
+    ],
+)
+def test_bad_groups_are_refused_before_any_daemon_starts(root, tmp_path, monkeypatch, edit, message):
+    import yaml
+
+    def no_daemon(*_a, **_k):
+        raise AssertionError("a daemon was started for a deployment that should have been refused")
+
+    monkeypatch.setattr(cluster, "engine_up", no_daemon)
+    monkeypatch.setattr(cluster, "up", no_daemon)
+    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "deployments" / "socialnet-3-hosts.yaml").read_text())
+    edit(doc)
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(
+        main, ["cluster", "up", "--topology", str(topology.SOCIALNET), "--deployment", str(tmp_path / "d.yaml")]
+    )
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split()), r.output
+    assert not root.exists() or not any(root.iterdir())

@@ -213,3 +213,95 @@ def test_a_jaeger_container_is_the_services_otlp_endpoint_by_name(tmp_path):
     assert "--otlp-endpoint" not in off["services"]["nginx-web-server"]["command"]
     with pytest.raises(compose.DeployError, match="not both"):
         compose.compose(doc, options=compose.ComposeOptions(jaeger=True, otlp_endpoint="http://198.19.0.5:4318"))
+
+
+SPLIT = Path(__file__).resolve().parents[2] / "deployments" / "socialnet-3-hosts.yaml"
+
+
+def test_the_split_places_each_service_by_its_group_for_compose_and_swarm(tmp_path):
+    """deployments/socialnet-3-hosts.yaml fixes no CPUs: each group's are read from this machine (one
+    plan, lab/groups.py), every container of a group gets them as its cpuset; the Swarm stack places
+    each service on its group's nodes by label, DNS round robin, no cpuset (Swarm forbids it)."""
+    from tailscope.lab import deployment as dep_mod
+    from tailscope.lab import groups
+
+    r = deploy(tmp_path, deployment=SPLIT.read_text())
+    assert r.exit_code == 0, r.output
+    plan, load = groups.plan_cpus(["front", "logic", "storage"], groups.cores_from_sysfs())
+    assert "groups: front on CPU " + dep_mod.format_cpu_list(plan["front"]) in " ".join(r.output.split())
+    placed = dep_mod.load(SPLIT)
+    s = spec(tmp_path)
+    for n, svc in placed.services.items():
+        assert s["services"][n]["cpuset"] == dep_mod.format_cpu_list(plan[svc.host]), n
+    assert s["services"]["load"].get("cpuset") == (dep_mod.format_cpu_list(load) if load else None)
+    stack = yaml.safe_load((tmp_path / "out" / compose.STACK_FILE).read_text())
+    assert stack["version"] == "3.8" and set(stack["services"]) == set(s["services"])
+    assert stack["networks"]["tailscope"]["driver"] == "overlay"
+    assert stack["networks"]["tailscope"]["ipam"]["config"] == [{"subnet": "198.19.128.0/24"}]
+    for n, svc in placed.services.items():
+        st = stack["services"][n]
+        assert st["deploy"]["placement"]["constraints"] == [f"node.labels.tailscope.group == {svc.host}"]
+        assert st["deploy"]["endpoint_mode"] == "dnsrr" and "cpuset" not in st
+        # The same command line but the address: a Swarm task binds the one it was given.
+        cmd = s["services"][n]["command"]
+        i = cmd.index("--bind")
+        assert st["command"] == cmd[:i] + cmd[i + 2 :]
+        assert st["entrypoint"][:2] == ["/bin/sh", "-c"] and "--bind" in st["entrypoint"][2]
+    load_deploy = stack["services"]["load"]["deploy"]
+    assert load_deploy["placement"]["constraints"] == ["node.labels.tailscope.group == load"]
+    assert load_deploy["replicas"] == 0 and load_deploy["restart_policy"] == {"condition": "none"}
+
+
+def test_without_groups_no_stack_file_is_written(tmp_path):
+    assert deploy(tmp_path).exit_code == 0
+    assert not (tmp_path / "out" / compose.STACK_FILE).exists()
+
+
+def _stack_config_tool() -> str | None:
+    """A docker client with `docker stack config` (Docker 23+), which validates a stack file without a
+    daemon or a Swarm: Debian's 20.10 client lacks it."""
+    for candidate in ("/usr/local/bin/docker", shutil.which("docker")):
+        if candidate and Path(candidate).exists():
+            r = subprocess.run([candidate, "stack", "config", "--help"], capture_output=True, text=True, timeout=30)
+            if r.returncode == 0 and "--compose-file" in r.stdout:
+                return candidate
+    return None
+
+
+def test_the_stack_file_passes_docker_stack_config_and_the_compose_file_docker_compose_config(tmp_path):
+    tool = _stack_config_tool()
+    if tool is None:
+        pytest.skip("no docker client with `docker stack config` (Docker 23 or later) is installed")
+    assert deploy(tmp_path, deployment=SPLIT.read_text()).exit_code == 0
+    out = tmp_path / "out"
+    env = {"PATH": "/usr/bin:/bin", "DOCKER_HOST": f"unix://{tmp_path / 'no-daemon.sock'}"}  # never a daemon
+    r = subprocess.run(
+        [tool, "stack", "config", "-c", compose.STACK_FILE],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    resolved = yaml.safe_load(r.stdout)
+    front = resolved["services"]["nginx-web-server"]
+    assert front["deploy"]["placement"]["constraints"] == ["node.labels.tailscope.group == front"]
+    assert front["deploy"]["endpoint_mode"] == "dnsrr"
+    assert '"$@"' in front["entrypoint"][2]  # $$ is Compose's escape: the shell sees $@
+    # The Compose file (with cpusets) is no stack file: the same check refuses it — the test can fail.
+    bad = subprocess.run(
+        [tool, "stack", "config", "-c", "docker-compose.yml"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    compose_tool = shutil.which("docker-compose")
+    if compose_tool:
+        c = subprocess.run(
+            [compose_tool, "--profile", "load", "config", "-q"], cwd=out, capture_output=True, timeout=60
+        )
+        assert c.returncode == 0, c.stderr

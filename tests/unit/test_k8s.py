@@ -74,14 +74,21 @@ def test_every_container_asks_whole_cpus_with_requests_equal_to_limits(tmp_path)
 
 
 def test_placement_follows_the_host_groups(tmp_path):
+    """Each placed pod selects its group's nodes by label, and keeps off the other groups' nodes."""
     assert deploy(tmp_path).exit_code == 0
     deps = {o["metadata"]["name"]: o for o in objects(tmp_path / "out") if o["kind"] == "Deployment"}
     spec = deps["compose-post-service"]["spec"]["template"]["spec"]
-    term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-    assert term["matchExpressions"] == [{"key": "tailscope.io/host-group", "operator": "In", "values": ["logic"]}]
+    # A group is the nodes labelled with it: `kubectl label node N tailscope.io/host-group=logic`.
+    assert spec["nodeSelector"] == {"tailscope.io/host-group": "logic"}
+    assert deps["nginx-web-server"]["spec"]["template"]["spec"]["nodeSelector"] == {"tailscope.io/host-group": "front"}
+    assert deps["post-storage-service"]["spec"]["template"]["spec"]["nodeSelector"] == {
+        "tailscope.io/host-group": "storage"
+    }
     anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["labelSelector"]["matchExpressions"][0]["values"] == ["front", "storage"]
-    assert "affinity" not in deps["text-service"]["spec"]["template"]["spec"]  # not placed: scheduler's choice
+    assert set(spec["affinity"]) == {"podAntiAffinity"}  # the node choice is the nodeSelector's alone
+    text = deps["text-service"]["spec"]["template"]["spec"]  # not placed: the scheduler's choice
+    assert "affinity" not in text and "nodeSelector" not in text
     args = spec["containers"][0]["args"]
     assert args[args.index("--service") + 1] == "compose-post-service"
     assert args[args.index("--otlp-endpoint") + 1] == "$(OTLP_ENDPOINT)"
@@ -219,3 +226,22 @@ def test_an_out_folder_that_cannot_be_written_is_a_clear_error(make_out, message
     with pytest.raises(k8s.DeployError, match=message):
         k8s.write(_OBJS, out)
     assert sorted(tmp_path.rglob("*")) == before  # no temp folder, no half set
+
+
+def test_the_capstones_split_selects_each_groups_nodes_and_passes_the_schemas(tmp_path):
+    """deployments/socialnet-3-hosts.yaml: every pod on the nodes of its group (front, logic, storage)."""
+    from tailscope.lab import deployment as dep_mod
+
+    split = Path(__file__).resolve().parents[2] / "deployments" / "socialnet-3-hosts.yaml"
+    r = deploy(tmp_path, deployment=split.read_text())
+    assert r.exit_code == 0, r.output
+    placed = dep_mod.load(split)
+    deps = [o for o in objects(tmp_path / "out") if o["kind"] == "Deployment"]
+    assert len(deps) == 12
+    for o in deps:
+        group = placed.services[o["metadata"]["name"]].host
+        assert o["spec"]["template"]["spec"]["nodeSelector"] == {"tailscope.io/host-group": group}
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = kubernetes_validate.utils.latest_version()
+    for o in objects(tmp_path / "out"):
+        kubernetes_validate.validate(o, version, strict=True)

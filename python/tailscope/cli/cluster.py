@@ -36,7 +36,14 @@ def _state(prefix: str):
 
 @cluster.command("up")
 @click.option("--topology", "topology_path", type=click.Path(path_type=Path), required=True, help="Topology YAML/JSON.")
-@click.option("--deployment", "deployment_path", type=click.Path(path_type=Path), default=None, help="CPU pinning.")
+@click.option(
+    "--deployment",
+    "deployment_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Run the graph as the file's host groups: every service in a group, each group's containers on the "
+    "group's CPUs (cpuset; read from this machine where the file gives none), the load on the load group's.",
+)
 @deploy_model_option
 @click.option(
     "--docker-host",
@@ -67,14 +74,16 @@ def up(
 ) -> None:
     """Start TOPOLOGY in containers; prints the run's prefix (for `run` and `down`)."""
     from tailscope.lab import cluster as cl
-    from tailscope.lab import compose
+    from tailscope.lab import compose, groups
     from tailscope.lab import deployment as dep_mod
     from tailscope.lab import topology as topo
     from tailscope.lab.engines import EngineError
 
     try:
         doc = topo.load(topology_path)
-        plan = dep_mod.load(deployment_path, topo.services(doc)) if deployment_path else None
+        # Every check of the groups (a service in none, an empty group, a CPU not here) before any daemon starts.
+        services = topo.services(doc)
+        placed = groups.plan_groups(dep_mod.load(deployment_path, services), services) if deployment_path else None
         compose.check_subnet(subnet)
     except (compose.DeployError, topo.TopologyError, ValueError, EngineError) as e:
         _fail(e)
@@ -84,10 +93,15 @@ def up(
         trace_sample=trace_sample,
         load_rate_per_s=rate_per_s,
         load_duration_s=duration_s,
+        load_cpuset=dep_mod.format_cpu_list(placed.load_cpus) if placed and placed.load_cpus else None,
         jaeger=jaeger,
     )
+    if placed:
+        console.print(placed.text())
     try:
-        state = cl.up(doc, plan, options, docker_host=docker_host, progress=console.print)
+        state = cl.up(
+            doc, placed.deployment if placed else None, options, docker_host=docker_host, progress=console.print
+        )
     except cl.ClusterError as e:
         _fail(e)
     console.print(f"up: {state.prefix} (tailscope cluster run {state.prefix}; tailscope cluster down {state.prefix})")

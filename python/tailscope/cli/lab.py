@@ -205,7 +205,9 @@ def deploy_k8s(
     "deployment_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="CPU pinning per service or host group (docs/lab-hosts.md): becomes each container's cpuset.",
+    help="Host groups and CPUs (docs/lab-hosts.md): each container's cpuset is its group's CPUs (read from this "
+    "machine where the file gives none); with groups, a Swarm stack file too (docker-stack.yml: placement by "
+    "node label tailscope.group, endpoint_mode dnsrr).",
 )
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="New folder for the files.")
 @click.option("--image", default="tailscope-lab:dev", show_default=True, help="An image with the engines.")
@@ -237,7 +239,7 @@ def deploy_compose(
     duration_s: int,
 ) -> None:
     """Write a Compose file for TOPOLOGY: one container per service, peers by name, a one-shot load service."""
-    from tailscope.lab import compose
+    from tailscope.lab import compose, groups
     from tailscope.lab import deployment as dep_mod
     from tailscope.lab import topology as topo
     from tailscope.lab.engines import EngineError
@@ -247,9 +249,10 @@ def deploy_compose(
             check_base_url(otlp_endpoint, "--otlp-endpoint")
         doc = topo.load(topology_path)
         plan = dep_mod.load(deployment_path, topo.services(doc)) if deployment_path else None
+        placed = groups.plan_groups(plan, topo.services(doc), check=False) if plan else None
         spec = compose.compose(
             doc,
-            plan,
+            placed.deployment if placed else None,
             compose.ComposeOptions(
                 image=image,
                 model=model,
@@ -258,11 +261,15 @@ def deploy_compose(
                 trace_sample=trace_sample,
                 load_rate_per_s=rate_per_s,
                 load_duration_s=duration_s,
+                load_cpuset=dep_mod.format_cpu_list(placed.load_cpus) if placed and placed.load_cpus else None,
             ),
         )
-        paths = compose.write(doc, spec, out_dir)
+        swarm = compose.stack(spec, plan) if plan and plan.service_hosts() else None
+        paths = compose.write(doc, spec, out_dir, swarm=swarm)
     except (compose.DeployError, topo.TopologyError, ValueError, EngineError) as e:
         _fail(e)
+    if placed and placed.cpus:
+        console.print(placed.text())
     for p in paths:
         console.print(str(p))
 

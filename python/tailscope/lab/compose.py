@@ -20,6 +20,13 @@ document to the results folder, where every service writes its own at stop.
 The file format is Compose 2.4 (the last format with `cpuset` and static
 addresses that docker-compose 1.29, Debian bookworm's, and `docker compose`
 v2 both read).
+
+With a deployment whose services sit in host groups, `stack()` writes the same
+graph for a Docker Swarm beside it (docker-stack.yml): Swarm reads only format
+3.x and forbids `cpuset`, so there a group is a set of nodes instead —
+`deploy.placement.constraints: [node.labels.tailscope.group == GROUP]` — and
+every service is reached by DNS round robin (`endpoint_mode: dnsrr`: Swarm's
+virtual IPs need IPVS, which this kernel lacks).
 """
 
 from __future__ import annotations
@@ -48,6 +55,12 @@ JAEGER_CONFIG = "jaeger.yaml"
 JAEGER_CONFIG_IN_CONTAINER = f"/etc/jaeger/{JAEGER_CONFIG}"
 NETWORK = "tailscope"
 FIRST_HOST_INDEX = 10  # .1 is the bridge's gateway; a few low addresses stay free
+SWARM_GROUP_LABEL = "tailscope.group"  # `docker node update --label-add tailscope.group=logic NODE`
+STACK_FILE = "docker-stack.yml"
+# A Swarm task's address is not known before it starts (Swarm ignores `ipv4_address`), and the engine
+# binds a numeric address only: the task binds the address its own hostname has in the container's
+# /etc/hosts, which Docker writes with the task's address on the stack's network.
+_BIND_OWN_ADDRESS = 'exec tailscope-svc "$$@" --bind "$$(hostname -i | cut -d " " -f 1)"'
 
 
 @dataclass
@@ -240,10 +253,64 @@ def jaeger_config(spec: dict) -> str:
     )
 
 
-def write(doc: dict, spec: dict, out_dir: Path) -> list[Path]:
-    """docker-compose.yml, the engine's topology.json beside it, and an empty results/ folder,
-    written to a temp folder and renamed (an error leaves nothing; an existing non-empty
-    folder is refused)."""
+def group_constraint(group: str) -> str:
+    return f"node.labels.{SWARM_GROUP_LABEL} == {group}"
+
+
+def stack(spec: dict, deployment: dep_mod.Deployment) -> dict:
+    """The Compose file SPEC as a Swarm stack (format 3.8): each service on the nodes of its host
+    group (a placement constraint on the node label SWARM_GROUP_LABEL), `endpoint_mode: dnsrr`, the
+    topology as a Swarm config (a bind mount would need the file on every node), the results in a
+    volume on each node, no `cpuset` (Swarm forbids it; a group's nodes are its CPUs), the load as a
+    service that runs once on the load group's nodes. A service in no group has no constraint."""
+    if JAEGER in spec["services"]:
+        raise DeployError("a Swarm stack with the Jaeger container is not written (its ports bind a fixed address)")
+    group_of = {n: s.host for n, s in deployment.services.items() if s.host}
+    load_group = deployment.load_hosts[0] if deployment.load_hosts else None
+    services: dict[str, dict] = {}
+    for name, svc in spec["services"].items():
+        group = load_group if name == "load" else group_of.get(name)
+        out: dict = {"image": svc["image"]}
+        command = list(svc["command"])
+        if name == "load":
+            out["entrypoint"] = svc["entrypoint"]
+            out["command"] = command
+        else:
+            i = command.index("--bind")
+            del command[i : i + 2]
+            out["entrypoint"] = ["/bin/sh", "-c", _BIND_OWN_ADDRESS, "tailscope-svc"]
+            out["command"] = command
+            out["configs"] = [{"source": "topology", "target": TOPOLOGY_IN_CONTAINER}]
+        out["networks"] = [NETWORK]
+        out["volumes"] = [f"results:{RESULTS_IN_CONTAINER}"]
+        out["dns"] = svc["dns"]
+        if "stop_signal" in svc:
+            out["stop_signal"] = svc["stop_signal"]
+            out["stop_grace_period"] = svc["stop_grace_period"]
+        deploy: dict = {"endpoint_mode": "dnsrr", "replicas": 1}
+        if group:
+            deploy["placement"] = {"constraints": [group_constraint(group)]}
+        if name == "load":
+            # Started by hand once the graph runs (`docker service scale STACK_load=1`), and run once:
+            # Swarm has no depends_on, and a load that starts before the front measures nothing.
+            deploy["replicas"] = 0
+            deploy["restart_policy"] = {"condition": "none"}
+        out["deploy"] = deploy
+        services[name] = out
+    subnet = spec["networks"][NETWORK]["ipam"]["config"][0]["subnet"]
+    return {
+        "version": "3.8",
+        "services": services,
+        "networks": {NETWORK: {"driver": "overlay", "attachable": True, "ipam": {"config": [{"subnet": subnet}]}}},
+        "volumes": {"results": {}},
+        "configs": {"topology": {"file": "./topology.json"}},
+    }
+
+
+def write(doc: dict, spec: dict, out_dir: Path, swarm: dict | None = None) -> list[Path]:
+    """docker-compose.yml (and `swarm`, a stack(), as docker-stack.yml), the engine's topology.json
+    beside it, and an empty results/ folder, written to a temp folder and renamed (an error leaves
+    nothing; an existing non-empty folder is refused)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DeployError(f"--out {out_dir}: exists and is not an empty folder (choose a new one)")
@@ -252,6 +319,8 @@ def write(doc: dict, spec: dict, out_dir: Path) -> list[Path]:
         tmp.mkdir(parents=True)
         (tmp / "results").mkdir()
         (tmp / "docker-compose.yml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        if swarm is not None:
+            (tmp / STACK_FILE).write_text(yaml.safe_dump(swarm, sort_keys=False))
         if JAEGER in spec["services"]:
             (tmp / JAEGER_CONFIG).write_text(jaeger_config(spec))
         topo.write_json(doc, tmp / "topology.json")
@@ -264,4 +333,5 @@ def write(doc: dict, spec: dict, out_dir: Path) -> list[Path]:
         if tmp.exists():
             tmp.rmdir()
         raise DeployError(f"--out {out_dir}: cannot write the compose files ({e.strerror or e})") from e
-    return [out_dir / "docker-compose.yml", out_dir / "topology.json", out_dir / "results"]
+    written = [out_dir / "docker-compose.yml", out_dir / "topology.json", out_dir / "results"]
+    return written + ([out_dir / STACK_FILE] if swarm is not None else [])

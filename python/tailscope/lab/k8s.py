@@ -12,10 +12,13 @@ requests == limits (CPU and memory), which puts the pod in the Guaranteed QoS
 class: only then does the kubelet's static CPU manager give it exclusive cores,
 the cluster's form of the lab's CPU pinning.
 
-Placement comes from a deployment file's host groups (docs/lab-hosts.md):
-required node affinity to nodes labelled `tailscope.io/host-group=GROUP`, and
-required pod anti-affinity against pods of the other groups, so two groups
-never share a node — the isolation the lab hosts give on one machine.
+Placement comes from a deployment file's host groups (docs/lab-hosts.md): a
+`nodeSelector` on nodes labelled `tailscope.io/host-group=GROUP` (a group is
+the set of nodes carrying its label: `kubectl label node N
+tailscope.io/host-group=logic`), and required pod anti-affinity against pods of
+the other groups, so two groups never share a node — the isolation the lab
+hosts give on one machine, and the container groups' cpusets on one Docker
+engine (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -90,17 +93,13 @@ def _labels(name: str, group: str | None) -> dict:
     return labels
 
 
-def _affinity(group: str, groups: list[str]) -> dict:
-    affinity: dict = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": [group]}]}]
-            }
-        }
-    }
+def _anti_affinity(group: str, groups: list[str]) -> dict | None:
+    """Required anti-affinity against the pods of the other groups: two groups never share a node."""
     others = [g for g in groups if g != group]
-    if others:
-        affinity["podAntiAffinity"] = {
+    if not others:
+        return None
+    return {
+        "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
                     "labelSelector": {"matchExpressions": [{"key": GROUP_LABEL, "operator": "In", "values": others}]},
@@ -108,7 +107,7 @@ def _affinity(group: str, groups: list[str]) -> dict:
                 }
             ]
         }
-    return affinity
+    }
 
 
 def _resources(p: Placement) -> dict:
@@ -326,7 +325,11 @@ def manifests(
             "volumes": [{"name": "config", "configMap": {"name": config_name}}, {"name": "results", "emptyDir": {}}],
         }
         if p.group:
-            pod_spec["affinity"] = _affinity(p.group, deployment.groups)
+            # The group's nodes: those labelled with it (the group's CPUs are theirs).
+            pod_spec["nodeSelector"] = {GROUP_LABEL: p.group}
+            anti = _anti_affinity(p.group, deployment.groups)
+            if anti:
+                pod_spec["affinity"] = anti
         labels = _labels(n, p.group)
         objs.append(
             {

@@ -31,8 +31,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+T = TypeVar("T")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 DEFAULT_INTERVAL_S = 0.1
 
@@ -111,6 +114,31 @@ def process_cpu_ticks(pid: int) -> int | None:
         return None
     f = _stat_fields(text)
     return int(f[11]) + int(f[12])
+
+
+def window_cpu(pids: dict[str, int], run: Callable[[], T]) -> tuple[T, dict]:
+    """Runs run() and reads every named process's utime+stime before and after it (a container's
+    processes too, by their host PIDs): their CPU over that window alone, start-up and shut-down
+    excluded. Returns (run()'s value, {"cpu_s", "processes"} or {"cpu_s": None, "unavailable"})."""
+    before = {n: process_cpu_ticks(p) for n, p in pids.items()}
+    value = run()
+    after = {n: process_cpu_ticks(p) for n, p in pids.items()}
+    gone = sorted(n for n in pids if before[n] is None or after[n] is None)
+    if not pids or gone:
+        why = f"/proc unreadable for {', '.join(gone)}" if gone else "no service process was found"
+        return value, {"cpu_s": None, "unavailable": why}
+    ticks = sum((after[n] or 0) - (before[n] or 0) for n in pids)
+    return value, {"cpu_s": ticks / CLK_TCK, "processes": len(pids)}
+
+
+def cpus_allowed_list(pid: int) -> str | None:
+    """The CPUs a process may run on as the kernel states them (/proc/PID/status Cpus_allowed_list,
+    e.g. "0-1"): the affinity or cpuset it really got; None when it is gone."""
+    text = _read(f"/proc/{pid}/status")
+    for line in (text or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return None
 
 
 def group_cpu_ticks(leader: int) -> int | None:

@@ -81,6 +81,15 @@ def pinning_text(server: str, server_cpu: object, client: str, client_cpu: objec
 # ---- stores (issue 27) -------------------------------------------------------------------
 
 
+def front_requests(services: Mapping[str, Any], front: str) -> int | None:
+    """Requests the graph's front received over its life (its result document's counters): the
+    divisor of CPU per request, since every one of them came from the load run. None: the front
+    wrote no document."""
+    if front not in services:
+        return None
+    return int((services[front].get("counters") or {}).get("requests") or 0)
+
+
 def requested_stores(options: Mapping[str, Any]) -> str:
     """The run's --stores (real | simulated | auto): what every graph a study starts is asked for."""
     return str(options.get("stores") or DEFAULT_STORE_MODE)

@@ -25,10 +25,8 @@ start; anywhere else the section says why it did not run. docs/deploy.md ("conta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from tailscope.lab import cluster, compose, procstat, tools, topology
 from tailscope.lab.cpus import cpu_split
@@ -39,11 +37,10 @@ from tailscope.measure.measurement import measurement
 from tailscope.report.blocks import Section, Table
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, interval_cell, run_scale, study_section
+from tailscope.studies.common import StepProgress, front_requests, interval_cell, run_scale, study_section
 from tailscope.traces import jaeger as jq
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
-T = TypeVar("T")
 NAME = "containers"
 MODELS_QUICK = ("std-async", "coroutine")
 # 200/s for 6 s: 1200 samples, above the 1000 whose p99 has 10 beyond it (an interval;
@@ -69,29 +66,6 @@ MIN_BEYOND = 10
 
 def _marker(reason: str) -> EngineDocument:
     return EngineDocument(NAME, "tailscope", {"containers_unavailable": reason}, "unavailable")
-
-
-def _window_cpu(pids: dict[str, int], run: Callable[[], T]) -> tuple[T, dict]:
-    """Runs run() and reads every service process's utime+stime from the host's /proc before and
-    after it (containers' processes too, by their host PIDs): the services' CPU over the load run
-    alone, start-up and shut-down excluded. Returns (run()'s value, {"cpu_s"} or {"cpu_s": None,
-    "unavailable"})."""
-    before = {n: procstat.process_cpu_ticks(p) for n, p in pids.items()}
-    value = run()
-    after = {n: procstat.process_cpu_ticks(p) for n, p in pids.items()}
-    gone = sorted(n for n in pids if before[n] is None or after[n] is None)
-    if not pids or gone:
-        why = f"/proc unreadable for {', '.join(gone)}" if gone else "no service process was found"
-        return value, {"cpu_s": None, "unavailable": why}
-    ticks = sum((after[n] or 0) - (before[n] or 0) for n in pids)
-    return value, {"cpu_s": ticks / procstat.CLK_TCK, "processes": len(pids)}
-
-
-def _front_requests(services: dict[str, dict], front: str) -> int | None:
-    """Requests the front received over its life: every one of them came from the load run."""
-    if front not in services:
-        return None
-    return int((services[front].get("counters") or {}).get("requests") or 0)
 
 
 def _remove(state: cluster.ClusterState) -> None:
@@ -144,7 +118,7 @@ def _native(model: str, plan: Plan) -> list[EngineDocument]:
             ping = run_engine(SVC, args, timeout_s=120, wrapper=pin).document
             meta = plan.meta(model, "native") | {"ping": target}
             docs.append(EngineDocument(NAME, SVC, ping | {"containers_point": meta}, "ping/native"))
-        load, window = _window_cpu(
+        load, window = procstat.window_cpu(
             pids,
             lambda: run_front_load(
                 port,
@@ -186,7 +160,7 @@ def _in_containers(model: str, plan: Plan) -> list[EngineDocument]:
             ping = cluster.ping(state, address, port, plan.ping_calls, PING_WARMUP)
             meta = plan.meta(model, "containers") | {"ping": target, "address": address}
             docs.append(EngineDocument(NAME, SVC, ping | {"containers_point": meta}, "ping/containers"))
-        _, window = _window_cpu(cluster.service_pids(state), lambda: cluster.run_load(state))
+        _, window = procstat.window_cpu(cluster.service_pids(state), lambda: cluster.run_load(state))
         results = cluster.collect(state, plan.work)
     finally:
         _remove(state)
@@ -340,7 +314,7 @@ def _side(load: dict | None, graph_doc: dict | None) -> Side | None:
     p99 = from_latency(lat, "99") if lat else None
     front = str((load.get("containers_point") or {}).get("front") or "")
     window = (graph_doc or {}).get("window_cpu") or {"cpu_s": None, "unavailable": "no CPU reading was stored"}
-    requests = _front_requests((graph_doc or {}).get("services") or {}, front)
+    requests = front_requests((graph_doc or {}).get("services") or {}, front)
     per_request, why = None, window.get("unavailable")
     if window.get("cpu_s") is not None:
         if requests:

@@ -24,6 +24,10 @@ actually got, and says what was and was not isolated. Needs root and iproute2; w
 them the section says unavailable and why. The lab it brings up (prefix `tsi`, its own
 subnet) is taken down at the end, on error and on SIGINT/SIGTERM.
 
+Where Docker can start, a containers arm (isolation_containers.py) runs the same split as three
+container groups on the same CPUs (cpusets) beside the namespace hosts, paired per model and
+connection count: containers ÷ namespace hosts p50/p99 and CPU per request in the same run.
+
 Quick form: connections 20, 60, 100, 1 s points; full form: 20, 40, 60, 80, 100, 4 s
 points (docs/isolation-study.md). Tiny form (tests): options `isolation_models`,
 `isolation_connections`, `scale`.
@@ -34,12 +38,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from tailscope.lab import agents as agents_mod
-from tailscope.lab import deployment, labhosts, machine, topology
+from tailscope.lab import deployment, labhosts, procstat, topology
 from tailscope.lab.engines import REPO_ROOT, run_engine
 from tailscope.lab.graph import PATH, SVC, graph, svc_models
+from tailscope.lab.groups import cores_from_sysfs, plan_groups
 from tailscope.measure.measurement import measurement
 from tailscope.report.blocks import (
     DOES_NOT_HOLD,
@@ -56,6 +62,7 @@ from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.common import cite, record_stores, requested_stores, study_section
 from tailscope.studies.contention import _cdf_figure as delay_cdf_figure
+from tailscope.studies.isolation_containers import ARM, ArmPlan, arm_lines, arm_table, compare, run_arm
 from tailscope.studies.socialnet.analysis import BASELINE_MODEL, BEST_CEILING_FILE
 from tailscope.studies.socialnet.analysis import TRACE_SAMPLE as SOCIALNET_TRACE_SAMPLE
 from tailscope.studies.sources import CAPSTONE_SPLIT
@@ -133,48 +140,6 @@ def _socialnet_best(path: Path) -> str | None:
 # ---- CPU placement ---------------------------------------------------------------------------
 
 
-def cores_from_sysfs() -> list[tuple[int, ...]]:
-    """The physical cores this process may use, each as its CPUs (SMT siblings together)."""
-    siblings = machine.smt_siblings()
-    allowed = sorted(os.sched_getaffinity(0))
-    if siblings is None:
-        return [(c,) for c in allowed]
-    cores: dict[tuple[int, ...], None] = {}
-    for _cpu, text in sorted(siblings.items()):
-        cpus = tuple(c for c in deployment.parse_cpu_list(text, "sysfs thread_siblings_list") if c in allowed)
-        cores[cpus] = None
-    return list(cores)
-
-
-def plan_cpus(service_hosts: list[str], cores: list[tuple[int, ...]]) -> tuple[dict[str, tuple[int, ...]], tuple]:
-    """Split layout: each service host on a core of its own while there are cores, else round
-    robin; the load agents get a core of their own only when one is left over (else they are
-    not pinned). Returns (host -> CPUs, load CPUs or ())."""
-    n = len(cores)
-    load: tuple[int, ...] = ()
-    usable = cores
-    if n > len(service_hosts):
-        load, usable = cores[-1], cores[:-1]
-    plan: dict[str, list[int]] = {h: [] for h in service_hosts}
-    if len(usable) >= len(service_hosts):
-        for i, core in enumerate(usable):
-            plan[service_hosts[i % len(service_hosts)]] += core
-    else:
-        for i, h in enumerate(service_hosts):
-            plan[h] += usable[i % len(usable)]
-    return {h: tuple(sorted(c)) for h, c in plan.items()}, tuple(load)
-
-
-def _cpus_allowed(pid: int) -> str | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
-
-
 def _netns_inode(path: str) -> int | None:
     try:
         return os.stat(path).st_ino
@@ -196,7 +161,7 @@ def applied_isolation(ready: dict, service_netns: dict[str, str | None]) -> dict
         have = _netns_inode(f"/proc/{pid}/ns/net")
         out[svc] = {
             "pid": pid,
-            "cpus": _cpus_allowed(int(pid)),
+            "cpus": procstat.cpus_allowed_list(int(pid)),
             "in_netns": None if want is None or have is None else want == have,
         }
     return out
@@ -248,7 +213,9 @@ class IsolationStudy:
         deps = {k: deployment.with_lab_prefix(deployment.load(p, services), LAB_PREFIX) for k, p in files.items()}
         split = deps["split"]
         cores = cores_from_sysfs()
-        host_cpus, load_cpus = plan_cpus(split.service_hosts(), cores)
+        # The file fixes no CPUs: one plan of the groups' CPUs from this machine's cores serves both arms.
+        groups = plan_groups(split, services, cores)
+        host_cpus, load_cpus = groups.cpus, groups.load_cpus
         # One host on one core set in the single layout: every core the split's hosts use.
         union = tuple(sorted({c for cs in host_cpus.values() for c in cs}))
         placed = {
@@ -295,10 +262,7 @@ class IsolationStudy:
                 host_of = {s: str(dep.services[s].host) for s in services}
                 front_address = addresses[host_of[str(front)]][1]
                 service_netns = {s: addresses[host_of[s]][0] for s in services}
-                load_agents = [
-                    agents_mod.Agent(f"{h}@{addresses[h][0]}", addresses[h][0], frozenset(load_cpus) or None)
-                    for h in dep.load_hosts
-                ] or [agents_mod.Agent("load", None, frozenset(load_cpus) or None)]
+                load_agents = _agents(dep, addresses, load_cpus)
                 for model in models:
                     for c in counts:
                         point = f"{layout}/{model}/c{c}"
@@ -345,6 +309,32 @@ class IsolationStudy:
                             )
                             doc["isolation_point"] = merged["isolation_point"]
                             docs.append(EngineDocument(self.name, CRITPATH, doc, point))
+            # The containers arm: the same split as container groups, beside the namespace hosts, paired.
+            # Its namespace side runs without the links' delay, which the containers have no shim for.
+            unlinked = replace(placed["split"], links=[])
+            split_json = deployment.write_engine_json(
+                deployment.engine_json(unlinked, services, lab), art / "deployment-split-unlinked.json"
+            )
+            addresses = deployment.host_addresses(unlinked, lab)
+            arm = ArmPlan(
+                study=self.name,
+                topo_doc=topo_doc,
+                topo_json=topo_json,
+                front=str(front),
+                groups=groups,
+                split_json=split_json,
+                front_address=addresses[str(unlinked.services[str(front)].host)][1],
+                agents=_agents(unlinked, addresses, load_cpus),
+                load_args=_load_args(),
+                models=models,
+                counts=counts,
+                duration_s=duration,
+                warmup_s=warmup,
+                art=art / "containers-arm",
+            )
+            arm.art.mkdir(parents=True, exist_ok=True)
+            arm_docs, analysis["containers"] = run_arm(arm, ctx.options, lambda what: ctx.progress(what, 1.0))
+            docs += arm_docs
         finally:
             # On success, error and interrupt alike: nothing of the lab outlives the study.
             labhosts.down(LAB_PREFIX, stop_processes=True)
@@ -371,7 +361,8 @@ class IsolationStudy:
         if analysis.get("unavailable_reason"):
             return sec  # the unavailable note says why
         sec.intro += f" Models: {analysis['models_why']}."
-        loads = {d.point: d.document for d in docs if d.engine == AGENTS}
+        all_loads = {d.point: d.document for d in docs if d.engine == AGENTS}
+        loads = {p: d for p, d in all_loads.items() if p.split("/")[0] in LAYOUTS}
         crit = {d.point: d.document for d in docs if d.engine == CRITPATH}
         for point in sorted(set(loads) - set(crit)):
             sec.notes.append(f"{point}: delays unavailable: the graph wrote no traces at this point")
@@ -395,10 +386,23 @@ class IsolationStudy:
                     )
                 )
         sec.blocks.append(_agents_table(loads))
+        record = analysis.get("containers")
+        arm = compare(record, {p: d for p, d in all_loads.items() if p.split("/")[0] in ARM}, point_flags)
+        sec.notes += arm_lines(arm, record)
+        table = arm_table(arm)
+        if table is not None:
+            sec.blocks.append(table)
         return sec
 
 
 STUDY = IsolationStudy()
+
+
+def _agents(dep, addresses: dict, load_cpus: tuple) -> list[agents_mod.Agent]:
+    """One load agent per load host of DEP, in its namespace (else one here), on the load CPUs."""
+    cpus = frozenset(load_cpus) or None
+    agents = [agents_mod.Agent(f"{h}@{addresses[h][0]}", addresses[h][0], cpus) for h in dep.load_hosts]
+    return agents or [agents_mod.Agent("load", None, cpus)]
 
 
 def _load_args() -> list[str]:
