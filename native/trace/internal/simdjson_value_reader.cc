@@ -145,21 +145,26 @@ JsonScalar scalar_of(ondemand::value& v, ondemand::json_type type) {
 // too, where simdjson's skip counted only brackets.
 inline ondemand::json_type type_of(ondemand::value& v) { return value_or_give_up(v.type()); }
 
-void skip_unused(ondemand::value& v, int levels) {
-  switch (type_of(v)) {
-    case ondemand::json_type::object:
-      if (levels <= 0) throw GiveUp{};
-      for (auto field_result : value_or_give_up(v.get_object())) {
-        ondemand::field& field = in_place(field_result);
-        skip_unused(field.value(), levels - 1);
-      }
-      break;
-    case ondemand::json_type::array:
-      if (levels <= 0) throw GiveUp{};
-      for (auto element : value_or_give_up(v.get_array())) skip_unused(in_place(element), levels - 1);
-      break;
-    default:
-      break;  // a scalar: simdjson steps over it
+void skip_container(ondemand::value& v, ondemand::json_type type, int levels);
+
+// Most unused values are scalars (flags, a tag's type, an unused tag's
+// value): those cost a look at their first byte, inline; simdjson steps over
+// them when the walk moves on.
+inline void skip_unused(ondemand::value& v, int levels) {
+  const ondemand::json_type type = type_of(v);
+  if (type == ondemand::json_type::object || type == ondemand::json_type::array) [[unlikely]]
+    skip_container(v, type, levels);
+}
+
+void skip_container(ondemand::value& v, ondemand::json_type type, int levels) {
+  if (levels <= 0) throw GiveUp{};
+  if (type == ondemand::json_type::object) {
+    for (auto field_result : value_or_give_up(v.get_object())) {
+      ondemand::field& field = in_place(field_result);
+      skip_unused(field.value(), levels - 1);
+    }
+  } else {
+    for (auto element : value_or_give_up(v.get_array())) skip_unused(in_place(element), levels - 1);
   }
 }
 
@@ -170,7 +175,7 @@ void skip_unused(ondemand::value& v, int levels) {
 // unused value.
 inline void check_scalar(ondemand::value& v, ondemand::json_type type, int levels) {
   if (type == ondemand::json_type::object || type == ondemand::json_type::array) {
-    skip_unused(v, levels);
+    skip_container(v, type, levels);
   } else {
     (void)scalar_of(v, type);
   }
@@ -192,7 +197,7 @@ template <typename OnScalar>
 inline void read_scalar(ondemand::value& v, int levels, OnScalar on_scalar) {
   const ondemand::json_type type = type_of(v);
   if (type == ondemand::json_type::object || type == ondemand::json_type::array) {
-    skip_unused(v, levels);
+    skip_container(v, type, levels);
     return;
   }
   // Tag values are strings and times integers: those inline, the rest (and
