@@ -81,7 +81,11 @@ inline std::string_view key_of(ondemand::field& field) {
   return value_or_give_up(field.unescaped_key());
 }
 
-inline std::string_view string_of(ondemand::value& v) {
+// Always inline: the walks grew with the nesting check (skip_unused) and
+// the compiler stopped inlining this at some of its ~20 call sites; forced,
+// a Jaeger span reads in ~270 fewer instructions (callgrind; forcing key_of
+// and type_of too measured worse).
+[[gnu::always_inline]] inline std::string_view string_of(ondemand::value& v) {
   std::string_view text;
   if (unescaped_in_place(value_or_give_up(v.get_raw_json_string()).raw(), &text)) return text;
   return value_or_give_up(v.get_string());
