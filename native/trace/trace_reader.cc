@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -172,11 +173,13 @@ StreamStatus stream_envelope(InputBuffer& in, internal::SimdjsonValueReader& fas
 }
 
 // Parses one JSON value after another (a document, or NDJSON lines) until
-// the end of input. Each top-level object is cut out whole (ValueScanner)
-// and read by simdjson; what simdjson does not take — anything but an
-// object, a value too big or too deep, input simdjson rejects — RapidJSON's
-// SAX reader reads from the same place, giving the same traces and the exact
-// error and offset.
+// the end of input. The top-level objects of the buffered window are read by
+// simdjson many at a time (iterate_many: one stage 1 over the window, which
+// also finds where each ends); one the window cuts off or that simdjson
+// gives up on is cut out whole (ValueScanner) and read by simdjson alone;
+// what simdjson does not take — anything but an object, a value too big or
+// too deep, input simdjson rejects — RapidJSON's SAX reader reads from the
+// same place, giving the same traces and the exact error and offset.
 ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& options, const TraceCallback& on_trace) {
   ReadResult result;
   std::uint64_t skip = 0;  // traces the simdjson attempt already delivered
@@ -191,6 +194,10 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
   internal::SimdjsonValueReader fast(names, options);
   std::string stream_scratch;  // the members after a streamed envelope's array
   bool any_value = false;
+  const bool many = options.use_simdjson && internal::SimdjsonValueReader::reads_many(options);
+  // Values starting before this offset are read one at a time: simdjson
+  // rejected the window that held them as a whole.
+  std::uint64_t one_at_a_time_until = 0;
   for (;;) {
     in.skip_whitespace();
     if (in.Peek() == '\0') {
@@ -202,7 +209,41 @@ ReadResult read_input(InputBuffer& in, NameTable& names, const ReadOptions& opti
       break;
     }
     any_value = true;
-    if (options.use_simdjson && in.Peek() == '{') {
+    bool rapidjson_only = false;  // the value gave up after delivering traces
+    if (many && in.Peek() == '{' && in.Tell() >= one_at_a_time_until) {
+      // Every whole value in the buffered window at once (iterate_many);
+      // refilled first while less than half a chunk is buffered, so that
+      // a window holds many values (and the buffer does not grow: fill()
+      // grows it only when less than half a chunk is free).
+      if (in.available() < InputBuffer::kChunkBytes / 2) in.fill();
+      const std::uint64_t window_start = in.Tell();
+      // At most a chunk (text in memory is one window): simdjson's index
+      // of a window is ~4x its size.
+      const std::size_t window = std::min(in.available(), InputBuffer::kChunkBytes);
+      const internal::ManyRead m = fast.read_many(in.cursor(), window, result.stats, on_trace);
+      result.stats.values_simdjson += m.values;
+      in.skip(m.consumed);
+      if (m.stopped) {
+        result.stopped = true;
+        break;
+      }
+      if (m.window_rejected) {
+        one_at_a_time_until = window_start + window;
+        continue;
+      }
+      if (!m.gave_up && m.values > 0) continue;  // the window ended inside a value: read more, go on
+      // The value at the cursor goes to the per-value path below (which
+      // reads what simdjson reads and gives the rest to RapidJSON): a value
+      // simdjson gave up on, or one larger than the window. So does the
+      // rest of the window: a window whose values give up costs one stage 1
+      // over it, not one per value.
+      one_at_a_time_until = window_start + window;
+      if (m.gave_up && m.emitted > 0) {
+        skip = m.emitted;  // its first traces are out: RapidJSON reads it, skipping them
+        rapidjson_only = true;
+      }
+    }
+    if (!rapidjson_only && options.use_simdjson && in.Peek() == '{') {
       const std::uint64_t value_start = in.Tell();
       internal::ValueScanner scanner(options.max_nesting_depth);
       std::size_t scanned = 0;

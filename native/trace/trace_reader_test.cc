@@ -543,6 +543,17 @@ const std::vector<std::string>& parity_inputs() {
       R"({"data": [{"traceID": "a", "spans": []}, {"traceID": "b",, "spans": []}]})",
       R"({"data": [{"traceID": "a", "spans": [{"spanID": "x", "startTime": 12)",
       R"([{"traceID": "arr", "spans": [{"spanID": "a"}]}] 42)",
+      // Values read many at once (iterate_many): one that gives up between
+      // two it reads, an error inside a member the walks do not use, nesting
+      // past the limit inside one, and a value cut off by the input's end.
+      std::string(R"({"traceID": "1", "spans": [{"spanID": "a"}]})") + "\n" +
+          R"({"traceID": "2", "spans": [{"spanID": "b", "startTime": 99999999999999999999}]})" + "\n" +
+          R"({"traceID": "3", "spans": [{"spanID": "c", "logs": [{"fields": [[{"x": 1}]]}]}]})",
+      std::string(R"({"traceID": "ok", "spans": []})") + "\n" +
+          R"({"traceID": "m", "spans": [{"spanID": "a", "logs": [1 2], "warnings": null}]})",
+      std::string(R"({"traceID": "ok", "spans": []})") + "\n" + R"({"traceID": "deep", "spans": [], "x": )" +
+          std::string(70, '[') + std::string(70, ']') + "}",
+      std::string(R"({"traceID": "ok", "spans": []})") + "\n" + R"({"traceID": "cut", "spans": [{"spanID": "a")",
   };
   return inputs;
 }
@@ -653,6 +664,84 @@ TEST(TraceReaderTest, ValidObjectsAreReadBySimdjsonAndTheRestByRapidJson) {
   EXPECT_FALSE(broken.result.ok);
   EXPECT_EQ(broken.result.stats.traces, 1u);
   EXPECT_EQ(std::count(broken.traces.begin(), broken.traces.end(), '\n'), 1);
+}
+
+// One trace per line is read many values at a time (iterate_many over the
+// buffered window, no bracket scan per value): every value by simdjson, the
+// same traces and counters as the RapidJSON path, across windows and
+// buffer refills (a plain file and a gzip one, several MiB), with non-ASCII
+// names (a window may end inside a UTF-8 sequence), values of every size
+// and one line larger than a window.
+TEST(TraceReaderTest, ReadsManyValuesAtOnceAcrossWindows) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 6000; ++i) {
+    const std::string n = std::to_string(i);
+    text += R"({"traceID": "t)" + n + R"(", "spans": [{"spanID": "a", "operationName": "caf\u00e9 op)" +
+            std::to_string(i % 7) + R"(", "startTime": )" + n +
+            R"(, "duration": 5, "processID": "p", "logs": [], "tags": [{"key": "span.kind", "value": "client"},)" +
+            R"( {"key": "pad", "value": ")" + std::string(static_cast<std::size_t>(i % 13) * 97, 'x') +
+            R"("}]}, {"spanID": "b", "references": [{"refType": "CHILD_OF", "spanID": "a"}], "startTime": 1}],)" +
+            R"( "processes": {"p": {"serviceName": "süd)" + std::to_string(i % 3) + R"(", "tags": []}}})" + "\n";
+    if (i == 3000) {
+      text += R"({"traceID": "huge", "spans": [{"spanID": "h", "tags": [{"key": "pad", "value": ")" +
+              std::string(std::size_t{3} << 20, 'h') + "\"}]}]}\n";
+    }
+  }
+  ASSERT_GT(text.size(), std::size_t{8} << 20);
+  write_file(dir.file("many.json"), text);
+  write_gzip(dir.file("many.json.gz"), text);
+  const Transcript slow = file_transcript(dir.file("many.json"), false);
+  ASSERT_TRUE(slow.result.ok) << slow.result.error;
+  for (const std::string& file : {dir.file("many.json"), dir.file("many.json.gz")}) {
+    const Transcript fast = file_transcript(file, true);
+    EXPECT_EQ(fast.traces, slow.traces) << file;
+    EXPECT_EQ(fast.result.stats.values_simdjson, 6001u) << file;
+    EXPECT_EQ(fast.result.stats.values_rapidjson, 0u) << file;
+  }
+  // In memory (as tailscope-critpath --jobs N reads each chunk), the same.
+  const Transcript in_memory = transcript(text, true);
+  EXPECT_EQ(in_memory.traces, slow.traces);
+  EXPECT_EQ(in_memory.result.stats.values_rapidjson, 0u);
+}
+
+// A stop inside a value read many at a time ends the read after that value,
+// as reading one value at a time does (a nesting limit that leaves the
+// walks no room turns read_many off): the same bytes counted.
+TEST(TraceReaderTest, StopInsideManyValuesCountsTheSameBytes) {
+  const std::string text = std::string(R"({"traceID": "1", "spans": []})") + "\n" +
+                           R"({"data": [{"traceID": "2", "spans": []}, {"traceID": "3", "spans": []}]})" + "\n" +
+                           R"({"traceID": "4", "spans": []})" + "\n";
+  for (const int depth : {64, 8}) {
+    NameTable names;
+    ReadOptions options;
+    options.max_nesting_depth = depth;
+    int seen = 0;
+    const ReadResult result = read_trace_text(text, names, options, [&](Trace&) { return ++seen < 2; });
+    EXPECT_TRUE(result.ok) << result.error;
+    EXPECT_TRUE(result.stopped);
+    EXPECT_EQ(seen, 2);
+    EXPECT_EQ(result.stats.bytes, text.find("\n{\"traceID\": \"4\"")) << "max_nesting_depth=" << depth;
+    EXPECT_EQ(result.stats.values_simdjson, 2u) << "max_nesting_depth=" << depth;
+  }
+}
+
+// Nesting past the limit inside a member the reader does not use is still
+// rejected, with RapidJSON's error and offset; nesting within it is read.
+TEST(TraceReaderTest, DeepNestingInUnusedMembersIsStillRejected) {
+  const std::string ok = R"({"traceID": "ok", "spans": []})";
+  const std::string deep = ok + "\n" + R"({"traceID": "d", "spans": [{"spanID": "a", "logs": )" + std::string(70, '[') +
+                           std::string(70, ']') + "}]}";
+  const Transcript fast = transcript(deep, true);
+  EXPECT_FALSE(fast.result.ok);
+  EXPECT_NE(fast.result.error.find("nested deeper"), std::string::npos) << fast.result.error;
+  EXPECT_EQ(fast.traces, transcript(deep, false).traces);
+  const std::string within = ok + "\n" + R"({"traceID": "w", "spans": [{"spanID": "a", "logs": )" +
+                             std::string(40, '[') + std::string(40, ']') + "}]}";
+  const Transcript read = transcript(within, true);
+  EXPECT_TRUE(read.result.ok) << read.result.error;
+  EXPECT_EQ(read.traces, transcript(within, false).traces);
+  EXPECT_EQ(read.result.stats.values_simdjson, 2u);
 }
 
 // An envelope larger than the reader buffers whole (8 MiB): `count`

@@ -1,8 +1,10 @@
 // Finds where a JSON object or array ends without parsing it: the reader cuts
-// its input into whole top-level values this way (one trace per line, one
-// envelope) and hands each to simdjson, whose On-Demand parser needs the whole
-// value in memory. Strings (and escapes inside them) are tracked so brackets in
-// names do not count. Nothing else is validated here: the parser does that.
+// a top-level value it reads alone out this way (one the buffered window cuts
+// off, one simdjson gave up on with others, an envelope's elements) and hands
+// it to simdjson, whose On-Demand parser needs the whole value in memory; and
+// finds where the last value read with others (iterate_many) ends. Strings
+// (and escapes inside them) are tracked so brackets in names do not count.
+// Nothing else is validated here: the parser does that.
 #pragma once
 
 #include <cstddef>
