@@ -536,6 +536,12 @@ def test_redis_line_shows_the_cap_being_reached():
     assert "40.0, 64.0 MiB of its 64 MiB cap" in line
     assert "evicted keys by interval 0, 2,500" in line
     assert "misses by interval 100 (10.0 %), 200 (20.0 %)" in line
+    assert (
+        redis_lines([a, b])[1]
+        == "p99 before Redis first evicted (intervals 1–1) 10 ms, from interval 2 on 12 ms (+20.0 %, medians)"
+    )
+    b.index = 1
+    assert redis_lines([b])[1] == "Redis evicted from interval 1 on: no interval before it to compare the p99 with"
     c = _iv(1, 10e6)
     c.redis_reason = "no real Redis"
     assert redis_lines([c]) == ["redis: unavailable — no real Redis"]

@@ -684,7 +684,23 @@ def redis_lines(iv: list[Interval]) -> list[str]:
             for r in read
         )
     )
-    return [line]
+    out = [line]
+    # Whether the tail moved when Redis started evicting: the intervals' p99 before the first one with an
+    # eviction against from it on (medians; both sides need an interval).
+    capped = [i for i in iv if i.redis is not None and i.redis.evicted_keys > 0]
+    if capped:
+        first = capped[0].index
+        before = [i.p99_ns for i in iv if i.index < first and i.p99_ns]
+        after = [i.p99_ns for i in iv if i.index >= first and i.p99_ns]
+        if before and after:
+            a, b = statistics.median(before), statistics.median(after)
+            out.append(
+                f"p99 before Redis first evicted (intervals 1–{first - 1}) {fmt_ns(a)}, from interval {first} on "
+                f"{fmt_ns(b)} ({(b / a - 1) * 100:+.1f} %, medians)"
+            )
+        else:
+            out.append(f"Redis evicted from interval {first} on: no interval before it to compare the p99 with")
+    return out
 
 
 def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
