@@ -64,7 +64,7 @@ struct CallAwaiter {
     loop.clients->channel(rt, call.spec->service)
         .call(call.spec->endpoint, call.payload, call.child, rt.call_timeout_ns(),
               [c = &call, loop = loop, h](CallResult&& r) {
-                c->result = r.status;
+                c->take_answer(std::move(r));
                 c->probe().stamp_fn_end();
                 loop.resume_later(h);
               });
@@ -98,6 +98,24 @@ struct StoreAwaiter {
     loop.clients->stores->run(system, request, [this, loop = loop, h](const stores::StoreResult& r) {
       result = r;
       loop.resume_later(h);  // a post, never a resumption inside the store client
+    });
+  }
+  stores::StoreResult await_resume() { return std::move(result); }
+};
+
+// co_await: a follower fan-out's batch on the loop's store clients, all sent
+// in this loop iteration (Redis: pipelined on its one connection, one round
+// trip); resumed once, after the last answer.
+struct StoreBatchAwaiter {
+  StoreSystem system;
+  std::vector<stores::StoreRequest> requests;
+  LoopRef loop;
+  stores::StoreResult result;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    loop.clients->stores->run_batch(system, std::move(requests), [this, loop = loop, h](const stores::StoreResult& r) {
+      result = r;
+      loop.resume_later(h);
     });
   }
   stores::StoreResult await_resume() { return std::move(result); }
@@ -150,12 +168,21 @@ Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, 
     rt.fail_wait(rs);
     co_return 0;
   }
-  if (rt.store_is_real(op)) {
+  if (op.fans_out()) {
+    ServiceRuntime::FanOut fan = rt.fan_out(rs, op, span);
+    if (rt.store_is_real(op)) {
+      StoreBatchAwaiter batch{op.real_system, std::move(fan.requests), loop, {}};  // named: see below
+      const stores::StoreResult r = co_await batch;
+      missed = rt.complete_store(rs, op, span, r) || missed;
+    } else {
+      co_await SleepAwaiter{fan.simulated_ns(op), loop};
+    }
+  } else if (rt.store_is_real(op)) {
     // A named awaiter, not a temporary: GCC 12 mishandles a temporary awaiter with non-trivial members
     // in a co_await (free(): invalid pointer on resumption, GCC 12.2).
     StoreAwaiter store{op.real_system, rt.store_request(rs, op), loop, {}};
     const stores::StoreResult r = co_await store;
-    missed = rt.complete_store(rs, span, r) || missed;
+    missed = rt.complete_store(rs, op, span, r) || missed;
   } else {
     co_await SleepAwaiter{op.latency.sample_ns(), loop};
   }

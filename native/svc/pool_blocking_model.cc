@@ -7,6 +7,7 @@
 // A wait never outlasts the call timeout (plus a margin for the channel's
 // own timer), so too few threads show up as timeouts and rejections, not a hang.
 #include <future>
+#include <string>
 
 #include "core/clock.h"
 #include "svc/internal/blocking_handler.h"
@@ -21,6 +22,7 @@ constexpr size_t kDefaultWorkers = 8;
 struct CallState {
   std::promise<RpcStatus> promise;
   int64_t fn_end_ns = 0;
+  std::string payload;  // the answer's, written before the promise is set
 };
 
 struct PoolBlockingLauncher {
@@ -54,6 +56,7 @@ struct PoolBlockingLauncher {
                 state->fn_end_ns = monotonic_ns();
                 if (slot) slot->release();
                 if (window) window->release();
+                state->payload = std::move(r.payload);
                 state->promise.set_value(r.status);
               });
   }
@@ -61,7 +64,7 @@ struct PoolBlockingLauncher {
     CallScope& c = *h.call;
     if (h.result.wait_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(h.deadline_ns))) ==
         std::future_status::ready) {
-      c.result = h.result.get();
+      c.take_answer(CallResult{h.result.get(), std::move(h.state->payload)});
       c.probe().fn_end_ns = h.state->fn_end_ns;
     } else {
       c.result = RpcStatus::kTimeout;

@@ -40,6 +40,13 @@ class DispatcherStores {
       loops_[i]->run(system, request, std::move(done));
     });
   }
+  // A fan-out's batch: all on one loop, so its Redis client pipelines them in one round trip.
+  void run_batch(StoreSystem system, std::vector<stores::StoreRequest> requests, stores::StoreDone done) {
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % loops_.size();
+    server_->post(i, [this, i, system, requests = std::move(requests), done = std::move(done)]() mutable {
+      loops_[i]->run_batch(system, std::move(requests), std::move(done));
+    });
+  }
   // After the loops have stopped.
   void close() {
     for (auto& l : loops_) l->close();
@@ -225,7 +232,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     rt_.channel(call.spec->service)
         .call(call.spec->endpoint, call.payload, call.child, rt_.call_timeout_ns(),
               [self = shared_from_this(), c = &call, slot](CallResult&& r) {
-                c->result = r.status;
+                c->take_answer(std::move(r));
                 c->probe().stamp_fn_end();
                 if (slot) slot->release();
                 self->call_done();
@@ -256,7 +263,10 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
       store_spans_[i] = rt_.begin_store(rs_, op);
       // The key is drawn here, on the flow's thread (the op may start on the granting thread).
-      if (rt_.store_is_real(op)) store_requests_[i] = rt_.store_request(rs_, op);
+      if (op.fans_out())
+        fan_out_ = rt_.fan_out(rs_, op, store_spans_[i]);  // n is 1: a fan-out stage has no count
+      else if (rt_.store_is_real(op))
+        store_requests_[i] = rt_.store_request(rs_, op);
       CapacityLimit* slot = rt_.limit(op.limit_index);
       auto self = shared_from_this();
       if (!slot ||
@@ -267,17 +277,23 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
         wait_store(i);
     }
   }
-  // The op itself: a real one on a dispatcher loop's store clients, a simulated one on the timer.
+  // The op itself: a real one on a dispatcher loop's store clients (a fan-out's
+  // whole batch on one loop), a simulated one on the timer.
   void wait_store(size_t i) {
+    const bool fan = store_op_->fans_out();
     if (rt_.store_is_real(*store_op_)) {
-      stores_.run(store_op_->real_system, std::move(store_requests_[i]),
-                  [self = shared_from_this(), i](const stores::StoreResult& r) {
-                    self->store_results_[i] = r;  // read on the pool after the queue's hand-off
-                    self->pool_.submit_continuation([self, i] { self->store_op_done(i, true); });
-                  });
+      auto done = [self = shared_from_this(), i](const stores::StoreResult& r) {
+        self->store_results_[i] = r;  // read on the pool after the queue's hand-off
+        self->pool_.submit_continuation([self, i] { self->store_op_done(i, true); });
+      };
+      if (fan)
+        stores_.run_batch(store_op_->real_system, std::move(fan_out_.requests), std::move(done));
+      else
+        stores_.run(store_op_->real_system, std::move(store_requests_[i]), std::move(done));
       return;
     }
-    rt_.timers().schedule(monotonic_ns() + store_op_->latency.sample_ns(), [self = shared_from_this(), i] {
+    const int64_t wait_ns = fan ? fan_out_.simulated_ns(*store_op_) : store_op_->latency.sample_ns();
+    rt_.timers().schedule(monotonic_ns() + wait_ns, [self = shared_from_this(), i] {
       self->pool_.submit_continuation([self, i] { self->store_op_done(i, true); });
     });
   }
@@ -289,7 +305,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
       store_timed_out_.store(true, std::memory_order_relaxed);
     } else if (rt_.store_is_real(*store_op_)) {
       // A real op is never parallel (the parser refuses it): this flow has no other op in flight.
-      store_missed_ = rt_.complete_store(rs_, span, store_results_[i]) || store_missed_;
+      store_missed_ = rt_.complete_store(rs_, *store_op_, span, store_results_[i]) || store_missed_;
     }
     rt_.end_store(span);  // before the slot passes on
     CapacityLimit* slot = rt_.limit(store_op_->limit_index);
@@ -311,6 +327,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   std::vector<SpanRecord> store_spans_;               // the store operations in flight, one per op
   std::vector<stores::StoreRequest> store_requests_;  // real ops: drawn before the op starts
   std::vector<stores::StoreResult> store_results_;    // real ops: what each returned
+  ServiceRuntime::FanOut fan_out_;                    // a fan-out stage's batch (drawn before it starts)
   bool store_missed_ = false;                         // the stage's real read found nothing
   std::atomic<bool> store_timed_out_{false};
   CapacityLimit* endpoint_slot_ = nullptr;  // held from the grant to finish

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "svc/stores/social_graph.h"
 
 namespace tailscope::svc {
 namespace {
@@ -235,7 +236,11 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
 void ServiceRuntime::finish(RequestScope& rs) {
   if (rs.status == RpcStatus::kOk) {
     counters_.ok.fetch_add(1, std::memory_order_relaxed);
-    rs.request.conn->respond(rs.request.id, RpcStatus::kOk, std::string(rs.endpoint->response_bytes, 'r'));
+    // `response: followers` answers with the list the request read (simulated stores read none: filler).
+    if (rs.endpoint->response == IdList::kFollowers && rs.followers)
+      rs.request.conn->respond(rs.request.id, RpcStatus::kOk, stores::encode_followers(*rs.followers));
+    else
+      rs.request.conn->respond(rs.request.id, RpcStatus::kOk, std::string(rs.endpoint->response_bytes, 'r'));
   } else {
     counters_.errors.fetch_add(1, std::memory_order_relaxed);
     rs.request.conn->respond(rs.request.id, rs.status, "");
@@ -283,6 +288,9 @@ void ServiceRuntime::end_call(RequestScope& rs, CallScope& call) {
     // The caller fails with what happened below it: a timeout stays a timeout (the front answers 504).
     rs.fail(call.result == RpcStatus::kTimeout || call.result == RpcStatus::kRejected ? call.result
                                                                                       : RpcStatus::kUnavailable);
+  } else if (call.spec->yields == IdList::kFollowers) {
+    // The callee's follower list; filler (its stores simulated) leaves the request without one.
+    if (auto ids = stores::decode_followers(call.response)) rs.followers = std::move(*ids);
   }
   if (!rs.sampled) return;
   // DeathStarBench opens the client span inside the async function: it covers
@@ -333,7 +341,35 @@ nlohmann::json ServiceRuntime::store_loop_policy() const {
   return stores_ ? stores::StoreLoop::policy_json(options_.store_loop_docstore_connections) : nlohmann::json();
 }
 
-bool ServiceRuntime::complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r) {
+ServiceRuntime::FanOut ServiceRuntime::fan_out(RequestScope& rs, const StoreOp& op, SpanRecord& span) {
+  rs.last_draw = rs.miss_draw ? *rs.miss_draw : stores::draw_store_ids(store_verb_writes(op.op));
+  const std::vector<int64_t>& ids =
+      rs.followers ? *rs.followers : stores::social_graph_followers()[static_cast<size_t>(rs.last_draw.user)];
+  FanOut out;
+  out.followers = static_cast<int64_t>(ids.size());
+  span.followers = out.followers;
+  if (!store_is_real(op) || ids.empty()) return out;
+  if (op.members != IdList::kNone) {  // one command, every follower a member
+    out.requests.push_back(stores::make_request(op, rs.last_draw));
+    out.requests.back().members = ids;
+    return out;
+  }
+  out.requests.reserve(ids.size());
+  stores::StoreDraw draw = rs.last_draw;  // the same post (and author) in every follower's key
+  for (int64_t id : ids) {
+    draw.follower = id;
+    out.requests.push_back(stores::make_request(op, draw));
+  }
+  return out;
+}
+
+stores::StoreResult ServiceRuntime::run_fan_out_blocking(const StoreOp& op, const FanOut& fan) {
+  return stores::combine_results(stores_->run_blocking_batch(op.real_system, fan.requests));
+}
+
+bool ServiceRuntime::complete_store(RequestScope& rs, const StoreOp& op, SpanRecord& span,
+                                    const stores::StoreResult& r) {
+  if (op.yields == IdList::kFollowers && r.status == stores::StoreStatus::kOk) rs.followers = r.ids;
   if (r.status == stores::StoreStatus::kUnavailable) {
     // The store is down, refused, slow past the timeout or answered an error:
     // the request fails unavailable; requests that do not need it go on.
@@ -363,9 +399,8 @@ RpcStatus ServiceRuntime::call_via_client_pool(CallScope& call) {
   if (slot && !slot->acquire(monotonic_ns() + call_timeout_ns_)) {
     call.result = RpcStatus::kTimeout;
   } else {
-    CallResult r =
-        client_pool(call.spec->service).call(call.spec->endpoint, call.payload, call.child, call_timeout_ns_);
-    call.result = r.status;
+    call.take_answer(
+        client_pool(call.spec->service).call(call.spec->endpoint, call.payload, call.child, call_timeout_ns_));
     if (slot) slot->release();
   }
   return call.result;

@@ -72,6 +72,9 @@ struct RequestScope {
   // Real stores: the ids the last store stage drew, and those an on_miss runs with (the missed key's).
   stores::StoreDraw last_draw;
   std::optional<stores::StoreDraw> miss_draw;
+  // The follower list a stage read (`yields: followers`: a store read or a
+  // call's answer), for a later fan-out or the answer (`response: followers`).
+  std::optional<std::vector<int64_t>> followers;
 };
 
 // One downstream call: its client span (with the probe when async/deferred),
@@ -85,7 +88,14 @@ struct CallScope {
   // The slot of a group's max_in_flight window this call holds (thread
   // models); given back when the call ends (ServiceRuntime::release_group_slot).
   std::shared_ptr<CapacityLimit> group_slot;
+  // The answer's payload, kept only when the call `yields` a list (end_call reads it).
+  std::string response;
   exec::AsyncProbe& probe() { return span.probe; }
+  // What every model does with an answer: its status, and its payload when needed.
+  void take_answer(CallResult&& r) {
+    result = r.status;
+    if (spec->yields != IdList::kNone) response = std::move(r.payload);
+  }
 };
 
 class ServiceRuntime {
@@ -135,9 +145,24 @@ class ServiceRuntime {
   std::unique_ptr<stores::StoreLoop> make_store_loop(net::EventLoop& events, uint64_t token_bits);
   // The event-loop models' connection policy (their describe()); null in simulated store mode.
   nlohmann::json store_loop_policy() const;
-  // Folds an outcome into the span and the request (unavailable fails it);
-  // counted by the StoreSet. True when it was a miss.
-  bool complete_store(RequestScope& rs, SpanRecord& span, const stores::StoreResult& r);
+  // Folds an outcome into the span and the request (unavailable fails it; the
+  // ids of a read that `yields` become rs.followers); counted by the StoreSet.
+  // True when it was a miss.
+  bool complete_store(RequestScope& rs, const StoreOp& op, SpanRecord& span, const stores::StoreResult& r);
+  // A follower fan-out stage (`members` / `for_each`, docs/stores.md): whom it
+  // writes to — the request's follower list, else the generated social graph's
+  // followers of the drawn {user} (social_graph.h), so simulated stores fan
+  // out by the same degrees — and, with real stores, its requests (none for
+  // an empty list). Drawn once per stage run; the span gets the count.
+  struct FanOut {
+    int64_t followers = 0;
+    std::vector<stores::StoreRequest> requests;
+    // Simulated: one draw for the pipelined round trip; no round trip for nobody.
+    int64_t simulated_ns(const StoreOp& op) const { return followers > 0 ? op.latency.sample_ns() : 0; }
+  };
+  FanOut fan_out(RequestScope& rs, const StoreOp& op, SpanRecord& span);
+  // The blocking form (thread models): the batch on one pooled connection, pipelined.
+  stores::StoreResult run_fan_out_blocking(const StoreOp& op, const FanOut& fan);
   // Around an on_miss: its stages reuse the missed stage's draw.
   std::optional<stores::StoreDraw> enter_miss(RequestScope& rs) {
     auto saved = rs.miss_draw;

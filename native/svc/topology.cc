@@ -59,9 +59,17 @@ void check_keys(const json& j, std::initializer_list<const char*> allowed, const
   }
 }
 
+// `yields`, `members`, `for_each`, `response`: the name of a list a request carries (only `followers` so far).
+IdList parse_id_list(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return IdList::kNone;
+  if (!j[key].is_string() || j[key].get<std::string>() != "followers")
+    bad(where, std::string("'") + key + "' names the list a request carries: followers (got " + j[key].dump() + ")");
+  return IdList::kFollowers;
+}
+
 CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch default_launch) {
   if (!j.is_object()) bad(where, "a call is an object");
-  check_keys(j, {"name", "service", "endpoint", "span", "launch", "request_bytes", "capacity"}, where);
+  check_keys(j, {"name", "service", "endpoint", "span", "launch", "request_bytes", "capacity", "yields"}, where);
   CallSpec c;
   c.service = need_string(j, "service", where);
   c.endpoint = need_string(j, "endpoint", where);
@@ -69,6 +77,7 @@ CallSpec parse_call(const json& j, const std::string& where, CallSpec::Launch de
   c.span = j.contains("span") ? need_string(j, "span", where) : c.endpoint + "_client";
   c.request_bytes = optional_size(j, "request_bytes", 64, where);
   if (j.contains("capacity")) c.capacity = parse_limit(j, "capacity", where);
+  c.yields = parse_id_list(j, "yields", where);
   c.launch = default_launch;
   if (j.contains("launch")) {
     const std::string l = need_string(j, "launch", where);
@@ -106,8 +115,10 @@ KeyTemplate parse_key(const std::string& text, const std::string& where) {
       var = KeyTemplate::Var::kHotel;
     else if (name == "post")
       var = KeyTemplate::Var::kPost;
+    else if (name == "follower")
+      var = KeyTemplate::Var::kFollower;
     else
-      bad(where, "'key' names unknown variable {" + name + "} (known: {user}, {hotel}, {post})");
+      bad(where, "'key' names unknown variable {" + name + "} (known: {user}, {hotel}, {post}, {follower})");
     k.parts.push_back({std::move(literal), var});
     literal.clear();
     i = end;
@@ -182,6 +193,33 @@ void parse_real_op(const json& v, StoreOp& op, const std::string& here) {
     if (!integer_in(v["limit"], 1, 10000)) bad(here, "'limit' must be an integer in 1 … 10000");
     op.limit = v["limit"];
   }
+}
+
+// The follower-list fields of a store stage (yields, members, for_each): which op takes which.
+void parse_follower_fields(const json& v, StoreOp& op, const std::string& here) {
+  op.yields = parse_id_list(v, "yields", here);
+  op.members = parse_id_list(v, "members", here);
+  op.for_each = parse_id_list(v, "for_each", here);
+  if (op.yields != IdList::kNone && op.op != StoreVerb::kZrevrange && op.op != StoreVerb::kSmembers &&
+      op.op != StoreVerb::kFind)
+    bad(here, "'yields' is for a real read that returns ids (zrevrange, smembers, find)");
+  if (op.members != IdList::kNone) {
+    if (op.op != StoreVerb::kZadd && op.op != StoreVerb::kSadd)
+      bad(here, "'members' is for zadd and sadd (one command, every id a member)");
+    if (v.contains("value_bytes")) bad(here, "'members' writes the ids themselves: no 'value_bytes'");
+  }
+  if (op.for_each != IdList::kNone) {
+    if (!store_verb_writes(op.op)) bad(here, "'for_each' needs a real write 'op' (set, zadd, sadd, insert, update)");
+    if (op.members != IdList::kNone) bad(here, "'for_each' and 'members' together: one op per id, or one for all");
+  }
+  bool follower_key = false;
+  for (const auto& p : op.key.parts) follower_key = follower_key || p.var == KeyTemplate::Var::kFollower;
+  if (op.for_each != IdList::kNone && !follower_key)
+    bad(here, "'for_each: followers' writes to each follower's key: 'key' needs {follower}");
+  if (op.for_each == IdList::kNone && follower_key)
+    bad(here, "'key' uses {follower}, which needs 'for_each: followers'");
+  if (op.fans_out() && (v.contains("count") || v.contains("parallel")))
+    bad(here, "'count' and 'parallel' do not go with 'members' or 'for_each' (the list decides how many)");
 }
 
 std::map<std::string, StoreServerSpec> parse_store_servers(const json& j, const std::string& origin) {
@@ -265,11 +303,12 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (!v.is_object()) bad(here, "a store stage is an object");
     check_keys(v,
                {"span", "system", "latency", "count", "hit_ratio", "on_miss", "op", "key", "value_bytes", "collection",
-                "limit", "capacity", "parallel"},
+                "limit", "capacity", "parallel", "yields", "members", "for_each"},
                here);
     s.store.span = need_string(v, "span", here);
     s.store.system = v.contains("system") ? need_string(v, "system", here) : "store";
     parse_real_op(v, s.store, here);
+    parse_follower_fields(v, s.store, here);
     if (!v.contains("latency")) bad(here, "needs 'latency'");
     s.store.latency = parse_distribution(v["latency"], here + ".latency");
     if (v.contains("count")) {
@@ -514,9 +553,10 @@ Topology parse_topology(const json& doc, const std::string& origin) {
       Endpoint e;
       e.name = need_string(ej, "name", where + ": endpoint");
       const std::string ew = where + ": endpoint '" + e.name + "'";
-      check_keys(ej, {"name", "span", "response_bytes", "stages", "capacity"}, ew);
+      check_keys(ej, {"name", "span", "response_bytes", "response", "stages", "capacity"}, ew);
       e.server_span = ej.contains("span") ? need_string(ej, "span", ew) : e.name + "_server";
       e.response_bytes = optional_size(ej, "response_bytes", 64, ew);
+      e.response = parse_id_list(ej, "response", ew);
       if (ej.contains("capacity")) e.capacity = parse_limit(ej, "capacity", ew);
       e.stages = parse_stages(ej.contains("stages") ? ej["stages"] : json::array(), ew + ": stages");
       if (!s.endpoints.emplace(e.name, std::move(e)).second) bad(ew, "defined twice");
@@ -537,6 +577,9 @@ Topology parse_topology(const json& doc, const std::string& origin) {
         if (it == t.services.end()) bad(where, "unknown service '" + c.service + "'");
         if (!it->second.endpoints.count(c.endpoint))
           bad(where, "service '" + c.service + "' has no endpoint '" + c.endpoint + "'");
+        if (c.yields != IdList::kNone && it->second.endpoints.at(c.endpoint).response != c.yields)
+          bad(where,
+              "'yields: followers' needs the callee's endpoint '" + c.endpoint + "' to have 'response: followers'");
       });
     }
   // No cycles in the endpoint call graph (a cycle would recurse until every call times out).

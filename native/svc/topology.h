@@ -18,6 +18,12 @@ namespace tailscope::svc {
 struct Stage;
 using StageList = std::vector<Stage>;
 
+// A list of ids a request carries from the stage that read it to later ones
+// (docs/stores.md, "Follower fan-out"): DeathStarBench's home timeline asks
+// the social graph for the author's followers, then writes to each one's
+// timeline. kFollowers is the only list so far.
+enum class IdList { kNone, kFollowers };
+
 // One downstream RPC.
 struct CallSpec {
   std::string name;     // label inside a group (join order refers to it)
@@ -32,6 +38,9 @@ struct CallSpec {
   // (every call of the service with that span name shares it; -1: none).
   int64_t capacity = 0;
   int limit_index = -1;
+  // `yields: followers`: the callee's answer is a follower list (its endpoint
+  // has `response: followers`); it becomes the request's.
+  IdList yields = IdList::kNone;
 };
 
 // A group of calls launched together and joined in `join_order` (indices into calls).
@@ -49,9 +58,10 @@ inline constexpr int kStoreUsers = 962;  // socfb-Reed98's users, as DeathStarBe
 inline constexpr int kStoreHotels = 80;  // DeathStarBench hotelReservation's hotels
 
 // A store key with placeholders, split once at parse time: literal text and
-// the variables between it ("user:{user}" → "user:", kUser).
+// the variables between it ("user:{user}" → "user:", kUser). {follower}: one
+// id of the request's follower list, in a `for_each: followers` stage only.
 struct KeyTemplate {
-  enum class Var { kNone, kUser, kHotel, kPost };
+  enum class Var { kNone, kUser, kHotel, kPost, kFollower };
   struct Part {
     std::string text;  // literal text before var
     Var var = Var::kNone;
@@ -94,6 +104,20 @@ struct StoreOp {
   int limit_index = -1;
   // The count operations run at once, not in a row (simulated, count ≥ 2).
   bool parallel = false;
+  // Follower lists (docs/stores.md, "Follower fan-out"):
+  // `yields: followers` — a real read (zrevrange, smembers, find) whose ids
+  // become the request's follower list (zrevrange/smembers: the members' ids;
+  // find: the document's `followers` array).
+  IdList yields = IdList::kNone;
+  // `members: followers` — one zadd/sadd whose members are the whole list (the
+  // social graph's cache fill); no command for an empty list.
+  IdList members = IdList::kNone;
+  // `for_each: followers` — one op per follower, `{follower}` in its key,
+  // sent pipelined in one round trip; simulated: one latency draw (that round
+  // trip). Without a list, the generated graph's followers of {user}.
+  IdList for_each = IdList::kNone;
+  // A stage that writes a whole list at once: its ops go as one batch, its span carries the list's size.
+  bool fans_out() const { return members != IdList::kNone || for_each != IdList::kNone; }
 };
 
 // Top-level `store_servers`: placement and memory of a store process.
@@ -116,6 +140,10 @@ struct Endpoint {
   std::string name;
   std::string server_span;  // e.g. compose_post_server
   size_t response_bytes = 64;
+  // `response: followers`: the answer carries the request's follower list
+  // (stores::encode_followers); response_bytes of filler when it has none
+  // (simulated stores read nothing).
+  IdList response = IdList::kNone;
   StageList stages;
   // At most `capacity` requests of this endpoint run its stages at once (0:
   // none); `limit_index` indexes Service::capacities.

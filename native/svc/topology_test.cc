@@ -289,6 +289,73 @@ TEST(Topology, RealStoreOpsRejectBadInputByName) {
   EXPECT_NE(err(st).find("unknown key 'opp'"), std::string::npos) << err(st);
 }
 
+// The follower fan-out (docs/stores.md): a read yields the list, an answer
+// carries it, a call takes it, a write fans out over it or writes it whole.
+TEST(Topology, FollowerListsParseAndTheirMisuseIsRefusedByName) {
+  json d = two_services();
+  d["services"][0]["endpoints"][0]["stages"] = json::parse(R"([
+    {"call": {"service": "b", "endpoint": "get", "yields": "followers"}},
+    {"store": {"span": "fan", "system": "redis", "latency": 60, "op": "zadd", "key": "ht:{follower}",
+               "for_each": "followers"}}])");
+  d["services"][1]["endpoints"][0]["response"] = "followers";
+  d["services"][1]["endpoints"][0]["stages"] = json::parse(R"([
+    {"store": {"span": "read", "system": "redis", "latency": 60, "op": "zrevrange", "key": "f:{user}",
+               "yields": "followers", "hit_ratio": 0.9, "on_miss": [
+      {"store": {"span": "find", "system": "mongodb", "latency": 60, "op": "find", "collection": "social_graph",
+                 "key": "user:{user}", "yields": "followers"}},
+      {"store": {"span": "fill", "system": "redis", "latency": 60, "op": "zadd", "key": "f:{user}",
+                 "members": "followers"}}]}}])");
+  const Topology t = parse_topology(d);
+  const auto& a = t.service("a").endpoints.at("run");
+  EXPECT_EQ(a.stages[0].call.yields, IdList::kFollowers);
+  const StoreOp& fan = a.stages[1].store;
+  EXPECT_EQ(fan.for_each, IdList::kFollowers);
+  EXPECT_TRUE(fan.fans_out());
+  EXPECT_EQ(fan.key.parts[0].var, KeyTemplate::Var::kFollower);
+  const auto& b = t.service("b").endpoints.at("get");
+  EXPECT_EQ(b.response, IdList::kFollowers);
+  EXPECT_EQ(b.stages[0].store.yields, IdList::kFollowers);
+  EXPECT_FALSE(b.stages[0].store.fans_out());
+  EXPECT_EQ((*b.stages[0].store.on_miss)[0].store.yields, IdList::kFollowers);
+  EXPECT_EQ((*b.stages[0].store.on_miss)[1].store.members, IdList::kFollowers);
+  EXPECT_TRUE((*b.stages[0].store.on_miss)[1].store.fans_out());
+
+  auto err = [](const json& st) { return error_of(with_store(st)); };
+  json st = real_store("redis", "get");
+  st["yields"] = "followers";
+  EXPECT_NE(err(st).find("'yields' is for a real read that returns ids"), std::string::npos) << err(st);
+  st = real_store("redis", "zrevrange");
+  st["yields"] = "friends";
+  EXPECT_NE(err(st).find("'yields' names the list a request carries: followers"), std::string::npos) << err(st);
+  st = real_store("redis", "set");
+  st["members"] = "followers";
+  EXPECT_NE(err(st).find("'members' is for zadd and sadd"), std::string::npos) << err(st);
+  st = real_store("redis", "zadd");
+  st["members"] = "followers";
+  st["value_bytes"] = 16;
+  EXPECT_NE(err(st).find("no 'value_bytes'"), std::string::npos) << err(st);
+  st = real_store("redis", "zadd");
+  st["for_each"] = "followers";
+  EXPECT_NE(err(st).find("'key' needs {follower}"), std::string::npos) << err(st);
+  st["key"] = "ht:{follower}";
+  st["count"] = 4;
+  EXPECT_NE(err(st).find("'count' and 'parallel' do not go with"), std::string::npos) << err(st);
+  st.erase("count");
+  EXPECT_EQ(err(st), "");
+  st.erase("for_each");
+  EXPECT_NE(err(st).find("uses {follower}, which needs 'for_each: followers'"), std::string::npos) << err(st);
+  st = real_store("redis", "zrevrange");
+  st["key"] = "ht:{follower}";
+  st["for_each"] = "followers";
+  EXPECT_NE(err(st).find("'for_each' needs a real write"), std::string::npos) << err(st);
+  // A call that yields needs an answer that carries the list.
+  d["services"][1]["endpoints"][0].erase("response");
+  EXPECT_NE(error_of(d).find("needs the callee's endpoint 'get' to have 'response: followers'"), std::string::npos)
+      << error_of(d);
+  d["services"][1]["endpoints"][0]["response"] = "friends";
+  EXPECT_NE(error_of(d).find("'response' names the list a request carries"), std::string::npos) << error_of(d);
+}
+
 TEST(Topology, StoreServersArePlacementAndMemoryPerSystem) {
   json d = two_services();
   d["store_servers"] = {{"memcached", {{"cpus", "1"}, {"memory_mib", 32}}}, {"mongodb", {{"cpus", "0"}}}};

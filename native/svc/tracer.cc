@@ -256,6 +256,7 @@ nlohmann::json span_to_json(const SpanRecord& s) {
   if (s.launch) j["launch"] = s.launch;
   if (s.db_system) j["tags"]["db.system"] = s.db_system;
   if (s.store_role) j["tags"]["tailscope.store_role"] = s.store_role;
+  if (s.followers >= 0) j["tags"]["tailscope.followers"] = s.followers;
   if (s.has_probe) {
     const auto& p = s.probe;
     auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
@@ -362,8 +363,9 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   const std::string_view launch = s.launch ? std::string_view(s.launch) : std::string_view();
   const std::string_view db_system = s.db_system ? std::string_view(s.db_system) : std::string_view();
   const std::string_view store_role = s.store_role ? std::string_view(s.store_role) : std::string_view();
-  // A store span's tags: their literals (48 bytes) and the two names.
-  constexpr size_t kTagLiteralBytes = 64;
+  // A store span's tags: their literals (48 bytes), a fan-out's follower
+  // count (its literal, 24 bytes, and an integer, ≤ 20), and the two names.
+  constexpr size_t kTagLiteralBytes = 112;
   LineWriter w(out, kMaxFixedLineBytes + LineWriter::max_json_string(service) + LineWriter::max_json_string(operation) +
                         LineWriter::max_json_string(status) + LineWriter::max_json_string(launch) + kTagLiteralBytes +
                         LineWriter::max_json_string(db_system) + LineWriter::max_json_string(store_role));
@@ -392,12 +394,21 @@ void append_span_line(std::string* out, const SpanRecord& s) {
     w.literal(",\"launch\":");
     w.json_string(launch);
   }
-  if (s.db_system) {
-    w.literal(",\"tags\":{\"db.system\":");
-    w.json_string(db_system);
-    if (s.store_role) {
-      w.literal(",\"tailscope.store_role\":");
-      w.json_string(store_role);
+  if (s.db_system || s.followers >= 0) {
+    // The tags object's members in span_to_json's order, each after a comma but the first.
+    w.literal(",\"tags\":{");
+    if (s.db_system) {
+      w.literal("\"db.system\":");
+      w.json_string(db_system);
+      if (s.store_role) {
+        w.literal(",\"tailscope.store_role\":");
+        w.json_string(store_role);
+      }
+    }
+    if (s.followers >= 0) {
+      if (s.db_system) w.literal(",");
+      w.literal("\"tailscope.followers\":");
+      w.integer(s.followers);
     }
     w.literal("}");
   }

@@ -46,6 +46,9 @@ struct SpanRecord {
   // when the server plays another system's role, tailscope.store_role (mongodb).
   const char* db_system = nullptr;
   const char* store_role = nullptr;
+  // A follower fan-out's store span (`members` / `for_each`): how many
+  // followers it wrote to, tag tailscope.followers; -1: not a fan-out.
+  int64_t followers = -1;
   int64_t start_ns = 0, end_ns = 0;  // monotonic
   bool has_probe = false;
   exec::AsyncProbe probe;

@@ -58,7 +58,15 @@ TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {
   SpanRecord unnamed = make_span(44);
   unnamed.service = nullptr;
   unnamed.operation = nullptr;
-  for (const SpanRecord& s : {plain, probed, unnamed}) {
+  SpanRecord store = make_span(45);  // a real store op's tags
+  store.db_system = "postgresql";
+  store.store_role = "mongodb";
+  SpanRecord fan_out = make_span(46);  // a real follower fan-out: db.system and the follower count
+  fan_out.db_system = "redis";
+  fan_out.followers = 913;
+  SpanRecord simulated_fan_out = make_span(47);  // simulated: the count alone
+  simulated_fan_out.followers = 0;
+  for (const SpanRecord& s : {plain, probed, unnamed, store, fan_out, simulated_fan_out}) {
     std::string line;
     append_span_line(&line, s);
     ASSERT_FALSE(line.empty());

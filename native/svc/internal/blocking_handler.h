@@ -22,7 +22,8 @@
 namespace tailscope::svc::internal {
 
 // One repetition of a store stage on the calling thread: the span starts,
-// then the wait for the store's capacity (inside the span), then the operation.
+// then the wait for the store's capacity (inside the span), then the operation
+// (a fan-out stage's whole batch).
 // False when the wait reached the call timeout (the span records it; the caller
 // fails the request). `missed`: a real read that found nothing.
 inline bool run_store_op_blocking(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, bool& missed) {
@@ -33,10 +34,19 @@ inline bool run_store_op_blocking(ServiceRuntime& rt, RequestScope& rs, const St
     rt.end_store(span);
     return false;
   }
-  if (rt.store_is_real(op))
-    missed = rt.complete_store(rs, span, rt.run_store_blocking(rs, op)) || missed;
-  else
+  if (op.fans_out()) {
+    // A follower fan-out: the whole batch on one pooled connection (Redis:
+    // pipelined, one round trip), or one simulated draw for that round trip.
+    const ServiceRuntime::FanOut fan = rt.fan_out(rs, op, span);
+    if (rt.store_is_real(op))
+      missed = rt.complete_store(rs, op, span, rt.run_fan_out_blocking(op, fan)) || missed;
+    else
+      blocking_wait_ns(fan.simulated_ns(op), rt.stopping());
+  } else if (rt.store_is_real(op)) {
+    missed = rt.complete_store(rs, op, span, rt.run_store_blocking(rs, op)) || missed;
+  } else {
     blocking_wait_ns(op.latency.sample_ns(), rt.stopping());
+  }
   // The span ends before the slot passes on: the next holder's operation
   // starts after this span's end, as a trace of a real lock shows it.
   rt.end_store(span);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/clock.h"
@@ -44,11 +45,26 @@ struct DocstoreConninfo {
   std::vector<const char*> keys, values;
 };
 
+// The ids of a document's `followers` array (a social_graph document); none
+// when the document has no such array.
+std::vector<int64_t> followers_of(const char* doc) {
+  std::vector<int64_t> ids;
+  const nlohmann::json j = nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("followers") || !j["followers"].is_array()) return ids;
+  ids.reserve(j["followers"].size());
+  for (const auto& id : j["followers"])
+    if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+  return ids;
+}
+
 // Folds one result of an op into its outcome, the same for both clients: a
-// find with no row is a miss, an error result makes it unavailable.
-void fold_docstore_result(StoreVerb op, const PGresult* res, StoreResult& out) {
+// find with no row is a miss, an error result makes it unavailable; with
+// read_ids, a find's first document gives its followers.
+void fold_docstore_result(StoreVerb op, bool read_ids, const PGresult* res, StoreResult& out) {
   const ExecStatusType s = PQresultStatus(res);
   if (s == PGRES_TUPLES_OK && op == StoreVerb::kFind && PQntuples(res) == 0) out.status = StoreStatus::kMiss;
+  if (s == PGRES_TUPLES_OK && op == StoreVerb::kFind && read_ids && PQntuples(res) > 0)
+    out.ids = followers_of(PQgetvalue(res, 0, 0));
   if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK)
     out = {StoreStatus::kUnavailable, first_line(PQresultErrorMessage(res))};
 }
@@ -113,7 +129,8 @@ StoreResult LibpqConnection::run(const StoreRequest& r) {
     if (!PQconsumeInput(conn_)) return unavailable(first_line(PQerrorMessage(conn_)));
   }
   StoreResult out{StoreStatus::kOk, {}};
-  for (PGresult* res; (res = PQgetResult(conn_)) != nullptr; PQclear(res)) fold_docstore_result(r.op, res, out);
+  for (PGresult* res; (res = PQgetResult(conn_)) != nullptr; PQclear(res))
+    fold_docstore_result(r.op, r.read_ids, res, out);
   return out;
 }
 
@@ -136,7 +153,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
   void run(const StoreRequest& r, int64_t deadline_ns, StoreDone done) override {
     DocstoreStatement st = docstore_statement(r);
     if (st.sql.empty()) return done(unavailable(std::string("document store has no op ") + store_verb_name(r.op)));
-    waiting_.push_back(Op{r.op, std::move(st), deadline_ns, std::move(done)});
+    waiting_.push_back(Op{r.op, r.read_ids, std::move(st), deadline_ns, std::move(done)});
     dispatch(monotonic_ns());
   }
 
@@ -202,6 +219,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
   enum class State { kClosed, kConnecting, kIdle, kBusy };
   struct Op {
     StoreVerb verb;
+    bool read_ids;
     DocstoreStatement statement;
     int64_t deadline_ns;
     StoreDone done;
@@ -314,7 +332,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
         op.done(s.result);
         return;
       }
-      fold_docstore_result(s.op->verb, res, s.result);
+      fold_docstore_result(s.op->verb, s.op->read_ids, res, s.result);
       PQclear(res);
     }
   }

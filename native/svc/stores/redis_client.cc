@@ -3,6 +3,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include <charconv>
 #include <deque>
 #include <string>
 #include <vector>
@@ -22,13 +23,23 @@ std::vector<std::string> redis_command(const StoreRequest& r) {
       return {"GET", r.key};
     case StoreVerb::kSet:
       return {"SET", r.key, store_payload(r.value_bytes)};
-    case StoreVerb::kZadd:
-      // The score orders a timeline by recency; the member is the post (or follower) id.
-      return {"ZADD", r.key, member, member + ":" + store_payload(r.value_bytes)};
+    case StoreVerb::kZadd: {
+      // The score orders a timeline by recency; the member is the post id. A
+      // list (`members`): every id a member scored by itself, as the social
+      // graph's cache of a user's followers.
+      if (r.members.empty()) return {"ZADD", r.key, member, member + ":" + store_payload(r.value_bytes)};
+      std::vector<std::string> args{"ZADD", r.key};
+      for (int64_t id : r.members) args.insert(args.end(), 2, std::to_string(id));
+      return args;
+    }
     case StoreVerb::kZrevrange:
       return {"ZREVRANGE", r.key, "0", std::to_string(r.limit - 1)};
-    case StoreVerb::kSadd:
-      return {"SADD", r.key, member};
+    case StoreVerb::kSadd: {
+      if (r.members.empty()) return {"SADD", r.key, member};
+      std::vector<std::string> args{"SADD", r.key};
+      for (int64_t id : r.members) args.push_back(std::to_string(id));
+      return args;
+    }
     case StoreVerb::kSmembers:
       return {"SMEMBERS", r.key};
     default:
@@ -41,12 +52,24 @@ StoreResult no_such_op(const StoreRequest& r) {
 }
 
 // A reply's outcome, the same for both clients: an error reply is unavailable,
-// nil or an empty array (zrevrange, smembers) a miss.
-StoreResult redis_result(const redisReply* reply) {
+// nil or an empty array (zrevrange, smembers) a miss. read_ids: each array
+// element's leading integer (a follower id, or a post id before its ':').
+StoreResult redis_result(const redisReply* reply, bool read_ids) {
   if (reply->type == REDIS_REPLY_ERROR) return {StoreStatus::kUnavailable, reply->str};
   if (reply->type == REDIS_REPLY_NIL || (reply->type == REDIS_REPLY_ARRAY && reply->elements == 0))
-    return {StoreStatus::kMiss, {}};
-  return {StoreStatus::kOk, {}};
+    return {StoreStatus::kMiss};
+  StoreResult out{StoreStatus::kOk};
+  if (read_ids && reply->type == REDIS_REPLY_ARRAY) {
+    out.ids.reserve(reply->elements);
+    for (size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* e = reply->element[i];
+      if (e->type != REDIS_REPLY_STRING) continue;
+      int64_t id = 0;
+      const auto [end, ec] = std::from_chars(e->str, e->str + e->len, id);
+      if (ec == std::errc()) out.ids.push_back(id);
+    }
+  }
+  return out;
 }
 
 struct Argv {
@@ -85,8 +108,44 @@ class HiredisConnection final : public BlockingStoreConnection {
       error_ = ctx_->errstr;
       return {StoreStatus::kUnavailable, error_};
     }
-    StoreResult out = redis_result(reply);
+    StoreResult out = redis_result(reply, r.read_ids);
     freeReplyObject(reply);
+    return out;
+  }
+
+  // Every command appended to hiredis' output buffer first; the first
+  // redisGetReply writes them all at once, then the replies are read in
+  // order: one round trip, as DeathStarBench's pipeline of ZADDs.
+  std::vector<StoreResult> run_pipelined(const std::vector<StoreRequest>& requests) override {
+    std::vector<StoreResult> out(requests.size(), StoreResult{StoreStatus::kUnavailable, "not sent: appending failed"});
+    if (broken()) {
+      for (auto& r : out) r.error = error_.empty() ? "connection broken" : error_;
+      return out;
+    }
+    std::vector<size_t> sent;  // indices of the requests appended, in order
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const std::vector<std::string> args = redis_command(requests[i]);
+      if (args.empty()) {
+        out[i] = no_such_op(requests[i]);
+        continue;
+      }
+      Argv argv(args);
+      if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()) !=
+          REDIS_OK)
+        break;
+      sent.push_back(i);
+    }
+    for (size_t k = 0; k < sent.size(); ++k) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) != REDIS_OK || !raw) {
+        error_ = ctx_->errstr;  // the connection is broken now: the rest of the replies are lost with it
+        for (size_t j = k; j < sent.size(); ++j) out[sent[j]].error = error_;
+        break;
+      }
+      auto* reply = static_cast<redisReply*>(raw);
+      out[sent[k]] = redis_result(reply, requests[sent[k]].read_ids);
+      freeReplyObject(reply);
+    }
     return out;
   }
   bool broken() const override { return !ctx_ || ctx_->err != 0; }
@@ -112,7 +171,7 @@ class HiredisAsyncClient final : public AsyncStoreClient {
     const std::vector<std::string> args = redis_command(r);
     if (args.empty()) return done(no_such_op(r));
     if (!ctx_ && !connect(monotonic_ns())) return done(unavailable(connect_error_));
-    auto* op = new Op{deadline_ns, std::move(done)};
+    auto* op = new Op{deadline_ns, r.read_ids, std::move(done)};
     Argv argv(args);
     in_flight_.push_back(op);
     if (redisAsyncCommandArgv(ctx_, &HiredisAsyncClient::on_reply, op, static_cast<int>(argv.ptrs.size()),
@@ -149,6 +208,7 @@ class HiredisAsyncClient final : public AsyncStoreClient {
  private:
   struct Op {
     int64_t deadline_ns;
+    bool read_ids;
     StoreDone done;
   };
 
@@ -218,7 +278,7 @@ class HiredisAsyncClient final : public AsyncStoreClient {
       }
     StoreResult r;
     if (reply) {
-      r = redis_result(static_cast<redisReply*>(reply));
+      r = redis_result(static_cast<redisReply*>(reply), op->read_ids);
     } else {
       // The context is being freed: our timeout or close, a lost connection, a failed connect.
       r = unavailable(!self->failing_why_.empty() ? self->failing_why_

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "svc/topology.h"
 
@@ -19,6 +21,10 @@ struct StoreRequest {
   size_t value_bytes = 0;  // writes
   int limit = 10;          // zrevrange / smembers / find
   int64_t member = 0;      // zadd / sadd: the member written (a post or user id)
+  // zadd / sadd with `members`: every id a member of one command (score = id);
+  // replaces `member`. The caller sends no command for an empty list.
+  std::vector<int64_t> members;
+  bool read_ids = false;  // zrevrange / smembers / find with `yields`: return the ids read
 };
 
 enum class StoreStatus {
@@ -28,9 +34,18 @@ enum class StoreStatus {
 };
 
 struct StoreResult {
+  StoreResult() = default;
+  StoreResult(StoreStatus s, std::string why = {}) : status(s), error(std::move(why)) {}  // NOLINT: {status, error}
   StoreStatus status = StoreStatus::kUnavailable;
   std::string error;  // why, when unavailable (first words of the library's message)
+  // read_ids: the ids read (zrevrange / smembers: each member's leading
+  // integer; find: the first document's `followers` array).
+  std::vector<int64_t> ids;
 };
+
+// The outcome of a batch (a fan-out's ops): the first unavailable one's, else
+// a miss when any missed, else ok.
+StoreResult combine_results(const std::vector<StoreResult>& results);
 
 // Where a store listens.
 struct StoreAddress {
@@ -46,6 +61,11 @@ class BlockingStoreConnection {
  public:
   virtual ~BlockingStoreConnection() = default;
   virtual StoreResult run(const StoreRequest& request) = 0;
+  // The requests in order, one result each. This default runs them one round
+  // trip after another (memcached, the document store: what their blocking
+  // clients do); Redis overrides it to pipeline them in one round trip. After
+  // the connection breaks the rest fail unavailable without being sent.
+  virtual std::vector<StoreResult> run_pipelined(const std::vector<StoreRequest>& requests);
   virtual bool broken() const = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <system_error>
 
 #include "core/clock.h"
@@ -87,6 +88,23 @@ void StoreLoop::run(StoreSystem system, const StoreRequest& request, StoreDone d
   AsyncStoreClient* c = client(system);
   if (!c) return counted(unavailable(std::string("no --store-addr for ") + system_name(system)));
   c->run(request, monotonic_ns() + set_.timeout_ns(), std::move(counted));
+}
+
+void StoreLoop::run_batch(StoreSystem system, std::vector<StoreRequest> requests, StoreDone done) {
+  if (requests.empty()) return done(StoreResult{StoreStatus::kOk});
+  // Loop thread only: the results and the count of those left need no lock.
+  struct Batch {
+    std::vector<StoreResult> results;
+    size_t left;
+    StoreDone done;
+  };
+  auto batch =
+      std::make_shared<Batch>(Batch{std::vector<StoreResult>(requests.size()), requests.size(), std::move(done)});
+  for (size_t i = 0; i < requests.size(); ++i)
+    run(system, requests[i], [batch, i](const StoreResult& r) {
+      batch->results[i] = r;
+      if (--batch->left == 0) batch->done(combine_results(batch->results));
+    });
 }
 
 void StoreLoop::on_ready(const net::ReadyEvent& e) {

@@ -41,6 +41,12 @@ class StoreLoop final : public net::LoopDriven {
   // returns), after the outcome is counted. A system without an address fails
   // unavailable, as the blocking path does.
   void run(StoreSystem system, const StoreRequest& request, StoreDone done);
+  // A batch (a fan-out's ops), all started now, in this loop iteration: the
+  // Redis and memcached clients send them in one write on their one
+  // connection (one round trip); the document store spreads them over its
+  // set. `done` runs once, with combine_results of them all, after the last
+  // (at once for an empty batch). Each op is counted.
+  void run_batch(StoreSystem system, std::vector<StoreRequest> requests, StoreDone done);
   void on_ready(const net::ReadyEvent& e) override;
   int64_t service() override;
   // Fails every op in flight ("store client closed") and closes the connections.

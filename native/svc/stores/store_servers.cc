@@ -16,13 +16,11 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -34,6 +32,7 @@
 #include "prof/placement.h"
 #include "svc/netns.h"
 #include "svc/stores/docstore_client.h"
+#include "svc/stores/social_graph.h"
 #include "svc/stores/store_set.h"
 
 namespace tailscope::svc::stores {
@@ -505,32 +504,6 @@ void stop_store_server(StoreServer& s) {
   s.dir.clear();
 }
 
-std::vector<std::pair<int, int>> generate_social_graph(int nodes, int edges, uint64_t seed) {
-  // Chung–Lu: node i's expected degree ∝ (i + 1)^(−1/(γ−1)) with γ = 2.5 (a power
-  // law, as Facebook friendship graphs have); endpoints drawn by weight until
-  // `edges` distinct undirected edges exist. Uses only the engine's raw bits, so
-  // the graph is the same on every standard library.
-  std::vector<double> cdf(nodes);
-  double total = 0;
-  for (int i = 0; i < nodes; ++i) cdf[i] = total += std::pow(i + 1.0, -1.0 / 1.5);
-  std::mt19937_64 g(seed);
-  auto draw = [&] {
-    const double u = static_cast<double>(g() >> 11) * 0x1.0p-53 * total;
-    return static_cast<int>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
-  };
-  const int64_t max_edges = static_cast<int64_t>(nodes) * (nodes - 1) / 2;
-  if (edges > max_edges) throw std::invalid_argument("more edges than node pairs");
-  std::set<std::pair<int, int>> seen;
-  std::vector<std::pair<int, int>> out;
-  while (static_cast<int>(out.size()) < edges) {
-    int a = std::min(draw(), nodes - 1), b = std::min(draw(), nodes - 1);
-    if (a == b) continue;
-    if (a > b) std::swap(a, b);
-    if (seen.insert({a, b}).second) out.emplace_back(a, b);
-  }
-  return out;
-}
-
 void preload_docstore(const StoreAddress& address, const std::vector<std::string>& collections) {
   const std::string conninfo = "host=" + address.host + " port=" + std::to_string(address.port) +
                                " user=" + kDocstoreUser + " dbname=" + kDocstoreDatabase + " connect_timeout=10";
@@ -551,15 +524,12 @@ void preload_docstore(const StoreAddress& address, const std::vector<std::string
              "'password', md5('password_' || i)) FROM generate_series(0, " +
                  std::to_string(kStoreUsers - 1) + ") AS i");
     // The social graph: one document per user with its followers and followees (friendship is mutual).
-    std::vector<std::vector<int>> adjacency(kStoreUsers);
-    for (auto [a, b] : generate_social_graph(kStoreUsers, kSocialGraphEdges, kSocialGraphSeed)) {
-      adjacency[a].push_back(b);
-      adjacency[b].push_back(a);
-    }
+    // The same graph a simulated fan-out reads its follower counts from (social_graph.h).
+    const auto& adjacency = social_graph_followers();
     std::string sql = "INSERT INTO social_graph (key, doc) VALUES ";
     for (int u = 0; u < kStoreUsers; ++u) {
       std::string ids;
-      for (int f : adjacency[u]) {
+      for (int64_t f : adjacency[static_cast<size_t>(u)]) {
         if (!ids.empty()) ids.push_back(',');
         ids.append(std::to_string(f));
       }

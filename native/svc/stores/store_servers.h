@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "svc/stores/social_graph.h"  // the graph preload_docstore writes
 #include "svc/stores/store_client.h"
 
 namespace tailscope::svc::stores {
@@ -68,12 +69,7 @@ void stop_store_server(StoreServer& s);
 // The document store's preload (docs/stores.md): the collections given
 // (tables + key index) plus users (962), social_graph (a graph of
 // socfb-Reed98's size, 962 nodes and 18 812 edges, heavy-tailed degrees, fixed
-// seed), hotels_profile and hotels_rate (80 hotels). Throws on failure.
+// seed; social_graph.h), hotels_profile and hotels_rate (80 hotels). Throws on failure.
 void preload_docstore(const StoreAddress& address, const std::vector<std::string>& collections);
-
-// The generated social graph: undirected edges (a < b), deterministic for a seed.
-std::vector<std::pair<int, int>> generate_social_graph(int nodes, int edges, uint64_t seed);
-inline constexpr int kSocialGraphEdges = 18812;  // socfb-Reed98
-inline constexpr uint64_t kSocialGraphSeed = 27;
 
 }  // namespace tailscope::svc::stores

@@ -36,6 +36,23 @@ size_t index_of(StoreSystem s) { return static_cast<size_t>(s); }
 
 std::string store_payload(size_t bytes) { return std::string(bytes, 'v'); }
 
+StoreResult combine_results(const std::vector<StoreResult>& results) {
+  StoreResult out{StoreStatus::kOk};
+  for (const StoreResult& r : results) {
+    if (r.status == StoreStatus::kUnavailable) return {r.status, r.error};
+    if (r.status == StoreStatus::kMiss) out.status = StoreStatus::kMiss;
+  }
+  return out;
+}
+
+std::vector<StoreResult> BlockingStoreConnection::run_pipelined(const std::vector<StoreRequest>& requests) {
+  std::vector<StoreResult> out;
+  out.reserve(requests.size());
+  for (const StoreRequest& r : requests)
+    out.push_back(broken() ? StoreResult{StoreStatus::kUnavailable, "connection broken"} : run(r));
+  return out;
+}
+
 const char* system_name(StoreSystem s) {
   switch (s) {
     case StoreSystem::kMemcached:
@@ -98,6 +115,9 @@ std::string expand_key(const KeyTemplate& key, const StoreDraw& draw) {
       case KeyTemplate::Var::kPost:
         out += std::to_string(draw.post);
         break;
+      case KeyTemplate::Var::kFollower:
+        out += std::to_string(draw.follower);
+        break;
       case KeyTemplate::Var::kNone:
         break;
     }
@@ -113,6 +133,7 @@ StoreRequest make_request(const StoreOp& op, const StoreDraw& draw) {
   r.value_bytes = op.value_bytes;
   r.limit = op.limit;
   r.member = draw.post;
+  r.read_ids = op.yields != IdList::kNone;
   return r;
 }
 
@@ -184,23 +205,32 @@ void StoreSet::give_back(Pool& pool, Connection conn) {
   // A broken connection is destroyed here, outside the lock.
 }
 
-StoreResult StoreSet::run_blocking(StoreSystem system, const StoreRequest& request) {
-  StoreResult r;
+StoreSet::Connection StoreSet::connection(StoreSystem system, std::string* error) {
   if (!address(system)) {
-    r = {StoreStatus::kUnavailable, std::string("no --store-addr for ") + system_name(system)};
-  } else {
-    Pool& pool = pools_[index_of(system)];
-    std::string error;
-    auto conn = take(system, pool, &error);
-    if (!conn) {
-      r = {StoreStatus::kUnavailable, error};
-    } else {
-      r = conn->run(request);
-      give_back(pool, std::move(conn));
-    }
+    *error = std::string("no --store-addr for ") + system_name(system);
+    return nullptr;
   }
+  return take(system, pools_[index_of(system)], error);
+}
+
+StoreResult StoreSet::run_blocking(StoreSystem system, const StoreRequest& request) {
+  std::string error;
+  auto conn = connection(system, &error);
+  StoreResult r = conn ? conn->run(request) : StoreResult{StoreStatus::kUnavailable, error};
+  if (conn) give_back(pools_[index_of(system)], std::move(conn));
   count(system, r);
   return r;
+}
+
+std::vector<StoreResult> StoreSet::run_blocking_batch(StoreSystem system, const std::vector<StoreRequest>& requests) {
+  if (requests.empty()) return {};
+  std::string error;
+  auto conn = connection(system, &error);
+  std::vector<StoreResult> out = conn ? conn->run_pipelined(requests)
+                                      : std::vector<StoreResult>(requests.size(), {StoreStatus::kUnavailable, error});
+  if (conn) give_back(pools_[index_of(system)], std::move(conn));
+  for (const StoreResult& r : out) count(system, r);
+  return out;
 }
 
 nlohmann::json StoreSet::counters_json() const {

@@ -36,7 +36,8 @@ std::pair<StoreSystem, StoreAddress> parse_store_addr(const std::string& text);
 struct StoreDraw {
   int user = 0;
   int hotel = 0;
-  int64_t post = 0;  // fresh on a write, a recent one on a read
+  int64_t post = 0;      // fresh on a write, a recent one on a read
+  int64_t follower = 0;  // {follower}: set per op of a for_each fan-out, not drawn
 };
 StoreDraw draw_store_ids(bool write);
 std::string expand_key(const KeyTemplate& key, const StoreDraw& draw);
@@ -57,6 +58,9 @@ class StoreSet {
   // A blocking operation on a pooled connection (thread models). A system
   // without an address fails unavailable ("no --store-addr for ...").
   StoreResult run_blocking(StoreSystem system, const StoreRequest& request);
+  // A batch (a fan-out) on one pooled connection, pipelined where the client
+  // can (Redis: one round trip); one result per request, each op counted.
+  std::vector<StoreResult> run_blocking_batch(StoreSystem system, const std::vector<StoreRequest>& requests);
   // Folds an outcome into the system's counters (every client form calls it once per op).
   void count(StoreSystem system, const StoreResult& result);
   const StoreAddress* address(StoreSystem system) const;
@@ -75,6 +79,8 @@ class StoreSet {
     size_t open = 0;
   };
   Connection take(StoreSystem system, Pool& pool, std::string* error);
+  // A pooled connection of `system`, or nullptr with *error (no address, the pool exhausted).
+  Connection connection(StoreSystem system, std::string* error);
   void give_back(Pool& pool, Connection conn);
 
   std::map<StoreSystem, StoreAddress> addresses_;

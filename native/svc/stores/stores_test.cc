@@ -4,11 +4,13 @@
 // preload, and that a stopped server leaves no process or directory behind.
 // Skipped, with the reason, when a server binary is absent.
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "core/clock.h"
@@ -25,6 +28,7 @@
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/memcached_client.h"
 #include "svc/stores/redis_client.h"
+#include "svc/stores/social_graph.h"
 #include "svc/stores/store_loop.h"
 #include "svc/stores/store_servers.h"
 #include "svc/stores/store_set.h"
@@ -136,6 +140,81 @@ TEST(StoreClients, DocstoreBlockingInsertFindUpdate) {
   const StoreResult bad = c->run(req(StoreVerb::kFind, "k", "no_such_collection"));
   EXPECT_EQ(bad.status, StoreStatus::kUnavailable);
   EXPECT_NE(bad.error.find("no_such_collection"), std::string::npos) << bad.error;
+}
+
+// ---------------------------------------------------------------- follower lists (docs/stores.md, "Follower fan-out")
+
+TEST(FollowerLists, TheAnswerPayloadRoundTripsAndFillerIsNoList) {
+  EXPECT_EQ(encode_followers({}), "followers:");
+  EXPECT_EQ(encode_followers({3, 17, 961}), "followers:3,17,961");
+  EXPECT_EQ(decode_followers("followers:3,17,961"), (std::vector<int64_t>{3, 17, 961}));
+  EXPECT_EQ(decode_followers("followers:"), std::vector<int64_t>{});
+  for (const char* other : {"rrrrrrrr", "", "followers:1,", "followers:,1", "followers:1;2", "followers:-4",
+                            "followers:99999999999999999999"})
+    EXPECT_FALSE(decode_followers(other).has_value()) << other;
+}
+
+TEST(FollowerLists, TheGeneratedGraphsFollowersAreItsEdgesBothWays) {
+  const auto& followers = social_graph_followers();
+  ASSERT_EQ(followers.size(), static_cast<size_t>(kStoreUsers));
+  size_t ends = 0, isolated = 0;
+  for (const auto& f : followers) {
+    ends += f.size();
+    isolated += f.empty();
+  }
+  EXPECT_EQ(ends, 2u * kSocialGraphEdges);
+  // Every user has a follower, so every social-graph miss fills its Redis key (the fan-out test relies on it).
+  EXPECT_EQ(isolated, 0u);
+  for (auto [a, b] : generate_social_graph(kStoreUsers, kSocialGraphEdges, kSocialGraphSeed)) {
+    const auto& fa = followers[static_cast<size_t>(a)];
+    ASSERT_NE(std::find(fa.begin(), fa.end(), b), fa.end()) << a << " " << b;
+  }
+}
+
+TEST(StoreClients, RedisWritesAListAsMembersReadsIdsBackAndPipelines) {
+  NEED_SERVERS();
+  auto c = connect_redis_blocking(Servers::get().server(StoreSystem::kRedis).address, kTimeoutNs);
+  StoreRequest fill = req(StoreVerb::kZadd, "fl:blk");
+  fill.members = {3, 961, 17};
+  EXPECT_EQ(c->run(fill).status, StoreStatus::kOk);
+  StoreRequest read = req(StoreVerb::kZrevrange, "fl:blk");
+  read.read_ids = true;
+  const StoreResult r = c->run(read);
+  EXPECT_EQ(r.status, StoreStatus::kOk);
+  EXPECT_EQ(r.ids, (std::vector<int64_t>{961, 17, 3}));  // scored by id, newest first
+  read.read_ids = false;
+  EXPECT_TRUE(c->run(read).ids.empty());  // ids only when asked
+  // A timeline member ("post:payload") reads back as its post id.
+  EXPECT_EQ(c->run(req(StoreVerb::kZadd, "fl:tl")).status, StoreStatus::kOk);
+  StoreRequest timeline = req(StoreVerb::kZrevrange, "fl:tl");
+  timeline.read_ids = true;
+  EXPECT_EQ(c->run(timeline).ids, std::vector<int64_t>{42});
+  // A pipelined batch: one result per request, in order; a failing one does not stop the rest.
+  std::vector<StoreRequest> batch;
+  for (int i = 0; i < 50; ++i) batch.push_back(req(StoreVerb::kZadd, "fl:pl:" + std::to_string(i)));
+  batch.push_back(req(StoreVerb::kZadd, "fl:str"));
+  EXPECT_EQ(c->run(req(StoreVerb::kSet, "fl:str")).status, StoreStatus::kOk);  // a string: ZADD on it is an error
+  batch.push_back(req(StoreVerb::kZadd, "fl:pl:last"));
+  const std::vector<StoreResult> results = c->run_pipelined(batch);
+  ASSERT_EQ(results.size(), batch.size());
+  for (size_t i = 0; i < results.size(); ++i)
+    EXPECT_EQ(results[i].status, i == 50 ? StoreStatus::kUnavailable : StoreStatus::kOk) << i << results[i].error;
+  EXPECT_NE(results[50].error.find("WRONGTYPE"), std::string::npos) << results[50].error;
+  EXPECT_EQ(combine_results(results).status, StoreStatus::kUnavailable);
+  EXPECT_FALSE(c->broken());
+  EXPECT_EQ(c->run(timeline).status, StoreStatus::kOk);  // the connection is still in step
+}
+
+TEST(StoreClients, DocstoreFindReadsTheSocialGraphsFollowers) {
+  NEED_SERVERS();
+  StoreRequest find = req(StoreVerb::kFind, "user:5", "social_graph");
+  find.read_ids = true;
+  auto c = connect_docstore_blocking(Servers::get().server(StoreSystem::kMongodb).address, kTimeoutNs);
+  const StoreResult r = c->run(find);
+  EXPECT_EQ(r.status, StoreStatus::kOk) << r.error;
+  EXPECT_EQ(r.ids, social_graph_followers()[5]);  // what the preload wrote
+  find.key = "user:absent";
+  EXPECT_EQ(c->run(find).status, StoreStatus::kMiss);
 }
 
 TEST(StoreClients, RefusedAndHungServersFailUnavailableWithinTheTimeout) {
@@ -387,6 +466,13 @@ class LoopHarness {
     return out;
   }
   StoreResult run(StoreSystem system, const StoreRequest& r) { return run_all(system, {r})[0]; }
+  // One batch through StoreLoop::run_batch (a fan-out): its combined outcome, or nullopt if it never ended.
+  std::optional<StoreResult> run_batch(StoreSystem system, std::vector<StoreRequest> requests) {
+    std::optional<StoreResult> out;
+    stores_.run_batch(system, std::move(requests), [&out](const StoreResult& r) { out = r; });
+    drive_until([&] { return out.has_value(); });
+    return out;
+  }
   // Services the loop without ops for `ns` (lets a relay's cut reach the client).
   void idle(int64_t ns) {
     const int64_t until = monotonic_ns() + ns;
@@ -583,6 +669,32 @@ TEST(AsyncStoreClients, DocstoreFindInsertUpdateOnABoundedSet) {
   EXPECT_EQ(c["ops"], 8 + 20);
   EXPECT_EQ(c["errors_unavailable"], 1);
   EXPECT_EQ(c["misses"], 1);
+}
+
+TEST(AsyncStoreClients, ABatchIsPipelinedAndEndsOnceAndFindsReadFollowers) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs);
+  std::vector<StoreRequest> batch;
+  for (int i = 0; i < 200; ++i) batch.push_back(req(StoreVerb::kZadd, "afl:" + std::to_string(i)));
+  const std::optional<StoreResult> r = h.run_batch(StoreSystem::kRedis, batch);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, StoreStatus::kOk) << r->error;
+  EXPECT_EQ(h.set().counters_json()["redis"]["ops"], 200);  // each op counted
+  const std::optional<StoreResult> empty = h.run_batch(StoreSystem::kRedis, {});
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(empty->status, StoreStatus::kOk);
+  EXPECT_EQ(h.set().counters_json()["redis"]["ops"], 200);  // nobody to write to: nothing sent
+  StoreRequest fill = req(StoreVerb::kZadd, "afl:list");
+  fill.members = {8, 6, 7};
+  EXPECT_EQ(h.run(StoreSystem::kRedis, fill).status, StoreStatus::kOk);
+  StoreRequest read = req(StoreVerb::kZrevrange, "afl:list");
+  read.read_ids = true;
+  EXPECT_EQ(h.run(StoreSystem::kRedis, read).ids, (std::vector<int64_t>{8, 7, 6}));
+  StoreRequest find = req(StoreVerb::kFind, "user:961", "social_graph");
+  find.read_ids = true;
+  const StoreResult found = h.run(StoreSystem::kMongodb, find);
+  EXPECT_EQ(found.status, StoreStatus::kOk) << found.error;
+  EXPECT_EQ(found.ids, social_graph_followers()[961]);
 }
 
 TEST(AsyncStoreClients, RefusedAndHungServersFailUnavailableAtTheTimeout) {
@@ -797,6 +909,227 @@ TEST(RealStoreFaults, AHungStoreDoesNotStallAnEventLoop) {
     EXPECT_EQ(c["errors_unavailable"], 1) << model;
   }
   ::close(hung);
+}
+
+// ---------------------------------------------------------------- the follower fan-out, end to end
+
+// socialnet's home-timeline write in two services: home calls graph's
+// get_followers, which reads `fol_TAG:{user}` from Redis (on a miss: the
+// document in social_graph, then fills the key with the list) and answers
+// with the ids; home ZADDs the post into `ht_TAG:{follower}` for each.
+std::string fan_out_graph(const std::string& tag) {
+  std::string text = R"({"name": "fanout", "call_timeout_ms": 5000,
+  "front": {"service": "home", "path": "/post", "endpoint": "post"},
+  "services": [
+   {"name": "home", "endpoints": [{"name": "post", "stages": [
+      {"call": {"service": "graph", "endpoint": "get_followers", "span": "get_followers_client", "yields": "followers"}},
+      {"store": {"span": "write_home_timeline_redis_update_client", "system": "redis", "latency": 1, "op": "zadd",
+                 "key": "ht_TAG:{follower}", "value_bytes": 16, "for_each": "followers"}}]}]},
+   {"name": "graph", "endpoints": [{"name": "get_followers", "response": "followers", "stages": [
+      {"store": {"span": "social_graph_redis_get_client", "system": "redis", "latency": 1, "op": "zrevrange",
+                 "key": "fol_TAG:{user}", "limit": 1000, "yields": "followers", "hit_ratio": 0.9, "on_miss": [
+        {"store": {"span": "social_graph_mongo_find_client", "system": "mongodb", "latency": 1, "op": "find",
+                   "collection": "social_graph", "key": "user:{user}", "yields": "followers"}},
+        {"store": {"span": "social_graph_redis_insert_client", "system": "redis", "latency": 1, "op": "zadd",
+                   "key": "fol_TAG:{user}", "members": "followers"}}]}}]}]}]})";
+  for (size_t at; (at = text.find("TAG")) != std::string::npos;) text.replace(at, 3, tag);
+  return text;
+}
+
+// The test's own view of Redis: every home timeline's size (KEYS, then the ZCARDs pipelined).
+class RedisProbe {
+ public:
+  explicit RedisProbe(const StoreAddress& a) : ctx_(redisConnect(a.host.c_str(), a.port)) {}
+  ~RedisProbe() { redisFree(ctx_); }
+  bool ok() const { return ctx_ && !ctx_->err; }
+  std::map<int64_t, int64_t> timeline_sizes(const std::string& tag) {
+    std::map<int64_t, int64_t> out;
+    const std::string prefix = "ht_" + tag + ":";
+    auto* keys = static_cast<redisReply*>(redisCommand(ctx_, "KEYS %s*", prefix.c_str()));
+    std::vector<int64_t> ids;
+    for (size_t i = 0; keys && i < keys->elements; ++i) {
+      ids.push_back(std::stoll(std::string(keys->element[i]->str).substr(prefix.size())));
+      redisAppendCommand(ctx_, "ZCARD %s", keys->element[i]->str);
+    }
+    if (keys) freeReplyObject(keys);
+    for (int64_t id : ids) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) != REDIS_OK) break;
+      out[id] = static_cast<redisReply*>(raw)->integer;
+      freeReplyObject(raw);
+    }
+    return out;
+  }
+  // Replaces the social graph's cache of every user with one made-up follower, 1 000 000 + user:
+  // a request that hits it fans out to that one id, which no preloaded user has.
+  void fill_every_follower_list(const std::string& tag) {
+    for (int u = 0; u < kStoreUsers; ++u) {
+      redisAppendCommand(ctx_, "DEL fol_%s:%d", tag.c_str(), u);
+      redisAppendCommand(ctx_, "ZADD fol_%s:%d %d %d", tag.c_str(), u, 1'000'000 + u, 1'000'000 + u);
+    }
+    for (int i = 0; i < 2 * kStoreUsers; ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) == REDIS_OK) freeReplyObject(raw);
+    }
+  }
+
+ private:
+  redisContext* ctx_;
+};
+
+// What one request did to the home timelines: the followers that got a post, and how many ZADDs landed.
+struct TimelineWrites {
+  std::set<int64_t> followers;
+  int64_t zadds = 0;
+};
+TimelineWrites writes_between(const std::map<int64_t, int64_t>& before, const std::map<int64_t, int64_t>& after) {
+  TimelineWrites w;
+  for (const auto& [id, size] : after) {
+    auto it = before.find(id);
+    const int64_t grew = size - (it == before.end() ? 0 : it->second);
+    if (grew > 0) w.followers.insert(id);
+    w.zadds += grew;
+  }
+  return w;
+}
+
+// The user whose follower list is exactly `followers` in the generated graph; -1 when none.
+int author_with(const std::set<int64_t>& followers) {
+  const auto& graph = social_graph_followers();
+  for (int u = 0; u < kStoreUsers; ++u)
+    if (std::set<int64_t>(graph[u].begin(), graph[u].end()) == followers) return u;
+  return -1;
+}
+
+class FollowerFanOutOnRealStores : public ::testing::TestWithParam<std::string> {};
+
+// A user with N followers in the preloaded graph: exactly N ZADDs, to N
+// distinct home timelines — the followers the social graph read (the
+// document on a miss, Redis on a hit) — pipelined in one span whose
+// tailscope.followers is N.
+TEST_P(FollowerFanOutOnRealStores, EveryFollowerTheSocialGraphReadGetsThePostOnce) {
+  NEED_SERVERS();
+  std::string tag = GetParam();
+  std::replace(tag.begin(), tag.end(), '-', '_');
+  RedisProbe redis(Servers::get().server(StoreSystem::kRedis).address);
+  ASSERT_TRUE(redis.ok());
+  Tracer::configure(1.0);
+  Tracer::clear();
+  std::vector<int64_t> fan_outs;  // per request: the followers written to
+  {
+    svc::testing::Graph g(GetParam(), real_options(Servers::get().addresses()), fan_out_graph(tag).c_str());
+    const int fd = svc::testing::connect_to(g.port("home"));
+    ASSERT_GE(fd, 0);
+    auto counter = [&](const char* service, const char* system) {
+      return g.instance(service).result()["store_counters"][system]["ops"].get<int64_t>();
+    };
+    // Two requests on an empty cache: each misses, finds its author's document and fans out to its followers.
+    for (int i = 0; i < 2; ++i) {
+      const auto before = redis.timeline_sizes(tag);
+      const int64_t home_ops = counter("home", "redis"), finds = counter("graph", "mongodb");
+      ASSERT_EQ(svc::testing::http_get(fd, "/post"), 200);
+      const TimelineWrites w = writes_between(before, redis.timeline_sizes(tag));
+      const int author = author_with(w.followers);
+      ASSERT_GE(author, 0) << "request " << i << ": the " << w.followers.size()
+                           << " timelines written are no user's followers";
+      const int64_t n = static_cast<int64_t>(social_graph_followers()[author].size());
+      EXPECT_EQ(w.zadds, n) << "one ZADD per follower, each to its own timeline";
+      EXPECT_EQ(counter("home", "redis") - home_ops, n);
+      EXPECT_LE(counter("graph", "mongodb") - finds, 1);  // a miss found the document; a hit (same author) did not
+      fan_outs.push_back(n);
+    }
+    // Every follower list cached, each with one made-up follower: a hit fans out to the list Redis holds.
+    redis.fill_every_follower_list(tag);
+    const auto before = redis.timeline_sizes(tag);
+    const int64_t finds = counter("graph", "mongodb");
+    ASSERT_EQ(svc::testing::http_get(fd, "/post"), 200);
+    const TimelineWrites w = writes_between(before, redis.timeline_sizes(tag));
+    ASSERT_EQ(w.followers.size(), 1u);
+    EXPECT_GE(*w.followers.begin(), 1'000'000) << "the hit fanned out to the preloaded graph, not Redis' list";
+    EXPECT_EQ(w.zadds, 1);
+    EXPECT_EQ(counter("graph", "mongodb"), finds);
+    fan_outs.push_back(1);
+    ::close(fd);
+    const json home = g.instance("home").result();
+    EXPECT_EQ(home["store_counters"]["redis"]["errors_unavailable"], 0);
+  }
+  // The fan-out's span: one per request, DeathStarBench's name, the follower count as its attribute.
+  std::vector<int64_t> spans;
+  for (const SpanRecord& s : Tracer::collect())
+    if (s.operation && *s.operation == "write_home_timeline_redis_update_client") {
+      spans.push_back(s.followers);
+      EXPECT_STREQ(s.db_system, "redis");
+    }
+  Tracer::configure(0.0);
+  std::sort(spans.begin(), spans.end());
+  std::sort(fan_outs.begin(), fan_outs.end());
+  EXPECT_EQ(spans, fan_outs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, FollowerFanOutOnRealStores,
+                         ::testing::Values("std-async", "std-thread", "pool-blocking", "pool-callback", "coroutine"));
+
+// Simulated stores: the fan-out is as wide as the drawn author's follower
+// count in the same generated graph — the degree distribution, not a constant —
+// nothing is sent, and one latency draw stands for the pipelined round trip.
+TEST(FollowerFanOut, SimulatedStoresFanOutByTheAuthorsDegree) {
+  const Topology topology = parse_topology(json::parse(fan_out_graph("sim")), "fanout");
+  TimerService timers;
+  ServiceRuntime rt(topology, "home", {{"graph", 1}, {"home", 2}}, RuntimeOptions{}, timers);
+  const StoreOp& op = topology.service("home").endpoints.at("post").stages[1].store;
+  ASSERT_TRUE(op.fans_out());
+  std::set<int64_t> widths;
+  for (int i = 0; i < 300; ++i) {
+    RequestScope rs;
+    SpanRecord span;
+    const ServiceRuntime::FanOut fan = rt.fan_out(rs, op, span);
+    EXPECT_EQ(fan.followers, static_cast<int64_t>(social_graph_followers()[rs.last_draw.user].size()));
+    EXPECT_EQ(span.followers, fan.followers);
+    EXPECT_TRUE(fan.requests.empty());
+    EXPECT_GT(fan.simulated_ns(op), 0);
+    widths.insert(fan.followers);
+  }
+  EXPECT_GT(widths.size(), 10u) << "a constant fan-out, not the graph's degrees";
+  // A request that carries a list (a real get_followers answer) fans out over it, not the graph.
+  RequestScope rs;
+  rs.followers = std::vector<int64_t>{7, 8, 9};
+  SpanRecord span;
+  EXPECT_EQ(rt.fan_out(rs, op, span).followers, 3);
+  rs.followers = std::vector<int64_t>{};
+  const ServiceRuntime::FanOut none = rt.fan_out(rs, op, span);
+  EXPECT_EQ(none.followers, 0);
+  EXPECT_EQ(none.simulated_ns(op), 0) << "nobody to write to: no round trip";
+  timers.stop();
+}
+
+// The simulated graph end to end, one thread model and one event-loop model:
+// the span of every request carries a follower count that is some user's degree.
+TEST(FollowerFanOut, SimulatedGraphSpansCarryAGraphDegree) {
+  std::set<int64_t> degrees;
+  for (const auto& f : social_graph_followers()) degrees.insert(static_cast<int64_t>(f.size()));
+  for (const std::string model : {"std-thread", "coroutine"}) {
+    Tracer::configure(1.0);
+    Tracer::clear();
+    RuntimeOptions o;
+    o.workers = 2;
+    o.loops = 1;
+    {
+      svc::testing::Graph g(model, o, fan_out_graph("sim").c_str());
+      const int fd = svc::testing::connect_to(g.port("home"));
+      ASSERT_GE(fd, 0);
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(svc::testing::http_get(fd, "/post"), 200) << model;
+      ::close(fd);
+      EXPECT_EQ(g.instance("home").result()["stores"], "simulated");
+    }
+    int spans = 0;
+    for (const SpanRecord& s : Tracer::collect())
+      if (s.operation && *s.operation == "write_home_timeline_redis_update_client") {
+        ++spans;
+        EXPECT_EQ(degrees.count(s.followers), 1u) << model << ": " << s.followers;
+      }
+    EXPECT_EQ(spans, 5) << model;
+  }
+  Tracer::configure(0.0);
 }
 
 }  // namespace
