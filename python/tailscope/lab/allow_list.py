@@ -45,20 +45,28 @@ def check_cluster_cidr(text: str, flag: str, *, widest: int, narrowest: int) -> 
     return net
 
 
-def check_base_url(url: str, flag: str = "--jaeger") -> str:
-    """http://HOST:PORT with HOST on loopback or the lab subnet (the project's only
-    network targets); a Jaeger in a cluster is reached through
-    `kubectl port-forward`. Returns the URL without a trailing slash."""
+def split_http_url(url: str, flag: str) -> tuple[str, int | None]:
+    """The host and port (None: not given) of http://HOST[:PORT] — the one parser of every URL the
+    driver dials or hands to an engine (check_base_url below, the manifests' OTLP endpoint in
+    lab/k8s.py). Which hosts are admitted is the caller's decision. ValueError names FLAG: another
+    scheme, no host, a port that is not a number in 1 … 65535."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"{flag} '{url}': expected http://HOST:PORT")
     try:
-        port = parts.port
+        port = parts.port  # raises for a port that is not a number or is beyond 65535
     except ValueError as e:
         raise ValueError(f"{flag} '{url}': {e}") from e
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{flag} '{url}': port must be in 1 … 65535")
-    host = parts.hostname
+    return parts.hostname, port
+
+
+def check_base_url(url: str, flag: str = "--jaeger") -> str:
+    """http://HOST:PORT with HOST on loopback or the lab subnet (the project's only
+    network targets); a Jaeger in a cluster is reached through
+    `kubectl port-forward`. Returns the URL without a trailing slash."""
+    host, _port = split_http_url(url, flag)
     if host == "localhost":
         return url.rstrip("/")
     try:
