@@ -26,8 +26,8 @@ def test_the_parser_splits_host_and_port_and_admits_any_host(url, host, port):
     "url, message",
     [
         ("https://127.0.0.1:16686", "--x 'https://127.0.0.1:16686': expected http://HOST:PORT"),
-        ("127.0.0.1:16686", "expected http://HOST:PORT"),
-        ("http://:16686", "expected http://HOST:PORT"),
+        ("127.0.0.1:16686", "--x '127.0.0.1:16686': expected http://HOST:PORT"),
+        ("http://:16686", "--x 'http://:16686': expected http://HOST:PORT"),
         ("http://127.0.0.1:0", "--x 'http://127.0.0.1:0': port must be in 1 … 65535"),
         ("http://127.0.0.1:70000", "--x 'http://127.0.0.1:70000': Port out of range"),
         ("http://127.0.0.1:abc", "--x 'http://127.0.0.1:abc': Port could not be cast"),
