@@ -85,7 +85,7 @@ def test_the_command_line_is_the_one_the_kubernetes_manifests_use(tmp_path):
     from tailscope.lab import k8s, svc_command
 
     doc = topology.load(topology.SOCIALNET)
-    objs = k8s.manifests(doc, pod_cidr="10.244.0.0/16", service_cidr="10.96.0.0/12")
+    objs = k8s.manifests(doc, pod_cidr="198.19.132.0/24", service_cidr="198.19.133.0/24")
     pod = next(o for o in objs if o["kind"] == "Deployment")
     args = pod["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:6] == [

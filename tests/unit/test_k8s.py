@@ -30,7 +30,9 @@ services:
 """
 
 
-CIDRS = ("--pod-cidr", "10.244.0.0/16", "--service-cidr", "10.96.0.0/12")
+# Example ranges in the shared address space (RFC 6598), the shape of a real cluster's (/16 pods, /12
+# services); that a real cluster's private defaults are accepted is tests/unit/test_allow_list.py's.
+CIDRS = ("--pod-cidr", "100.64.0.0/16", "--service-cidr", "100.96.0.0/12")
 
 
 def deploy(tmp_path: Path, *extra: str, deployment: str | None = DEPLOYMENT, cidrs=CIDRS):
@@ -135,16 +137,16 @@ def test_peers_are_service_names_the_pod_binds_its_own_address_and_declares_the_
     assert peers["text-service"] == "text-service.lab.svc.cluster.local:9000"
     assert arg_values(args, "--bind") == ["$(POD_IP)"]
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in container["env"]
-    assert arg_values(args, "--allow-cidr") == ["10.244.0.0/16", "10.96.0.0/12"]
+    assert arg_values(args, "--allow-cidr") == ["100.64.0.0/16", "100.96.0.0/12"]
     assert arg_values(args, "--out") == ["/results/compose-post-service.json"]
     # A leaf calls nobody: no --peers at all.
     leaf = next(s["name"] for s in topology.load(topology.SOCIALNET)["services"] if not compose.callees(s))
     assert "--peers" not in deps[leaf]["spec"]["template"]["spec"]["containers"][0]["args"]
     job = next(o for o in objs if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
     assert job["args"][0] == "http://nginx-web-server.lab.svc.cluster.local:8080/wrk2-api/post/compose"
-    assert arg_values(job["args"], "--allow-cidr") == ["10.244.0.0/16", "10.96.0.0/12"]
+    assert arg_values(job["args"], "--allow-cidr") == ["100.64.0.0/16", "100.96.0.0/12"]
     config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]
-    assert (config["POD_CIDR"], config["SERVICE_CIDR"]) == ("10.244.0.0/16", "10.96.0.0/12")
+    assert (config["POD_CIDR"], config["SERVICE_CIDR"]) == ("100.64.0.0/16", "100.96.0.0/12")
 
 
 def test_jaeger_is_a_service_the_services_export_to(tmp_path):
@@ -174,15 +176,15 @@ def test_an_otlp_endpoint_may_be_a_service_name(tmp_path):
 @pytest.mark.parametrize(
     "pod, service, message",
     [
-        ("10.244.0.1/16", "10.96.0.0/12", "--pod-cidr '10.244.0.1/16': not a network"),
-        ("8.8.0.0/16", "10.96.0.0/12", "not a cluster's"),
-        ("127.0.0.0/16", "10.96.0.0/12", "not a cluster's"),
-        ("10.0.0.0/7", "10.96.0.0/12", "the prefix must be /8 … /24"),
-        ("10.244.0.0/26", "10.96.0.0/12", "the prefix must be /8 … /24"),
-        ("10.244.0.0/16", "10.0.0.0/8", "--service-cidr '10.0.0.0/8': the prefix must be /12 … /28"),
-        ("fd00::/48", "10.96.0.0/12", "IPv4 only"),
-        ("lots", "10.96.0.0/12", "not a network"),
-        ("10.96.0.0/16", "10.96.0.0/12", "overlap"),
+        ("100.64.0.1/16", "100.96.0.0/12", "--pod-cidr '100.64.0.1/16': not a network"),
+        ("8.8.0.0/16", "100.96.0.0/12", "not a cluster's"),
+        ("127.0.0.0/16", "100.96.0.0/12", "not a cluster's"),
+        ("100.0.0.0/7", "100.96.0.0/12", "the prefix must be /8 … /24"),
+        ("100.64.0.0/26", "100.96.0.0/12", "the prefix must be /8 … /24"),
+        ("100.64.0.0/16", "100.64.0.0/10", "--service-cidr '100.64.0.0/10': the prefix must be /12 … /28"),
+        ("fd00::/48", "100.96.0.0/12", "IPv4 only"),
+        ("lots", "100.96.0.0/12", "not a network"),
+        ("100.96.0.0/16", "100.96.0.0/12", "overlap"),
     ],
 )
 def test_cluster_ranges_are_checked_and_nothing_is_written(tmp_path, pod, service, message):

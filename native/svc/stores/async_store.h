@@ -3,7 +3,8 @@
 // loop's thread by a StoreLoop (svc/stores/store_loop.h), never blocking it.
 // One file per client kind beside the blocking form: redis_client (hiredis'
 // async API on our loop), memcached_client (our own text-protocol client),
-// docstore_client (libpq's non-blocking API).
+// docstore_client (libpq's non-blocking API). When they may reconnect after
+// a failed connect is one policy, reconnect_backoff.h.
 //
 // Every member runs on the loop's thread. An op ends exactly once through its
 // `done`, on that thread — possibly before run() returns (an immediate
@@ -12,7 +13,6 @@
 // completion.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,32 +57,6 @@ class LoopRegistration {
   uint64_t generation_ = 0;
   int fd_ = -1;
   uint32_t interest_ = 0;
-};
-
-// When a client may try to connect again. Connections are opened on demand
-// (an op needs one), never by a timer; after a connect fails (refused, timed
-// out, the handshake failed) the next attempt waits 100 ms, doubling to 1 s,
-// and ops meanwhile fail at once — a dead store costs one connect per second
-// per client, not a busy reconnect loop. A connection that worked and then
-// broke reconnects on the next op without waiting.
-class ReconnectBackoff {
- public:
-  static constexpr int64_t kFirstNs = 100'000'000;
-  static constexpr int64_t kMaxNs = 1'000'000'000;
-  bool may_connect(int64_t now_ns) const { return now_ns >= next_ns_; }
-  void failed(int64_t now_ns) {
-    next_ns_ = now_ns + delay_ns_;
-    delay_ns_ = std::min(2 * delay_ns_, kMaxNs);
-  }
-  void connected() {
-    next_ns_ = 0;
-    delay_ns_ = kFirstNs;
-  }
-  int64_t next_ns() const { return next_ns_; }
-
- private:
-  int64_t next_ns_ = 0;
-  int64_t delay_ns_ = kFirstNs;
 };
 
 // One store system's client on one loop.

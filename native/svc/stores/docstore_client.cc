@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/clock.h"
+#include "svc/stores/reconnect_backoff.h"
 
 namespace tailscope::svc::stores {
 namespace {
@@ -183,8 +184,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
       if (s.state == State::kBusy && s.op->deadline_ns <= now_ns) {
         fail_slot(s, "no answer within the store timeout");
       } else if (s.state == State::kConnecting && s.connect_deadline_ns <= now_ns) {
-        last_error_ = "connect timed out";
-        backoff_.failed(now_ns);
+        backoff_.failed(now_ns, "connect timed out");
         close_slot(s);
       }
     }
@@ -260,19 +260,16 @@ class LibpqAsyncClient final : public AsyncStoreClient {
         ++open;
       }
     }
-    if (open == 0)
-      fail_waiting(tried ? last_error_
-                         : "document store reconnect backing off after a failed connect (" + last_error_ + ")");
+    if (open == 0) fail_waiting(tried ? backoff_.last_failure() : backoff_.backing_off());
   }
 
   bool connect(Slot& s, int64_t now_ns) {
     const DocstoreConninfo info(address_);
     s.conn = PQconnectStartParams(info.keys.data(), info.values.data(), 0);  // non-blocking: no DNS, a numeric host
     if (!s.conn || PQstatus(s.conn) == CONNECTION_BAD || PQsocket(s.conn) < 0) {
-      last_error_ = s.conn ? first_line(PQerrorMessage(s.conn)) : "cannot allocate a libpq connection";
+      backoff_.failed(now_ns, s.conn ? first_line(PQerrorMessage(s.conn)) : "cannot allocate a libpq connection");
       if (s.conn) PQfinish(s.conn);
       s.conn = nullptr;
-      backoff_.failed(now_ns);
       return false;
     }
     s.state = State::kConnecting;
@@ -284,15 +281,16 @@ class LibpqAsyncClient final : public AsyncStoreClient {
   void advance_connect(Slot& s) {
     const PostgresPollingStatusType p = PQconnectPoll(s.conn);
     if (p == PGRES_POLLING_FAILED) {
-      last_error_ = first_line(PQerrorMessage(s.conn));
-      backoff_.failed(monotonic_ns());
+      backoff_.failed(monotonic_ns(), first_line(PQerrorMessage(s.conn)));
       return close_slot(s);
     }
     // libpq may have replaced its socket (a retry of the handshake): register the new one.
     if (PQsocket(s.conn) != s.reg->fd()) s.reg->attach(PQsocket(s.conn), 0);
     if (p == PGRES_POLLING_OK) {
       if (PQsetnonblocking(s.conn, 1) != 0) {
-        last_error_ = "cannot set the connection non-blocking";
+        // A connection the loop cannot drive is a failed connect: backing off keeps dispatch() from
+        // reopening it at once, over and over.
+        backoff_.failed(monotonic_ns(), "cannot set the connection non-blocking");
         return close_slot(s);
       }
       backoff_.connected();
@@ -362,8 +360,7 @@ class LibpqAsyncClient final : public AsyncStoreClient {
   int64_t timeout_ns_;
   std::vector<Slot> slots_;
   std::deque<Op> waiting_;
-  ReconnectBackoff backoff_;
-  std::string last_error_ = "no connection";
+  ReconnectBackoff backoff_{"document store"};
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "net/socket.h"
+#include "svc/stores/reconnect_backoff.h"
 
 namespace tailscope::svc::stores {
 namespace {
@@ -130,9 +131,9 @@ class MemcachedTextClient final : public AsyncStoreClient {
       socklen_t len = sizeof err;
       if (::getsockopt(reg_.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
       if (err != 0) {
-        last_error_ = std::string("connect: ") + std::strerror(err);
-        backoff_.failed(monotonic_ns());
-        return fail_all(last_error_);
+        const std::string why = std::string("connect: ") + std::strerror(err);
+        backoff_.failed(monotonic_ns(), why);
+        return fail_all(why);
       }
       if (!(ready & net::kWritable)) return;
       state_ = State::kOpen;
@@ -146,9 +147,8 @@ class MemcachedTextClient final : public AsyncStoreClient {
   int64_t service(int64_t now_ns) override {
     if (!in_flight_.empty() && in_flight_.front().deadline_ns <= now_ns) {
       if (state_ == State::kConnecting) {
-        last_error_ = "connect timed out";
-        backoff_.failed(now_ns);
-        fail_all(last_error_);
+        backoff_.failed(now_ns, "connect timed out");
+        fail_all("connect timed out");
       } else {
         fail_all("no answer within the store timeout");  // the answers after it would be out of step
       }
@@ -171,7 +171,7 @@ class MemcachedTextClient final : public AsyncStoreClient {
 
   bool connect(int64_t now_ns) {
     if (!backoff_.may_connect(now_ns)) {
-      connect_error_ = "memcached reconnect backing off after a failed connect (" + last_error_ + ")";
+      connect_error_ = backoff_.backing_off();
       return false;
     }
     int fd = -1;
@@ -181,8 +181,8 @@ class MemcachedTextClient final : public AsyncStoreClient {
       errno = EINVAL;
     }
     if (fd < 0) {
-      last_error_ = connect_error_ = std::string("connect: ") + std::strerror(errno);
-      backoff_.failed(now_ns);
+      connect_error_ = std::string("connect: ") + std::strerror(errno);
+      backoff_.failed(now_ns, connect_error_);
       return false;
     }
     reg_.attach(fd, net::kWritable);  // writable: the connect finished (or failed: SO_ERROR says)
@@ -254,8 +254,8 @@ class MemcachedTextClient final : public AsyncStoreClient {
   std::string out_, in_;
   size_t sent_ = 0;
   std::deque<Op> in_flight_;  // in the order sent: memcached answers in order
-  ReconnectBackoff backoff_;
-  std::string last_error_, connect_error_;
+  ReconnectBackoff backoff_{"memcached"};
+  std::string connect_error_;  // why connect() returned false
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "svc/stores/reconnect_backoff.h"
 
 namespace tailscope::svc::stores {
 namespace {
@@ -192,7 +193,7 @@ class HiredisAsyncClient final : public AsyncStoreClient {
 
   int64_t service(int64_t now_ns) override {
     if (ctx_ && !in_flight_.empty() && in_flight_.front()->deadline_ns <= now_ns) {
-      if (!connected_) backoff_.failed(now_ns);
+      if (!connected_) backoff_.failed(now_ns, "connect timed out");
       free_context(connected_ ? "no answer within the store timeout" : "connect timed out");
     }
     // What this iteration's ops queued leaves now (a connection still connecting writes when writable).
@@ -214,15 +215,14 @@ class HiredisAsyncClient final : public AsyncStoreClient {
 
   bool connect(int64_t now_ns) {
     if (!backoff_.may_connect(now_ns)) {
-      connect_error_ = "redis reconnect backing off after a failed connect (" + last_error_ + ")";
+      connect_error_ = backoff_.backing_off();
       return false;
     }
     redisAsyncContext* ac = redisAsyncConnect(address_.host.c_str(), address_.port);  // non-blocking connect
     if (!ac || ac->err) {
-      last_error_ = ac ? ac->errstr : "cannot allocate a redis context";
-      connect_error_ = last_error_;
+      connect_error_ = ac ? ac->errstr : "cannot allocate a redis context";
       if (ac) redisAsyncFree(ac);  // no hooks, no callbacks yet
-      backoff_.failed(now_ns);
+      backoff_.failed(now_ns, connect_error_);
       return false;
     }
     ac->data = this;
@@ -245,8 +245,7 @@ class HiredisAsyncClient final : public AsyncStoreClient {
         self->connected_ = true;
         self->backoff_.connected();
       } else {
-        self->last_error_ = c->errstr;
-        self->backoff_.failed(monotonic_ns());
+        self->backoff_.failed(monotonic_ns(), c->errstr);
       }
     });
     ctx_ = ac;
@@ -295,8 +294,9 @@ class HiredisAsyncClient final : public AsyncStoreClient {
   bool flush_ = false;
   uint32_t interest_ = 0;
   std::deque<Op*> in_flight_;  // owned by hiredis' callback list until their reply
-  ReconnectBackoff backoff_;
-  std::string failing_why_, last_error_, connect_error_;
+  ReconnectBackoff backoff_{"redis"};
+  std::string failing_why_;
+  std::string connect_error_;  // why connect() returned false
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "svc/stores/docstore_client.h"
 #include "svc/stores/memcached_client.h"
+#include "svc/stores/reconnect_backoff.h"
 #include "svc/stores/redis_client.h"
 
 namespace tailscope::svc::stores {
@@ -132,8 +133,8 @@ void StoreLoop::close() {
 nlohmann::json StoreLoop::policy_json(size_t docstore_connections) {
   return {{"policy",
            "per event loop and store system: one pipelined connection to memcached and to redis, a bounded set "
-           "to the document store (one query in flight each); opened on demand, reconnect after a failed connect "
-           "backs off 100 ms doubling to 1 s"},
+           "to the document store (one query in flight each); opened on demand, " +
+               ReconnectBackoff::policy()},
           {"memcached_connections_per_loop", 1},
           {"redis_connections_per_loop", 1},
           {"docstore_connections_per_loop", docstore_connections}};

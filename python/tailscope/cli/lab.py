@@ -114,13 +114,13 @@ def deploy() -> None:
 @click.option(
     "--pod-cidr",
     required=True,
-    help="The cluster's pod range (e.g. 10.244.0.0/16): every container's --allow-cidr, so pods reach pods. "
+    help="The cluster's pod range (e.g. 100.64.0.0/16): every container's --allow-cidr, so pods reach pods. "
     "IPv4, /8 … /24, private (RFC 1918), shared (100.64.0.0/10) or the lab range.",
 )
 @click.option(
     "--service-cidr",
     required=True,
-    help="The cluster's service range (e.g. 10.96.0.0/12): every container's --allow-cidr, so Service names "
+    help="The cluster's service range (e.g. 100.96.0.0/12): every container's --allow-cidr, so Service names "
     "are accepted. IPv4, /12 … /28, not overlapping --pod-cidr.",
 )
 @click.option(

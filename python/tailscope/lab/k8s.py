@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import yaml
 from tailscope.lab import deployment as dep_mod
 from tailscope.lab import jaeger as jaeger_mod
 from tailscope.lab import topology as topo
-from tailscope.lab.allow_list import check_base_url, check_cluster_cidr
+from tailscope.lab.allow_list import check_base_url, check_cluster_cidr, split_http_url
 from tailscope.lab.compose import callees
 from tailscope.lab.svc_command import CONFIG_DIR, svc_args
 
@@ -126,9 +125,12 @@ JAEGER_CONFIG_KEY = "jaeger.yaml"
 POD_IP_ENV = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
+CLUSTER_DNS_SUFFIX = ".svc.cluster.local"
+
+
 def service_dns(name: str, namespace: str) -> str:
     """A Service's name as the cluster DNS answers it from any namespace."""
-    return f"{name}.{namespace}.svc.cluster.local"
+    return f"{name}.{namespace}{CLUSTER_DNS_SUFFIX}"
 
 
 def check_cidrs(pod_cidr: str, service_cidr: str) -> tuple[str, str]:
@@ -147,26 +149,24 @@ def check_cidrs(pod_cidr: str, service_cidr: str) -> tuple[str, str]:
 
 
 def check_otlp_endpoint(url: str, namespace: str) -> str:
-    """--otlp-endpoint of the manifests: http://HOST:PORT with HOST numeric on loopback or the lab
-    subnet (check_base_url), or a Service's cluster DNS name NAME.NAMESPACE.svc.cluster.local (the
-    engine resolves it in the pod and judges the answer against the declared ranges)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.scheme == "http" and host.endswith(".svc.cluster.local"):
-        labels = host.removesuffix(".svc.cluster.local").split(".")
+    """--otlp-endpoint of the manifests: http://HOST:PORT (allow_list.split_http_url) with HOST
+    numeric on loopback or the lab subnet (check_base_url), or a Service's cluster DNS name
+    NAME.NAMESPACE.svc.cluster.local (the engine resolves it in the pod and judges the answer
+    against the declared ranges)."""
+    service_hint = f"(or a Service: http://NAME.{namespace}{CLUSTER_DNS_SUFFIX}:PORT)"
+    try:
+        host, _port = split_http_url(url, "--otlp-endpoint")
+    except ValueError as e:
+        raise DeployError(f"{e} {service_hint}") from e
+    if host.endswith(CLUSTER_DNS_SUFFIX):
+        labels = host.removesuffix(CLUSTER_DNS_SUFFIX).split(".")
         if len(labels) != 2 or not all(_DNS_LABEL.match(x) for x in labels):
-            raise DeployError(f"--otlp-endpoint '{url}': a Service name is NAME.NAMESPACE.svc.cluster.local")
-        try:
-            port = parts.port
-        except ValueError as e:
-            raise DeployError(f"--otlp-endpoint '{url}': {e}") from e
-        if port is not None and not 1 <= port <= 65535:
-            raise DeployError(f"--otlp-endpoint '{url}': port must be in 1 … 65535")
+            raise DeployError(f"--otlp-endpoint '{url}': a Service name is NAME.NAMESPACE{CLUSTER_DNS_SUFFIX}")
         return url.rstrip("/")
     try:
         return check_base_url(url, "--otlp-endpoint")
     except ValueError as e:
-        raise DeployError(f"{e} (or a Service: http://NAME.{namespace}.svc.cluster.local:PORT)") from e
+        raise DeployError(f"{e} {service_hint}") from e
 
 
 def _jaeger_objects(namespace: str, image: str, config_name: str) -> list[dict]:
