@@ -434,7 +434,7 @@ def test_figure3_is_a_scale_comparison_whose_shape_holds_or_not():
     held = figure3_reference(figure3_comparison([closed, _socialnet_load("steady", 750, 2, 8, 12, fraction=0.75)]))
     assert held.verdict == HOLDS and held.source is sources.CAPSTONE_FIGURE3
     assert "p50 2 ms (0.2× the capstone's), p90 4× the median" in held.here.replace("\u2009", " ")
-    assert "simulated as waits" in held.why
+    assert "the section's stores line says" in held.why
     flat = figure3_reference(figure3_comparison([closed, _socialnet_load("steady", 750, 2, 3, 4, fraction=0.75)]))
     assert flat.verdict == DOES_NOT_HOLD
     none = figure3_reference(figure3_comparison([closed, _socialnet_load("rate", 300, 2, 8, 12)]))

@@ -30,8 +30,8 @@ from tailscope.studies.sources import NTUA_IPC_VS_LATENCY, NTUA_KNAPSACK, NTUA_L
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 INTRO = (
-    "DeathStarBench hotel reservation (topologies/hotel.yaml: 8 services, memcached and MongoDB "
-    "simulated) under the request mix search 60 % / recommend 39 % / login 0.5 % / reserve 0.5 %, "
+    "DeathStarBench hotel reservation (topologies/hotel.yaml: 8 services; memcached and MongoDB's roles "
+    "real servers placed like any service, or timed waits, as the stores line says) under the request mix search 60 % / recommend 39 % / login 0.5 % / reserve 0.5 %, "
     f"{MODEL} model. Each service's CPU need is sized from 100 ms /proc samples; each tested service "
     "runs alone on the performance pool beside tailscope-stress kernels; its sensitivity score "
     "decides, by a 0-1 knapsack, which services get the performance pool; the placements are then "
