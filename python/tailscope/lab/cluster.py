@@ -63,10 +63,6 @@ def default_root() -> Path:
     return Path(os.environ.get("TAILSCOPE_CLUSTER_DIR", "/var/tmp/tailscope-cluster"))
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("TAILSCOPE_CACHE") or Path.home() / ".cache" / "tailscope")
-
-
 @dataclass
 class ClusterState:
     prefix: str  # every container, network and image tag this run made carries it
@@ -218,7 +214,7 @@ def base_image(state: ClusterState, progress=print) -> str:
     tag = f"tailscope-base:{key}"
     if docker(state, "image", "inspect", tag, check=False).returncode == 0:
         return tag
-    tar = cache_dir() / f"rootfs-bookworm-{key}.tar"
+    tar = tools.cache_dir() / f"rootfs-bookworm-{key}.tar"
     if not tar.exists():
         progress(f"building the base root file system with mmdebstrap (once, ~1 min) into {tar}")
         tar.parent.mkdir(parents=True, exist_ok=True)
