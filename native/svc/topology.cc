@@ -132,12 +132,12 @@ KeyTemplate parse_key(const std::string& text, const std::string& where) {
 }
 
 // The real-operation fields of a store stage (op, key, value_bytes,
-// collection, limit): which system takes which op, and which fields each op needs.
+// collection, limit, keep): which system takes which op, and which fields each op needs.
 void parse_real_op(const json& v, StoreOp& op, const std::string& here) {
   const bool any = v.contains("op") || v.contains("key") || v.contains("value_bytes") || v.contains("collection") ||
-                   v.contains("limit");
+                   v.contains("limit") || v.contains("keep");
   if (!any) return;
-  if (!v.contains("op")) bad(here, "'key', 'value_bytes', 'collection' and 'limit' need 'op'");
+  if (!v.contains("op")) bad(here, "'key', 'value_bytes', 'collection', 'limit' and 'keep' need 'op'");
   const std::string verb = need_string(v, "op", here);
   struct Allowed {
     const char* system;
@@ -192,6 +192,12 @@ void parse_real_op(const json& v, StoreOp& op, const std::string& here) {
       bad(here, "'limit' is for zrevrange, smembers and find");
     if (!integer_in(v["limit"], 1, 10000)) bad(here, "'limit' must be an integer in 1 … 10000");
     op.limit = v["limit"];
+  }
+  if (v.contains("keep")) {
+    if (op.op != StoreVerb::kZadd) bad(here, "'keep' is for zadd (the set trimmed to its newest members)");
+    if (v.contains("members")) bad(here, "'keep' trims a timeline: not with 'members' (a list written whole)");
+    if (!integer_in(v["keep"], 1, 1000000)) bad(here, "'keep' must be an integer in 1 … 1000000");
+    op.keep = v["keep"];
   }
 }
 
@@ -303,7 +309,7 @@ Stage parse_stage(const json& j, const std::string& where) {
     if (!v.is_object()) bad(here, "a store stage is an object");
     check_keys(v,
                {"span", "system", "latency", "count", "hit_ratio", "on_miss", "op", "key", "value_bytes", "collection",
-                "limit", "capacity", "parallel", "yields", "members", "for_each"},
+                "limit", "keep", "capacity", "parallel", "yields", "members", "for_each"},
                here);
     s.store.span = need_string(v, "span", here);
     s.store.system = v.contains("system") ? need_string(v, "system", here) : "store";

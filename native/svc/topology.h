@@ -97,6 +97,9 @@ struct StoreOp {
   size_t value_bytes = 512;  // set / insert / update / zadd / sadd payload
   std::string collection;    // document store (mongodb role): the table
   int limit = 10;            // zrevrange / smembers / find: at most this many results
+  // zadd: after the write, the set trimmed to its `keep` highest scores (a
+  // capped timeline: its newest posts), in the same round trip; 0: no trim.
+  int keep = 0;
   bool real() const { return op != StoreVerb::kNone; }
   // At most `capacity` of this operation (this span name) in flight per
   // service process, FCFS (0: none); `limit_index` indexes Service::capacities.

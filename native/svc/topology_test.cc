@@ -281,6 +281,22 @@ TEST(Topology, RealStoreOpsRejectBadInputByName) {
   st["limit"] = 0;
   EXPECT_NE(err(st).find("'limit' must be an integer in 1 … 10000"), std::string::npos) << err(st);
   st = real_store("redis", "set");
+  st["keep"] = 100;
+  EXPECT_NE(err(st).find("'keep' is for zadd"), std::string::npos) << err(st);
+  st = real_store("redis", "zadd");
+  for (const json& bad_keep : {json(0), json(1000001), json(2.5), json("100")}) {
+    st["keep"] = bad_keep;
+    EXPECT_NE(err(st).find("'keep' must be an integer in 1 … 1000000"), std::string::npos) << err(st);
+  }
+  st["keep"] = 100;
+  st["members"] = "followers";
+  EXPECT_NE(err(st).find("'keep' trims a timeline: not with 'members'"), std::string::npos) << err(st);
+  st = real_store("redis", "zadd");
+  st["keep"] = 100;
+  EXPECT_EQ(parse_topology(with_store(st)).service("b").endpoints.at("get").stages[0].store.keep, 100);
+  st.erase("op");
+  EXPECT_NE(err(st).find("'keep' need 'op'"), std::string::npos) << err(st);
+  st = real_store("redis", "set");
   st["hit_ratio"] = 0.5;
   st["on_miss"] = json::array({json{{"cpu", 1}}});
   EXPECT_NE(err(st).find("needs a read that can miss"), std::string::npos) << err(st);

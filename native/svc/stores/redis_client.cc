@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,21 @@ std::vector<std::string> redis_command(const StoreRequest& r) {
   }
 }
 
+// Every command an op sends, in order: its command, then a zadd's trim to its
+// `keep` highest scores (the newest posts) — a capped timeline, as a real
+// timeline service keeps one, sent right behind the write in the same round
+// trip. Empty when Redis has no such op. The op's outcome is its first reply's,
+// unless a later reply is an error (redis_step_result).
+std::vector<std::vector<std::string>> redis_commands(const StoreRequest& r) {
+  std::vector<std::vector<std::string>> out;
+  std::vector<std::string> first = redis_command(r);
+  if (first.empty()) return out;
+  out.push_back(std::move(first));
+  if (r.op == StoreVerb::kZadd && r.keep > 0)
+    out.push_back({"ZREMRANGEBYRANK", r.key, "0", std::to_string(-static_cast<int64_t>(r.keep) - 1)});
+  return out;
+}
+
 StoreResult no_such_op(const StoreRequest& r) {
   return {StoreStatus::kUnavailable, std::string("redis has no op ") + store_verb_name(r.op)};
 }
@@ -71,6 +87,13 @@ StoreResult redis_result(const redisReply* reply, bool read_ids) {
     }
   }
   return out;
+}
+
+// A later command's reply (a zadd's trim) leaves the op's outcome as it is
+// unless it is an error: the write happened, the trim did not.
+void redis_step_result(const redisReply* reply, StoreResult& out) {
+  if (reply->type == REDIS_REPLY_ERROR && out.status != StoreStatus::kUnavailable)
+    out = {StoreStatus::kUnavailable, reply->str};
 }
 
 struct Argv {
@@ -98,21 +121,7 @@ class HiredisConnection final : public BlockingStoreConnection {
     if (ctx_) redisFree(ctx_);
   }
 
-  StoreResult run(const StoreRequest& r) override {
-    if (broken()) return {StoreStatus::kUnavailable, error_.empty() ? "connection broken" : error_};
-    const std::vector<std::string> args = redis_command(r);
-    if (args.empty()) return no_such_op(r);
-    Argv argv(args);
-    auto* reply = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()));
-    if (!reply) {
-      error_ = ctx_->errstr;
-      return {StoreStatus::kUnavailable, error_};
-    }
-    StoreResult out = redis_result(reply, r.read_ids);
-    freeReplyObject(reply);
-    return out;
-  }
+  StoreResult run(const StoreRequest& r) override { return run_pipelined({r}).front(); }
 
   // Every command appended to hiredis' output buffer first; the first
   // redisGetReply writes them all at once, then the replies are read in
@@ -123,28 +132,41 @@ class HiredisConnection final : public BlockingStoreConnection {
       for (auto& r : out) r.error = error_.empty() ? "connection broken" : error_;
       return out;
     }
-    std::vector<size_t> sent;  // indices of the requests appended, in order
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const std::vector<std::string> args = redis_command(requests[i]);
-      if (args.empty()) {
+    struct Sent {
+      size_t request;  // index into requests
+      bool first;      // the op's own command (else a trim behind it)
+    };
+    std::vector<Sent> sent;  // every command appended, in order
+    bool appending = true;
+    for (size_t i = 0; i < requests.size() && appending; ++i) {
+      const std::vector<std::vector<std::string>> commands = redis_commands(requests[i]);
+      if (commands.empty()) {
         out[i] = no_such_op(requests[i]);
         continue;
       }
-      Argv argv(args);
-      if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()) !=
-          REDIS_OK)
-        break;
-      sent.push_back(i);
+      for (size_t c = 0; c < commands.size(); ++c) {
+        Argv argv(commands[c]);
+        if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()) !=
+            REDIS_OK) {
+          appending = false;
+          break;
+        }
+        sent.push_back({i, c == 0});
+      }
     }
     for (size_t k = 0; k < sent.size(); ++k) {
       void* raw = nullptr;
       if (redisGetReply(ctx_, &raw) != REDIS_OK || !raw) {
         error_ = ctx_->errstr;  // the connection is broken now: the rest of the replies are lost with it
-        for (size_t j = k; j < sent.size(); ++j) out[sent[j]].error = error_;
+        for (size_t j = k; j < sent.size(); ++j) out[sent[j].request] = {StoreStatus::kUnavailable, error_};
         break;
       }
       auto* reply = static_cast<redisReply*>(raw);
-      out[sent[k]] = redis_result(reply, requests[sent[k]].read_ids);
+      StoreResult& r = out[sent[k].request];
+      if (sent[k].first)
+        r = redis_result(reply, requests[sent[k].request].read_ids);
+      else
+        redis_step_result(reply, r);
       freeReplyObject(reply);
     }
     return out;
@@ -169,17 +191,25 @@ class HiredisAsyncClient final : public AsyncStoreClient {
   ~HiredisAsyncClient() override { close("store client closed"); }
 
   void run(const StoreRequest& r, int64_t deadline_ns, StoreDone done) override {
-    const std::vector<std::string> args = redis_command(r);
-    if (args.empty()) return done(no_such_op(r));
+    const std::vector<std::vector<std::string>> commands = redis_commands(r);
+    if (commands.empty()) return done(no_such_op(r));
     if (!ctx_ && !connect(monotonic_ns())) return done(unavailable(connect_error_));
-    auto* op = new Op{deadline_ns, r.read_ids, std::move(done)};
-    Argv argv(args);
+    auto* op = new Op{deadline_ns, r.read_ids, std::move(done), 0, std::nullopt};
     in_flight_.push_back(op);
-    if (redisAsyncCommandArgv(ctx_, &HiredisAsyncClient::on_reply, op, static_cast<int>(argv.ptrs.size()),
-                              argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
-      in_flight_.pop_back();  // not queued: hiredis will never call back for it
-      std::unique_ptr<Op> owned(op);
-      return owned->done(unavailable(ctx_->errstr[0] ? ctx_->errstr : "redis connection is closing"));
+    for (const auto& command : commands) {
+      Argv argv(command);
+      if (redisAsyncCommandArgv(ctx_, &HiredisAsyncClient::on_reply, op, static_cast<int>(argv.ptrs.size()),
+                                argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
+        const std::string why = ctx_->errstr[0] ? ctx_->errstr : "redis connection is closing";
+        if (op->replies_left == 0) {  // nothing queued: hiredis will never call back for it
+          in_flight_.pop_back();
+          std::unique_ptr<Op> owned(op);
+          return owned->done(unavailable(why));
+        }
+        op->result = unavailable(why);  // the trim was not sent: the op fails when its write's reply comes
+        break;
+      }
+      ++op->replies_left;
     }
     flush_ = true;  // hiredis asked for write interest; service() writes at the end of this iteration
   }
@@ -211,6 +241,8 @@ class HiredisAsyncClient final : public AsyncStoreClient {
     int64_t deadline_ns;
     bool read_ids;
     StoreDone done;
+    int replies_left = 0;               // the op's commands queued in hiredis whose callback has not run
+    std::optional<StoreResult> result;  // set by its first reply (or a failure); done() at its last
   };
 
   bool connect(int64_t now_ns) {
@@ -266,25 +298,30 @@ class HiredisAsyncClient final : public AsyncStoreClient {
     failing_why_.clear();
   }
 
+  // Runs once per command an op queued (its write, then any trim), in order;
+  // the op ends at its last one.
   static void on_reply(redisAsyncContext* c, void* reply, void* privdata) {
     auto* self = static_cast<HiredisAsyncClient*>(c->data);
-    std::unique_ptr<Op> op(static_cast<Op*>(privdata));
+    auto* op = static_cast<Op*>(privdata);
+    if (reply && !op->result) {
+      op->result = redis_result(static_cast<redisReply*>(reply), op->read_ids);
+    } else if (reply) {
+      redis_step_result(static_cast<redisReply*>(reply), *op->result);
+    } else if (!op->result || op->result->status != StoreStatus::kUnavailable) {
+      // The context is being freed: our timeout or close, a lost connection, a failed connect.
+      op->result = unavailable(!self->failing_why_.empty() ? self->failing_why_
+                               : c->err                    ? std::string(c->errstr)
+                                                           : std::string("redis connection closed"));
+    }
+    if (--op->replies_left > 0) return;
+    std::unique_ptr<Op> owned(op);
     // Replies come in order: this is the oldest (erased wherever it is, to be safe).
     for (auto it = self->in_flight_.begin(); it != self->in_flight_.end(); ++it)
-      if (*it == op.get()) {
+      if (*it == op) {
         self->in_flight_.erase(it);
         break;
       }
-    StoreResult r;
-    if (reply) {
-      r = redis_result(static_cast<redisReply*>(reply), op->read_ids);
-    } else {
-      // The context is being freed: our timeout or close, a lost connection, a failed connect.
-      r = unavailable(!self->failing_why_.empty() ? self->failing_why_
-                      : c->err                    ? std::string(c->errstr)
-                                                  : std::string("redis connection closed"));
-    }
-    op->done(r);
+    owned->done(*owned->result);
   }
 
   StoreAddress address_;

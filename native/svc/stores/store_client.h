@@ -20,6 +20,7 @@ struct StoreRequest {
   std::string collection;  // document store only
   size_t value_bytes = 0;  // writes
   int limit = 10;          // zrevrange / smembers / find
+  int keep = 0;            // zadd: trim the set to its `keep` highest scores after the write (0: no trim)
   int64_t member = 0;      // zadd / sadd: the member written (a post or user id)
   // zadd / sadd with `members`: every id a member of one command (score = id);
   // replaces `member`. The caller sends no command for an empty list.

@@ -132,6 +132,7 @@ StoreRequest make_request(const StoreOp& op, const StoreDraw& draw) {
   r.collection = op.collection;
   r.value_bytes = op.value_bytes;
   r.limit = op.limit;
+  r.keep = op.keep;
   r.member = draw.post;
   r.read_ids = op.yields != IdList::kNone;
   return r;

@@ -205,6 +205,45 @@ TEST(StoreClients, RedisWritesAListAsMembersReadsIdsBackAndPipelines) {
   EXPECT_EQ(c->run(timeline).status, StoreStatus::kOk);  // the connection is still in step
 }
 
+// A zadd with `keep`: the write and the trim behind it in one round trip; the
+// timeline holds its `keep` newest posts (highest scores), every client alike.
+StoreRequest capped(const std::string& key, int64_t post) {
+  StoreRequest r = req(StoreVerb::kZadd, key);
+  r.member = post;
+  r.keep = 5;
+  return r;
+}
+
+std::vector<int64_t> newest_first(int64_t last, int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(last - i);
+  return out;
+}
+
+TEST(StoreClients, RedisKeepTrimsATimelineToItsNewestPosts) {
+  NEED_SERVERS();
+  auto c = connect_redis_blocking(Servers::get().server(StoreSystem::kRedis).address, kTimeoutNs);
+  StoreRequest read = req(StoreVerb::kZrevrange, "keep:blk");
+  read.read_ids = true;
+  read.limit = 100;
+  for (int64_t post = 1; post <= 3; ++post) EXPECT_EQ(c->run(capped("keep:blk", post)).status, StoreStatus::kOk);
+  EXPECT_EQ(c->run(read).ids, newest_first(3, 3));  // under the cap: nothing trimmed
+  for (int64_t post = 4; post <= 12; ++post) EXPECT_EQ(c->run(capped("keep:blk", post)).status, StoreStatus::kOk);
+  EXPECT_EQ(c->run(read).ids, newest_first(12, 5));
+  // Pipelined (a fan-out): each op's write and trim, replies matched in order.
+  std::vector<StoreRequest> batch;
+  for (int64_t post = 13; post <= 20; ++post) batch.push_back(capped("keep:blk", post));
+  batch.push_back(capped("keep:str", 1));
+  EXPECT_EQ(c->run(req(StoreVerb::kSet, "keep:str")).status, StoreStatus::kOk);  // ZADD and the trim on it fail
+  batch.push_back(capped("keep:blk", 21));
+  const std::vector<StoreResult> results = c->run_pipelined(batch);
+  ASSERT_EQ(results.size(), batch.size());
+  for (size_t i = 0; i < results.size(); ++i)
+    EXPECT_EQ(results[i].status, i == 8 ? StoreStatus::kUnavailable : StoreStatus::kOk) << i << results[i].error;
+  EXPECT_EQ(c->run(read).ids, newest_first(21, 5));
+  EXPECT_FALSE(c->broken());
+}
+
 TEST(StoreClients, DocstoreFindReadsTheSocialGraphsFollowers) {
   NEED_SERVERS();
   StoreRequest find = req(StoreVerb::kFind, "user:5", "social_graph");
@@ -695,6 +734,26 @@ TEST(AsyncStoreClients, ABatchIsPipelinedAndEndsOnceAndFindsReadFollowers) {
   const StoreResult found = h.run(StoreSystem::kMongodb, find);
   EXPECT_EQ(found.status, StoreStatus::kOk) << found.error;
   EXPECT_EQ(found.ids, social_graph_followers()[961]);
+}
+
+TEST(AsyncStoreClients, RedisKeepTrimsATimelineAndEachOpEndsOnce) {
+  NEED_SERVERS();
+  LoopHarness h(Servers::get().addresses(), kTimeoutNs);
+  std::vector<StoreRequest> batch;
+  for (int64_t post = 1; post <= 12; ++post) batch.push_back(capped("keep:async", post));
+  const std::vector<StoreResult> results = h.run_all(StoreSystem::kRedis, batch);
+  ASSERT_EQ(results.size(), batch.size());  // one outcome per op, not one per command
+  for (const StoreResult& r : results) EXPECT_EQ(r.status, StoreStatus::kOk) << r.error;
+  StoreRequest read = req(StoreVerb::kZrevrange, "keep:async");
+  read.read_ids = true;
+  read.limit = 100;
+  EXPECT_EQ(h.run(StoreSystem::kRedis, read).ids, newest_first(12, 5));
+  EXPECT_EQ(h.run(StoreSystem::kRedis, req(StoreVerb::kSet, "keep:astr")).status, StoreStatus::kOk);
+  const StoreResult wrong_type = h.run(StoreSystem::kRedis, capped("keep:astr", 1));
+  EXPECT_EQ(wrong_type.status, StoreStatus::kUnavailable);
+  EXPECT_NE(wrong_type.error.find("WRONGTYPE"), std::string::npos) << wrong_type.error;
+  EXPECT_EQ(h.set().counters_json()["redis"]["ops"], 12 + 1 + 1 + 1);    // ops, not commands
+  EXPECT_EQ(h.run(StoreSystem::kRedis, read).status, StoreStatus::kOk);  // the connection is still in step
 }
 
 TEST(AsyncStoreClients, RefusedAndHungServersFailUnavailableAtTheTimeout) {
