@@ -226,9 +226,9 @@ void remove_dir(const std::string& dir) {
 // so an older template is never used.
 constexpr int kDocstoreTemplateFormat = 2;  // 2: the clients' database made in the data dir
 
-std::string docstore_template_path(const std::string& root, const RunAs& run_as) {
+std::string docstore_template_path(const std::string& root, const RunAs& run_as, int format = kDocstoreTemplateFormat) {
   const uid_t owner = run_as.drop ? run_as.uid : ::geteuid();
-  return root + "/docstore-pg15-v" + std::to_string(kDocstoreTemplateFormat) + "-uid" + std::to_string(owner);
+  return root + "/docstore-pg15-v" + std::to_string(format) + "-uid" + std::to_string(owner);
 }
 
 // cp -a: keeps the modes (postgres refuses a data dir readable by others) and, run
@@ -287,7 +287,12 @@ void keep_as_template(const std::string& root, const RunAs& run_as, const std::s
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) return;
-  if (copy_tree(data, partial, log) && ::rename(partial.c_str(), tpl.c_str()) == 0) return;
+  if (copy_tree(data, partial, log) && ::rename(partial.c_str(), tpl.c_str()) == 0) {
+    // The older formats' templates of the same owner are never used again (~40 MB each).
+    for (int format = 1; format < kDocstoreTemplateFormat; ++format)
+      std::filesystem::remove_all(docstore_template_path(root, run_as, format), ec);
+    return;
+  }
   std::filesystem::remove_all(partial, ec);
 }
 

@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -447,6 +448,11 @@ TEST(StoreServers, PostgresStartsFromTheDataDirTemplateAfterTheFirstInitdb) {
   NEED_SERVERS();
   const std::string root = Servers::get().scratch() + "/template-root";
   std::filesystem::remove_all(root);
+  // An older format's template of the same owner (the postgres user when run as root, as the server is).
+  const passwd* pg = ::geteuid() == 0 ? ::getpwnam("postgres") : nullptr;
+  const std::string older = root + "/docstore-pg15-v1-uid" + std::to_string(pg ? pg->pw_uid : ::geteuid());
+  std::filesystem::create_directories(older);
+  std::ofstream(older + "/PG_VERSION") << "15\n";
   auto start = [&](const std::string& name) {
     StoreServerOptions o;
     o.system = StoreSystem::kMongodb;
@@ -462,6 +468,7 @@ TEST(StoreServers, PostgresStartsFromTheDataDirTemplateAfterTheFirstInitdb) {
   };
   StoreServer first = start("template-first");
   EXPECT_TRUE(initdb_ran(first));
+  EXPECT_FALSE(std::filesystem::exists(older)) << "the older format's template was kept";
   size_t templates = 0;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "a partial copy is left";
