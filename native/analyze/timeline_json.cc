@@ -51,6 +51,10 @@ void append_trace_timeline_json(const TraceAnalysis& a, const trace::NameTable& 
       w.Int64(tree.end(s));
       w.Key("depth");
       w.Int(tree.depth(s));
+      if (span.cache != trace::CacheResult::kNone) {  // a cache read's answer (trace.h)
+        w.Key("cache");
+        write_text(w, trace::cache_result_name(span.cache));
+      }
       w.EndObject();
     }
   }

@@ -72,6 +72,7 @@ std::string otlp_body(const std::vector<SpanRecord>& batch) {
     sp.operation = names.intern(s.operation ? *s.operation : "unknown");
     sp.start_ns = Tracer::to_unix_ns(s.start_ns);
     sp.duration_ns = s.end_ns - s.start_ns;
+    sp.cache = s.cache;
     if (s.has_probe && s.probe.complete()) {
       sp.probe_scheduling_delay_ns = s.probe.scheduling_delay_ns();
       sp.probe_join_delay_ns = s.probe.join_delay_ns();

@@ -370,6 +370,10 @@ stores::StoreResult ServiceRuntime::run_fan_out_blocking(const StoreOp& op, cons
 bool ServiceRuntime::complete_store(RequestScope& rs, const StoreOp& op, SpanRecord& span,
                                     const stores::StoreResult& r) {
   if (op.yields == IdList::kFollowers && r.status == stores::StoreStatus::kOk) rs.followers = r.ids;
+  // A read with a miss path says on its span what the server answered: the twin's inference
+  // (docs/twin.md) tells the miss path from a sibling stage by it, even when every read missed.
+  if (op.on_miss && r.status != stores::StoreStatus::kUnavailable)
+    span.cache = r.status == stores::StoreStatus::kMiss ? trace::CacheResult::kMiss : trace::CacheResult::kHit;
   if (r.status == stores::StoreStatus::kUnavailable) {
     // The store is down, refused, slow past the timeout or answered an error:
     // the request fails unavailable; requests that do not need it go on.

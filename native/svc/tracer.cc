@@ -257,6 +257,7 @@ nlohmann::json span_to_json(const SpanRecord& s) {
   if (s.db_system) j["tags"]["db.system"] = s.db_system;
   if (s.store_role) j["tags"]["tailscope.store_role"] = s.store_role;
   if (s.followers >= 0) j["tags"]["tailscope.followers"] = s.followers;
+  if (s.cache != trace::CacheResult::kNone) j["tags"][trace::kCacheTag] = trace::cache_result_name(s.cache);
   if (s.has_probe) {
     const auto& p = s.probe;
     auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
@@ -364,8 +365,9 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   const std::string_view db_system = s.db_system ? std::string_view(s.db_system) : std::string_view();
   const std::string_view store_role = s.store_role ? std::string_view(s.store_role) : std::string_view();
   // A store span's tags: their literals (48 bytes), a fan-out's follower
-  // count (its literal, 24 bytes, and an integer, ≤ 20), and the two names.
-  constexpr size_t kTagLiteralBytes = 112;
+  // count (its literal, 24 bytes, and an integer, ≤ 20), a cache read's answer
+  // ("tailscope.cache":"miss" and its comma, 26 bytes), and the two names.
+  constexpr size_t kTagLiteralBytes = 138;
   LineWriter w(out, kMaxFixedLineBytes + LineWriter::max_json_string(service) + LineWriter::max_json_string(operation) +
                         LineWriter::max_json_string(status) + LineWriter::max_json_string(launch) + kTagLiteralBytes +
                         LineWriter::max_json_string(db_system) + LineWriter::max_json_string(store_role));
@@ -394,7 +396,7 @@ void append_span_line(std::string* out, const SpanRecord& s) {
     w.literal(",\"launch\":");
     w.json_string(launch);
   }
-  if (s.db_system || s.followers >= 0) {
+  if (s.db_system || s.followers >= 0 || s.cache != trace::CacheResult::kNone) {
     // The tags object's members in span_to_json's order, each after a comma but the first.
     w.literal(",\"tags\":{");
     if (s.db_system) {
@@ -409,6 +411,12 @@ void append_span_line(std::string* out, const SpanRecord& s) {
       if (s.db_system) w.literal(",");
       w.literal("\"tailscope.followers\":");
       w.integer(s.followers);
+    }
+    if (s.cache != trace::CacheResult::kNone) {
+      if (s.db_system || s.followers >= 0) w.literal(",");
+      w.literal("\"tailscope.cache\":\"");
+      w.text(trace::cache_result_name(s.cache));
+      w.literal("\"");
     }
     w.literal("}");
   }
@@ -557,6 +565,10 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
       sp.duration_ns = j.value("duration_ns", int64_t{0});
       if (j.contains("scheduling_delay_ns")) sp.probe_scheduling_delay_ns = j["scheduling_delay_ns"];
       if (j.contains("join_delay_ns")) sp.probe_join_delay_ns = j["join_delay_ns"];
+      if (const auto tags = j.find("tags"); tags != j.end() && tags->is_object()) {
+        const auto cache = tags->find(trace::kCacheTag);
+        if (cache != tags->end() && cache->is_string()) sp.cache = trace::parse_cache_result(cache->get<std::string>());
+      }
       t.spans.push_back(sp);
       ++span_count;
     }

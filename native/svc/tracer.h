@@ -28,6 +28,7 @@
 
 #include "exec/async_probe.h"
 #include "net/frame.h"
+#include "trace/trace.h"
 
 namespace tailscope::svc {
 
@@ -49,6 +50,9 @@ struct SpanRecord {
   // A follower fan-out's store span (`members` / `for_each`): how many
   // followers it wrote to, tag tailscope.followers; -1: not a fan-out.
   int64_t followers = -1;
+  // A real cache read with a miss path (on_miss): what the server answered, tag
+  // tailscope.cache (trace.h); kNone elsewhere.
+  trace::CacheResult cache = trace::CacheResult::kNone;
   int64_t start_ns = 0, end_ns = 0;  // monotonic
   bool has_probe = false;
   exec::AsyncProbe probe;

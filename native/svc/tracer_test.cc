@@ -66,7 +66,14 @@ TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {
   fan_out.followers = 913;
   SpanRecord simulated_fan_out = make_span(47);  // simulated: the count alone
   simulated_fan_out.followers = 0;
-  for (const SpanRecord& s : {plain, probed, unnamed, store, fan_out, simulated_fan_out}) {
+  SpanRecord cache_miss = make_span(48);  // a real cache read with a miss path: its answer
+  cache_miss.db_system = "memcached";
+  cache_miss.cache = trace::CacheResult::kMiss;
+  SpanRecord cache_hit = make_span(49);
+  cache_hit.db_system = "redis";
+  cache_hit.followers = 12;
+  cache_hit.cache = trace::CacheResult::kHit;
+  for (const SpanRecord& s : {plain, probed, unnamed, store, fan_out, simulated_fan_out, cache_miss, cache_hit}) {
     std::string line;
     append_span_line(&line, s);
     ASSERT_FALSE(line.empty());

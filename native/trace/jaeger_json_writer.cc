@@ -99,6 +99,11 @@ void write_trace(JsonWriter& w, const Trace& trace, const NameTable& names) {
       w.Int64(span.probe_join_delay_ns);
       w.EndObject();
     }
+    if (span.cache != CacheResult::kNone) {
+      write_tag(w, kCacheTag, "string");
+      write_text(w, cache_result_name(span.cache));
+      w.EndObject();
+    }
     w.EndArray();
     w.Key("logs");
     w.StartArray();

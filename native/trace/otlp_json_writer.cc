@@ -31,6 +31,18 @@ void write_int_attribute(JsonWriter& w, std::string_view key, std::int64_t value
   w.EndObject();
 }
 
+void write_string_attribute(JsonWriter& w, std::string_view key, std::string_view value) {
+  w.StartObject();
+  w.Key("key");
+  write_text(w, key);
+  w.Key("value");
+  w.StartObject();
+  w.Key("stringValue");
+  write_text(w, value);
+  w.EndObject();
+  w.EndObject();
+}
+
 int otlp_kind(SpanKind kind) {
   switch (kind) {
     case SpanKind::kInternal:
@@ -73,6 +85,7 @@ void write_span(JsonWriter& w, const Trace& trace, const Span& span, const NameT
     write_int_attribute(w, internal::kSchedulingDelayTag, span.probe_scheduling_delay_ns);
   }
   if (span.probe_join_delay_ns >= 0) write_int_attribute(w, internal::kJoinDelayTag, span.probe_join_delay_ns);
+  if (span.cache != CacheResult::kNone) write_string_attribute(w, kCacheTag, cache_result_name(span.cache));
   w.EndArray();
   if (span.error) {
     w.Key("status");

@@ -48,6 +48,24 @@ SpanKind parse_span_kind(std::string_view text) {
   return SpanKind::kUnspecified;
 }
 
+std::string_view cache_result_name(CacheResult result) {
+  switch (result) {
+    case CacheResult::kHit:
+      return "hit";
+    case CacheResult::kMiss:
+      return "miss";
+    case CacheResult::kNone:
+      break;
+  }
+  return "";
+}
+
+CacheResult parse_cache_result(std::string_view text) {
+  if (text == "hit") return CacheResult::kHit;
+  if (text == "miss") return CacheResult::kMiss;
+  return CacheResult::kNone;
+}
+
 NameTable::NameTable() {
   intern("unknown_service");
   intern("(name table full)");

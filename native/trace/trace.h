@@ -22,6 +22,16 @@ std::string_view span_kind_name(SpanKind kind);
 // Parses "server", "SPAN_KIND_SERVER", "Server"…; unknown text gives kUnspecified.
 SpanKind parse_span_kind(std::string_view text);
 
+// What a cache read with a miss path found (tag tailscope.cache = "hit" | "miss",
+// written by tailscope-svc on a real store's answer): the twin's inference tells a
+// read's miss path from a sibling stage by it, even when every read missed.
+enum class CacheResult : std::uint8_t { kNone, kHit, kMiss };
+inline constexpr std::string_view kCacheTag = "tailscope.cache";
+// "hit", "miss"; "" for kNone.
+std::string_view cache_result_name(CacheResult result);
+// "hit" / "miss"; any other text gives kNone.
+CacheResult parse_cache_result(std::string_view text);
+
 using NameId = std::uint32_t;
 
 // Interns service and operation names so the analyzer keys its aggregates on
@@ -67,6 +77,7 @@ struct Span {
   RefType parent_ref = RefType::kNone;
   SpanKind kind = SpanKind::kUnspecified;
   bool error = false;
+  CacheResult cache = CacheResult::kNone;  // tag tailscope.cache
   NameId service = NameTable::kUnknownService;
   NameId operation = NameTable::kUnknownService;
   std::int64_t start_ns = 0;

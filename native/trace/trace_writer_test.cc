@@ -32,6 +32,7 @@ Trace sample_trace(NameTable& names) {
   child.duration_ns = 3'000'000;
   child.probe_scheduling_delay_ns = 1500;
   child.probe_join_delay_ns = 700;
+  child.cache = CacheResult::kMiss;
   t.spans.push_back(child);
   Span async;
   async.span_id = t.store("f");
@@ -77,6 +78,7 @@ void expect_same_spans(const Trace& want, const Trace& got, const NameTable& nam
     }
     EXPECT_EQ(g->probe_scheduling_delay_ns, w.probe_scheduling_delay_ns);
     EXPECT_EQ(g->probe_join_delay_ns, w.probe_join_delay_ns);
+    EXPECT_EQ(g->cache, w.cache);
   }
 }
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import REPO, engine_path, needs_engine
 from tailscope.cli import main
 from tailscope.lab import topology
-from tailscope.traces.spans import read_traces
+from tailscope.traces.spans import cache_hit_ratios, read_traces
 from tailscope.twin.fit import fit_durations
 from tailscope.twin.infer import MAX_GROUP_CALLS, InferOptions, infer, insertions
 from tailscope.twin.structure import differences
@@ -285,11 +285,15 @@ def _socialnet_run(tmp_path_factory, stores: str) -> Path:
     return d / "traces" / "traces.otlp.json"
 
 
-@pytest.fixture(scope="module")
-def real_socialnet_traces(tmp_path_factory) -> Path:
+def _skip_without_store_servers() -> None:
     missing = [n for n in ("memcached", "redis-server") if shutil.which(n) is None]
     if missing or not list(Path("/usr/lib/postgresql").glob("*/bin/postgres")):
         pytest.skip(f"store servers not installed: {', '.join(missing) or 'postgres'} (scripts/bootstrap)")
+
+
+@pytest.fixture(scope="module")
+def real_socialnet_traces(tmp_path_factory) -> Path:
+    _skip_without_store_servers()
     return _socialnet_run(tmp_path_factory, "real")
 
 
@@ -318,6 +322,26 @@ def test_a_twin_inferred_from_a_real_store_graph_runs_and_names_every_store(real
     inferred, graph_doc = yaml.safe_load(out.read_text()), yaml.safe_load(topology.SOCIALNET.read_text())
     assert not [s["span"] for s in all_stores(inferred) if "op" in s], "a twin's store is a simulated wait"
     assert {s["span"] for s in all_stores(inferred)} == {s["span"] for s in all_stores(graph_doc)}
+
+
+@pytest.mark.serial  # the join order is read from timing: a busy machine leaves fewer instances that tell
+@needs_engine("tailscope-critpath", "tailscope-svc", "tailscope-load")
+def test_real_store_reads_carry_their_answer_and_a_miss_path_is_on_miss_though_it_always_ran(
+    real_socialnet_traces, tmp_path
+):
+    """The twin study's source is the real-store graph: compose_user_mentions' memcached read misses every
+    time (no on_miss of it writes the cache), so no trace shows its hit form; its span's answer (tag
+    tailscope.cache) makes the document-store read its on_miss, not a sibling stage (docs/twin.md)."""
+    ratios = cache_hit_ratios(read_traces([real_socialnet_traces]).traces)
+    assert set(ratios) == {"compose_user_mentions_memcached_get_client", "social_graph_redis_get_client"}
+    assert ratios["compose_user_mentions_memcached_get_client"] == 0.0
+    out = tmp_path / "inferred.yaml"
+    r = CliRunner().invoke(main, ["topology", "from-traces", str(real_socialnet_traces), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert differences(yaml.safe_load(topology.SOCIALNET.read_text()), yaml.safe_load(out.read_text())) == []
+    report = json.loads((tmp_path / "inferred.yaml.inference.json").read_text())
+    hits = {h["store"]: h["hit_ratio"] for e in report["endpoints"] for h in e["hit_ratios"]}
+    assert hits["compose_user_mentions_memcached_get_client"] == 0.0
 
 
 @pytest.mark.serial  # the join order is read from timing: a busy machine leaves fewer instances that tell
@@ -387,15 +411,25 @@ def test_the_original_against_itself_is_the_twins_noise_floor():
 @pytest.fixture(scope="module")
 def hotel_traces(tmp_path_factory) -> Path:
     """A tiny traced run of the hotel graph through /hotels (std-async, 60 requests/s, 2 s)."""
+    # Simulated stores: the structure test reads the YAML's declared hit ratios (see _socialnet_run).
+    return _hotel_run(tmp_path_factory, "simulated")
+
+
+@pytest.fixture(scope="module")
+def real_hotel_traces(tmp_path_factory) -> Path:
+    _skip_without_store_servers()
+    return _hotel_run(tmp_path_factory, "real")
+
+
+def _hotel_run(tmp_path_factory, stores: str) -> Path:
     from tailscope.lab.engines import run_engine
     from tailscope.lab.graph import LOAD, graph
     from tailscope.lab.load import http_load_args
     from tailscope.studies.twin import HOTEL
 
-    d = tmp_path_factory.mktemp("hotel")
+    d = tmp_path_factory.mktemp(f"hotel-{stores}")
     topo = topology.to_engine_json(HOTEL, d / "hotel.json")
-    # Simulated stores: the structure test reads the YAML's declared hit ratios (see _socialnet_run).
-    with graph(topo, "std-async", d / "graph.json", 1.0, d / "traces", stores="simulated") as (port, _):
+    with graph(topo, "std-async", d / "graph.json", 1.0, d / "traces", stores=stores) as (port, _):
         run_engine(LOAD, http_load_args(port, "/hotels", 8, 60, 2.0, 0.2, timeout="2s"), timeout_s=120)
     return d / "traces" / "traces.otlp.json"
 
@@ -411,6 +445,19 @@ def test_topology_inferred_from_hotel_traces_matches_what_hotels_path_reaches(ho
     assert differences(expected, yaml.safe_load(out.read_text()), driven_only=True) == []
     # what /hotels does not reach is not claimed: the full comparison names it
     assert any("recommendation" in d for d in differences(expected, yaml.safe_load(out.read_text())))
+
+
+@pytest.mark.serial
+@needs_engine("tailscope-critpath", "tailscope-svc", "tailscope-load")
+def test_topology_inferred_from_real_store_hotel_traces_matches_what_hotels_path_reaches(real_hotel_traces, tmp_path):
+    """check_availability's memcached read misses every time on real stores (its on_miss writes no cache):
+    its span's answer keeps the document-store read its on_miss."""
+    from tailscope.studies.twin import HOTEL
+
+    out = tmp_path / "hotel-inferred.yaml"
+    r = CliRunner().invoke(main, ["topology", "from-traces", str(real_hotel_traces), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert differences(yaml.safe_load(HOTEL.read_text()), yaml.safe_load(out.read_text()), driven_only=True) == []
 
 
 @needs_engine("tailscope-critpath", "tailscope-svc")

@@ -14,7 +14,7 @@ namespace tailscope::trace::internal {
 inline constexpr std::string_view kSchedulingDelayTag = "tailscope.scheduling_delay_ns";
 inline constexpr std::string_view kJoinDelayTag = "tailscope.join_delay_ns";
 
-enum class SpanTag : std::uint8_t { kOther, kSpanKind, kError, kOtelStatusCode, kSchedulingDelay, kJoinDelay };
+enum class SpanTag : std::uint8_t { kOther, kSpanKind, kError, kOtelStatusCode, kSchedulingDelay, kJoinDelay, kCache };
 
 inline SpanTag classify_span_tag(std::string_view key) {
   switch (key.size()) {
@@ -22,6 +22,8 @@ inline SpanTag classify_span_tag(std::string_view key) {
       return is_literal(key, "error") ? SpanTag::kError : SpanTag::kOther;
     case 9:
       return is_literal(key, "span.kind") ? SpanTag::kSpanKind : SpanTag::kOther;
+    case 15:
+      return is_literal(key, "tailscope.cache") ? SpanTag::kCache : SpanTag::kOther;
     case 16:
       return is_literal(key, "otel.status_code") ? SpanTag::kOtelStatusCode : SpanTag::kOther;
     case 23:
@@ -52,6 +54,9 @@ inline void apply_span_tag(Span& span, SpanTag tag, const JsonScalar& value) {
       }
       break;
     }
+    case SpanTag::kCache:
+      if (value.is_string()) span.cache = parse_cache_result(value.text);
+      break;
     case SpanTag::kOther:
       break;
   }

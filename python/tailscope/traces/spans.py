@@ -39,6 +39,9 @@ class Span:
     # The server span this (client) span called, by the analyzer's pairing rules.
     server: Span | None = None
     is_server: bool = False
+    # A cache read's answer, tag tailscope.cache ("hit" | "miss"; tailscope-svc writes it on a real
+    # store read that has a miss path); None when the span carries none.
+    cache: str | None = None
 
 
 @dataclass
@@ -78,6 +81,7 @@ def parse_dump_line(line: str) -> Trace | None:
         span = Span(
             s["span_id"], s["parent_span_id"], s["service"], s["operation"], s["kind"], s["start_ns"], s["end_ns"]
         )
+        span.cache = s.get("cache")
         by_id[span.span_id] = span
         if span.parent_id is None:
             root = span
@@ -136,3 +140,28 @@ def read_traces(files: list[Path], *, max_traces: int = 0) -> TraceSet:
         warnings={k: v for k, v in (doc.get("warnings") or {}).items() if v},
         traces_read=int(doc.get("summary", {}).get("traces", len(traces))),
     )
+
+
+def split_warmup(traces: list[Trace], warmup_s: float) -> tuple[list[Trace], list[Trace]]:
+    """(warm-up, window): the traces whose root starts within `warmup_s` of the first one's, and the
+    rest. The load generator leaves its warm-up out of its histogram, but the graph traces those
+    requests too; the window is what it measured (its first request is the first trace's root)."""
+    if not traces:
+        return [], []
+    cut_ns = min(t.start_ns for t in traces) + warmup_s * 1e9
+    return [t for t in traces if t.start_ns < cut_ns], [t for t in traces if t.start_ns >= cut_ns]
+
+
+def cache_hit_ratios(traces: list[Trace]) -> dict[str, float]:
+    """Per cache read (span name): the share of its spans tagged tailscope.cache = hit among those
+    tagged at all (tailscope-svc tags a real store read that has a miss path)."""
+    counts: dict[str, list[int]] = {}
+    for t in traces:
+        stack = [t.root]
+        while stack:
+            s = stack.pop()
+            stack.extend(s.children)
+            if s.cache in ("hit", "miss"):
+                c = counts.setdefault(s.operation, [0, 0])
+                c[0 if s.cache == "hit" else 1] += 1
+    return {name: hits / (hits + misses) for name, (hits, misses) in sorted(counts.items())}

@@ -95,10 +95,14 @@ def from_traces(
     max_traces: int = 0,
     calibrate_model: str | None = None,
     progress: Callable[[str], None] | None = None,
+    traces: TraceSet | None = None,
 ) -> tuple[dict, dict, TraceSet]:
     """Infers (infer_twin), validates with the engine (tailscope-svc --check-topology), then writes
-    `out` (YAML) and `out`.inference.json, both atomically; nothing is written when any step fails."""
-    twin = infer_twin(files, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=progress)
+    `out` (YAML) and `out`.inference.json, both atomically; nothing is written when any step fails.
+    `traces`: read from `files` already (the twin study's warm window of them)."""
+    twin = infer_twin(
+        files, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=progress, traces=traces
+    )
     topo, report, ts = twin.topology, twin.report, twin.traces
     topology_mod.validate(topo, str(out))  # the engine's validator: raises TopologyError verbatim
     split = (

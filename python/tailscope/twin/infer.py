@@ -20,7 +20,10 @@ become stages:
 
 Each endpoint's instances vote: the most frequent structure wins. Structures that differ from it
 only by store spans inserted right after one of its stores are cache misses (`hit_ratio`,
-`on_miss`); every other structure is reported as a conflicting version and left out.
+`on_miss`); every other structure is reported as a conflicting version and left out. A read whose
+span says it missed (tag tailscope.cache, written by tailscope-svc on real stores) in every
+instance of the winning structure has its following stores as its miss path (hit_ratio 0), though
+no instance shows its hit form.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class Item:
     # ("HTTP GET → route:/route"); None when the plain operation names it.
     site_labelled: tuple[str, str, str, str] | None = None
     server_start_ns: int | None = None  # the paired server span's start (client spans)
+    cache: str | None = None  # a cache read's answer, "hit" | "miss" (Span.cache)
 
     @property
     def member(self) -> tuple[str, str, str]:
@@ -108,6 +112,11 @@ class StageObs:
     @property
     def end_ns(self) -> int:
         return max(i.consumed_ns for i in self.items)
+
+    @property
+    def missed(self) -> bool:
+        """A store stage whose read said it missed (a miss of any repetition runs the miss path)."""
+        return any(i.cache == "miss" for i in self.items)
 
     def token(self) -> tuple:
         if self.kind == "store":
@@ -186,6 +195,7 @@ def _item(
         (s.service, s.operation),
         site,
         client_side,
+        cache=s.cache,
     )
 
 
@@ -252,6 +262,24 @@ def insertions(base: tuple, other: tuple) -> dict[int, tuple] | None:
     if i != len(base):
         return None
     return {k: tuple(v) for k, v in runs.items()}
+
+
+def hit_form(sig: tuple, insts: list[Instance]) -> tuple:
+    """`sig` less the run of stores right after each read that said it missed (tag tailscope.cache)
+    in every one of `insts` (all of signature `sig`): the form its hits take. When the traces hold
+    no hit of a read (a cold cache, or one its miss path never fills) no signature lacks the miss
+    path, and without the tag it would be inferred as sibling stores. The run goes up to the next
+    call or the end: with no hit to compare, a store that always follows the miss path is taken
+    as part of it."""
+    out: list[tuple] = []
+    k = 0
+    while k < len(sig):
+        out.append(sig[k])
+        k += 1
+        if _is_store(sig[k - 1]) and insts and all(i.stages[k - 1].missed for i in insts):
+            while k < len(sig) and _is_store(sig[k]):
+                k += 1
+    return tuple(out)
 
 
 def _align(base: tuple, inst: Instance) -> tuple[list[StageObs], dict[int, list[StageObs]]] | None:
@@ -413,7 +441,12 @@ def model_endpoint(
 ) -> EndpointModel:
     counts = Counter(i.signature() for i in insts)
     top = counts.most_common(1)[0][0]
-    related = sorted((s for s in counts if insertions(s, top) is not None or insertions(top, s) is not None), key=len)
+    # The tag's evidence adds the hit form of the most frequent structure, which the traces may not hold.
+    hits = hit_form(top, [i for i in insts if i.signature() == top])
+    candidates = [*counts] + ([hits] if hits not in counts else [])
+    related = sorted(
+        (s for s in candidates if insertions(s, top) is not None or insertions(top, s) is not None), key=len
+    )
     base = next(s for s in related if insertions(s, top) is not None)
     aligned = [(inst, a) for inst in insts if (a := _align(base, inst)) is not None]
     variants = [

@@ -27,7 +27,7 @@ from tailscope.lab.graph import graph
 from tailscope.lab.load import http_load_args
 from tailscope.measure.measurement import achieved_per_s
 from tailscope.measure.verdict import MET, NOT_MET, IntervalVerdict, decided_together, judge_within
-from tailscope.traces.spans import Span, Trace, TraceSet, read_traces
+from tailscope.traces.spans import Span, Trace, TraceSet, read_traces, split_warmup
 from tailscope.twin.infer import recorded_rate
 
 LOAD = "tailscope-load"
@@ -272,9 +272,7 @@ def run_twin(
             load = run_engine(LOAD, args, timeout_s=duration_s + warmup_s + 120).document
         graph_doc = json.loads((workdir / "graph.json").read_text()) if (workdir / "graph.json").exists() else {}
         ts = read_traces([traces_dir / "traces.otlp.json"])
-        if ts.traces:  # the warm-up's traces are not the twin's steady state
-            first = min(t.start_ns for t in ts.traces)
-            ts.traces = [t for t in ts.traces if t.start_ns >= first + warmup_s * 1e9]
+        ts.traces = split_warmup(ts.traces, warmup_s)[1]  # the warm-up's traces are not the twin's steady state
         return TwinRun(ts, load, graph_doc, rate_per_s, sample)
 
 
