@@ -1,7 +1,6 @@
 #include "trace/internal/otlp_document_builder.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 namespace tailscope::trace::internal {
@@ -10,17 +9,6 @@ namespace {
 
 // Slots of the traceId table at a document's start (it doubles past half full).
 constexpr std::size_t kInitialGroupSlots = 64;
-
-// a == b, inline for ids of 16 to 32 bytes (OTLP's traceId is 32 hex
-// digits): two overlapping 16-byte compares instead of a call to memcmp.
-inline bool same_text(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size();
-  if (n != b.size()) return false;
-  if (n >= 16 && n <= 32) {
-    return std::memcmp(a.data(), b.data(), 16) == 0 && std::memcmp(a.data() + n - 16, b.data() + n - 16, 16) == 0;
-  }
-  return a == b;
-}
 
 }  // namespace
 
