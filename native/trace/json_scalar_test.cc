@@ -89,6 +89,28 @@ TEST(ParseDecimalInt64, EveryLengthAndDigitAsFromChars) {
   }
 }
 
+TEST(ParseDecimalInt64, RandomDigitsAndBytesAsFromChars) {
+  // Digits read 8 at a time (8 to 19 of them): random values of every
+  // length, and each with one byte replaced by any of the 256 at a random
+  // place (bytes just outside '0'..'9' and with a high bit set included).
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  for (int round = 0; round < 20000; ++round) {
+    const std::size_t n = 1 + next() % 21;
+    std::string t;
+    if (next() % 4 == 0) t += '-';
+    for (std::size_t i = 0; i < n; ++i) t += static_cast<char>('0' + next() % 10);
+    expect_as_from_chars(t);
+    t[next() % t.size()] = static_cast<char>(next() % 256);
+    expect_as_from_chars(t);
+  }
+}
+
 TEST(ParseDecimalInt64, TimesSaturateAsBefore) {
   // to_nanoseconds: beyond int64 saturates at the sign's limit; not a number is false.
   JsonScalar s;

@@ -89,7 +89,7 @@ std::size_t quick_hash(std::string_view s) {
 
 NameId NameTable::intern(std::string_view name) {
   CacheEntry& entry = cache_[quick_hash(name) & (cache_.size() - 1)];
-  if (entry.name != nullptr && *entry.name == name) return entry.id;
+  if (entry.name != nullptr && same_text(*entry.name, name)) return entry.id;
   const NameId id = intern_slow(name);
   entry.name = &names_[id];
   entry.id = id;

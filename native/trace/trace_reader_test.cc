@@ -287,6 +287,18 @@ TEST(TraceReaderTest, OtlpTracesComeOutInTraceIdOrderWithSpansInInputOrder) {
     doc.append(R"("spanId": ")").append(span_id).append(R"("})");
     expected[id].push_back(span_id);
   }
+  // A span without a spanId is dropped: its traceId, seen only there, gives
+  // no (empty) trace. 32-digit ids that differ in one byte, either side of
+  // the middle (the ids are compared 16 bytes at a time), are distinct.
+  doc += R"(, {"traceId": "only-in-a-dropped-span"})";
+  for (const int at : {0, 15, 16, 31}) {
+    std::string id = "0123456789abcdef0123456789abcdef";
+    id[static_cast<std::size_t>(at)] = 'x';
+    for (const char* span_id : {"a", "b"}) {
+      doc.append(R"(, {"traceId": ")").append(id).append(R"(", "spanId": ")").append(span_id).append(R"("})");
+      expected[id].emplace_back(span_id);
+    }
+  }
   doc += "]}]}]}";
   using TraceSpanIds = std::vector<std::pair<std::string, std::vector<std::string>>>;
   const TraceSpanIds want(expected.begin(), expected.end());

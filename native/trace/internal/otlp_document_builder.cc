@@ -2,13 +2,22 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 
 namespace tailscope::trace::internal {
 
+namespace {
+
+// Slots of the traceId table at a document's start (it doubles past half full).
+constexpr std::size_t kInitialGroupSlots = 64;
+
+}  // namespace
+
 void OtlpDocumentBuilder::begin() {
   document_.clear();
-  span_trace_ids_.clear();
+  id_slots_.assign(kInitialGroupSlots, kNoGroup);
+  groups_.clear();
+  last_group_ = kNoGroup;
+  span_groups_.clear();
   frames_.clear();
   frames_.push_back(Frame::kResourceSpansArray);
   field_ = Field::kNone;
@@ -129,7 +138,33 @@ void OtlpDocumentBuilder::scalar(const JsonScalar& value) {
 }
 
 void OtlpDocumentBuilder::span_trace_id(std::string_view text) {
-  if (!dropping_span_) span_trace_id_ = document_.store(text);
+  if (!dropping_span_) span_group_ = trace_group(text);
+}
+
+std::uint32_t OtlpDocumentBuilder::trace_group(std::string_view trace_id) {
+  if (last_group_ != kNoGroup && same_text(document_.str(groups_[last_group_].trace_id), trace_id)) return last_group_;
+  const std::size_t mask = id_slots_.size() - 1;
+  for (std::size_t slot = quick_hash(trace_id) & mask;; slot = (slot + 1) & mask) {
+    const std::uint32_t group = id_slots_[slot];
+    if (group == kNoGroup) {
+      const auto added = static_cast<std::uint32_t>(groups_.size());
+      groups_.push_back(TraceGroup{document_.store(trace_id), 0, 0});
+      id_slots_[slot] = added;
+      if (2 * groups_.size() > id_slots_.size()) grow_group_table();
+      return last_group_ = added;
+    }
+    if (same_text(document_.str(groups_[group].trace_id), trace_id)) return last_group_ = group;
+  }
+}
+
+void OtlpDocumentBuilder::grow_group_table() {
+  id_slots_.assign(2 * id_slots_.size(), kNoGroup);
+  const std::size_t mask = id_slots_.size() - 1;
+  for (std::uint32_t group = 0; group < groups_.size(); ++group) {
+    std::size_t slot = quick_hash(document_.str(groups_[group].trace_id)) & mask;
+    while (id_slots_[slot] != kNoGroup) slot = (slot + 1) & mask;
+    id_slots_[slot] = group;
+  }
 }
 
 void OtlpDocumentBuilder::span_id(std::string_view text) {
@@ -303,7 +338,7 @@ void OtlpDocumentBuilder::begin_span() {
   span_has_start_ = false;
   span_has_end_ = false;
   span_time_ok_ = true;
-  span_trace_id_ = StrRef{};
+  span_group_ = kNoGroup;
   if (document_.spans.size() >= options_.max_spans_per_trace) {
     dropping_span_ = true;
   } else {
@@ -334,7 +369,10 @@ void OtlpDocumentBuilder::end_span() {
                                                       : std::numeric_limits<std::int64_t>::min();
     }
   }
-  span_trace_ids_.push_back(span_trace_id_);
+  // A span without a traceId is in the trace whose id is "".
+  const std::uint32_t group = span_group_ != kNoGroup ? span_group_ : trace_group({});
+  ++groups_[group].spans;
+  span_groups_.push_back(group);
 }
 
 void OtlpDocumentBuilder::end_attribute() {
@@ -358,54 +396,35 @@ void OtlpDocumentBuilder::span_attribute(std::string_view key, const JsonScalar&
   if (Span* span = open_span()) apply_span_tag(*span, classify_span_tag(key), value);
 }
 
-void OtlpDocumentBuilder::group_spans_by_trace() {
-  // A document holds few traces and many spans: each span's traceId is looked
-  // up in a small open-addressing table of the distinct ids, only those are
-  // sorted, and the spans are placed by counting. The order is that of a
-  // stable sort of the spans by traceId, without comparing ids per span
-  // (measured: the per-span sort was a tenth of reading OTLP).
-  const std::size_t n = document_.spans.size();
-  std::size_t capacity = 16;
-  while (capacity < 2 * n) capacity *= 2;
-  id_slots_.assign(capacity, kNoGroup);
-  groups_.clear();
-  span_groups_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string_view id = document_.str(span_trace_ids_[i]);
-    for (std::size_t slot = quick_hash(id) & (capacity - 1);; slot = (slot + 1) & (capacity - 1)) {
-      std::uint32_t& group = id_slots_[slot];
-      if (group == kNoGroup) {
-        group = static_cast<std::uint32_t>(groups_.size());
-        groups_.push_back(TraceGroup{id, 0, 0});
-      } else if (groups_[group].trace_id != id) {
-        continue;
-      }
-      ++groups_[group].spans;
-      span_groups_[i] = group;
-      break;
-    }
+void OtlpDocumentBuilder::order_spans_by_trace() {
+  // The order is that of a stable sort of the spans by traceId, without
+  // comparing ids per span (measured: the per-span sort was a tenth of
+  // reading OTLP): only the distinct ids are sorted, and the spans placed by
+  // counting. A group without spans (its span was dropped) is no trace.
+  group_order_.clear();
+  for (std::uint32_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].spans != 0) group_order_.push_back(g);
   }
-  // Distinct ids in order; each group's first position in order_.
-  group_order_.resize(groups_.size());
-  std::iota(group_order_.begin(), group_order_.end(), 0u);
-  std::sort(group_order_.begin(), group_order_.end(),
-            [&](std::uint32_t a, std::uint32_t b) { return groups_[a].trace_id < groups_[b].trace_id; });
+  std::sort(group_order_.begin(), group_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return document_.str(groups_[a].trace_id) < document_.str(groups_[b].trace_id);
+  });
   std::uint32_t next = 0;
   for (const std::uint32_t g : group_order_) {
     groups_[g].next = next;
     next += groups_[g].spans;
   }
+  const std::size_t n = document_.spans.size();
   order_.resize(n);
   for (std::size_t i = 0; i < n; ++i) order_[groups_[span_groups_[i]].next++] = static_cast<std::uint32_t>(i);
 }
 
 bool OtlpDocumentBuilder::finish(const TraceCallback& on_trace) {
-  group_spans_by_trace();
+  order_spans_by_trace();
   std::size_t begin = 0;
   for (const std::uint32_t g : group_order_) {
     const std::size_t end = begin + groups_[g].spans;
     out_.clear();
-    out_.trace_id.assign(groups_[g].trace_id);
+    out_.trace_id.assign(document_.str(groups_[g].trace_id));
     for (std::size_t k = begin; k < end; ++k) {
       Span span = document_.spans[order_[k]];
       span.span_id = out_.store(document_.str(span.span_id));

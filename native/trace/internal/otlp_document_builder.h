@@ -101,8 +101,7 @@ class OtlpDocumentBuilder {
   const ReadOptions& options_;
   ReadStats& stats_;
 
-  Trace document_;                      // every span of the document
-  std::vector<StrRef> span_trace_ids_;  // parallel to document_.spans
+  Trace document_;  // every span of the document
   std::vector<Frame> frames_;
   Field field_ = Field::kNone;
   int skip_depth_ = 0;
@@ -117,23 +116,29 @@ class OtlpDocumentBuilder {
   bool span_has_end_ = false;
   bool span_time_ok_ = true;
   std::int64_t span_end_ns_ = 0;
-  StrRef span_trace_id_;
+  std::uint32_t span_group_ = 0;  // of the open span's traceId (trace_group())
 
   std::string attribute_key_;
   OwnedScalar attribute_value_;
 
-  // finish(): spans grouped by traceId (group_spans_by_trace()).
+  // The document's distinct traceIds (few per document; its spans many):
+  // each span's id is looked up once, when read, in an open-addressing table
+  // of them, and the span keeps the index of its group. The id's text is
+  // stored once per group, not once per span.
   struct TraceGroup {
-    std::string_view trace_id;  // in document_.arena
+    StrRef trace_id;  // in document_.arena
     std::uint32_t spans = 0;
-    std::uint32_t next = 0;  // where its next span goes in order_
+    std::uint32_t next = 0;  // finish(): where its next span goes in order_
   };
   static constexpr std::uint32_t kNoGroup = 0xFFFFFFFFu;
-  void group_spans_by_trace();
-  std::vector<std::uint32_t> id_slots_;
+  std::uint32_t trace_group(std::string_view trace_id);
+  void grow_group_table();
+  void order_spans_by_trace();
+  std::vector<std::uint32_t> id_slots_;  // group indexes, kNoGroup where free
   std::vector<TraceGroup> groups_;
+  std::uint32_t last_group_ = kNoGroup;     // the previous lookup's: spans of a trace often follow each other
   std::vector<std::uint32_t> span_groups_;  // parallel to document_.spans
-  std::vector<std::uint32_t> group_order_;  // groups by traceId
+  std::vector<std::uint32_t> group_order_;  // groups with spans, by traceId
   std::vector<std::uint32_t> order_;        // spans by traceId, input order inside one
   Trace out_;
 };
