@@ -85,3 +85,30 @@ def test_the_warm_window_starts_its_warm_up_after_the_first_root_and_reads_the_c
     assert cache_hit_ratios(window) == {"user_memcached_get_client": hits / 200}
     assert cache_hit_ratios(cache_traces(10, 0.5, tagged=False).traces) == {}  # no tag, no figure (not 0)
     assert split_warmup([], 1.0) == ([], [])
+
+
+def test_a_read_that_never_missed_has_its_miss_path_left_out_of_the_structure_check():
+    """Warm caches hit on every read of the window, so the inferred topology has no miss path there;
+    the check compares the rest and names the read (docs/twin.md), instead of a difference."""
+    from tailscope.studies.twin import structure_text
+    from tailscope.twin.structure import differences
+
+    def doc(on_miss: bool) -> dict:
+        read = {"span": "rate_memcached_get_client", "system": "memcached", "latency": 60}
+        if on_miss:
+            read["on_miss"] = [{"store": {"span": "rate_mongo_find_client", "system": "mongodb", "latency": 300}}]
+        return {
+            "front": {"service": "rate", "endpoint": "get"},
+            "services": [{"name": "rate", "endpoints": [{"name": "get", "stages": [{"store": read}]}]}],
+        }
+
+    expected, inferred = doc(on_miss=True), doc(on_miss=False)
+    assert differences(expected, inferred)  # without the hit ratios, a difference
+    assert differences(expected, inferred, never_missed=frozenset({"rate_memcached_get_client"})) == []
+    # Another read's name leaves the difference in place.
+    assert differences(expected, inferred, never_missed=frozenset({"other_get_client"}))
+    text = structure_text({"structure_differences": [], "structure_not_observed": ["rate_memcached_get_client"]})
+    assert text.startswith("identical (not compared: the miss path of rate_memcached_get_client")
+    assert (
+        structure_text({"structure_differences": ["x: expected a, got b"]}) == "1 difference(s): x: expected a, got b"
+    )

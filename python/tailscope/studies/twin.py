@@ -121,8 +121,14 @@ class TwinStudy:
         _, report, ts = from_traces(
             [traces], calibrated_path, options, calibrate_model=model, traces=dataclasses.replace(read, traces=window)
         )
+        window_hits = cache_hit_ratios(window)
+        # A cache that hit on every read of the window (warm, as intended) shows no miss path.
+        never_missed = frozenset(name for name, r in window_hits.items() if r == 1.0)
         diffs = differences(
-            yamlfile.safe_load(topo_path.read_text()), yamlfile.safe_load(calibrated_path.read_text()), driven_only=True
+            yamlfile.safe_load(topo_path.read_text()),
+            yamlfile.safe_load(calibrated_path.read_text()),
+            driven_only=True,
+            never_missed=never_missed,
         )
         twin_rate = report["recorded_rate"].get("rate_per_s") or rate
 
@@ -155,7 +161,7 @@ class TwinStudy:
                 "warmup_s": warmup,
                 "warmup_traces_left_out": len(warm_up),
                 # Per cache read (tag tailscope.cache; none on simulated stores): hits ÷ reads.
-                "cache_hit_ratio": {"warm_up": cache_hit_ratios(warm_up), "window": cache_hit_ratios(window)},
+                "cache_hit_ratio": {"warm_up": cache_hit_ratios(warm_up), "window": window_hits},
             },
             "twin": {
                 "traces": len(run.traces.traces),
@@ -164,6 +170,8 @@ class TwinStudy:
             },
             "original": {"traces": len(ts.traces)},
             "structure_differences": diffs,
+            # Reads whose miss path the structure check could not compare (and the twin lacks).
+            "structure_not_observed": sorted(never_missed),
             "calibration": report.get("calibration"),
             "inference": {k: report[k] for k in ("traces", "recorded_rate", "assumptions", "not_inferred")},
             **comparison(ts, run.traces),
@@ -232,11 +240,7 @@ class TwinStudy:
                 print(f"{label} uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}), file=sys.stderr)
             print(f"{label} calibrated " + validation_verdict(d), file=sys.stderr)
             print(source_line(d), file=sys.stderr)
-            print(
-                f"{label} structure vs {d['topology']}: "
-                + ("identical" if not d["structure_differences"] else "; ".join(d["structure_differences"])),
-                file=sys.stderr,
-            )
+            print(f"{label} structure vs {d['topology']}: {structure_text(d)}", file=sys.stderr)
         for line in advice_lines(advice):
             print("advise: " + line, file=sys.stderr)
         print("closing loop: " + closing_line(doc["closing_loop"]), file=sys.stderr)
@@ -378,8 +382,21 @@ def source_line(d: dict) -> str:
     )
 
 
-def _validation_table(d: dict) -> Table:
+def structure_text(d: dict) -> str:
+    """The structure check's result: identical or each difference, then the reads whose miss path
+    the traced window could not show (they hit every time)."""
     diffs = d.get("structure_differences") or []
+    text = "identical" if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)
+    unseen = d.get("structure_not_observed") or []
+    if unseen:
+        text += (
+            f" (not compared: the miss path of {', '.join(unseen)}, which hit on every read of the traced window,"
+            " so the twin has no miss path there)"
+        )
+    return text
+
+
+def _validation_table(d: dict) -> Table:
     finding = "calibrated " + validation_verdict(d)
     if d.get("uncalibrated"):
         finding += "; uncalibrated " + validation_verdict({**d, **d["uncalibrated"]}).split(": ", 1)[1]
@@ -390,8 +407,7 @@ def _validation_table(d: dict) -> Table:
         validation_rows(d),
         f"{d['original']['traces']} original traces ({d['model']}, {d['source']['rate_per_s']:g}/s offered); "
         f"{d['twin']['traces']} twin traces at {d['rate_per_s']:.4g}/s. {finding}. Structure vs "
-        f"{d.get('topology', 'topologies/socialnet.yaml')} (what its front path reaches): "
-        + ("identical." if not diffs else f"{len(diffs)} difference(s): " + "; ".join(diffs)),
+        f"{d.get('topology', 'topologies/socialnet.yaml')} (what its front path reaches): {structure_text(d)}.",
         numeric_from=1,
     )
 

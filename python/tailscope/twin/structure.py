@@ -21,7 +21,7 @@ def _span_of(doc: dict) -> dict[tuple[str, str], str]:
     }
 
 
-def _stages(stages: list[dict], spans: dict[tuple[str, str], str]) -> tuple:
+def _stages(stages: list[dict], spans: dict[tuple[str, str], str], never_missed: frozenset[str] = frozenset()) -> tuple:
     out: list[tuple] = []
     for st in stages:
         if "call" in st:
@@ -48,16 +48,25 @@ def _stages(stages: list[dict], spans: dict[tuple[str, str], str]) -> tuple:
             s = st["store"]
             if s.get("system") == OWN_TIME_SYSTEM:
                 continue
-            miss = _stages(s["on_miss"], spans) if s.get("on_miss") else None
+            # A read that never missed in the traces cannot show its miss path: not compared.
+            miss = (
+                _stages(s["on_miss"], spans, never_missed)
+                if s.get("on_miss") and s["span"] not in never_missed
+                else None
+            )
             out.append(("store", s["span"], miss))
     return tuple(out)
 
 
-def structure_of(doc: dict) -> dict[str, dict[str, tuple]]:
-    """{service: {endpoint server span: stages}} (see the module docstring)."""
+def structure_of(doc: dict, never_missed: frozenset[str] = frozenset()) -> dict[str, dict[str, tuple]]:
+    """{service: {endpoint server span: stages}} (see the module docstring); the store reads named in
+    `never_missed` without their miss path."""
     spans = _span_of(doc)
     return {
-        s["name"]: {spans[(s["name"], e["name"])]: _stages(e.get("stages", []), spans) for e in s.get("endpoints", [])}
+        s["name"]: {
+            spans[(s["name"], e["name"])]: _stages(e.get("stages", []), spans, never_missed)
+            for e in s.get("endpoints", [])
+        }
         for s in doc["services"]
     }
 
@@ -95,12 +104,16 @@ def reachable_from_front(doc: dict) -> dict:
     return {**doc, "services": services}
 
 
-def differences(expected: dict, actual: dict, *, driven_only: bool = False) -> list[str]:
+def differences(
+    expected: dict, actual: dict, *, driven_only: bool = False, never_missed: frozenset[str] = frozenset()
+) -> list[str]:
     """Human-readable differences between two structures (empty: they match). `driven_only`:
-    compare only what a request to `expected`'s front path reaches."""
+    compare only what a request to `expected`'s front path reaches. `never_missed`: store reads
+    (span names) that hit in every traced request, so traces cannot show their miss path — it is
+    left out of the comparison on both sides (the caller says so beside the result)."""
     if driven_only:
         expected = reachable_from_front(expected)
-    a, b = structure_of(expected), structure_of(actual)
+    a, b = structure_of(expected, never_missed), structure_of(actual, never_missed)
     out: list[str] = []
     for svc in sorted(set(a) | set(b)):
         if svc not in b:
