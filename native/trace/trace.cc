@@ -73,6 +73,7 @@ NameTable::NameTable() {
 
 std::size_t quick_hash(std::string_view s) {
   std::uint64_t head = 0, tail = 0;
+  if (s.empty()) return 0;  // an empty view's data() may be null, which memcpy may not be given
   std::memcpy(&head, s.data(), std::min<std::size_t>(8, s.size()));
   if (s.size() > 8) std::memcpy(&tail, s.data() + s.size() - 8, 8);
   // Multiplication only carries differences upwards, and ids often differ
