@@ -6,6 +6,7 @@
 #include <charconv>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,19 +50,14 @@ std::vector<std::string> redis_command(const StoreRequest& r) {
   }
 }
 
-// Every command an op sends, in order: its command, then a zadd's trim to its
-// `keep` highest scores (the newest posts) — a capped timeline, as a real
-// timeline service keeps one, sent right behind the write in the same round
-// trip. Empty when Redis has no such op. The op's outcome is its first reply's,
-// unless a later reply is an error (redis_step_result).
-std::vector<std::vector<std::string>> redis_commands(const StoreRequest& r) {
-  std::vector<std::vector<std::string>> out;
-  std::vector<std::string> first = redis_command(r);
-  if (first.empty()) return out;
-  out.push_back(std::move(first));
-  if (r.op == StoreVerb::kZadd && r.keep > 0)
-    out.push_back({"ZREMRANGEBYRANK", r.key, "0", std::to_string(-static_cast<int64_t>(r.keep) - 1)});
-  return out;
+// The command sent right behind an op's own, in the same round trip: a zadd's
+// trim to its `keep` highest scores (the newest posts) — a capped timeline, as
+// a real timeline service keeps one. Empty (no allocation) for every other op.
+// The op's outcome is its own reply's, unless the trim's is an error
+// (redis_step_result).
+std::vector<std::string> redis_trim_command(const StoreRequest& r) {
+  if (r.op != StoreVerb::kZadd || r.keep <= 0) return {};
+  return {"ZREMRANGEBYRANK", r.key, "0", std::to_string(-static_cast<int64_t>(r.keep) - 1)};
 }
 
 StoreResult no_such_op(const StoreRequest& r) {
@@ -121,12 +117,15 @@ class HiredisConnection final : public BlockingStoreConnection {
     if (ctx_) redisFree(ctx_);
   }
 
-  StoreResult run(const StoreRequest& r) override { return run_pipelined({r}).front(); }
+  StoreResult run(const StoreRequest& r) override { return send({&r, 1}).front(); }
+  std::vector<StoreResult> run_pipelined(const std::vector<StoreRequest>& requests) override { return send(requests); }
+  bool broken() const override { return !ctx_ || ctx_->err != 0; }
 
+ private:
   // Every command appended to hiredis' output buffer first; the first
   // redisGetReply writes them all at once, then the replies are read in
   // order: one round trip, as DeathStarBench's pipeline of ZADDs.
-  std::vector<StoreResult> run_pipelined(const std::vector<StoreRequest>& requests) override {
+  std::vector<StoreResult> send(std::span<const StoreRequest> requests) {
     std::vector<StoreResult> out(requests.size(), StoreResult{StoreStatus::kUnavailable, "not sent: appending failed"});
     if (broken()) {
       for (auto& r : out) r.error = error_.empty() ? "connection broken" : error_;
@@ -139,12 +138,12 @@ class HiredisConnection final : public BlockingStoreConnection {
     std::vector<Sent> sent;  // every command appended, in order
     bool appending = true;
     for (size_t i = 0; i < requests.size() && appending; ++i) {
-      const std::vector<std::vector<std::string>> commands = redis_commands(requests[i]);
-      if (commands.empty()) {
+      const std::vector<std::string> commands[2] = {redis_command(requests[i]), redis_trim_command(requests[i])};
+      if (commands[0].empty()) {
         out[i] = no_such_op(requests[i]);
         continue;
       }
-      for (size_t c = 0; c < commands.size(); ++c) {
+      for (size_t c = 0; c < 2 && !commands[c].empty(); ++c) {
         Argv argv(commands[c]);
         if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.ptrs.size()), argv.ptrs.data(), argv.lens.data()) !=
             REDIS_OK) {
@@ -171,9 +170,7 @@ class HiredisConnection final : public BlockingStoreConnection {
     }
     return out;
   }
-  bool broken() const override { return !ctx_ || ctx_->err != 0; }
 
- private:
   redisContext* ctx_ = nullptr;
   std::string error_;
 };
@@ -191,12 +188,13 @@ class HiredisAsyncClient final : public AsyncStoreClient {
   ~HiredisAsyncClient() override { close("store client closed"); }
 
   void run(const StoreRequest& r, int64_t deadline_ns, StoreDone done) override {
-    const std::vector<std::vector<std::string>> commands = redis_commands(r);
-    if (commands.empty()) return done(no_such_op(r));
+    const std::vector<std::string> commands[2] = {redis_command(r), redis_trim_command(r)};
+    if (commands[0].empty()) return done(no_such_op(r));
     if (!ctx_ && !connect(monotonic_ns())) return done(unavailable(connect_error_));
     auto* op = new Op{deadline_ns, r.read_ids, std::move(done), 0, std::nullopt};
     in_flight_.push_back(op);
     for (const auto& command : commands) {
+      if (command.empty()) break;  // no trim
       Argv argv(command);
       if (redisAsyncCommandArgv(ctx_, &HiredisAsyncClient::on_reply, op, static_cast<int>(argv.ptrs.size()),
                                 argv.ptrs.data(), argv.lens.data()) != REDIS_OK) {
