@@ -155,3 +155,28 @@ def test_the_document_stores_rows_maintenance_and_backend_cpu_are_read_under_an_
         assert mark is not None, why
         assert mark.maxmemory_bytes == 64 << 20 and mark.used_memory_bytes > 0 and mark.keys > 0
     assert read_mark(pg.address)[0] is None  # the server is gone: a reason, not zeros
+
+
+def test_the_soak_holds_the_document_stores_maintenance_to_chosen_moments(topo_json, tmp_path):
+    """`tailscope soak --docstore-maintenance between` (lab/docstore_stats.py): autovacuum and timed
+    checkpoints off on the running server, then a VACUUM (ANALYZE) + CHECKPOINT on request, timed."""
+    from tailscope.lab.docstore_stats import _query, hold_maintenance, run_maintenance
+
+    with graph(topo_json, "std-thread", tmp_path / "graph.json", stores="real") as (port, ready):
+        pg = next(x for x in stores_of(ready).servers if x.system == "mongodb")
+        rows, why = _query(pg.address, "SHOW autovacuum")
+        assert rows == [["on"]], why  # PostgreSQL's own schedule until the soak holds it
+        assert hold_maintenance(pg.address) == ""
+        rows, why = _query(pg.address, "SHOW autovacuum")
+        assert rows == [["off"]], why
+        run_point(port, "/wrk2-api/post/compose", 4, 0, 1.0, 0.2, [], tmp_path / "p.hlog", {})
+        done, why = run_maintenance(pg.address)
+        assert done is not None, why
+        assert done.seconds > 0 and done.dead_rows_before >= 0
+        # VACUUM (ANALYZE) analysed every table: each one's last manual analyze is set.
+        rows, why = _query(pg.address, "SELECT count(*) FROM pg_stat_user_tables WHERE last_analyze IS NULL")
+        assert rows == [["0"]], why
+    # the server is gone: a reason, never a pass
+    done, why = run_maintenance(pg.address)
+    assert done is None and why
+    assert hold_maintenance(pg.address) != ""

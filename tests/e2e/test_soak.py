@@ -545,3 +545,149 @@ def test_redis_line_shows_the_cap_being_reached():
     c = _iv(1, 10e6)
     c.redis_reason = "no real Redis"
     assert redis_lines([c]) == ["redis: unavailable — no real Redis"]
+
+
+def _episodes_at(worst_s: int, **kw) -> "Episodes":  # noqa: F821 (imported in the tests)
+    from tailscope.studies.soak import Episodes
+
+    return Episodes(60, [], 3, 1.0, worst_s, 80e6, 10e6, start_epoch_s=1000.0, **kw)
+
+
+def test_the_worst_second_is_set_apart_by_what_was_read_in_it():
+    from tailscope.studies.soak import worst_second_causes, worst_second_summary
+
+    quiet = {"cpu": 0.05, "io": 0.01, "memory": 0.0}
+    # A CPU queue without saturation (PSI cpu 40 % of the second against 5 %), one process far above its
+    # median second, and a stolen second next to it: each named, strongest first.
+    e = _episodes_at(
+        30,
+        stolen_s=[31],
+        worst_second_pressure={"cpu": 0.40, "io": 0.02, "memory": 0.0},
+        median_pressure=quiet,
+        worst_second_processes=[("store:mongodb", 0.62, 0.10)],
+        worst_second_processes_read=True,
+    )
+    causes = worst_second_causes(e)
+    assert causes[0] == "stolen time"
+    assert causes[1] == "a CPU queue (40 % of the second against 5 %)"
+    assert causes[2] == "mongodb at 0.62 CPU against 0.10"
+    # I/O is below its threshold (2 % of the second) and not named; nor is a resource that is as
+    # stalled in the median second as in the worst one.
+    flat = _episodes_at(
+        30,
+        worst_second_pressure={"cpu": 0.30, "io": 0.0, "memory": 0.0},
+        median_pressure={"cpu": 0.25, "io": 0, "memory": 0},
+    )
+    assert worst_second_causes(flat) == []
+    a, b = _iv(1, 10e6), _iv(2, 11e6)
+    a.episodes, b.episodes = e, flat
+    lines = verdicts(_soak(a, b))
+    summary = next(ln for ln in lines if ln.startswith("worst seconds set apart"))
+    assert summary.startswith("worst seconds set apart by a reading in 1 of 2 interval(s)")
+    assert "stolen time 1" in summary and "a CPU queue 1" in summary and summary.endswith("by none in #2")
+    episodes = next(ln for ln in lines if ln.startswith("Episodes"))
+    assert "stalled: cpu 40 %, io 2 %, memory 0 %; median second cpu 5 %, io 1 %, memory 0 %" in episodes
+    assert "#2: none saturated" in episodes and "nothing read set it apart; processes' CPU not read" in episodes
+    assert worst_second_summary([_iv(1, 10e6)]) == []
+
+
+def test_the_worst_second_names_the_process_above_its_median(tmp_path):
+    from tailscope.studies.soak import MachinePoint, find_episodes
+
+    start = 1_700_000_000.0
+    hlog = tmp_path / "i.hlog"
+    latency = [10.0] * 10
+    latency[6] = 90.0
+    _write_hlog(hlog, start, latency)
+    points = _machine(start, 10, set())
+    # Process readings once a second: compose-post steady at 0.3 CPU, postgres 0.1 except 1.0 in
+    # the second around 6 s; PSI io stalled 50 % of second 6.
+    compose = postgres = io = 0
+    out = []
+    for j, p in enumerate(points):
+        sec = j // 10
+        io += 50_000 if sec == 6 else 1_000
+        ticks = None
+        if j % 10 == 0:
+            ticks = {"compose-post": compose, "store:mongodb": postgres}
+            compose += 30
+            postgres += 100 if sec == 6 else 10
+        out.append(
+            MachinePoint(
+                p.t, p.busy_ticks, p.total_ticks, p.runnable, p.steal_ticks, {"cpu": 0, "io": io, "memory": 0}, ticks
+            )
+        )
+    e = find_episodes(out, hlog)
+    assert e is not None and e.worst_second_s == 6 and e.worst_second_processes_read
+    assert e.worst_second_processes == [("store:mongodb", pytest.approx(1.0, rel=0.02), pytest.approx(0.1, rel=0.02))]
+    assert e.worst_second_pressure is not None and e.worst_second_pressure["io"] == pytest.approx(0.5, rel=0.05)
+    assert e.median_pressure is not None and e.median_pressure["io"] == pytest.approx(0.01, rel=0.05)
+
+
+def test_the_machine_sampler_reads_pressure_and_the_named_processes():
+    from tailscope.lab import procstat
+    from tailscope.studies.soak import MachineSampler
+
+    with MachineSampler(period_s=0.01, pids={"me": os.getpid()}) as m:
+        while len(m.points) < 12:
+            time.sleep(0.005)
+    read = [p for p in m.points if p.cpu_ticks is not None]
+    # the first sample, every tenth, and the last one on exit
+    assert len(read) >= 3 and m.points[0].cpu_ticks is not None and m.points[-1].cpu_ticks is not None
+    assert all(isinstance(p.cpu_ticks["me"], int) for p in read if p.cpu_ticks)
+    if procstat.read_pressure() is not None:  # a kernel without PSI leaves it None, never zeros
+        assert all(p.pressure_us and set(p.pressure_us) == {"cpu", "io", "memory"} for p in m.points)
+
+
+def test_descriptors_are_counted_by_kind_and_a_growth_names_the_kind():
+    import socket
+
+    from tailscope.lab import procstat
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    try:
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        r, w = os.pipe()
+        kinds = procstat.fd_kinds(os.getpid(), {port: "redis"})
+        assert kinds is not None
+        assert kinds[f"listen :{port}"] == 1
+        assert kinds["tcp to redis"] == 1  # the client's side, named by the port's owner
+        assert kinds["tcp from a client"] >= 1  # the accepted side
+        assert kinds["pipe"] >= 2
+        assert port in procstat.listen_ports(os.getpid())
+        for fd in (r, w):
+            os.close(fd)
+        client.close()
+        accepted.close()
+    finally:
+        server.close()
+    a = _iv(1, 10e6, fds=10)
+    b = _iv(2, 10e6, fds=11)
+    a.processes[0].fd_kinds = {"listen :40001": 1, "tcp to redis": 4, "pipe": 5}
+    b.processes[0].fd_kinds = {"listen :40001": 1, "tcp to redis": 5, "pipe": 5}
+    growth = next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("growth:"))
+    assert "NOT met" in growth and growth.endswith("; by kind: +1 tcp to redis")
+    assert procstat.fd_kinds(2**22 + 12345) is None  # no such process
+
+
+def test_maintenance_between_intervals_is_reported_with_its_passes():
+    from tailscope.lab.docstore_stats import MaintenancePass
+    from tailscope.studies.soak import MAINTENANCE_TEXT, maintenance_lines
+
+    s = _soak(_iv(1, 10e6), _iv(2, 10e6))
+    assert maintenance_lines(s) == []  # no real document store: nothing to say
+    s.docstore_maintenance = MAINTENANCE_TEXT["between"]
+    s.intervals[0].maintenance = MaintenancePass(0.21, 1200)
+    s.intervals[1].maintenance = MaintenancePass(0.35, 4100)
+    line = maintenance_lines(s)[0]
+    assert line.startswith("document store maintenance: held between intervals")
+    assert "before 2 of 2 interval(s) took 0.21–0.35 s and found 1,200–4,100 dead rows" in line
+    assert line in verdicts(s)
+    failed = _soak(_iv(1, 10e6), _iv(2, 10e6))
+    failed.docstore_maintenance = MAINTENANCE_TEXT["between"]
+    failed.intervals[0].maintenance_reason = "psql exited 2: boom"
+    assert maintenance_lines(failed) == [
+        f"document store maintenance: {MAINTENANCE_TEXT['between']} (psql exited 2: boom)"
+    ]

@@ -42,10 +42,26 @@ from tailscope.cli.common import (
     show_default=True,
     help="Offered rate as a fraction of the highest open-loop rate at which each model meets the p99 objective.",
 )
+@click.option(
+    "--docstore-maintenance",
+    "maintenance",
+    type=click.Choice(["between", "during"]),
+    default="between",
+    show_default=True,
+    help="When a real document store maintains its tables: 'between' intervals (autovacuum and timed "
+    "checkpoints off, VACUUM (ANALYZE) + CHECKPOINT before each interval, while no load runs) or "
+    "'during' them on PostgreSQL's own schedule.",
+)
 @stores_option
 @json_out_option("--out", "out_path", "Also write every interval and verdict as JSON here.")
 def soak(
-    minutes: float, models: tuple[str, ...], interval_s: float, fraction: float, stores: str, out_path: Path | None
+    minutes: float,
+    models: tuple[str, ...],
+    interval_s: float,
+    fraction: float,
+    maintenance: str,
+    stores: str,
+    out_path: Path | None,
 ) -> None:
     """Hold the socialnet graph at a fraction of its ceiling: per-interval rate, p50/p99, errors, RSS, threads, fds."""
     from tailscope.lab.engines import EngineError
@@ -108,6 +124,7 @@ def soak(
             on_interval=on_interval,
             on_model=on_model,
             stores=stores,
+            maintenance=maintenance,
         )
     except EngineError as e:
         _fail(e)

@@ -13,6 +13,13 @@ n_live_tup, n_dead_tup), `pg_stat_bgwriter` (checkpoints_timed + checkpoints_req
 `pg_control_checkpoint()` (the last checkpoint's time). The statistics views are updated by each
 backend at the end of a transaction, at most every 1 s (PostgreSQL 15's stats in shared memory), so a
 reading is that fresh. Every failure gives None with the reason, never zeros.
+
+A soak can also hold that maintenance to moments it chooses (`hold_maintenance`, then
+`run_maintenance` between its intervals): autovacuum off and checkpoints only on request, then a
+`VACUUM (ANALYZE)` and a `CHECKPOINT` while no load runs — the way an operator schedules maintenance
+for quiet hours — so an interval's p99 is the graph's and not a pass that happened to land in it.
+The settings go through `ALTER SYSTEM` into the data dir's postgresql.auto.conf, which is deleted
+with the run's data dir.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 
 # The database and user the engine's document store creates (native/svc/stores/docstore_client.h).
@@ -88,7 +96,9 @@ def _epoch(text: str) -> float | None:
     return float(text) if text else None
 
 
-def _query(address: str, sql: str) -> tuple[list[list[str]] | None, str]:
+def _query(address: str, sql: str | list[str], timeout_s: float = READ_TIMEOUT_S) -> tuple[list[list[str]] | None, str]:
+    """Rows of `sql`; a list runs each statement on its own (`-c` each: psql sends one `-c` as one
+    query string, an implicit transaction, inside which VACUUM and ALTER SYSTEM refuse to run)."""
     psql = psql_binary()
     if psql is None:
         return None, "psql not found (install the Debian package postgresql-client)"
@@ -96,10 +106,27 @@ def _query(address: str, sql: str) -> tuple[list[list[str]] | None, str]:
     host = host.strip("[]")
     try:
         r = subprocess.run(
-            [psql, "-X", "-h", host, "-p", port, "-U", USER, "-d", DATABASE, "-At", "-F", "\x1f", "-c", sql],
+            [
+                psql,
+                "-X",
+                "-h",
+                host,
+                "-p",
+                port,
+                "-U",
+                USER,
+                "-d",
+                DATABASE,
+                "-At",
+                "-F",
+                "\x1f",
+                "-v",
+                "ON_ERROR_STOP=1",
+            ]
+            + [arg for one in ([sql] if isinstance(sql, str) else sql) for arg in ("-c", one)],
             capture_output=True,
             text=True,
-            timeout=READ_TIMEOUT_S,
+            timeout=timeout_s,
             env={"PGCONNECT_TIMEOUT": "5", "PATH": "/usr/bin:/bin"},
         )
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -155,3 +182,52 @@ def activity(before: DocstoreMark, after: DocstoreMark, start_epoch_s: float, en
         sum(t.dead_rows for t in after.tables.values()),
         events,
     )
+
+
+# Maintenance held to chosen moments (module docstring). checkpoint_timeout's largest value is one day;
+# max_wal_size large enough that the WAL of a soak (a post per request) never requests a checkpoint.
+_HOLD_SQL = [
+    "ALTER SYSTEM SET autovacuum = off",
+    "ALTER SYSTEM SET checkpoint_timeout = '1d'",
+    "ALTER SYSTEM SET max_wal_size = '16GB'",
+    "SELECT pg_reload_conf()",
+]
+_SETTINGS_SQL = "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'checkpoint_timeout')"
+_MAINTAIN_SQL = ["VACUUM (ANALYZE)", "CHECKPOINT"]
+MAINTAIN_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class MaintenancePass:
+    """One scheduled pass: how long VACUUM (ANALYZE) + CHECKPOINT took and the dead rows it found."""
+
+    seconds: float
+    dead_rows_before: int
+
+
+def hold_maintenance(address: str) -> str:
+    """Turns autovacuum and timed checkpoints off on the running server; "" once the server reports
+    both settings in force, else why not (the soak then says its maintenance was not held)."""
+    _, why = _query(address, _HOLD_SQL)
+    if why:
+        return why
+    rows, why = _query(address, _SETTINGS_SQL)
+    if rows is None:
+        return why
+    settings = {r[0]: r[1] for r in rows if len(r) == 2}
+    # pg_reload_conf() signals the postmaster; a backend reads the new file at its next command.
+    if settings.get("autovacuum") != "off" or settings.get("checkpoint_timeout") != "86400":
+        return f"the server did not take the settings (now {settings})"
+    return ""
+
+
+def run_maintenance(address: str) -> tuple[MaintenancePass | None, str]:
+    """VACUUM (ANALYZE) every table, then CHECKPOINT, timed; (None, why) on any failure."""
+    mark, why = read_mark(address)
+    if mark is None:
+        return None, why
+    t0 = time.monotonic()
+    _, why = _query(address, _MAINTAIN_SQL, timeout_s=MAINTAIN_TIMEOUT_S)
+    if why:
+        return None, why
+    return MaintenancePass(time.monotonic() - t0, sum(t.dead_rows for t in mark.tables.values())), ""

@@ -82,6 +82,99 @@ def read_system() -> SystemSnapshot:
     return SystemSnapshot(running, blocked, busy, total, float(load[0]), steal)
 
 
+PRESSURE_RESOURCES = ("cpu", "io", "memory")
+
+
+def read_pressure() -> dict[str, int] | None:
+    """Cumulative stall time of the whole machine per resource, µs, from /proc/pressure/* (PSI):
+    the `some` line's total — time in which at least one task was runnable but waiting for a CPU,
+    or stalled on I/O or on memory. None when the kernel has no PSI (CONFIG_PSI off or psi=0)."""
+    out: dict[str, int] = {}
+    for resource in PRESSURE_RESOURCES:
+        text = _read(f"/proc/pressure/{resource}")
+        if text is None:
+            return None
+        for line in text.splitlines():
+            if line.startswith("some "):
+                for part in line.split():
+                    if part.startswith("total="):
+                        out[resource] = int(part[6:])
+    return out if len(out) == len(PRESSURE_RESOURCES) else None
+
+
+def _tcp_sockets(pid: int) -> dict[str, tuple[int, int, bool]]:
+    """inode → (local port, remote port, listening) of the TCP sockets in `pid`'s network namespace."""
+    table: dict[str, tuple[int, int, bool]] = {}
+    for name in ("tcp", "tcp6"):
+        for line in (_read(f"/proc/{pid}/net/{name}") or "").splitlines()[1:]:
+            f = line.split()
+            if len(f) < 10:
+                continue
+            try:
+                local, remote = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+            except (IndexError, ValueError):
+                continue
+            table[f[9]] = (local, remote, f[3] == "0A")  # st 0A: LISTEN
+    return table
+
+
+def fd_kinds(pid: int, port_names: dict[int, str] | None = None) -> dict[str, int] | None:
+    """What a process's open descriptors are, counted by kind: "listen :PORT", "tcp from NAME" (an
+    accepted connection; NAME is the listening port's owner when known), "tcp to NAME" (a
+    connection it opened), "unix", "pipe", "eventpoll", "eventfd", "timerfd", "file" …; None when
+    the process is gone. A descriptor count that grows says *how much*; this says *which*."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    names = port_names or {}
+    tcp = _tcp_sockets(pid)
+    listening = {local for local, _, listen in tcp.values() if listen}
+    kinds: dict[str, int] = {}
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed while listed
+        if target.startswith("socket:["):
+            sock = tcp.get(target[8:-1])
+            if sock is None:
+                kind = "socket (unix or other)"
+            elif sock[2]:
+                kind = f"listen :{sock[0]}"
+            elif sock[0] in listening:
+                kind = "tcp from a client"
+            else:
+                kind = f"tcp to {names.get(sock[1], f':{sock[1]}')}"
+        elif target.startswith("anon_inode:"):
+            kind = target[11:].strip("[]")
+        elif target.startswith("pipe:"):
+            kind = "pipe"
+        else:
+            kind = "file" if target.startswith("/") else target.split(":", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def listen_ports(pid: int) -> list[int]:
+    """The TCP ports `pid` listens on (a service's own, for naming the connections to it)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    tcp = _tcp_sockets(pid)
+    ports = []
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        sock = tcp.get(target[8:-1]) if target.startswith("socket:[") else None
+        if sock and sock[2]:
+            ports.append(sock[0])
+    return sorted(set(ports))
+
+
 def thread_states(pid: int) -> tuple[int, int, int]:
     """(runnable, uninterruptible, threads) of one process right now, from /proc/PID/task/*/stat."""
     runnable = blocked = threads = 0

@@ -60,7 +60,15 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.lab import procstat, redis_stats, topology
-from tailscope.lab.docstore_stats import DocstoreActivity, DocstoreMark, activity, read_mark
+from tailscope.lab.docstore_stats import (
+    DocstoreActivity,
+    DocstoreMark,
+    MaintenancePass,
+    activity,
+    hold_maintenance,
+    read_mark,
+    run_maintenance,
+)
 from tailscope.lab.engines import EngineError
 from tailscope.lab.graph import graph, run_front_load
 from tailscope.lab.redis_stats import RedisActivity
@@ -101,10 +109,32 @@ STOLEN_SHARE = 0.20
 # per window of this length, the load generator's histogram interval too.
 MACHINE_SAMPLE_S = 0.1
 EPISODE_WINDOW_S = 1.0
+# The graph's processes' CPU is read on every 10th machine sample (once a second): a store's process
+# group is found by scanning /proc (procstat.group_cpu_ticks), a few ms each time here.
+PROCESS_SAMPLE_EVERY = 10
+# At an interval's worst second, a process whose CPU exceeded its median second by at least this
+# share of one CPU is named beside the second (at most WORST_SECOND_PROCESSES of them, largest first).
+EXCESS_CPU_SHARE = 0.05
+WORST_SECOND_PROCESSES = 3
+# A resource stalled (PSI `some`) for at least this share of the worst second, and at least
+# PRESSURE_RATIO times its median second's share, is that second's stall.
+PRESSURE_STALL_SHARE = 0.10
+PRESSURE_RATIO = 2.0
 # A document-store maintenance event (autovacuum, autoanalyze, checkpoint) this close to an interval's
 # worst second is named beside it: the views give a pass's end time, and a pass on a table of ~10⁵ rows
 # lasts well under a second here.
 MAINTENANCE_NEAR_S = 2.0
+# When the document store's own maintenance runs (a real PostgreSQL only): `between` holds it to the
+# gaps between intervals (autovacuum off, checkpoints on request; a VACUUM (ANALYZE) and a CHECKPOINT
+# before each interval, while no load runs), `during` leaves PostgreSQL's own schedule. The quiet
+# 30-minute soak of 2026-11-27 found a pass ending within 2 s of the worst second in 11 of 30
+# intervals under `during`: autovacuum's launcher wakes every 60 s, the intervals last ~61 s, so a
+# pass lands in some intervals and not in others, and the drift compares two intervals.
+MAINTENANCE_MODES = ("between", "during")
+MAINTENANCE_TEXT = {
+    "between": "held between intervals (autovacuum and timed checkpoints off)",
+    "during": "PostgreSQL's own schedule (autovacuum every 60 s, a checkpoint every 5 min)",
+}
 # A load second within this many windows of a saturated one is counted in the episode: its
 # requests queued behind the episode's, or were still queued when it began.
 EPISODE_MARGIN_WINDOWS = 1
@@ -116,6 +146,9 @@ class ProcessSample:
     rss_bytes: int | None
     threads: int | None
     fds: int | None
+    # The descriptors by kind (procstat.fd_kinds: "tcp to redis", "listen :40001", "pipe", …), so a
+    # count that grew says which kind did; None where /proc could not tell.
+    fd_kinds: dict[str, int] | None = None
 
 
 @dataclass
@@ -153,6 +186,16 @@ class Episodes:
     samples_total: int = 0
     stolen_s: list[int] = field(default_factory=list)  # offsets of the windows with ≥ STOLEN_SHARE stolen
     start_epoch_s: float | None = None  # the load log's start: offsets are from here
+    # What the worst second was beside the interval's ordinary second: the share of its wall time the
+    # machine stalled per resource (PSI `some`: cpu, io, memory) and the median second's; None
+    # without PSI readings.
+    worst_second_pressure: dict[str, float] | None = None
+    median_pressure: dict[str, float] | None = None
+    # The named processes (services, stores) that took more CPU in the ~1 s reading nearest the worst
+    # second than in their median one: (name, share of one CPU then, median share), largest excess
+    # first; `worst_second_machine` the same for the whole machine's busy CPU not stolen (CPUs).
+    worst_second_processes: list[tuple[str, float, float]] = field(default_factory=list)
+    worst_second_processes_read: bool = False
 
     @property
     def any(self) -> bool:
@@ -177,6 +220,10 @@ class Interval:
     # The graph's Redis: its memory against its cap, evictions, hits and misses (lab/redis_stats.py).
     redis: RedisActivity | None = None
     redis_reason: str = ""
+    # The document store's VACUUM (ANALYZE) + CHECKPOINT run just before this interval's load, when the
+    # soak holds maintenance between intervals (None with the reason otherwise).
+    maintenance: MaintenancePass | None = None
+    maintenance_reason: str = ""
 
 
 @dataclass
@@ -196,10 +243,14 @@ class ModelSoak:
     objective_idle_shares: list[float | None] = field(default_factory=list)
     # What the graph's stores were ("real", or "simulated (reason)": studies.common.stores_text).
     stores: str = ""
+    # When the document store's maintenance ran (MAINTENANCE_MODES), said as a sentence; "" without a
+    # real document store.
+    docstore_maintenance: str = ""
 
 
-def sample_process(service: str, pid: int) -> ProcessSample:
-    """RSS, threads and open descriptors of one live process; None where /proc cannot tell."""
+def sample_process(service: str, pid: int, port_names: dict[int, str] | None = None) -> ProcessSample:
+    """RSS, threads and open descriptors (counted and by kind) of one live process; None where /proc
+    cannot tell. `port_names` names the graph's listening ports (its services and stores)."""
     rss = threads = fds = None
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -210,10 +261,12 @@ def sample_process(service: str, pid: int) -> ProcessSample:
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, ValueError):
         pass
-    return ProcessSample(service, rss, threads, fds)
+    return ProcessSample(service, rss, threads, fds, procstat.fd_kinds(pid, port_names) if fds is not None else None)
 
 
-def settled_samples(pids: dict[str, int], timeout_s: float = 3.0, step_s: float = 0.1) -> list[ProcessSample]:
+def settled_samples(
+    pids: dict[str, int], timeout_s: float = 3.0, step_s: float = 0.1, port_names: dict[int, str] | None = None
+) -> list[ProcessSample]:
     """Samples every process once its descriptor count has stopped changing.
 
     An interval's load generator has just closed its connections when the sample is taken, and a
@@ -223,10 +276,10 @@ def settled_samples(pids: dict[str, int], timeout_s: float = 3.0, step_s: float 
     intervals comparable; a count that is still moving at the timeout is reported as read.
     """
     deadline = time.monotonic() + timeout_s
-    previous = [sample_process(s, p) for s, p in sorted(pids.items())]
+    previous = [sample_process(s, p, port_names) for s, p in sorted(pids.items())]
     while time.monotonic() < deadline:
         time.sleep(step_s)
-        current = [sample_process(s, p) for s, p in sorted(pids.items())]
+        current = [sample_process(s, p, port_names) for s, p in sorted(pids.items())]
         if [c.fds for c in current] == [p.fds for p in previous]:
             return current
         previous = current
@@ -284,19 +337,43 @@ class MachinePoint:
     total_ticks: int
     runnable: int  # procs_running minus the sampling thread itself
     steal_ticks: int = 0  # /proc/stat steal: the hypervisor ran something else
+    # PSI's cumulative `some` stall per resource, µs (procstat.read_pressure); None without PSI.
+    pressure_us: dict[str, int] | None = None
+    # Every named process's cumulative CPU ticks (services: the process; stores: the process group),
+    # read on every PROCESS_SAMPLE_EVERY-th sample only; None on the others.
+    cpu_ticks: dict[str, int | None] | None = None
 
 
 class MachineSampler(procstat.PeriodicSampler):
-    """Samples /proc/stat every MACHINE_SAMPLE_S on a thread while an interval's load runs (and
-    once at each end)."""
+    """Samples /proc/stat and /proc/pressure every MACHINE_SAMPLE_S on a thread while an interval's
+    load runs (and once at each end), and the graph's processes' CPU on every
+    PROCESS_SAMPLE_EVERY-th sample: what a second's stall was — a CPU queue, an I/O or memory stall,
+    one process taking more CPU than it usually does — read beside the second itself."""
 
-    def __init__(self, period_s: float = MACHINE_SAMPLE_S) -> None:
+    def __init__(
+        self,
+        period_s: float = MACHINE_SAMPLE_S,
+        pids: dict[str, int] | None = None,
+        store_pids: dict[str, int] | None = None,
+    ) -> None:
         super().__init__(period_s, "soak-machine-sampler")
         self.points: list[MachinePoint] = []
+        self._pids = dict(pids or {})
+        self._store_pids = dict(store_pids or {})
+        self._ticks = 0
+
+    def _process_ticks(self) -> dict[str, int | None] | None:
+        if not self._pids and not self._store_pids:
+            return None
+        ticks: dict[str, int | None] = {n: procstat.process_cpu_ticks(p) for n, p in self._pids.items()}
+        ticks.update({n: procstat.group_cpu_ticks(p) for n, p in self._store_pids.items()})
+        return ticks
 
     def tick(self) -> None:
         snap = procstat.read_system()
         if snap.cpu_total_ticks > 0:
+            processes = self._process_ticks() if self._ticks % PROCESS_SAMPLE_EVERY == 0 else None
+            self._ticks += 1
             self.points.append(
                 MachinePoint(
                     time.time(),
@@ -304,20 +381,28 @@ class MachineSampler(procstat.PeriodicSampler):
                     snap.cpu_total_ticks,
                     max(0, snap.procs_running - 1),
                     snap.cpu_steal_ticks,
+                    procstat.read_pressure(),
+                    processes,
                 )
             )
 
-    begin = end = tick
+    begin = tick
+
+    def end(self) -> None:
+        self._ticks = 0  # the last sample reads the processes too: the final segment has both ends
+        self.tick()
 
 
 @dataclass(frozen=True)
 class Window:
     """One 1 s window of machine samples: idle and stolen shares of its CPU time (None: too few
-    samples) and the runnable counts seen in it."""
+    samples), the runnable counts seen in it, and the share of its wall time each resource was
+    stalled (PSI `some`; None without PSI readings at both ends)."""
 
     idle: float | None
     steal: float | None
     runnable: list[int]
+    pressure: dict[str, float] | None = None
 
 
 def machine_windows(points: list[MachinePoint], start: float, n: int, window_s: float = EPISODE_WINDOW_S):
@@ -332,11 +417,43 @@ def machine_windows(points: list[MachinePoint], start: float, n: int, window_s: 
         a = points[lo_i - 1] if lo_i > 0 else (inside[0] if inside else None)
         b = inside[-1] if inside else None
         idle = steal = None
+        pressure = None
         if a is not None and b is not None and b.total_ticks > a.total_ticks:
             total = b.total_ticks - a.total_ticks
             idle = max(0.0, 1.0 - (b.busy_ticks - a.busy_ticks) / total)
             steal = max(0.0, (b.steal_ticks - a.steal_ticks) / total)
-        out.append(Window(idle, steal, [p.runnable for p in inside]))
+            if a.pressure_us and b.pressure_us and b.t > a.t:
+                wall_us = (b.t - a.t) * 1e6
+                pressure = {
+                    r: min(1.0, max(0.0, (b.pressure_us[r] - a.pressure_us[r]) / wall_us))
+                    for r in procstat.PRESSURE_RESOURCES
+                    if r in a.pressure_us and r in b.pressure_us
+                }
+        out.append(Window(idle, steal, [p.runnable for p in inside], pressure))
+    return out
+
+
+@dataclass(frozen=True)
+class ProcessSegment:
+    """The named processes' CPU between two consecutive process readings (~1 s apart), each as a
+    share of one CPU; None where a reading was missing."""
+
+    mid_t: float
+    cpu: dict[str, float | None]
+
+
+def process_segments(points: list[MachinePoint]) -> list[ProcessSegment]:
+    read = [p for p in points if p.cpu_ticks is not None]
+    out = []
+    for a, b in zip(read, read[1:]):
+        wall_s = b.t - a.t
+        if wall_s <= 0 or a.cpu_ticks is None or b.cpu_ticks is None:
+            continue
+        cpu: dict[str, float | None] = {}
+        for name, after in b.cpu_ticks.items():
+            before = a.cpu_ticks.get(name)
+            cpu[name] = None if after is None or before is None else max(0, after - before) / procstat.CLK_TCK / wall_s
+        out.append(ProcessSegment((a.t + b.t) / 2, cpu))
     return out
 
 
@@ -385,6 +502,8 @@ def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | N
         if second not in near:
             outside.add(h)
     kept = outside.get_total_count()
+    pressure_at, pressure_median = _worst_second_pressure(windows, worst[1] if worst else None)
+    processes, read = _worst_second_processes(points, start, worst[1] if worst else None)
     return Episodes(
         windows=sum(1 for w in windows if w.idle is not None),
         saturated_s=saturated,
@@ -397,7 +516,76 @@ def find_episodes(points: list[MachinePoint], hlog: Path | None) -> Episodes | N
         samples_total=total,
         stolen_s=stolen,
         start_epoch_s=start,
+        worst_second_pressure=pressure_at,
+        median_pressure=pressure_median,
+        worst_second_processes=processes,
+        worst_second_processes_read=read,
     )
+
+
+def _worst_second_pressure(
+    windows: list[Window], worst: int | None
+) -> tuple[dict[str, float] | None, dict[str, float] | None]:
+    """PSI at the worst second and over the interval's median second, per resource."""
+    if worst is None or worst >= len(windows) or windows[worst].pressure is None:
+        return None, None
+    read = [w.pressure for w in windows if w.pressure]
+    median = {r: float(statistics.median(p[r] for p in read if r in p)) for r in procstat.PRESSURE_RESOURCES}
+    return windows[worst].pressure, median
+
+
+def _worst_second_processes(
+    points: list[MachinePoint], start: float, worst: int | None
+) -> tuple[list[tuple[str, float, float]], bool]:
+    """The processes that took more CPU near the worst second than in their median reading (and
+    whether the processes were read at all)."""
+    segments = process_segments(points)
+    if worst is None or len(segments) < 2:
+        return [], False
+    mid = start + (worst + 0.5) * EPISODE_WINDOW_S
+    near = min(segments, key=lambda g: abs(g.mid_t - mid))
+    excess = []
+    for name, at in near.cpu.items():
+        values = [v for g in segments if (v := g.cpu.get(name)) is not None]
+        if at is None or not values:
+            continue
+        median = float(statistics.median(values))
+        if at - median >= EXCESS_CPU_SHARE:
+            excess.append((name, at, median))
+    excess.sort(key=lambda x: x[2] - x[1])
+    return excess[:WORST_SECOND_PROCESSES], True
+
+
+PRESSURE_NAMES = {"cpu": "a CPU queue", "io": "an I/O stall", "memory": "a memory stall"}
+
+
+def worst_second_causes(e: Episodes, maintenance: list[str] | None = None) -> list[str]:
+    """What set the interval's worst second apart, each read in the run, strongest first: an episode
+    it lay in (stolen time, saturation), a stalled resource (PSI), a process that took more CPU than
+    in its median second, a document-store maintenance pass near it. Empty: nothing read set it apart."""
+    if e.worst_second_s is None:
+        return []
+    causes = []
+    w = e.worst_second_s
+    if any(abs(k - w) <= EPISODE_MARGIN_WINDOWS for k in e.stolen_s):
+        causes.append("stolen time")
+    if any(abs(k - w) <= EPISODE_MARGIN_WINDOWS for k in e.saturated_s):
+        causes.append("CPU saturation")
+    if e.worst_second_pressure and e.median_pressure:
+        for r in procstat.PRESSURE_RESOURCES:
+            at, med = e.worst_second_pressure.get(r), e.median_pressure.get(r)
+            if at is not None and med is not None and at >= PRESSURE_STALL_SHARE and at >= PRESSURE_RATIO * med:
+                causes.append(f"{PRESSURE_NAMES[r]} ({at * 100:.0f} % of the second against {med * 100:.0f} %)")
+    for name, at, med in e.worst_second_processes:
+        causes.append(f"{name.removeprefix('store:')} at {at:.2f} CPU against {med:.2f}")
+    causes.extend(maintenance or [])
+    return causes
+
+
+def pressure_text(p: dict[str, float] | None) -> str:
+    if not p:
+        return "unavailable"
+    return ", ".join(f"{r} {p[r] * 100:.0f} %" for r in procstat.PRESSURE_RESOURCES if r in p)
 
 
 def spans_text(seconds: list[int]) -> str:
@@ -446,6 +634,7 @@ def verdicts(soak: ModelSoak) -> list[str]:
         return out
     first, last = iv[0], iv[-1]
     worst: tuple[float, str, int, str] | None = None
+    by_kind = ""
     unknown = []
     for k, (a, b) in enumerate(zip(first.processes, last.processes)):
         for what, x, y in (("RSS", a.rss_bytes, b.rss_bytes), ("fds", a.fds, b.fds)):
@@ -456,10 +645,12 @@ def verdicts(soak: ModelSoak) -> list[str]:
                 worst = (g, f"{a.service} {what}", k, what)
     if worst is not None:
         ok = worst[0] <= GROWTH_LIMIT
+        if not ok and worst[3] == "fds":
+            by_kind = _fd_change_text(first.processes[worst[2]], last.processes[worst[2]])
         out.append(
             f"growth: largest {worst[0] * 100:+.1f} % ({worst[1]}, interval {last.index} vs 1) — "
             f"{'met' if ok else 'NOT met'} (target ≤ {GROWTH_LIMIT * 100:.0f} %)"
-            + ("" if ok else _climb_text(iv, worst[2], worst[3]))
+            + ("" if ok else _climb_text(iv, worst[2], worst[3]) + by_kind)
         )
     if unknown:
         out.append(f"growth unavailable for {', '.join(unknown)}: /proc could not be read (process gone?)")
@@ -476,6 +667,7 @@ def verdicts(soak: ModelSoak) -> list[str]:
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
     out.extend(drift_readings(iv))
+    out.extend(maintenance_lines(soak))
     return out
 
 
@@ -532,6 +724,14 @@ def episode_readings(iv: list[Interval]) -> list[str]:
             if e.worst_second_p99_ns is not None
             else "no second recorded"
         )
+        if e.worst_second_p99_ns is not None:
+            causes = worst_second_causes(e, maintenance_near_worst(i))
+            worst += (
+                f" (stalled: {pressure_text(e.worst_second_pressure)}; median second {pressure_text(e.median_pressure)}"
+                f"; {'; '.join(causes) if causes else 'nothing read set it apart'}"
+                + ("" if e.worst_second_processes_read else "; processes' CPU not read")
+                + ")"
+            )
         outside = (
             f"p99 outside the episodes {fmt_ns(e.p99_outside_ns)} ({e.samples_outside:,} of {e.samples_total:,} requests)"
             if e.any and e.p99_outside_ns
@@ -557,6 +757,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         trend = "unavailable" if slope is None or median <= 0 else f"{slope / median * 100:+.1f} % of the median"
         out.append(f"p99 by interval: {', '.join(fmt_ns(v) for _, v in p99s)}; Theil–Sen trend {trend} per interval")
     out.extend(episode_readings(iv))
+    out.extend(worst_second_summary(iv))
     first, last = iv[0].cost, iv[-1].cost
     if first is None or last is None:
         out.append("graph CPU per request: unavailable — the intervals' CPU was not read")
@@ -612,6 +813,58 @@ def drift_readings(iv: list[Interval]) -> list[str]:
             rho_text = f"{float(spearmanr(xs, ys).statistic):+.2f}"
         out.append(f"p99 vs other processes' CPU over {len(ranked)} intervals: Spearman ρ {rho_text}")
     return out
+
+
+def worst_second_summary(iv: list[Interval]) -> list[str]:
+    """Across the intervals: how many worst seconds something read in the run set apart, by kind,
+    and which intervals' worst seconds nothing did (their cause is not named by this soak)."""
+    judged = [i for i in iv if i.episodes and i.episodes.worst_second_s is not None]
+    if not judged:
+        return []
+    kinds: dict[str, int] = {}
+    unnamed = []
+    for i in judged:
+        assert i.episodes is not None
+        causes = worst_second_causes(i.episodes, maintenance_near_worst(i))
+        if not causes:
+            unnamed.append(str(i.index))
+        for c in causes:
+            kind = c.split(" (")[0].split(" at ")[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
+    named = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
+    line = f"worst seconds set apart by a reading in {len(judged) - len(unnamed)} of {len(judged)} interval(s)"
+    line += f" ({named})" if named else ""
+    line += f"; by none in #{', #'.join(unnamed)}" if unnamed else ""
+    return [line]
+
+
+def maintenance_lines(soak: ModelSoak) -> list[str]:
+    """How the document store's maintenance was scheduled, and the passes run between intervals."""
+    if not soak.docstore_maintenance:
+        return []
+    passes = [i.maintenance for i in soak.intervals if i.maintenance is not None]
+    if not passes:
+        why = sorted({i.maintenance_reason for i in soak.intervals if i.maintenance_reason})
+        return [f"document store maintenance: {soak.docstore_maintenance}" + (f" ({'; '.join(why)})" if why else "")]
+    secs = [p.seconds for p in passes]
+    dead = [p.dead_rows_before for p in passes]
+    return [
+        f"document store maintenance: {soak.docstore_maintenance}; VACUUM (ANALYZE) + CHECKPOINT before "
+        f"{len(passes)} of {len(soak.intervals)} interval(s) took {min(secs):.2f}–{max(secs):.2f} s and found "
+        f"{min(dead):,}–{max(dead):,} dead rows"
+    ]
+
+
+def _fd_change_text(a: ProcessSample, b: ProcessSample) -> str:
+    """Which kinds of descriptor a process gained or lost between two samples."""
+    if a.fd_kinds is None or b.fd_kinds is None:
+        return ""
+    changes = [
+        f"{n - a.fd_kinds.get(k, 0):+d} {k}"
+        for k in sorted(set(a.fd_kinds) | set(b.fd_kinds))
+        if (n := b.fd_kinds.get(k, 0)) != a.fd_kinds.get(k, 0)
+    ]
+    return f"; by kind: {', '.join(changes)}" if changes else ""
 
 
 def maintenance_near_worst(i: Interval) -> list[str]:
@@ -770,11 +1023,21 @@ def soak_model(
     fraction: float,
     on_interval: Callable[[ModelSoak, Interval], None],
     stores: str | None = None,
+    maintenance: str = "between",
 ) -> ModelSoak:
     out = workdir / f"graph-{model}.json"
     traces = workdir / "traces" / model
+    if maintenance not in MAINTENANCE_MODES:
+        raise ValueError(f"soak: maintenance {maintenance!r} is not one of {', '.join(MAINTENANCE_MODES)}")
     with graph(topo_json, model, out, socialnet.TRACE_SAMPLE, traces, stores=stores) as (port, ready):
         recorded = stores_of(ready)
+        docstore = next((s.address for s in recorded.servers if s.system == "mongodb"), None)
+        held = ""
+        if docstore and maintenance == "between":
+            why = hold_maintenance(docstore)
+            held = MAINTENANCE_TEXT["between"] if not why else f"{MAINTENANCE_TEXT['during']}: not held ({why})"
+        elif docstore:
+            held = MAINTENANCE_TEXT["during"]
         ceiling_doc = run_front_load(
             port, 0, socialnet.CEILING_CONNECTIONS, CEILING_DURATION_S, 1.0, CEILING_DURATION_S + 60
         )
@@ -793,20 +1056,23 @@ def soak_model(
             objective_idle_shares=idles,
             stores=stores_text(recorded.mode, recorded.reason),
         )
+        soak.docstore_maintenance = held
+        between = bool(docstore) and held == MAINTENANCE_TEXT["between"]
         pids = {str(k): int(v) for k, v in ready.get("pids", {}).items()}
         store_pids = recorded.pids()
-        docstore = next((s.address for s in recorded.servers if s.system == "mongodb"), None)
         redis = next((s.address for s in recorded.servers if s.system == "redis"), None)
+        port_names = graph_port_names(pids, recorded.servers)
         settle = run_front_load(port, rate, socialnet.CONNECTIONS, SETTLE_S, 0.0, SETTLE_S + 60)
         soak.settle_errors = _summary(settle)[3]
         for i in range(1, intervals + 1):
             hlog = workdir / f"{model}-interval-{i}.hlog"
             hlog_args = ["--hlog", str(hlog), "--hlog-interval", f"{EPISODE_WINDOW_S:g}"]
+            kept_up, kept_why = run_maintenance(docstore) if between and docstore else (None, "")
             before = cpu_mark(pids, store_pids)
             pg_before, pg_why = read_mark(docstore) if docstore else (None, "no real document store")
             rd_before, rd_why = redis_stats.read_mark(redis) if redis else (None, "no real Redis")
             start_epoch_s = time.time()
-            with MachineSampler() as machine:
+            with MachineSampler(pids=pids, store_pids=store_pids) as machine:
                 doc = run_front_load(
                     port, rate, socialnet.CONNECTIONS, interval_s, 0.0, interval_s + 60, extra=hlog_args
                 )
@@ -825,19 +1091,36 @@ def soak_model(
                 p50,
                 p99,
                 errors,
-                settled_samples(pids),
+                settled_samples(pids, port_names=port_names),
                 interval_cost(before, after, requests),
                 find_episodes(machine.points, hlog),
                 pg,
                 "" if pg else why_after,
                 rd,
                 "" if rd else rd_why,
+                kept_up,
+                kept_why,
             )
             hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)
             on_interval(soak, iv)
     soak.verdicts = verdicts(soak)
     return soak
+
+
+def graph_port_names(pids: dict[str, int], servers) -> dict[int, str]:
+    """Each listening port of the graph → its owner's name (a service, or a store system), so a
+    descriptor to it is named (procstat.fd_kinds)."""
+    names: dict[int, str] = {}
+    for service, pid in pids.items():
+        for p in procstat.listen_ports(pid):
+            names[p] = service.removesuffix("-service")
+    for s in servers:
+        try:
+            names[int(s.address.rpartition(":")[2])] = s.system
+        except ValueError:
+            continue
+    return names
 
 
 def objective_line(soak: ModelSoak) -> str:
@@ -882,6 +1165,7 @@ def run_soak(
     on_interval: Callable[[ModelSoak, Interval], None] = lambda s, i: None,
     on_model: Callable[[ModelSoak], None] = lambda s: None,
     stores: str | None = None,
+    maintenance: str = "between",
 ) -> list[ModelSoak]:
     if not models:
         raise ValueError("soak: no models given")
@@ -901,6 +1185,7 @@ def run_soak(
                 fraction=fraction,
                 on_interval=on_interval,
                 stores=stores,
+                maintenance=maintenance,
             )
             on_model(s)
             results.append(s)
