@@ -38,6 +38,11 @@ ceiling on 2 cores showed why (docs/soak.md): most intervals held a steady
 p99, one held a ~4-second episode (idle 1–2 %, 30–90 runnable tasks instead
 of ~10) that made its p99 six times larger.
 
+Beside each interval's worst second: what set it apart, read in the same run — the share of the
+second the machine stalled on a CPU, on I/O or on memory (PSI) against the interval's median second,
+a service or store that took more CPU then than in its median second, an episode or a document-store
+maintenance pass near it. Maintenance itself runs between intervals by default (`MAINTENANCE_MODES`).
+
 The wall-clock budget is the whole soak (`--minutes`, split evenly over the
 models, at least one interval each). Every figure printed is read from the
 load generator's documents and /proc in this run; the JSON written beside it
