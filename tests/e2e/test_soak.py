@@ -691,3 +691,52 @@ def test_maintenance_between_intervals_is_reported_with_its_passes():
     assert maintenance_lines(failed) == [
         f"document store maintenance: {MAINTENANCE_TEXT['between']} (psql exited 2: boom)"
     ]
+
+
+def test_the_drift_is_also_judged_by_the_p99s_intervals():
+    from tailscope.studies.soak import drift_by_intervals
+
+    def iv(i: int, p99: float, lo: float, hi: float, n: int = 20_000) -> Interval:
+        x = _iv(i, p99)
+        x.p99_ci_ns, x.samples = (lo, hi), n
+        return x
+
+    # Tight intervals 40 % apart: not met, by the point estimates and by the intervals.
+    a, b = iv(1, 20e6, 19.5e6, 20.5e6), iv(2, 28e6, 27.5e6, 28.5e6)
+    assert drift_by_intervals(a, b).verdict == "not met"
+    drift = next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("p99 drift:"))
+    assert (
+        "NOT met" in drift
+        and "by the p99s' 95 % intervals (#1 [19.5 ms–20.5 ms], #2 [27.5 ms–28.5 ms]): not met" in drift
+    )
+    # +20 % by the estimates, but intervals this wide leave the ratio anywhere in 0.6–2.3×: undecided,
+    # with the length that would decide it.
+    wide = drift_by_intervals(iv(1, 20e6, 15e6, 35e6), iv(2, 24e6, 21e6, 34e6))
+    assert wide.verdict == "undecided at this length" and wide.length_factor is not None and wide.length_factor > 1
+    drift = next(
+        ln for ln in verdicts(_soak(iv(1, 20e6, 15e6, 35e6), iv(2, 24e6, 21e6, 34e6))) if ln.startswith("p99 drift:")
+    )
+    assert (
+        "NOT met" in drift and "undecided at this length (intervals" in drift and "× as long would decide it)" in drift
+    )
+    # Within ±10 % with both intervals inside the band: met.
+    assert drift_by_intervals(iv(1, 20e6, 19.8e6, 20.2e6), iv(2, 20.4e6, 20.2e6, 20.6e6)).verdict == "met"
+    # No interval recorded (a soak from before it, too few samples): unavailable with the reason.
+    none = drift_by_intervals(_iv(1, 20e6), _iv(2, 20e6))
+    assert none.verdict == "" and "interval 2's p99 has no interval" in none.unavailable
+
+
+def test_a_load_documents_p99_interval_is_read():
+    from tailscope.studies.soak import p99_interval
+
+    doc = {
+        "measurements": [
+            {
+                "name": "latency_intended",
+                "latency": {"count": 5000, "percentiles": {"99": 9e6}, "percentile_ci": {"99": [8e6, 11e6]}},
+            }
+        ]
+    }
+    ci = p99_interval(doc)
+    assert (ci.estimate_ns, ci.lo_ns, ci.hi_ns, ci.count) == (9e6, 8e6, 11e6, 5000)
+    assert p99_interval({}).unavailable == "no latency_intended measurement"

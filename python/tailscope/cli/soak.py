@@ -83,6 +83,8 @@ def soak(
         )
         p50 = fmt_ns(iv.p50_ns) if iv.p50_ns is not None else "unavailable"
         p99 = fmt_ns(iv.p99_ns) if iv.p99_ns is not None else "unavailable"
+        if iv.p99_ci_ns is not None:
+            p99 += f" [{fmt_ns(iv.p99_ci_ns[0])}–{fmt_ns(iv.p99_ci_ns[1])}]"
         c = iv.cost
         cpu = "unavailable"
         if c is not None and c.graph_cpu_per_request_ns is not None:

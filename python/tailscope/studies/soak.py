@@ -79,6 +79,8 @@ from tailscope.lab.graph import graph, run_front_load
 from tailscope.lab.redis_stats import RedisActivity
 from tailscope.lab.stores import stores_of
 from tailscope.measure.hlog import new_histogram, read_intervals
+from tailscope.measure.intervals import QuantileInterval, from_latency
+from tailscope.measure.verdict import UNDECIDED, IntervalVerdict, ratio_within
 from tailscope.studies.common import stores_text
 from tailscope.studies.socialnet import analysis as socialnet
 from tailscope.units import fmt_ns
@@ -229,6 +231,11 @@ class Interval:
     # soak holds maintenance between intervals (None with the reason otherwise).
     maintenance: MaintenancePass | None = None
     maintenance_reason: str = ""
+    # The p99's distribution-free 95 % interval as the load generator computed it (measure.intervals),
+    # over `samples` requests; None with the reason when there was none.
+    p99_ci_ns: tuple[float, float] | None = None
+    p99_ci_unavailable: str = ""
+    samples: int = 0
 
 
 @dataclass
@@ -668,6 +675,7 @@ def verdicts(soak: ModelSoak) -> list[str]:
             f"{'met' if ok else 'NOT met'} (target within ±{DRIFT_LIMIT * 100:.0f} %)"
             + (f"; interval(s) {', '.join(flagged)} saturated the machine (see 'saturated')" if flagged else "")
             + _outside_drift_text(first, last)
+            + drift_interval_text(first, last)
         )
     else:
         out.append("p99 drift: unavailable — an interval recorded no latency")
@@ -961,6 +969,50 @@ def redis_lines(iv: list[Interval]) -> list[str]:
     return out
 
 
+def p99_interval(doc: dict) -> QuantileInterval:
+    """The p99 of a load document's intended-time latency with its interval (or why it has none)."""
+    for m in doc.get("measurements", []):
+        if m.get("name") == "latency_intended":
+            return from_latency(m.get("latency") or {}, "99")
+    return QuantileInterval(0.99, 0, None, unavailable="no latency_intended measurement")
+
+
+def _interval_of(i: Interval) -> QuantileInterval:
+    if i.p99_ci_ns is None:
+        return QuantileInterval(0.99, i.samples, i.p99_ns, unavailable=i.p99_ci_unavailable or "not recorded")
+    return QuantileInterval(0.99, i.samples, i.p99_ns, i.p99_ci_ns[0], i.p99_ci_ns[1])
+
+
+def drift_by_intervals(first: Interval, last: Interval) -> IntervalVerdict:
+    """The drift target judged by the two p99s' intervals: the last ÷ the first within ±DRIFT_LIMIT —
+    met, not met, or undecided at this length (with how much longer a run would decide it)."""
+    return ratio_within(
+        _interval_of(last),
+        _interval_of(first),
+        (1.0 - DRIFT_LIMIT, 1.0 + DRIFT_LIMIT),
+        last.achieved_per_s or None,
+        first.achieved_per_s or None,
+        names=(f"interval {last.index}", "interval 1"),
+    )
+
+
+def drift_interval_text(first: Interval, last: Interval) -> str:
+    v = drift_by_intervals(first, last)
+    if not v.verdict:
+        return f"; by the p99s' 95 % intervals: unavailable ({v.unavailable})"
+    spans = ", ".join(
+        f"#{i.index} [{fmt_ns(i.p99_ci_ns[0])}–{fmt_ns(i.p99_ci_ns[1])}]" for i in (first, last) if i.p99_ci_ns
+    )
+    text = f"; by the p99s' 95 % intervals ({spans}): {v.verdict}"
+    if v.verdict == UNDECIDED:
+        text += (
+            f" (intervals {v.length_factor:.1f}× as long would decide it)"
+            if v.length_factor is not None
+            else f" ({v.why_no_length})"
+        )
+    return text
+
+
 def _summary(doc: dict) -> tuple[float, float | None, float | None, int]:
     load = doc.get("load", {})
     achieved = float(load.get("achieved_per_s") or 0.0)
@@ -1089,6 +1141,7 @@ def soak_model(
             rd = redis_stats.activity(rd_before, rd_after) if rd_before and rd_after else None
             achieved, p50, p99, errors = _summary(doc)
             requests = int(doc.get("load", {}).get("requests_completed") or 0)
+            ci = p99_interval(doc)
             iv = Interval(
                 i,
                 rate,
@@ -1105,6 +1158,9 @@ def soak_model(
                 "" if rd else rd_why,
                 kept_up,
                 kept_why,
+                None if ci.lo_ns is None or ci.hi_ns is None else (ci.lo_ns, ci.hi_ns),
+                ci.unavailable,
+                ci.count,
             )
             hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)
