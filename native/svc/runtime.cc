@@ -132,8 +132,8 @@ std::unique_ptr<MultiplexedChannel> ServiceRuntime::new_channel_locked(const std
   return c;
 }
 
-void ServiceRuntime::run_compute(const Stage& stage) {
-  if (stage.kind == Stage::Kind::kCpu) burn_cpu_ns(stage.cpu.sample_ns(), stopping_);
+void ServiceRuntime::run_compute(const Stage& stage, const RequestFactor& factor) {
+  if (stage.kind == Stage::Kind::kCpu) burn_cpu_ns(stage.cpu.sample_ns(factor), stopping_);
   if (stage.kind != Stage::Kind::kWork) return;
   // Two reads of the thread's CPU clock per work stage (a system call each,
   // ~0.2 µs): the stage's own CPU, which /proc's per-process figure mixes
@@ -144,7 +144,7 @@ void ServiceRuntime::run_compute(const Stage& stage) {
   if (!simulated) work_input_for(stage.work.kind, stage.work.bytes);
   const int64_t cpu_start = thread_cpu_ns();
   if (simulated) {
-    burn_cpu_ns(stage.work.simulated_cpu->sample_ns(), stopping_);
+    burn_cpu_ns(stage.work.simulated_cpu->sample_ns(factor), stopping_);
     work_simulated_.fetch_add(1, std::memory_order_relaxed);
   } else {
     run_work(stage.work);
@@ -223,6 +223,7 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
   rs.sampled = ctx.sampled;
   rs.span.trace_id_high = ctx.trace_id_high;
   rs.span.trace_id_low = ctx.trace_id_low;
+  rs.factor = request_factor(ctx.trace_id_high, ctx.trace_id_low);
   rs.span.parent_span_id = ctx.parent_span_id;
   rs.span.span_id = rs.sampled ? Tracer::new_id() : 0;
   rs.span.service = &service_.name;
@@ -346,6 +347,7 @@ ServiceRuntime::FanOut ServiceRuntime::fan_out(RequestScope& rs, const StoreOp& 
   const std::vector<int64_t>& ids =
       rs.followers ? *rs.followers : stores::social_graph_followers()[static_cast<size_t>(rs.last_draw.user)];
   FanOut out;
+  out.factor = rs.factor;
   out.followers = static_cast<int64_t>(ids.size());
   span.followers = out.followers;
   if (!store_is_real(op) || ids.empty()) return out;
