@@ -58,6 +58,10 @@ def test_loadings_are_clipped() -> None:
     assert lam[3] == 0.0
 
 
+def test_a_negative_pair_leaves_both_at_zero() -> None:
+    assert list(one_factor_loadings({(0, 1): -0.3}, 2)) == [0.0, 0.0]
+
+
 def test_too_few_traces_says_why() -> None:
     corr, why = measure(_delays([0.5] * 3, 30), min_pair_traces=50)
     assert corr is None

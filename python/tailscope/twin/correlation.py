@@ -92,8 +92,8 @@ def one_factor_loadings(pairs: Mapping[tuple[int, int], float], count: int) -> n
         before = lam.copy()
         for i in range(count):
             den = sum(lam[j] ** 2 for j, _ in partners[i])
-            if den > 0:
-                lam[i] = min(MAX_LOADING, max(0.0, sum(c * lam[j] for j, c in partners[i]) / den))
+            # Partners all at 0 leave λ_i free in the fit: 0, the twin's independent draw.
+            lam[i] = min(MAX_LOADING, max(0.0, sum(c * lam[j] for j, c in partners[i]) / den)) if den > 0 else 0.0
         if float(np.max(np.abs(lam - before), initial=0.0)) < _TOLERANCE:
             break
     return lam
