@@ -55,7 +55,8 @@ ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& serv
       ports_(ports),
       options_(std::move(options)),
       timers_(timers),
-      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns) {
+      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns),
+      ids_for_every_request_(topology.has_shared_stages()) {
   if (options_.real_stores) {
     stores_ = std::make_unique<stores::StoreSet>(
         options_.store_addresses, options_.store_timeout_ns > 0 ? options_.store_timeout_ns : call_timeout_ns_,
@@ -210,8 +211,9 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
     ctx.sampled = Tracer::sample_root();
     // and starts the trace, unless a traceparent came: then continues it. An
     // unsampled request draws no ids (nothing will carry them: tracer_benchmark
-    // put the draws at over half of an unsampled request's tracing cost).
-    if (!request.trace_from_header && ctx.sampled) {
+    // put the draws at over half of an unsampled request's tracing cost),
+    // unless its stages' common factor needs one (request_factor.h).
+    if (!request.trace_from_header && (ctx.sampled || ids_for_every_request_)) {
       ctx.trace_id_high = Tracer::new_id();
       ctx.trace_id_low = Tracer::new_id();
     }

@@ -242,6 +242,9 @@ class ServiceRuntime {
   RuntimeOptions options_;
   TimerService& timers_;
   int64_t call_timeout_ns_;
+  // The topology has correlated stages: the front gives every request a trace
+  // id, unsampled ones too, as the request's common factor derives from it.
+  const bool ids_for_every_request_;
   ServiceCounters counters_;
   std::mutex clients_mu_;
   std::unique_ptr<ChannelLoop> channel_loop_;  // declared first: it outlives the channels it serves
