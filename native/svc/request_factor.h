@@ -6,9 +6,10 @@
 //
 // Z travels without a wire field: every service sees the request's trace id
 // (the trace context of each call), so each derives Z from it, by a hash to a
-// uniform in (0, 1) and Φ⁻¹. A request without a trace id (all zero: an
-// unsampled request that came with no traceparent) has no factor, and its
-// stages draw independently whatever their loading.
+// uniform in (0, 1) and Φ⁻¹. The front of a topology with such stages gives
+// every request an id, unsampled ones too (ServiceRuntime::begin). A request
+// without one (all zero: an RPC sent with no trace context) has no factor,
+// and its stages draw independently whatever their loading.
 #pragma once
 
 #include <cstdint>
