@@ -184,7 +184,7 @@ Task<int> run_store_op(ServiceRuntime& rt, RequestScope& rs, const StoreOp& op, 
     const stores::StoreResult r = co_await store;
     missed = rt.complete_store(rs, op, span, r) || missed;
   } else {
-    co_await SleepAwaiter{op.latency.sample_ns(), loop};
+    co_await SleepAwaiter{op.latency.sample_ns(rs.factor), loop};
   }
   rt.end_store(span);
   if (slot) slot->release();
@@ -207,7 +207,7 @@ Task<int> run_stages(ServiceRuntime& rt, RequestScope& rs, const StageList& stag
     switch (stage.kind) {
       case Stage::Kind::kCpu:
       case Stage::Kind::kWork:
-        rt.run_compute(stage);
+        rt.run_compute(stage, rs.factor);
         break;
       case Stage::Kind::kStore: {
         bool missed = false;

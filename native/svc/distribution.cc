@@ -26,6 +26,14 @@ double need_number(const nlohmann::json& j, const char* key, const std::string& 
   return v;
 }
 
+// Clipped before the conversion: a double above int64's range is undefined behaviour.
+int64_t clip_ns(const LatencyDistribution& d, double v) {
+  using Kind = LatencyDistribution::Kind;
+  double cap = d.cap_ns > 0 ? d.cap_ns : 20 * std::max(d.a_ns, d.b_ns * (d.kind == Kind::kUniform));
+  if (d.kind == Kind::kConstant || cap > static_cast<double>(kMaxStageNs)) cap = static_cast<double>(kMaxStageNs);
+  return static_cast<int64_t>(std::clamp(v, 0.0, cap));
+}
+
 }  // namespace
 
 int64_t LatencyDistribution::sample_ns() const {
@@ -43,10 +51,31 @@ int64_t LatencyDistribution::sample_ns() const {
       v = a_ns > 0 ? std::lognormal_distribution<double>(std::log(a_ns), b_ns)(rng()) : 0;
       break;
   }
-  double cap = cap_ns > 0 ? cap_ns : 20 * std::max(a_ns, b_ns * (kind == Kind::kUniform));
-  if (kind == Kind::kConstant || cap > static_cast<double>(kMaxStageNs)) cap = static_cast<double>(kMaxStageNs);
-  // Clipped before the conversion: a double above int64's range is undefined behaviour.
-  return static_cast<int64_t>(std::clamp(v, 0.0, cap));
+  return clip_ns(*this, v);
+}
+
+int64_t LatencyDistribution::sample_ns(const RequestFactor& factor) const {
+  if (!factor.known || shared <= 0 || kind == Kind::kConstant) return sample_ns();
+  const double own = std::normal_distribution<double>(0.0, 1.0)(rng());
+  const double z = shared * factor.z + std::sqrt(1 - shared * shared) * own;
+  double v = 0;
+  switch (kind) {
+    case Kind::kConstant:
+      v = a_ns;
+      break;
+    case Kind::kUniform:
+      v = a_ns + (b_ns - a_ns) * normal_cdf(z);
+      break;
+    case Kind::kExponential:
+      if (a_ns <= 0) break;  // 0 × ln(0) would be NaN
+      // −mean·ln(1 − Φ(z)), with 1 − Φ(z) written Φ(−z): exact in the upper tail, where 1 − Φ(z) rounds to 0.
+      v = -a_ns * std::log(normal_cdf(-z));
+      break;
+    case Kind::kLognormal:
+      v = a_ns * std::exp(b_ns * z);
+      break;
+  }
+  return clip_ns(*this, v);
 }
 
 double LatencyDistribution::mean_ns() const {
@@ -64,17 +93,23 @@ double LatencyDistribution::mean_ns() const {
 }
 
 nlohmann::json LatencyDistribution::to_json() const {
+  nlohmann::json j;
   switch (kind) {
     case Kind::kConstant:
-      return {{"kind", "constant"}, {"us", a_ns / 1e3}};
+      j = {{"kind", "constant"}, {"us", a_ns / 1e3}};
+      break;
     case Kind::kUniform:
-      return {{"kind", "uniform"}, {"min_us", a_ns / 1e3}, {"max_us", b_ns / 1e3}};
+      j = {{"kind", "uniform"}, {"min_us", a_ns / 1e3}, {"max_us", b_ns / 1e3}};
+      break;
     case Kind::kExponential:
-      return {{"kind", "exponential"}, {"mean_us", a_ns / 1e3}};
+      j = {{"kind", "exponential"}, {"mean_us", a_ns / 1e3}};
+      break;
     case Kind::kLognormal:
-      return {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
+      j = {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
+      break;
   }
-  return {};
+  if (shared > 0) j["shared"] = shared;
+  return j;
 }
 
 LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where) {
@@ -93,7 +128,7 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
                                                              {"lognormal", {"median_us", "sigma"}}};
   if (auto k = keys.find(kind); k != keys.end()) {
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "kind" && it.key() != "cap_us" && !k->second.count(it.key()))
+      if (it.key() != "kind" && it.key() != "cap_us" && it.key() != "shared" && !k->second.count(it.key()))
         throw std::invalid_argument(where + ": unknown key '" + it.key() + "' in a " + kind + " distribution");
   }
   if (kind == "constant") {
@@ -120,6 +155,13 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
                                 "' (constant, uniform, exponential, lognormal)");
   }
   if (j.contains("cap_us")) d.cap_ns = need_number(j, "cap_us", where) * 1e3;
+  if (j.contains("shared")) {
+    if (!j["shared"].is_number() || !(j["shared"].get<double>() >= 0) || !(j["shared"].get<double>() <= kMaxShared))
+      throw std::invalid_argument(where + ": 'shared' is " + j["shared"].dump() +
+                                  "; it must be a number in 0 … 0.95 (the stage's loading on the request's common "
+                                  "factor; 0 = an independent draw)");
+    d.shared = j["shared"].get<double>();
+  }
   return d;
 }
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "svc/request_factor.h"
+
 namespace tailscope::svc {
 
 // The largest value any distribution parameter (us, min_us, max_us, mean_us,
@@ -17,6 +19,9 @@ namespace tailscope::svc {
 // float → int64 conversion of a draw (docs/microservices.md).
 inline constexpr double kMaxStageUs = 60e6;
 inline constexpr int64_t kMaxStageNs = 60'000'000'000;
+// The largest loading `shared` on the request's common factor: above it a
+// stage would have almost no draw of its own (request_factor.h).
+inline constexpr double kMaxShared = 0.95;
 
 struct LatencyDistribution {
   enum class Kind { kConstant, kUniform, kExponential, kLognormal };
@@ -24,14 +29,23 @@ struct LatencyDistribution {
   double a_ns = 0;    // constant: value; uniform: min; exponential: mean; lognormal: median
   double b_ns = 0;    // uniform: max; lognormal: sigma (dimensionless)
   double cap_ns = 0;  // samples are clipped here (0 = 20 × the median/mean), so one draw cannot stall a run
+  // The loading λ on the request's common factor (0 … kMaxShared; 0 = an
+  // independent draw): corr of two stages' normal draws in one request = λ₁λ₂.
+  double shared = 0;
 
-  // Draws one value in [0, kMaxStageNs] (thread-safe: per-thread generator).
+  // Draws one value in [0, kMaxStageNs] (thread-safe: per-thread generator),
+  // independent of every other draw: for callers with no request.
   int64_t sample_ns() const;
+  // The draw for a stage of the request with this factor: its normal is
+  // λ·Z + √(1−λ²)·ε mapped through the distribution's inverse CDF, so the
+  // marginal is sample_ns()'s. No factor, or λ = 0: sample_ns().
+  int64_t sample_ns(const RequestFactor& factor) const;
   double mean_ns() const;
   nlohmann::json to_json() const;
 };
 
-// Parses {"kind":"lognormal","median_us":200,"sigma":0.5} and friends.
+// Parses {"kind":"lognormal","median_us":200,"sigma":0.5} and friends, each
+// with an optional "cap_us" and "shared" (the loading, 0 … 0.95).
 // Throws std::invalid_argument naming `where` and the problem.
 LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where);
 

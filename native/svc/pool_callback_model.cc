@@ -100,7 +100,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
       switch (s.kind) {
         case Stage::Kind::kCpu:
         case Stage::Kind::kWork:
-          rt_.run_compute(s);
+          rt_.run_compute(s, rs_.factor);
           ++c.index;
           break;
         case Stage::Kind::kStore:
@@ -292,7 +292,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
         stores_.run(store_op_->real_system, std::move(store_requests_[i]), std::move(done));
       return;
     }
-    const int64_t wait_ns = fan ? fan_out_.simulated_ns(*store_op_) : store_op_->latency.sample_ns();
+    const int64_t wait_ns = fan ? fan_out_.simulated_ns(*store_op_) : store_op_->latency.sample_ns(rs_.factor);
     rt_.timers().schedule(monotonic_ns() + wait_ns, [self = shared_from_this(), i] {
       self->pool_.submit_continuation([self, i] { self->store_op_done(i, true); });
     });

@@ -55,7 +55,8 @@ ServiceRuntime::ServiceRuntime(const Topology& topology, const std::string& serv
       ports_(ports),
       options_(std::move(options)),
       timers_(timers),
-      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns) {
+      call_timeout_ns_(options_.call_timeout_ns > 0 ? options_.call_timeout_ns : topology.call_timeout_ns),
+      ids_for_every_request_(topology.has_shared_stages()) {
   if (options_.real_stores) {
     stores_ = std::make_unique<stores::StoreSet>(
         options_.store_addresses, options_.store_timeout_ns > 0 ? options_.store_timeout_ns : call_timeout_ns_,
@@ -132,8 +133,8 @@ std::unique_ptr<MultiplexedChannel> ServiceRuntime::new_channel_locked(const std
   return c;
 }
 
-void ServiceRuntime::run_compute(const Stage& stage) {
-  if (stage.kind == Stage::Kind::kCpu) burn_cpu_ns(stage.cpu.sample_ns(), stopping_);
+void ServiceRuntime::run_compute(const Stage& stage, const RequestFactor& factor) {
+  if (stage.kind == Stage::Kind::kCpu) burn_cpu_ns(stage.cpu.sample_ns(factor), stopping_);
   if (stage.kind != Stage::Kind::kWork) return;
   // Two reads of the thread's CPU clock per work stage (a system call each,
   // ~0.2 µs): the stage's own CPU, which /proc's per-process figure mixes
@@ -144,7 +145,7 @@ void ServiceRuntime::run_compute(const Stage& stage) {
   if (!simulated) work_input_for(stage.work.kind, stage.work.bytes);
   const int64_t cpu_start = thread_cpu_ns();
   if (simulated) {
-    burn_cpu_ns(stage.work.simulated_cpu->sample_ns(), stopping_);
+    burn_cpu_ns(stage.work.simulated_cpu->sample_ns(factor), stopping_);
     work_simulated_.fetch_add(1, std::memory_order_relaxed);
   } else {
     run_work(stage.work);
@@ -210,8 +211,9 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
     ctx.sampled = Tracer::sample_root();
     // and starts the trace, unless a traceparent came: then continues it. An
     // unsampled request draws no ids (nothing will carry them: tracer_benchmark
-    // put the draws at over half of an unsampled request's tracing cost).
-    if (!request.trace_from_header && ctx.sampled) {
+    // put the draws at over half of an unsampled request's tracing cost),
+    // unless its stages' common factor needs one (request_factor.h).
+    if (!request.trace_from_header && (ctx.sampled || ids_for_every_request_)) {
       ctx.trace_id_high = Tracer::new_id();
       ctx.trace_id_low = Tracer::new_id();
     }
@@ -223,6 +225,7 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
   rs.sampled = ctx.sampled;
   rs.span.trace_id_high = ctx.trace_id_high;
   rs.span.trace_id_low = ctx.trace_id_low;
+  rs.factor = request_factor(ctx.trace_id_high, ctx.trace_id_low);
   rs.span.parent_span_id = ctx.parent_span_id;
   rs.span.span_id = rs.sampled ? Tracer::new_id() : 0;
   rs.span.service = &service_.name;
@@ -346,6 +349,7 @@ ServiceRuntime::FanOut ServiceRuntime::fan_out(RequestScope& rs, const StoreOp& 
   const std::vector<int64_t>& ids =
       rs.followers ? *rs.followers : stores::social_graph_followers()[static_cast<size_t>(rs.last_draw.user)];
   FanOut out;
+  out.factor = rs.factor;
   out.followers = static_cast<int64_t>(ids.size());
   span.followers = out.followers;
   if (!store_is_real(op) || ids.empty()) return out;

@@ -69,6 +69,9 @@ struct RequestScope {
     if (status == RpcStatus::kOk) status = s;
   }
   bool sampled = false;
+  // The request's common factor of correlated stage delays, from its trace id
+  // (request_factor.h): every simulated draw of the request passes it.
+  RequestFactor factor;
   // Real stores: the ids the last store stage drew, and those an on_miss runs with (the missed key's).
   stores::StoreDraw last_draw;
   std::optional<stores::StoreDraw> miss_draw;
@@ -157,8 +160,9 @@ class ServiceRuntime {
   struct FanOut {
     int64_t followers = 0;
     std::vector<stores::StoreRequest> requests;
+    RequestFactor factor;  // the request's
     // Simulated: one draw for the pipelined round trip; no round trip for nobody.
-    int64_t simulated_ns(const StoreOp& op) const { return followers > 0 ? op.latency.sample_ns() : 0; }
+    int64_t simulated_ns(const StoreOp& op) const { return followers > 0 ? op.latency.sample_ns(factor) : 0; }
   };
   FanOut fan_out(RequestScope& rs, const StoreOp& op, SpanRecord& span);
   // The blocking form (thread models): the batch on one pooled connection, pipelined.
@@ -215,7 +219,7 @@ class ServiceRuntime {
   }
 
   // The stages that compute on the calling thread (cpu, work), the same in every model.
-  void run_compute(const Stage& stage);
+  void run_compute(const Stage& stage, const RequestFactor& factor);
   // The work stages' own CPU (the thread's CPU clock around each): {mode,
   // stages, simulated_stages, cpu_ns} — what a call's work cost, real or
   // simulated, without the transport around it (the socialnet study's
@@ -238,6 +242,9 @@ class ServiceRuntime {
   RuntimeOptions options_;
   TimerService& timers_;
   int64_t call_timeout_ns_;
+  // The topology has correlated stages: the front gives every request a trace
+  // id, unsampled ones too, as the request's common factor derives from it.
+  const bool ids_for_every_request_;
   ServiceCounters counters_;
   std::mutex clients_mu_;
   std::unique_ptr<ChannelLoop> channel_loop_;  // declared first: it outlives the channels it serves

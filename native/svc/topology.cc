@@ -444,6 +444,17 @@ bool any_real_store(const StageList& stages) {
   return false;
 }
 
+bool any_shared(const StageList& stages) {
+  for (const auto& s : stages) {
+    if (s.kind == Stage::Kind::kCpu && s.cpu.shared > 0) return true;
+    if (s.kind == Stage::Kind::kWork && s.work.simulated_cpu && s.work.simulated_cpu->shared > 0) return true;
+    if (s.kind == Stage::Kind::kStore &&
+        (s.store.latency.shared > 0 || (s.store.on_miss && any_shared(*s.store.on_miss))))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* capacity_kind_name(CapacitySpec::Kind k) {
@@ -493,6 +504,13 @@ bool Topology::has_real_stores() const {
   for (const auto& [_, s] : services)
     for (const auto& [endpoint_name, e] : s.endpoints)
       if (any_real_store(e.stages)) return true;
+  return false;
+}
+
+bool Topology::has_shared_stages() const {
+  for (const auto& [_, s] : services)
+    for (const auto& [endpoint_name, e] : s.endpoints)
+      if (any_shared(e.stages)) return true;
   return false;
 }
 

@@ -197,6 +197,9 @@ struct Topology {
   std::map<std::string, StoreServerSpec> store_servers;
   // True when some store stage (anywhere, on_miss included) has a real op.
   bool has_real_stores() const;
+  // True when some stage draws from a distribution with a `shared` loading
+  // (request_factor.h): then every request needs a trace id, sampled or not.
+  bool has_shared_stages() const;
 
   const Service& service(const std::string& name) const;
   // Services in dependency order (callees first): the order --all starts them.

@@ -89,6 +89,23 @@ TEST(Topology, BadInputsHaveClearErrors) {
   EXPECT_THROW(load_topology_file("/nonexistent/t.json"), std::invalid_argument);
 }
 
+// `shared` (request_factor.h): accepted anywhere a distribution is, found in a
+// miss path, refused out of range with the stage named.
+TEST(Topology, SharedLoadingsAreFoundAndRangeChecked) {
+  json d = two_services();
+  EXPECT_FALSE(parse_topology(d).has_shared_stages());
+  d["services"][1]["endpoints"][0]["stages"][0]["store"]["on_miss"][0]["cpu"] = {
+      {"kind", "exponential"}, {"mean_us", 3}, {"shared", 0.4}};
+  EXPECT_TRUE(parse_topology(d).has_shared_stages());
+  d = two_services();
+  d["services"][1]["endpoints"][0]["stages"][0]["store"]["latency"]["shared"] = 0.5;
+  EXPECT_TRUE(parse_topology(d).has_shared_stages());
+  d["services"][1]["endpoints"][0]["stages"][0]["store"]["latency"]["shared"] = 1.5;
+  const std::string e = error_of(d);
+  EXPECT_NE(e.find("'shared' is 1.5; it must be a number in 0 … 0.95"), std::string::npos) << e;
+  EXPECT_NE(e.find("get"), std::string::npos) << e;
+}
+
 TEST(Distribution, SamplesStayInRangeAndAreCapped) {
   LatencyDistribution d = parse_distribution(json{{"kind", "lognormal"}, {"median_us", 100}, {"sigma", 1.0}}, "d");
   for (int i = 0; i < 10000; ++i) {

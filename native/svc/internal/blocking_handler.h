@@ -45,7 +45,7 @@ inline bool run_store_op_blocking(ServiceRuntime& rt, RequestScope& rs, const St
   } else if (rt.store_is_real(op)) {
     missed = rt.complete_store(rs, op, span, rt.run_store_blocking(rs, op)) || missed;
   } else {
-    blocking_wait_ns(op.latency.sample_ns(), rt.stopping());
+    blocking_wait_ns(op.latency.sample_ns(rs.factor), rt.stopping());
   }
   // The span ends before the slot passes on: the next holder's operation
   // starts after this span's end, as a trace of a real lock shows it.
@@ -87,7 +87,7 @@ void run_stages_blocking(ServiceRuntime& rt, RequestScope& rs, const StageList& 
     switch (stage.kind) {
       case Stage::Kind::kCpu:
       case Stage::Kind::kWork:
-        rt.run_compute(stage);
+        rt.run_compute(stage, rs.factor);
         break;
       case Stage::Kind::kStore: {
         // Real ops block this thread in the store client (a pooled

@@ -120,6 +120,12 @@ def topology() -> None:
     help="Carry a capacity diagnose found only at this confidence or above.",
 )
 @click.option(
+    "--no-correlation",
+    is_flag=True,
+    help="Draw every stage independently: leave out the measured within-request dependence of endpoint delays "
+    "(docs/twin.md, Correlated stage delays).",
+)
+@click.option(
     "--deferred-gap-us",
     type=number(0.0, 1e6),
     default=20.0,
@@ -153,6 +159,7 @@ def topology_from_traces(
     cpu_fraction: float | None,
     no_capacities: bool,
     capacity_confidence: str,
+    no_correlation: bool,
     deferred_gap_us: float,
     min_traces: int,
     sampling: float,
@@ -179,6 +186,7 @@ def topology_from_traces(
         name or out.stem,
         capacities=not no_capacities,
         capacity_confidence=capacity_confidence,
+        correlation=not no_correlation,
     )
     with (
         tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,

@@ -39,7 +39,13 @@ from tailscope.studies.base import RunContext
 from tailscope.studies.common import record_stores, requested_stores, study_section
 from tailscope.traces.spans import TraceSet, cache_hit_ratios, read_traces, split_warmup
 from tailscope.twin.advise import advice_lines, advise, inferred_twin
-from tailscope.twin.commands import VALIDATION_COLUMNS, from_traces, validation_rows, validation_verdict
+from tailscope.twin.commands import (
+    VALIDATION_COLUMNS,
+    correlation_line,
+    from_traces,
+    validation_rows,
+    validation_verdict,
+)
 from tailscope.twin.infer import InferOptions
 from tailscope.twin.ladder import point_flags
 from tailscope.twin.structure import differences
@@ -173,7 +179,10 @@ class TwinStudy:
             # Reads whose miss path the structure check could not compare (and the twin lacks).
             "structure_not_observed": sorted(never_missed),
             "calibration": report.get("calibration"),
-            "inference": {k: report[k] for k in ("traces", "recorded_rate", "assumptions", "not_inferred")},
+            # correlation: the measured within-request dependence the twin carries (docs/twin.md).
+            "inference": {
+                k: report[k] for k in ("traces", "recorded_rate", "assumptions", "not_inferred", "correlation")
+            },
             **comparison(ts, run.traces),
         }
         doc["source"]["p50_ns"], doc["source"]["p99_ns"] = _p50_p99(source_load)
@@ -346,6 +355,10 @@ class TwinStudy:
                 )
                 if "warmup_s" in src:  # stored before the warm window: no such sentence
                     sec.notes.append(source_line(g))
+                if "correlation" in (g.get("inference") or {}):  # stored before the twin carried it: none
+                    sec.notes.append(
+                        f"{g.get('graph', 'socialnet')} twin: {correlation_line(g['inference']['correlation'])}"
+                    )
         if d.get("advice"):
             sec.blocks.append(advice_table(d["advice"], d.get("closing_loop")))
         return sec

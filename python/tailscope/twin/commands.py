@@ -119,6 +119,7 @@ def from_traces(
         "populations without one (not_carried)."
         if options.capacities
         else "# Capacities left out (--no-capacities): every stage replays its traced durations.",
+        "# " + correlation_line(report.get("correlation")) + ".",
     ]
     rare = [f"{e['service']}:{e['operation']} ({e['traces']} traces)" for e in report["endpoints"] if e["rare"]]
     if rare:
@@ -137,6 +138,18 @@ def from_traces(
     return topo, report, ts
 
 
+def correlation_line(doc: dict | None) -> str:
+    """The inference's within-request dependence in one line (docs/twin.md, "Correlated stage delays")."""
+    if doc is None or doc.get("mean_correlation") is None:
+        why = doc.get("unavailable") if doc else "not in this report"
+        return f"correlated stage delays: unavailable ({why}); every stage draws independently"
+    lam = [e["loading"] for e in doc["loadings"]]
+    return (
+        f"correlated stage delays: mean normal-score correlation {doc['mean_correlation']:.2f} over "
+        f"{doc['pairs']} endpoint pairs; loadings {min(lam):.2f}–{max(lam):.2f} carried as each stage's `shared`"
+    )
+
+
 def inference_lines(report: dict) -> list[str]:
     """What `topology from-traces` prints: the graph, what was flagged, what was left out."""
     lines = [
@@ -151,6 +164,7 @@ def inference_lines(report: dict) -> list[str]:
         )
     else:
         lines.append(f"recorded rate: unavailable: {rate['unavailable']}")
+    lines.append(correlation_line(report.get("correlation")))
     for e in report["endpoints"]:
         worst = max((f["ks_statistic"] or 0 for f in e["fits"]), default=None)
         fit = f", worst fit KS D {worst:.2f}" if worst is not None and e["fits"] else ""

@@ -38,7 +38,7 @@ import numpy as np
 
 from tailscope.diagnose.diagnosis import Diagnosis, diagnose
 from tailscope.traces.spans import Span, Trace, TraceSet
-from tailscope.twin import cpusplit
+from tailscope.twin import correlation, cpusplit
 from tailscope.twin.capacities import (
     DEFAULT_MIN_CONFIDENCE,
     MIN_WAIT_SHARE_IN_PLACE,
@@ -740,6 +740,9 @@ class InferOptions:
     capacity_confidence: str = DEFAULT_MIN_CONFIDENCE
     # advise's sensitivity: every inferred split moved this share of the way to 0 (< 0) or 1 (> 0).
     cpu_adjust: float = 0.0
+    # Carry the measured within-request dependence of endpoint delays as each stage's `shared`
+    # loading (False: every stage draws independently, --no-correlation; correlation.py).
+    correlation: bool = True
 
 
 def recorded_rate(traces: list[Trace], sampling: float) -> dict:
@@ -754,6 +757,55 @@ def recorded_rate(traces: list[Trace], sampling: float) -> dict:
         "span_s": span_s,
         "sampling": sampling,
     }
+
+
+def _local_ns(inst: Instance) -> int:
+    """The instance's own time and store time: its span less the time its calls and groups cover
+    (what the endpoint's own stages take in this request)."""
+    covered, reached = 0, inst.start_ns
+    for s in sorted((s for s in inst.stages if s.kind != "store"), key=lambda s: s.start_ns):
+        start, end = max(s.start_ns, reached), min(s.end_ns, inst.end_ns)
+        covered += max(0, end - start)
+        reached = max(reached, end)
+    return max(0, inst.end_ns - inst.start_ns - covered)
+
+
+def local_delays(by_key: dict[Key, list[Instance]]) -> dict[Key, dict[str, float]]:
+    """Per endpoint, per trace id: its local delay in that request (the mean when it ran several
+    times in it) — what correlation.measure correlates."""
+    out: dict[Key, dict[str, float]] = {}
+    for k, insts in by_key.items():
+        per_trace: dict[str, list[int]] = defaultdict(list)
+        for inst in insts:
+            per_trace[inst.trace_id].append(_local_ns(inst))
+        out[k] = {t: float(np.mean(v)) for t, v in per_trace.items()}
+    return out
+
+
+def _set_shared(stages: list[dict], loading: float) -> None:
+    """Every latency distribution of these stages (cpu, store, a store's miss path) loads
+    `loading` on the request's common factor. A constant (a bare number) stays as it is."""
+    for st in stages:
+        dists = []
+        if "cpu" in st:
+            dists.append(st["cpu"])
+        if "store" in st:
+            dists.append(st["store"]["latency"])
+            _set_shared(st["store"].get("on_miss", []), loading)
+        for d in dists:
+            if isinstance(d, dict) and d.get("kind") != "constant":
+                d["shared"] = loading
+
+
+def _correlation_report(options: InferOptions, by_key: dict[Key, list[Instance]]) -> tuple[dict, dict[Key, float]]:
+    """(the report's "correlation", the loading per endpoint the topology carries)."""
+    if not options.correlation:
+        return {"mean_correlation": None, "unavailable": "not measured (--no-correlation)"}, {}
+    corr, why = correlation.measure(local_delays(by_key))
+    if corr is None:
+        return {"mean_correlation": None, "unavailable": why}, {}
+    carried = {k: round(v, 3) for k, v in corr.loadings.items() if round(v, 3) > 0}
+    return corr.to_json(), carried
 
 
 def _mark_in_flight(by_key: dict[Key, list[Instance]]) -> None:
@@ -836,6 +888,9 @@ def infer(
                     fanout_truncated.append(f"{k[0]}:{k[1]}: {widest} calls kept as {MAX_GROUP_CALLS}")
         endpoints[k] = ep
     cycles = _break_cycles(endpoints, front, names)
+    correlation_doc, loadings = _correlation_report(options, by_key)
+    for k, lam in loadings.items():
+        _set_shared(endpoints[k].stages, lam)
 
     e2e_ms = max(t.end_to_end_ns for t in ts.traces) / 1e6
     front_op = front[1]
@@ -877,6 +932,7 @@ def infer(
             "capacity_confidence": options.capacity_confidence,
             "deferred_gap_us": options.deferred_gap_us,
             "min_traces": options.min_traces,
+            "correlation": options.correlation,
             "probe_tags": probes,
             "launch_inference": "probe tags (trigger and join times)"
             if probes
@@ -886,6 +942,9 @@ def infer(
         "capacities": caps.carried if caps is not None else [],
         "not_carried": caps.not_carried() if caps is not None else [],
         "sequential_chains_kept": caps.chains if caps is not None else [],
+        # The within-request dependence of endpoint delays and each endpoint's loading, carried as
+        # its stages' `shared` (correlation.py); null + reason when not measured.
+        "correlation": correlation_doc,
         "cpu_split": [
             {"service": k[0], "operation": k[1], "endpoint": ep.name, **ep.cpu_split.to_json()}
             for k, ep in sorted(endpoints.items())
