@@ -96,24 +96,38 @@ class Tracer {
 // (Unix ns): the lossless form that per-process files are merged from.
 nlohmann::json span_to_json(const SpanRecord& s);
 // The same object as one line of text (span_to_json(s).dump() + '\n', up to
-// key order), appended to `out` without building a JSON tree: the spiller
-// formats every span of a traced run while the service runs.
+// key order), appended to `out` without building a JSON tree: every span of a
+// traced run is formatted so when its service stops (span_spill.h).
 void append_span_line(std::string* out, const SpanRecord& s);
+// The same, with the monotonic → Unix offset given (a spill block's own,
+// which may be another process's: `--decode-spill`).
+void append_span_line(std::string* out, const SpanRecord& s, int64_t unix_offset_ns);
 
-// Streams the recorded spans to `<dir>/<stem>.spans.jsonl` during the run:
-// every `period_ns` a background thread drains the buffers and appends their
-// lines to a temporary file beside the target; finish() drains what is left
-// and renames the file into place (fsync first), so merge_span_files never
-// reads half a file. Without finish() (an exception, a crash) the temporary
-// file is removed by the destructor or left under a name the merge ignores.
+// Streams the recorded spans to disk during the run and writes
+// `<dir>/<stem>.spans.jsonl` when the service stops: every `period_ns` a
+// background thread drains the buffers and appends them, in binary form
+// (span_spill.h: a fixed-size record per span, each name once), to a spill
+// file beside the target; finish() drains what is left, converts the spill to
+// NDJSON lines (append_span_line) in a temporary file and renames it into
+// place (fsync first), so merge_span_files never reads half a file. The
+// encoding runs at stop, not on the cores the traced service is using.
+// Without finish() (an exception) the destructor removes the spill; a killed
+// process leaves it as `.<stem>.spans.spill.tmp.XXXXXX`, which
+// `tailscope-svc --decode-spill FILE` converts.
 class SpanSpiller {
  public:
   SpanSpiller(const std::string& dir, const std::string& stem, int64_t period_ns = 1'000'000'000);
   ~SpanSpiller();
   SpanSpiller(const SpanSpiller&) = delete;
   SpanSpiller& operator=(const SpanSpiller&) = delete;
-  // Call after every recording thread has stopped. Returns the spans written.
-  int64_t finish();
+
+  struct Summary {
+    int64_t spans = 0;               // spilled during the run
+    int64_t spans_encoded = 0;       // converted to NDJSON at stop (= spans)
+    int64_t encode_at_stop_ns = 0;   // the conversion's wall time
+  };
+  // Call after every recording thread has stopped.
+  Summary finish();
 
  private:
   struct State;
