@@ -249,7 +249,8 @@ SpillConversion convert_span_spill(const std::string& spill_path, AtomicFileWrit
       s.followers = r.followers;
       s.start_ns = r.start_ns;
       s.end_ns = r.end_ns;
-      s.probe = {r.trigger_async_fn_ns, r.fn_start_ns, r.fn_end_ns, r.request_val_ns, r.val_received_ns, r.deferred != 0};
+      s.probe = {r.trigger_async_fn_ns, r.fn_start_ns,     r.fn_end_ns,
+                 r.request_val_ns,      r.val_received_ns, r.deferred != 0};
       s.status = static_cast<net::RpcStatus>(r.status);
       s.role = static_cast<SpanRole>(r.role);
       s.error = r.error != 0;

@@ -358,9 +358,7 @@ constexpr size_t kMaxFixedLineBytes = 640;
 
 }  // namespace
 
-void append_span_line(std::string* out, const SpanRecord& s) {
-  append_span_line(out, s, registry().unix_offset_ns);
-}
+void append_span_line(std::string* out, const SpanRecord& s) { append_span_line(out, s, registry().unix_offset_ns); }
 
 void append_span_line(std::string* out, const SpanRecord& s, int64_t unix_offset_ns) {
   const std::string_view service = s.service ? std::string_view(*s.service) : "unknown_service";
@@ -542,9 +540,7 @@ SpanSpiller::Summary SpanSpiller::finish() {
   AtomicFileWriter lines(state_->target);
   const SpillConversion converted = convert_span_spill(state_->spill.temp_path(), &lines);
   lines.commit();
-  return {.spans = state_->written,
-          .spans_encoded = converted.spans,
-          .encode_at_stop_ns = monotonic_ns() - started_ns};
+  return {.spans = state_->written, .spans_encoded = converted.spans, .encode_at_stop_ns = monotonic_ns() - started_ns};
 }
 
 nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir_arg) {
