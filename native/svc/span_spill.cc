@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -270,10 +271,22 @@ nlohmann::json decode_span_spill_file(const std::string& spill_path) {
     throw std::runtime_error(spill_path + ": the span spill names no valid service ('" + stem + "')");
   std::filesystem::path dir = std::filesystem::path(spill_path).parent_path();
   if (dir.empty()) dir = ".";
-  AtomicFileWriter out((dir / (stem + ".spans.jsonl")).string());
+  // NAME.spans.jsonl, unless a process of the same name (restarted after
+  // the kill) finished and wrote it: then the spill's own suffix keeps both.
+  std::filesystem::path target = dir / (stem + ".spans.jsonl");
+  if (std::filesystem::exists(target)) {
+    std::string suffix = std::filesystem::path(spill_path).extension().string();  // ".XXXXXX" of mkstemp
+    std::erase_if(suffix, [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); });
+    target = dir / (stem + "." + (suffix.empty() ? "recovered" : suffix) + ".spans.jsonl");
+  }
+  AtomicFileWriter out(target.string());
   const SpillConversion c = convert_span_spill(spill_path, &out);
   out.commit();
   return {{"spans", c.spans}, {"truncated_bytes", c.truncated_bytes}, {"path", out.path()}};
+}
+
+bool is_left_spill(std::string_view file_name) {
+  return file_name.starts_with('.') && file_name.find(".spans.spill.tmp.") != std::string_view::npos;
 }
 
 }  // namespace tailscope::svc

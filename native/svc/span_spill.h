@@ -70,8 +70,12 @@ struct SpillConversion {
 SpillConversion convert_span_spill(const std::string& spill_path, AtomicFileWriter* out);
 
 // `tailscope-svc --decode-spill FILE`: the spill a killed service left
-// (`.NAME.spans.spill.tmp.XXXXXX`) → `NAME.spans.jsonl` beside it, written
-// atomically. Returns {spans, truncated_bytes, path}.
+// (`.NAME.spans.spill.tmp.XXXXXX`) → `NAME.spans.jsonl` beside it (or, if a
+// process of that name — the restarted service — wrote that file,
+// `NAME.XXXXXX.spans.jsonl`), written atomically. Returns {spans,
+// truncated_bytes, path}.
 nlohmann::json decode_span_spill_file(const std::string& spill_path);
+// A file name a killed service's spill has (merge_span_files converts them).
+bool is_left_spill(std::string_view file_name);
 
 }  // namespace tailscope::svc

@@ -226,10 +226,11 @@ TEST(SpanSpill, SpillCutShortKeepsItsWholeBlocks) {
   std::filesystem::remove_all(dir);
 }
 
-// `tailscope-svc --decode-spill`: a process killed during its run leaves the
-// spill under its temporary name; decoding it writes NAME.spans.jsonl with
-// every span spilled before the kill.
-TEST(SpanSpill, KilledProcessSpillDecodes) {
+// A process killed during its run leaves the spill under its temporary name:
+// the supervisor's merge converts it (and removes it), and
+// `tailscope-svc --decode-spill` converts it by hand — beside a span file of
+// the same name (the service restarted and stopped) under the spill's suffix.
+TEST(SpanSpill, KilledProcessSpillIsConverted) {
   const auto dir = temp_dir();
   const auto forms = every_field_form();
   const pid_t child = fork();
@@ -253,11 +254,21 @@ TEST(SpanSpill, KilledProcessSpillDecodes) {
   std::vector<std::filesystem::path> left;
   for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path());
   ASSERT_EQ(left.size(), 1U);
-  EXPECT_TRUE(left[0].filename().string().starts_with(".killed.spans.spill.tmp."));
-  const auto result = decode_span_spill_file(left[0].string());
-  EXPECT_EQ(result["spans"], 49);
-  EXPECT_EQ(result["truncated_bytes"], 0);
-  EXPECT_EQ(result["path"], (dir / "killed.spans.jsonl").string());
+  const std::string spill_name = left[0].filename().string();
+  EXPECT_TRUE(spill_name.starts_with(".killed.spans.spill.tmp.")) << spill_name;
+  EXPECT_TRUE(is_left_spill(spill_name));
+  EXPECT_FALSE(is_left_spill("killed.spans.jsonl"));
+  const auto by_hand = dir / "by-hand";
+  std::filesystem::create_directories(by_hand);
+  std::filesystem::copy_file(left[0], by_hand / spill_name);
+
+  const auto merged_dir = dir / "merged";
+  std::filesystem::create_directories(merged_dir);
+  const auto merged = merge_span_files(dir.string(), merged_dir.string());
+  EXPECT_EQ(merged["spans"], 49);
+  ASSERT_EQ(merged["recovered_spills"].size(), 1U);
+  EXPECT_EQ(merged["recovered_spills"][0]["spans"], 49);
+  EXPECT_FALSE(std::filesystem::exists(left[0]));  // converted once, not at every merge
   const std::string text = read_all(dir / "killed.spans.jsonl");
   // The child's Unix offset is its own: read it back from the first span's stamp.
   const std::string key = "\"start_unix_ns\":";
@@ -265,6 +276,15 @@ TEST(SpanSpill, KilledProcessSpillDecodes) {
   ASSERT_NE(at, std::string::npos);
   const int64_t offset_ns = std::stoll(text.substr(at + key.size(), 20)) - forms[0].start_ns;
   EXPECT_EQ(text, direct_lines(forms, offset_ns));
+
+  const auto first = decode_span_spill_file((by_hand / spill_name).string());
+  EXPECT_EQ(first["spans"], 49);
+  EXPECT_EQ(first["truncated_bytes"], 0);
+  EXPECT_EQ(first["path"], (by_hand / "killed.spans.jsonl").string());
+  const auto second = decode_span_spill_file((by_hand / spill_name).string());
+  const std::string suffix = spill_name.substr(spill_name.rfind('.') + 1);
+  EXPECT_EQ(second["path"], (by_hand / ("killed." + suffix + ".spans.jsonl")).string());
+  EXPECT_EQ(read_all(second["path"].get<std::string>()), text);
   std::filesystem::remove_all(dir);
 }
 

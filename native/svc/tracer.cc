@@ -545,6 +545,26 @@ SpanSpiller::Summary SpanSpiller::finish() {
 
 nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir_arg) {
   const std::string out_dir = out_dir_arg.empty() ? dir : out_dir_arg;
+  // A service killed before its stop (the supervisor's SIGKILL after the
+  // grace period, a crash) left its spans as a binary spill: convert them
+  // first, so they are merged like any finished service's, then remove the
+  // spill (a second merge must not convert it again).
+  nlohmann::json recovered = nlohmann::json::array();
+  std::vector<std::string> spills;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (is_left_spill(e->d_name)) spills.push_back(dir + "/" + e->d_name);
+    closedir(d);
+  }
+  std::sort(spills.begin(), spills.end());
+  for (const auto& spill : spills) {
+    try {
+      recovered.push_back(decode_span_spill_file(spill));
+      std::remove(spill.c_str());
+    } catch (const std::exception& e) {
+      recovered.push_back({{"spill", spill}, {"error", e.what()}});  // kept: the user can look at it
+    }
+  }
   std::vector<std::string> files;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
@@ -603,6 +623,7 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
   return {{"traces", ordered.size()},
           {"spans", span_count},
           {"bad_lines", bad_lines},
+          {"recovered_spills", recovered},
           {"jaeger", out_dir + "/traces.jaeger.json"},
           {"otlp", out_dir + "/traces.otlp.json"}};
 }

@@ -138,7 +138,9 @@ class SpanSpiller {
 void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem);
 // Merges every `*.spans.jsonl` under `dir` into `<out_dir>/traces.jaeger.json`
 // and `<out_dir>/traces.otlp.json` (whole traces: spans of every process;
-// out_dir "" = dir). Returns {traces, spans, paths}.
+// out_dir "" = dir). A killed service's binary spill found in `dir` is
+// converted to its span file first, then removed (span_spill.h). Returns
+// {traces, spans, bad_lines, recovered_spills, paths}.
 nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir = "");
 
 }  // namespace tailscope::svc
