@@ -117,26 +117,32 @@ void SpillEncoder::end_block(std::string* out) {
   std::memcpy(out->data() + block_start_, &payload_bytes, sizeof payload_bytes);
 }
 
-bool SpillEncoder::first_use(uint64_t ref) {
-  size_t mask = seen_.size() - 1;
-  size_t i = static_cast<size_t>((ref * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
-  for (; seen_[i] != 0; i = (i + 1) & mask)
-    if (seen_[i] == ref) return false;
+bool SpillEncoder::known(uint64_t ref) const noexcept {
+  const size_t mask = seen_.size() - 1;
+  for (size_t i = slot(ref, mask);; i = (i + 1) & mask) {
+    if (seen_[i] == ref) return true;
+    if (seen_[i] == 0) return false;
+  }
+}
+
+void SpillEncoder::remember(uint64_t ref) {
   if (2 * (seen_count_ + 1) > seen_.size()) {  // keep the table at most half full
     std::vector<uint64_t> old(seen_.size() * 2, 0);
     old.swap(seen_);
     seen_count_ = 0;
     for (const uint64_t r : old)
-      if (r != 0) first_use(r);
-    return first_use(ref);
+      if (r != 0) remember(r);
   }
+  const size_t mask = seen_.size() - 1;
+  size_t i = slot(ref, mask);
+  while (seen_[i] != 0) i = (i + 1) & mask;
   seen_[i] = ref;
   ++seen_count_;
-  return true;
 }
 
 void SpillEncoder::define_name(std::string* out, const void* address, std::string_view name) {
   const uint64_t ref = ref_of(address);
+  remember(ref);
   const uint32_t bytes = static_cast<uint32_t>(name.size());
   const size_t at = out->size();
   out->resize(at + 1 + sizeof ref + sizeof bytes + name.size());
@@ -150,11 +156,11 @@ void SpillEncoder::define_name(std::string* out, const void* address, std::strin
 void SpillEncoder::append(std::string* out, const SpanRecord& s) {
   // A name is written before the first span that refers to it, so a reader
   // meets every ref after its definition.
-  if (s.service && first_use(ref_of(s.service))) define_name(out, s.service, *s.service);
-  if (s.operation && first_use(ref_of(s.operation))) define_name(out, s.operation, *s.operation);
-  if (s.launch && first_use(ref_of(s.launch))) define_name(out, s.launch, s.launch);
-  if (s.db_system && first_use(ref_of(s.db_system))) define_name(out, s.db_system, s.db_system);
-  if (s.store_role && first_use(ref_of(s.store_role))) define_name(out, s.store_role, s.store_role);
+  if (s.service && !known(ref_of(s.service))) define_name(out, s.service, *s.service);
+  if (s.operation && !known(ref_of(s.operation))) define_name(out, s.operation, *s.operation);
+  if (s.launch && !known(ref_of(s.launch))) define_name(out, s.launch, s.launch);
+  if (s.db_system && !known(ref_of(s.db_system))) define_name(out, s.db_system, s.db_system);
+  if (s.store_role && !known(ref_of(s.store_role))) define_name(out, s.store_role, s.store_role);
   const SpillRecord r{s.trace_id_high,
                       s.trace_id_low,
                       s.span_id,
@@ -179,11 +185,11 @@ void SpillEncoder::append(std::string* out, const SpanRecord& s) {
                       s.has_probe,
                       s.probe.deferred,
                       0};
-  const size_t at = out->size();
-  out->resize(at + 1 + sizeof r);
-  char* p = out->data() + at;
-  put(&p, kSpanTag);
-  put(&p, r);
+  // One append of the whole entry: a resize would zero the bytes first.
+  char entry[1 + sizeof r];
+  entry[0] = kSpanTag;
+  std::memcpy(entry + 1, &r, sizeof r);
+  out->append(entry, sizeof entry);
   block_has_span_ = true;
 }
 

@@ -48,7 +48,11 @@ class SpillEncoder {
   void define_name(std::string* out, const void* address, std::string_view name);
   // Open addressing on the names' addresses: a handful of instructions per
   // lookup, and a run has a few dozen names.
-  bool first_use(uint64_t ref);
+  bool known(uint64_t ref) const noexcept;
+  void remember(uint64_t ref);
+  static size_t slot(uint64_t ref, size_t mask) noexcept {
+    return static_cast<size_t>((ref * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+  }
 
   std::vector<uint64_t> seen_ = std::vector<uint64_t>(64, 0);
   size_t seen_count_ = 0;

@@ -194,15 +194,18 @@ TRACER_PART int64_t part_convert_at_stop(const std::string& spill_path, const st
 }
 
 // One front server span as runtime.cc's begin()/finish() make it: the
-// sampling decision, the trace and span ids and the start stamp for every
-// request; the end stamp and the record only for sampled ones.
+// sampling decision and the start stamp for every request; the trace and
+// span ids, the end stamp and the record only for sampled ones (an unsampled
+// request carries no ids: nothing downstream records or reads them).
 TRACER_PART void part_whole_path(int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     SpanRecord s;
     const bool sampled = Tracer::sample_root();
-    s.trace_id_high = Tracer::new_id();
-    s.trace_id_low = Tracer::new_id();
-    s.span_id = Tracer::new_id();
+    if (sampled) {
+      s.trace_id_high = Tracer::new_id();
+      s.trace_id_low = Tracer::new_id();
+      s.span_id = Tracer::new_id();
+    }
     s.service = &kService;
     s.operation = &kOperation;
     s.role = SpanRole::kServer;
