@@ -124,7 +124,7 @@ class SpanSpiller {
   struct Summary {
     int64_t spans = 0;              // spilled during the run
     int64_t spans_encoded = 0;      // converted to NDJSON at stop (= spans)
-    int64_t encode_at_stop_ns = 0;  // the conversion's wall time
+    int64_t encode_at_stop_ns = 0;  // the conversion's wall time, the NDJSON file's fsync included
   };
   // Call after every recording thread has stopped.
   Summary finish();
