@@ -8,10 +8,11 @@
 // the buffer out, so it costs an uncontended lock, no allocation beyond the
 // vector's growth. A thread's buffer is registered once (under the registry
 // mutex) on its first span and outlives the thread, so spans of exited
-// threads are still exported. A SpanSpiller drains the buffers to the span
-// file during the run, so a long traced run holds about one period of spans
-// in memory (`make soak` saw every service's RSS grow with the run's length
-// while the spans were kept until shutdown).
+// threads are still exported. A SpanSpiller drains the buffers to disk
+// during the run (binary records, encoded to the span file at stop), so a
+// long traced run holds about one period of spans in memory (`make soak`
+// saw every service's RSS grow with the run's length while the spans were
+// kept until shutdown).
 //
 // Sampling is decided once at the root (the front) with probability
 // sample_rate and travels in the trace context; unsampled requests record
