@@ -1,6 +1,7 @@
 #include "svc/tracer.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -543,6 +544,9 @@ SpanSpiller::Summary SpanSpiller::finish() {
   lines.write_back_as_written();
   const SpillConversion converted = convert_span_spill(state_->spill.temp_path(), &lines);
   lines.commit();
+  // Now, not in the destructor: a process killed in between would leave the
+  // spill beside its converted file, and the merge would convert it again.
+  ::unlink(state_->spill.temp_path());
   return {.spans = state_->written, .spans_encoded = converted.spans, .encode_at_stop_ns = monotonic_ns() - started_ns};
 }
 
