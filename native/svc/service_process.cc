@@ -148,8 +148,13 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
   doc["measurements"] = json::array();
   doc["unavailable"] = json::array();
   if (!f.traces_dir.empty()) {
-    const int64_t spans = spiller->finish();  // every recording thread has stopped
-    doc["tracing"] = {{"spans", spans}, {"dropped_spans", Tracer::dropped()}};
+    // Every recording thread has stopped. The spans were spilled in binary
+    // during the run and are encoded to NDJSON now (tracer.h, SpanSpiller).
+    const SpanSpiller::Summary spilled = spiller->finish();
+    doc["tracing"] = {{"spans", spilled.spans},
+                      {"dropped_spans", Tracer::dropped()},
+                      {"spans_encoded", spilled.spans_encoded},
+                      {"encode_at_stop_ms", static_cast<double>(spilled.encode_at_stop_ns) / 1e6}};
   }
   write_result(doc, f.out);
   if (own_fd) ::close(fd);

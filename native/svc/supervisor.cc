@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -313,6 +314,8 @@ json Supervisor::result_document(double ran_s) {
     s["address"] = c.address;
     s["port"] = ports_[c.service];
     if (!s.contains("link_delays")) s["link_delays"] = c.link_delays.to_json();
+    // Its spans and their encoding at its stop (tracer.h, SpanSpiller).
+    if (part.contains("tracing")) s["tracing"] = part["tracing"];
     internal::add_profiling_sections(profiling, c.service, s);
     cpu_s += s["cpu"].value("user_s", 0.0) + s["cpu"].value("sys_s", 0.0);
     ctx_switches +=
@@ -346,6 +349,17 @@ json Supervisor::result_document(double ran_s) {
   doc["work"] = {{"mode", o_.work}};
   if (!o_.traces_dir.empty()) {
     doc["tracing"] = merge_span_files(o_.traces_dir + "/parts", o_.traces_dir);
+    // The services encode their spans at once when they stop: the stop took
+    // the longest one's time.
+    int64_t encoded = 0;
+    double longest_ms = 0;
+    for (const auto& [_, s] : services.items())
+      if (const auto t = s.find("tracing"); t != s.end()) {
+        encoded += t->value("spans_encoded", int64_t{0});
+        longest_ms = std::max(longest_ms, t->value("encode_at_stop_ms", 0.0));
+      }
+    doc["tracing"]["spans_encoded"] = encoded;
+    doc["tracing"]["encode_at_stop_ms"] = longest_ms;
     doc["artifacts"] = {{"jaeger", o_.traces_dir + "/traces.jaeger.json"},
                         {"otlp", o_.traces_dir + "/traces.otlp.json"},
                         {"spans", o_.traces_dir + "/parts"}};

@@ -1,6 +1,7 @@
 #include "svc/tracer.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -20,6 +21,7 @@
 #include "core/decimal.h"
 #include "core/result_writer.h"
 #include "core/thread_name.h"
+#include "svc/span_spill.h"
 #include "trace/trace.h"
 #include "trace/trace_writer.h"
 
@@ -357,7 +359,9 @@ constexpr size_t kMaxFixedLineBytes = 640;
 
 }  // namespace
 
-void append_span_line(std::string* out, const SpanRecord& s) {
+void append_span_line(std::string* out, const SpanRecord& s) { append_span_line(out, s, registry().unix_offset_ns); }
+
+void append_span_line(std::string* out, const SpanRecord& s, int64_t unix_offset_ns) {
   const std::string_view service = s.service ? std::string_view(*s.service) : "unknown_service";
   const std::string_view operation = s.operation ? std::string_view(*s.operation) : "unknown";
   const std::string_view status = status_name(s.status);
@@ -389,7 +393,7 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   w.literal(",\"status\":");
   w.json_string(status);
   w.literal(",\"start_unix_ns\":");
-  w.integer(Tracer::to_unix_ns(s.start_ns));
+  w.integer(s.start_ns + unix_offset_ns);
   w.literal(",\"duration_ns\":");
   w.integer(s.end_ns - s.start_ns);
   if (s.launch) {
@@ -422,7 +426,7 @@ void append_span_line(std::string* out, const SpanRecord& s) {
   }
   if (s.has_probe) {
     const auto& p = s.probe;
-    auto u = [](int64_t t) { return t ? Tracer::to_unix_ns(t) : 0; };
+    auto u = [unix_offset_ns](int64_t t) { return t ? t + unix_offset_ns : 0; };
     w.literal(",\"probe\":{\"trigger_async_fn\":");
     w.integer(u(p.trigger_async_fn_ns));
     w.literal(",\"fn_start\":");
@@ -457,26 +461,37 @@ void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& d
 }
 
 struct SpanSpiller::State {
-  AtomicFileWriter file;
+  // The binary spill (span_spill.h): never committed, so its destructor
+  // removes it; a killed service leaves it for `tailscope-svc --decode-spill`.
+  AtomicFileWriter spill;
+  std::string target;  // <dir>/<stem>.spans.jsonl
   int64_t period_ns;
   int64_t written = 0;
   std::mutex mu;  // stop flag + the file (the thread and finish() both write)
   std::condition_variable wake;
   bool stop = false;
   std::vector<SpanRecord> batch;
-  std::string text;  // reused: a period's lines, one allocation for the run
+  std::string bytes;  // reused: a period's spill block, one allocation for the run
+  SpillEncoder encoder;
   std::thread thread;
 
-  State(const std::string& path, int64_t period) : file(path), period_ns(period) {}
+  State(const std::string& dir, const std::string& stem, int64_t period)
+      : spill(dir + "/" + stem + ".spans.spill"), target(dir + "/" + stem + ".spans.jsonl"), period_ns(period) {
+    SpillEncoder::append_header(&bytes, stem);
+    spill.append(bytes);  // goes out with the first block (flush())
+  }
 
   // Caller holds mu.
-  void spill() {
+  void spill_now() {
     batch.clear();
     Tracer::drain(&batch);
-    text.clear();
-    for (const auto& s : batch) append_span_line(&text, s);
-    file.append(text);
-    file.flush();  // a second's spans at a time: nothing accumulates in memory
+    if (batch.empty()) return;
+    bytes.clear();
+    encoder.begin_block(&bytes, registry().unix_offset_ns);
+    for (const auto& s : batch) encoder.append(&bytes, s);
+    encoder.end_block(&bytes);
+    spill.append(bytes);
+    spill.flush();  // a second's spans at a time: nothing accumulates in memory
     written += static_cast<int64_t>(batch.size());
   }
 };
@@ -484,14 +499,14 @@ struct SpanSpiller::State {
 SpanSpiller::SpanSpiller(const std::string& dir, const std::string& stem, int64_t period_ns) {
   if (period_ns <= 0) throw std::invalid_argument("SpanSpiller: the period must be positive");
   ensure_directory(dir);
-  state_ = std::make_unique<State>(dir + "/" + stem + ".spans.jsonl", period_ns);
+  state_ = std::make_unique<State>(dir, stem, period_ns);
   State* st = state_.get();
   st->thread = std::thread([st] {
     name_this_thread("svc-spill");
     std::unique_lock lock(st->mu);
     while (!st->wake.wait_for(lock, std::chrono::nanoseconds(st->period_ns), [st] { return st->stop; })) {
       try {
-        st->spill();
+        st->spill_now();
       } catch (const std::exception& e) {
         // A full disk: stop spilling; finish() retries once and reports the error.
         std::fprintf(stderr, "tailscope-svc: writing spans failed: %s\n", e.what());
@@ -509,10 +524,10 @@ SpanSpiller::~SpanSpiller() {
   }
   state_->wake.notify_all();
   if (state_->thread.joinable()) state_->thread.join();
-  // Without finish() the AtomicFileWriter removes its temporary file.
+  // Without finish() the AtomicFileWriter removes the spill.
 }
 
-int64_t SpanSpiller::finish() {
+SpanSpiller::Summary SpanSpiller::finish() {
   {
     std::lock_guard lock(state_->mu);
     state_->stop = true;
@@ -520,13 +535,43 @@ int64_t SpanSpiller::finish() {
   state_->wake.notify_all();
   if (state_->thread.joinable()) state_->thread.join();
   std::lock_guard lock(state_->mu);
-  state_->spill();
-  state_->file.commit();
-  return state_->written;
+  state_->spill_now();
+  state_->spill.flush();  // the header, if no span was ever spilled
+  const int64_t started_ns = monotonic_ns();
+  AtomicFileWriter lines(state_->target);
+  // The whole file is written now, at stop: start its writeback block by
+  // block, so that commit()'s fsync waits for the last blocks only.
+  lines.write_back_as_written();
+  const SpillConversion converted = convert_span_spill(state_->spill.temp_path(), &lines);
+  lines.commit();
+  // Now, not in the destructor: a process killed in between would leave the
+  // spill beside its converted file, and the merge would convert it again.
+  ::unlink(state_->spill.temp_path());
+  return {.spans = state_->written, .spans_encoded = converted.spans, .encode_at_stop_ns = monotonic_ns() - started_ns};
 }
 
 nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir_arg) {
   const std::string out_dir = out_dir_arg.empty() ? dir : out_dir_arg;
+  // A service killed before its stop (the supervisor's SIGKILL after the
+  // grace period, a crash) left its spans as a binary spill: convert them
+  // first, so they are merged like any finished service's, then remove the
+  // spill (a second merge must not convert it again).
+  nlohmann::json recovered = nlohmann::json::array();
+  std::vector<std::string> spills;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (is_left_spill(e->d_name)) spills.push_back(dir + "/" + e->d_name);
+    closedir(d);
+  }
+  std::sort(spills.begin(), spills.end());
+  for (const auto& spill : spills) {
+    try {
+      recovered.push_back(decode_span_spill_file(spill));
+      std::remove(spill.c_str());
+    } catch (const std::exception& e) {
+      recovered.push_back({{"spill", spill}, {"error", e.what()}});  // kept: the user can look at it
+    }
+  }
   std::vector<std::string> files;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
@@ -585,6 +630,7 @@ nlohmann::json merge_span_files(const std::string& dir, const std::string& out_d
   return {{"traces", ordered.size()},
           {"spans", span_count},
           {"bad_lines", bad_lines},
+          {"recovered_spills", recovered},
           {"jaeger", out_dir + "/traces.jaeger.json"},
           {"otlp", out_dir + "/traces.otlp.json"}};
 }

@@ -8,10 +8,11 @@
 // the buffer out, so it costs an uncontended lock, no allocation beyond the
 // vector's growth. A thread's buffer is registered once (under the registry
 // mutex) on its first span and outlives the thread, so spans of exited
-// threads are still exported. A SpanSpiller drains the buffers to the span
-// file during the run, so a long traced run holds about one period of spans
-// in memory (`make soak` saw every service's RSS grow with the run's length
-// while the spans were kept until shutdown).
+// threads are still exported. A SpanSpiller drains the buffers to disk
+// during the run (binary records, encoded to the span file at stop), so a
+// long traced run holds about one period of spans in memory (`make soak`
+// saw every service's RSS grow with the run's length while the spans were
+// kept until shutdown).
 //
 // Sampling is decided once at the root (the front) with probability
 // sample_rate and travels in the trace context; unsampled requests record
@@ -96,24 +97,38 @@ class Tracer {
 // (Unix ns): the lossless form that per-process files are merged from.
 nlohmann::json span_to_json(const SpanRecord& s);
 // The same object as one line of text (span_to_json(s).dump() + '\n', up to
-// key order), appended to `out` without building a JSON tree: the spiller
-// formats every span of a traced run while the service runs.
+// key order), appended to `out` without building a JSON tree: every span of a
+// traced run is formatted so when its service stops (span_spill.h).
 void append_span_line(std::string* out, const SpanRecord& s);
+// The same, with the monotonic → Unix offset given (a spill block's own,
+// which may be another process's: `--decode-spill`).
+void append_span_line(std::string* out, const SpanRecord& s, int64_t unix_offset_ns);
 
-// Streams the recorded spans to `<dir>/<stem>.spans.jsonl` during the run:
-// every `period_ns` a background thread drains the buffers and appends their
-// lines to a temporary file beside the target; finish() drains what is left
-// and renames the file into place (fsync first), so merge_span_files never
-// reads half a file. Without finish() (an exception, a crash) the temporary
-// file is removed by the destructor or left under a name the merge ignores.
+// Streams the recorded spans to disk during the run and writes
+// `<dir>/<stem>.spans.jsonl` when the service stops: every `period_ns` a
+// background thread drains the buffers and appends them, in binary form
+// (span_spill.h: a fixed-size record per span, each name once), to a spill
+// file beside the target; finish() drains what is left, converts the spill to
+// NDJSON lines (append_span_line) in a temporary file and renames it into
+// place (fsync first), so merge_span_files never reads half a file. The
+// encoding runs at stop, not on the cores the traced service is using.
+// Without finish() (an exception) the destructor removes the spill; a killed
+// process leaves it as `.<stem>.spans.spill.tmp.XXXXXX`, which
+// `tailscope-svc --decode-spill FILE` converts.
 class SpanSpiller {
  public:
   SpanSpiller(const std::string& dir, const std::string& stem, int64_t period_ns = 1'000'000'000);
   ~SpanSpiller();
   SpanSpiller(const SpanSpiller&) = delete;
   SpanSpiller& operator=(const SpanSpiller&) = delete;
-  // Call after every recording thread has stopped. Returns the spans written.
-  int64_t finish();
+
+  struct Summary {
+    int64_t spans = 0;              // spilled during the run
+    int64_t spans_encoded = 0;      // converted to NDJSON at stop (= spans)
+    int64_t encode_at_stop_ns = 0;  // the conversion's wall time, the NDJSON file's fsync included
+  };
+  // Call after every recording thread has stopped.
+  Summary finish();
 
  private:
   struct State;
@@ -124,7 +139,9 @@ class SpanSpiller {
 void write_span_lines(const std::vector<SpanRecord>& spans, const std::string& dir, const std::string& stem);
 // Merges every `*.spans.jsonl` under `dir` into `<out_dir>/traces.jaeger.json`
 // and `<out_dir>/traces.otlp.json` (whole traces: spans of every process;
-// out_dir "" = dir). Returns {traces, spans, paths}.
+// out_dir "" = dir). A killed service's binary spill found in `dir` is
+// converted to its span file first, then removed (span_spill.h). Returns
+// {traces, spans, bad_lines, recovered_spills, paths}.
 nlohmann::json merge_span_files(const std::string& dir, const std::string& out_dir = "");
 
 }  // namespace tailscope::svc

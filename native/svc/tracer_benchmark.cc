@@ -10,8 +10,14 @@
 //   record_buffer    Tracer::record into the thread's buffer (a spiller drains it)
 //   otlp_handoff     the live exporter's queue hand-off (OtlpExporter::offer)
 // — and what runs off the handler's thread, per span:
-//   encode           one NDJSON line (append_span_line, the spiller's format)
-//   spill_write      encode + write(2) of 64 KiB blocks to a file (the spiller's work)
+//   spill_binary     one binary spill record + write(2) of 64 KiB blocks (the
+//                    spiller's work during the run, span_spill.h)
+//   encode           one NDJSON line (append_span_line, the file's format)
+//   spill_write      encode + write(2) of 64 KiB blocks to a file (what the
+//                    spiller did during the run before the binary spill)
+// and, once per span when the service stops:
+//   convert_at_stop  reading the binary spill back and encoding its NDJSON
+//                    lines (convert_span_spill into an AtomicFileWriter)
 // and the whole handler path of a front server span as runtime.cc does it, at
 // 100 % and 1 % sampling, with a live spiller and OTLP exporter attached.
 //
@@ -35,8 +41,10 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/result_writer.h"
 #include "exec/async_probe.h"
 #include "svc/otlp_exporter.h"
+#include "svc/span_spill.h"
 #include "svc/tracer.h"
 
 namespace tailscope::svc {
@@ -142,16 +150,62 @@ TRACER_PART void part_spill_write(int64_t n, const std::vector<SpanRecord>& span
   }
 }
 
+// Appends n spans to the block open in `bytes`, writing each 64 KiB block out
+// and opening the next; the caller opens the first and writes the last
+// (finish_spill_blocks).
+TRACER_PART void part_spill_binary(int64_t n, const std::vector<SpanRecord>& spans, SpillEncoder* encoder,
+                                   std::string* bytes, int fd) {
+  for (int64_t i = 0; i < n; ++i) {
+    encoder->append(bytes, spans[static_cast<size_t>(i) % spans.size()]);
+    if (bytes->size() >= kWriteBlockBytes) {
+      encoder->end_block(bytes);
+      if (::write(fd, bytes->data(), bytes->size()) < 0) std::abort();
+      bytes->clear();
+      encoder->begin_block(bytes, 0);
+    }
+  }
+}
+
+void finish_spill_blocks(SpillEncoder* encoder, std::string* bytes, int fd) {
+  encoder->end_block(bytes);
+  if (::write(fd, bytes->data(), bytes->size()) < 0) std::abort();
+  bytes->clear();
+}
+
+// Writes a spill file of n spans (the header, then part_spill_binary's blocks).
+bool write_spill_file(const std::string& path, int64_t n, const std::vector<SpanRecord>& spans) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  std::string bytes;
+  SpillEncoder encoder;
+  SpillEncoder::append_header(&bytes, "bench");
+  encoder.begin_block(&bytes, 0);
+  part_spill_binary(n, spans, &encoder, &bytes, fd);
+  finish_spill_blocks(&encoder, &bytes, fd);
+  ::close(fd);
+  return true;
+}
+
+TRACER_PART int64_t part_convert_at_stop(const std::string& spill_path, const std::string& out_path) {
+  AtomicFileWriter out(out_path);
+  const int64_t spans = convert_span_spill(spill_path, &out).spans;
+  out.commit();
+  return spans;
+}
+
 // One front server span as runtime.cc's begin()/finish() make it: the
-// sampling decision, the trace and span ids and the start stamp for every
-// request; the end stamp and the record only for sampled ones.
+// sampling decision and the start stamp for every request; the trace and
+// span ids, the end stamp and the record only for sampled ones (an unsampled
+// request carries no ids: nothing downstream records or reads them).
 TRACER_PART void part_whole_path(int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     SpanRecord s;
     const bool sampled = Tracer::sample_root();
-    s.trace_id_high = Tracer::new_id();
-    s.trace_id_low = Tracer::new_id();
-    s.span_id = Tracer::new_id();
+    if (sampled) {
+      s.trace_id_high = Tracer::new_id();
+      s.trace_id_low = Tracer::new_id();
+      s.span_id = Tracer::new_id();
+    }
     s.service = &kService;
     s.operation = &kOperation;
     s.role = SpanRole::kServer;
@@ -258,6 +312,24 @@ void BM_SpillWrite(benchmark::State& state) {
   ::close(fd);
   std::filesystem::remove(path);
 }
+void BM_SpillBinary(benchmark::State& state) {
+  const auto spans = sample_spans();
+  std::filesystem::create_directories(scratch_dir());
+  const std::string path = (scratch_dir() / "spill-binary.spill").string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    state.SkipWithError(("open " + path + ": " + std::strerror(errno)).c_str());
+    return;
+  }
+  std::string bytes;
+  bytes.reserve(2 * kWriteBlockBytes);
+  SpillEncoder encoder;
+  encoder.begin_block(&bytes, 0);
+  for (auto _ : state) part_spill_binary(1, spans, &encoder, &bytes, fd);
+  finish_spill_blocks(&encoder, &bytes, fd);
+  ::close(fd);
+  std::filesystem::remove(path);
+}
 void BM_WholePath(benchmark::State& state) {
   LiveTracer live(static_cast<double>(state.range(0)) / 100.0, static_cast<size_t>(state.max_iterations));
   for (auto _ : state) part_whole_path(1);
@@ -272,6 +344,7 @@ BENCHMARK(BM_RecordBuffer)->Iterations(kIterations);
 BENCHMARK(BM_OtlpHandoff)->Iterations(kIterations);
 BENCHMARK(BM_Encode)->Iterations(kIterations);
 BENCHMARK(BM_SpillWrite)->Iterations(kIterations);
+BENCHMARK(BM_SpillBinary)->Iterations(kIterations);
 BENCHMARK(BM_WholePath)->Arg(100)->Arg(1)->ArgName("sample_percent")->Iterations(kIterations);
 
 // Prints, after the usual table, each part's CPU ns/span and its ratio to the
@@ -344,6 +417,27 @@ int run_parts(std::string_view names, int64_t spans) {
     part_otlp_handoff(spans, exporter, all[1]);
     exporter.stop();
   }
+  if (has("spill_binary")) {
+    ++ran;
+    const std::string path = (scratch_dir() / "parts-spill.spill").string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return std::perror(path.c_str()), 1;
+    text.clear();
+    SpillEncoder encoder;
+    encoder.begin_block(&text, 0);
+    part_spill_binary(spans, all, &encoder, &text, fd);
+    finish_spill_blocks(&encoder, &text, fd);
+    ::close(fd);
+  }
+  if (has("convert_at_stop")) {
+    ++ran;
+    const std::string path = (scratch_dir() / "parts-convert.spill").string();
+    if (!write_spill_file(path, spans, all)) return std::perror(path.c_str()), 1;
+    if (part_convert_at_stop(path, (scratch_dir() / "parts-convert.spans.jsonl").string()) != spans) {
+      std::fprintf(stderr, "convert_at_stop: the spill did not convert to %lld spans\n", static_cast<long long>(spans));
+      return 1;
+    }
+  }
   if (has("encode")) ++ran, part_encode(spans, all, &text);
   if (has("spill_write")) {
     ++ran;
@@ -364,7 +458,8 @@ int run_parts(std::string_view names, int64_t spans) {
   if (ran == 0) {
     std::fprintf(stderr,
                  "--parts: none of '%.*s' is a part (clock_reads, probe_stamps, sample_decision, id_generation, "
-                 "build_record, record_buffer, otlp_handoff, encode, spill_write, whole_path_100, whole_path_1, "
+                 "build_record, record_buffer, otlp_handoff, spill_binary, encode, spill_write, convert_at_stop, "
+                 "whole_path_100, whole_path_1, "
                  "all)\n",
                  static_cast<int>(names.size()), names.data());
     return 2;

@@ -190,7 +190,7 @@ TEST(Tracer, SpillerWritesEverySpanOnceAndOnlyOnFinish) {
       if (i % 1000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
     }
     EXPECT_FALSE(std::filesystem::exists(target));  // never half a file under the name the merge reads
-    written = spiller.finish();
+    written = spiller.finish().spans;
   }
   EXPECT_EQ(written, 5000);
   std::ifstream in(target);
@@ -219,7 +219,7 @@ TEST(Tracer, SpillerWritesEachSpillToDisk) {
       for (const auto& e : std::filesystem::directory_iterator(dir)) on_disk = std::filesystem::file_size(e.path());
     }
     EXPECT_GT(on_disk, 0u);
-    EXPECT_EQ(spiller.finish(), 1);
+    EXPECT_EQ(spiller.finish().spans, 1);
   }
   std::filesystem::remove_all(dir);
   Tracer::clear();

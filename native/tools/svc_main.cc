@@ -23,6 +23,7 @@
 #include "svc/runtime.h"
 #include "svc/service_options.h"
 #include "svc/service_process.h"
+#include "svc/span_spill.h"
 #include "svc/supervisor.h"
 #include "svc/topology.h"
 #include "svc/tracer.h"
@@ -35,6 +36,7 @@ using namespace tailscope::svc;
 // Every flag: the service modes' options, and those of the one-shot modes.
 struct Flags : ServiceOptions {
   std::string merge_dir;                 // --merge-traces DIR
+  std::string spill_path;                // --decode-spill FILE
   std::string check_path, check_origin;  // --check-topology FILE, --origin NAME
   PingOptions ping;                      // --ping PORT and --ping-*
   std::string ping_host = "127.0.0.1";
@@ -121,6 +123,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"real", "simulated"}));
   app.add_option("--cpus", f.cpus, "Single-service mode: pin every thread of the service to these CPUs");
   app.add_option("--merge-traces", f.merge_dir, "Merge DIR/*.spans.jsonl into Jaeger + OTLP JSON and exit");
+  app.add_option("--decode-spill", f.spill_path,
+                 "Convert the binary span spill a killed service left (DIR/.NAME.spans.spill.tmp.XXXXXX) to "
+                 "DIR/NAME.spans.jsonl and exit");
   app.add_option("--check-topology", f.check_path,
                  "Validate a topology JSON (FILE, or - for stdin): print it normalised on stdout and exit 0, or the "
                  "error on stderr and exit 1. python -m tailscope.topology validates through this");
@@ -151,6 +156,10 @@ int main(int argc, char** argv) {
     }
     if (!f.check_path.empty()) {
       std::cout << check_topology_input(f.check_path, f.check_origin).dump(1) << std::endl;
+      return 0;
+    }
+    if (!f.spill_path.empty()) {
+      std::cout << decode_span_spill_file(f.spill_path).dump() << std::endl;
       return 0;
     }
     if (!f.merge_dir.empty()) {
