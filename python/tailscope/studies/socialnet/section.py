@@ -851,7 +851,9 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
         f"{TRACING_COST_TARGET_SAMPLED * 100:g} % at {TRACE_SAMPLE * 100:g} % (the sampling of every sweep "
         "point); the verdict judges the interval against the target (without an interval, the median). Traced: "
         "spans of every RPC, store operation and the 5 probe timestamps of every async call, recorded in "
-        "per-thread buffers and written to disk once a second during the run (the cost includes that export).",
+        "per-thread buffers and spilled to disk once a second during the run in a binary form (the cost includes "
+        "that spill); the NDJSON span files are encoded from it when each service stops, after the timed load "
+        "(docs/microservices.md, Tracing).",
     )
 
 
