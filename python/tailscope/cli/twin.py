@@ -147,7 +147,14 @@ def topology() -> None:
     "calibrate_model",
     default=None,
     metavar="MODEL",
-    help="Run the twin once under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).",
+    help="Run the twin under MODEL and take off each stage what tailscope's runtime adds (docs/twin.md).",
+)
+@click.option(
+    "--calibration-steps",
+    type=whole(1, 5),
+    default=2,
+    show_default=True,
+    help="Fixed-point steps of --calibrate: each replays the twin once more and corrects what still differs.",
 )
 def topology_from_traces(
     files: tuple[Path, ...],
@@ -166,6 +173,7 @@ def topology_from_traces(
     max_traces: int,
     name: str | None,
     calibrate_model: str | None,
+    calibration_steps: int,
 ) -> None:
     """Infer a topology (services, endpoints, stages, distributions) from trace FILES; exit 1 when
     nothing can be inferred, 2 on usage errors."""
@@ -196,7 +204,13 @@ def topology_from_traces(
             files, jaeger_urls, Path(tmp), service=jaeger_service, limit=jaeger_limit, lookback=jaeger_lookback
         )
         _, report, _ = from_traces(
-            inputs, out, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=_progress
+            inputs,
+            out,
+            options,
+            max_traces=max_traces,
+            calibrate_model=calibrate_model,
+            calibration_steps=calibration_steps,
+            progress=_progress,
         )
     for line in inference_lines(report):
         console.print(line, markup=False, highlight=False)

@@ -17,7 +17,7 @@ from tailscope.lab.allow_list import check_base_url
 from tailscope.measure.verdict import UNDECIDED, IntervalVerdict
 from tailscope.traces import jaeger as jq
 from tailscope.traces.spans import TraceSet, read_traces
-from tailscope.twin.calibrate import calibrate
+from tailscope.twin.calibrate import DEFAULT_STEPS, calibrate
 from tailscope.twin.infer import InferOptions, infer
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
@@ -74,6 +74,7 @@ def infer_twin(
     calibrate_model: str | None = None,
     progress: Callable[[str], None] | None = None,
     traces: TraceSet | None = None,
+    calibration_steps: int = DEFAULT_STEPS,
 ) -> InferredTwin:
     """One call from trace files to the twin: read, diagnose (docs/diagnose.md), infer with the
     capacities carried (twin/capacities.py), calibrate under `calibrate_model` when given. Nothing is
@@ -81,7 +82,9 @@ def infer_twin(
     ts = traces if traces is not None else read_traces(files, max_traces=max_traces)
     diagnosis = diagnose(ts, sampling=options.sampling) if options.capacities and ts.traces else None
     if calibrate_model:
-        topo, report = calibrate(ts, options, calibrate_model, progress=progress, diagnosis=diagnosis)
+        topo, report = calibrate(
+            ts, options, calibrate_model, progress=progress, diagnosis=diagnosis, steps=calibration_steps
+        )
     else:
         topo, report = infer(ts, options, diagnosis=diagnosis)
     return InferredTwin(topo, report, diagnosis, ts)
@@ -96,12 +99,19 @@ def from_traces(
     calibrate_model: str | None = None,
     progress: Callable[[str], None] | None = None,
     traces: TraceSet | None = None,
+    calibration_steps: int = DEFAULT_STEPS,
 ) -> tuple[dict, dict, TraceSet]:
     """Infers (infer_twin), validates with the engine (tailscope-svc --check-topology), then writes
     `out` (YAML) and `out`.inference.json, both atomically; nothing is written when any step fails.
     `traces`: read from `files` already (the twin study's warm window of them)."""
     twin = infer_twin(
-        files, options, max_traces=max_traces, calibrate_model=calibrate_model, progress=progress, traces=traces
+        files,
+        options,
+        max_traces=max_traces,
+        calibrate_model=calibrate_model,
+        progress=progress,
+        traces=traces,
+        calibration_steps=calibration_steps,
     )
     topo, report, ts = twin.topology, twin.report, twin.traces
     topology_mod.validate(topo, str(out))  # the engine's validator: raises TopologyError verbatim
