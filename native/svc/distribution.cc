@@ -30,8 +30,20 @@ double need_number(const nlohmann::json& j, const char* key, const std::string& 
 int64_t clip_ns(const LatencyDistribution& d, double v) {
   using Kind = LatencyDistribution::Kind;
   double cap = d.cap_ns > 0 ? d.cap_ns : 20 * std::max(d.a_ns, d.b_ns * (d.kind == Kind::kUniform));
+  // An empirical table is bounded by its own last quantile: no default cap.
+  if (d.kind == Kind::kEmpirical && d.cap_ns <= 0) cap = static_cast<double>(kMaxStageNs);
   if (d.kind == Kind::kConstant || cap > static_cast<double>(kMaxStageNs)) cap = static_cast<double>(kMaxStageNs);
   return static_cast<int64_t>(std::clamp(v, 0.0, cap));
+}
+
+// The empirical quantile at probability u ∈ [0, 1]: linear between the table's
+// two entries around u·(N−1).
+double table_quantile(const std::vector<double>& q, double u) {
+  if (q.empty()) return 0;
+  const double pos = std::clamp(u, 0.0, 1.0) * static_cast<double>(q.size() - 1);
+  const auto i = static_cast<size_t>(pos);
+  if (i + 1 >= q.size()) return q.back();
+  return q[i] + (q[i + 1] - q[i]) * (pos - static_cast<double>(i));
 }
 
 }  // namespace
@@ -49,6 +61,9 @@ int64_t LatencyDistribution::sample_ns() const {
       break;
     case Kind::kLognormal:
       v = a_ns > 0 ? std::lognormal_distribution<double>(std::log(a_ns), b_ns)(rng()) : 0;
+      break;
+    case Kind::kEmpirical:
+      v = table_quantile(quantiles_ns, std::uniform_real_distribution<double>(0.0, 1.0)(rng()));
       break;
   }
   return clip_ns(*this, v);
@@ -74,6 +89,9 @@ int64_t LatencyDistribution::sample_ns(const RequestFactor& factor) const {
     case Kind::kLognormal:
       v = a_ns * std::exp(b_ns * z);
       break;
+    case Kind::kEmpirical:
+      v = table_quantile(quantiles_ns, normal_cdf(z));
+      break;
   }
   return clip_ns(*this, v);
 }
@@ -88,6 +106,13 @@ double LatencyDistribution::mean_ns() const {
       return a_ns;
     case Kind::kLognormal:
       return a_ns * std::exp(b_ns * b_ns / 2);
+    case Kind::kEmpirical: {
+      // The mean of the piecewise-linear quantile function: each segment's midpoint, equally weighted.
+      if (quantiles_ns.size() < 2) return quantiles_ns.empty() ? 0 : quantiles_ns.front();
+      double sum = 0;
+      for (size_t i = 0; i + 1 < quantiles_ns.size(); ++i) sum += (quantiles_ns[i] + quantiles_ns[i + 1]) / 2;
+      return sum / static_cast<double>(quantiles_ns.size() - 1);
+    }
   }
   return a_ns;
 }
@@ -107,7 +132,14 @@ nlohmann::json LatencyDistribution::to_json() const {
     case Kind::kLognormal:
       j = {{"kind", "lognormal"}, {"median_us", a_ns / 1e3}, {"sigma", b_ns}};
       break;
+    case Kind::kEmpirical: {
+      nlohmann::json q = nlohmann::json::array();
+      for (const double v : quantiles_ns) q.push_back(v / 1e3);
+      j = {{"kind", "empirical"}, {"quantiles_us", q}};
+      break;
+    }
   }
+  if (cap_ns > 0 && kind == Kind::kEmpirical) j["cap_us"] = cap_ns / 1e3;
   if (shared > 0) j["shared"] = shared;
   return j;
 }
@@ -125,7 +157,8 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
   const std::map<std::string, std::set<std::string>> keys = {{"constant", {"us"}},
                                                              {"uniform", {"min_us", "max_us"}},
                                                              {"exponential", {"mean_us"}},
-                                                             {"lognormal", {"median_us", "sigma"}}};
+                                                             {"lognormal", {"median_us", "sigma"}},
+                                                             {"empirical", {"quantiles_us"}}};
   if (auto k = keys.find(kind); k != keys.end()) {
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "kind" && it.key() != "cap_us" && it.key() != "shared" && !k->second.count(it.key()))
@@ -150,9 +183,30 @@ LatencyDistribution parse_distribution(const nlohmann::json& j, const std::strin
     if (!(d.b_ns >= 0) || !(d.b_ns <= 3))
       throw std::invalid_argument(where + ": lognormal 'sigma' is " + j["sigma"].dump() +
                                   "; it must be in 0 … 3 (above 3 is not a latency distribution)");
+  } else if (kind == "empirical") {
+    d.kind = LatencyDistribution::Kind::kEmpirical;
+    if (!j.contains("quantiles_us") || !j["quantiles_us"].is_array())
+      throw std::invalid_argument(where + ": an empirical distribution needs an array 'quantiles_us'");
+    const auto& q = j["quantiles_us"];
+    if (q.size() < 2 || q.size() > kMaxQuantiles)
+      throw std::invalid_argument(where + ": 'quantiles_us' has " + std::to_string(q.size()) +
+                                  " entries; it needs 2 … " + std::to_string(kMaxQuantiles) +
+                                  " (quantiles at equally spaced probabilities 0 … 1)");
+    d.quantiles_ns.reserve(q.size());
+    for (size_t i = 0; i < q.size(); ++i) {
+      const std::string at = where + ": quantiles_us[" + std::to_string(i) + "]";
+      if (!q[i].is_number()) throw std::invalid_argument(at + " is " + q[i].dump() + ", not a number (µs)");
+      const double us = q[i].get<double>();
+      if (!(us >= 0) || !(us <= kMaxStageUs))
+        throw std::invalid_argument(at + " is " + q[i].dump() + "; it must be in 0 … 60000000 (60 s)");
+      const double v = us * 1e3;
+      if (!d.quantiles_ns.empty() && v < d.quantiles_ns.back())
+        throw std::invalid_argument(at + " is below the one before it: quantiles never decrease");
+      d.quantiles_ns.push_back(v);
+    }
   } else {
     throw std::invalid_argument(where + ": unknown distribution kind '" + kind +
-                                "' (constant, uniform, exponential, lognormal)");
+                                "' (constant, uniform, exponential, lognormal, empirical)");
   }
   if (j.contains("cap_us")) d.cap_ns = need_number(j, "cap_us", where) * 1e3;
   if (j.contains("shared")) {

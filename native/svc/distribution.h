@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "svc/request_factor.h"
 
@@ -22,13 +23,21 @@ inline constexpr int64_t kMaxStageNs = 60'000'000'000;
 // The largest loading `shared` on the request's common factor: above it a
 // stage would have almost no draw of its own (request_factor.h).
 inline constexpr double kMaxShared = 0.95;
+// An empirical distribution is a table of quantiles at equally spaced
+// probabilities 0, 1/(N−1), …, 1: 2 … kMaxQuantiles of them (the twin's
+// inference writes 201, a quantile every 0.5 %: docs/twin.md).
+inline constexpr size_t kMaxQuantiles = 1001;
 
 struct LatencyDistribution {
-  enum class Kind { kConstant, kUniform, kExponential, kLognormal };
+  enum class Kind { kConstant, kUniform, kExponential, kLognormal, kEmpirical };
   Kind kind = Kind::kConstant;
   double a_ns = 0;    // constant: value; uniform: min; exponential: mean; lognormal: median
   double b_ns = 0;    // uniform: max; lognormal: sigma (dimensionless)
   double cap_ns = 0;  // samples are clipped here (0 = 20 × the median/mean), so one draw cannot stall a run
+  // empirical: the quantiles (ns) at probabilities i/(N−1), non-decreasing;
+  // a draw interpolates linearly between the two around its probability, so
+  // the distribution is the observed one, tail included (no cap by default).
+  std::vector<double> quantiles_ns;
   // The loading λ on the request's common factor (0 … kMaxShared; 0 = an
   // independent draw): corr of two stages' normal draws in one request = λ₁λ₂.
   double shared = 0;
@@ -45,7 +54,8 @@ struct LatencyDistribution {
 };
 
 // Parses {"kind":"lognormal","median_us":200,"sigma":0.5} and friends, each
-// with an optional "cap_us" and "shared" (the loading, 0 … 0.95).
+// with an optional "cap_us" and "shared" (the loading, 0 … 0.95); an
+// empirical one is {"kind":"empirical","quantiles_us":[q0, …, q(N−1)]}.
 // Throws std::invalid_argument naming `where` and the problem.
 LatencyDistribution parse_distribution(const nlohmann::json& j, const std::string& where);
 

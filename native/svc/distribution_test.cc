@@ -91,5 +91,71 @@ TEST(SharedDistribution, TheLoadingIsRangeCheckedNamingTheStage) {
   EXPECT_FALSE(lognormal(0).to_json().contains("shared"));
 }
 
+// The empirical kind: a table of quantiles at equally spaced probabilities.
+LatencyDistribution table(std::vector<double> quantiles_us, double shared = 0) {
+  json j{{"kind", "empirical"}, {"quantiles_us", quantiles_us}};
+  if (shared > 0) j["shared"] = shared;
+  return parse_distribution(j, "t");
+}
+
+// The q-quantile of n draws (with the request factor of ids 1 … n, or independent).
+double draw_quantile(const LatencyDistribution& d, double q, bool with_factor, int n) {
+  std::vector<int64_t> v;
+  for (int i = 1; i <= n; ++i)
+    v.push_back(with_factor ? d.sample_ns(request_factor(9, static_cast<uint64_t>(i))) : d.sample_ns());
+  std::sort(v.begin(), v.end());
+  return static_cast<double>(v[static_cast<size_t>(q * (n - 1))]);
+}
+
+TEST(EmpiricalDistribution, DrawsFollowTheTableTailIncluded) {
+  // 0, 50, 100 µs then a tail to 10 ms: probabilities 0, 1/3, 2/3, 1.
+  const LatencyDistribution d = table({0, 50, 100, 10'000});
+  for (const bool with_factor : {false, true}) {
+    EXPECT_NEAR(draw_quantile(d, 0.5, with_factor, 60'000), 75'000, 2'000) << with_factor;
+    // p99: 2/3 + 0.99·… → 100 µs + (0.99 − 2/3)·3 · 9 900 µs = 9 703 µs; no default cap at 20 × anything.
+    EXPECT_NEAR(draw_quantile(d, 0.99, with_factor, 60'000), 9'703'000, 150'000) << with_factor;
+  }
+  EXPECT_NEAR(d.mean_ns(), (25'000 + 75'000 + 5'050'000) / 3.0, 1);
+  // A cap still clips.
+  const LatencyDistribution capped =
+      parse_distribution(json{{"kind", "empirical"}, {"quantiles_us", {0, 100, 10'000}}, {"cap_us", 200}}, "c");
+  EXPECT_LE(draw_quantile(capped, 1.0, false, 5'000), 200'000);
+}
+
+TEST(EmpiricalDistribution, SharedFactorMovesTwoTablesTogether) {
+  const LatencyDistribution a = table({10, 20, 40, 80, 160}, 0.9), b = table({5, 6, 7, 8, 900}, 0.9);
+  std::vector<double> x, y;
+  for (int i = 1; i <= 20'000; ++i) {
+    const RequestFactor f = request_factor(0xabc, static_cast<uint64_t>(i));
+    x.push_back(static_cast<double>(a.sample_ns(f) > 40'000));
+    y.push_back(static_cast<double>(b.sample_ns(f) > 7'000));
+  }
+  // Both above their medians together: P = 1/4 + asin(0.81)/(2π) ≈ 0.40 with λ² = 0.81 (0.25 if independent).
+  double both = 0;
+  for (size_t i = 0; i < x.size(); ++i) both += x[i] * y[i];
+  EXPECT_NEAR(both / static_cast<double>(x.size()), 0.25 + std::asin(0.81) / (2 * M_PI), 0.02);
+}
+
+TEST(EmpiricalDistribution, RoundTripsAndRefusesBadTables) {
+  const LatencyDistribution d = table({1, 2, 2, 30.5});
+  EXPECT_EQ(parse_distribution(d.to_json(), "again").quantiles_ns, d.quantiles_ns);
+  EXPECT_EQ(d.to_json()["kind"], "empirical");
+  auto refused = [](const json& j, const std::string& what) {
+    try {
+      parse_distribution(j, "s");
+      ADD_FAILURE() << "accepted " << j.dump();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused(json{{"kind", "empirical"}}, "needs an array 'quantiles_us'");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", {5}}}, "needs 2 …");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", std::vector<double>(kMaxQuantiles + 1, 1.0)}}, "needs 2 …");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", {5, 4}}}, "quantiles_us[1] is below the one before it");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", {1, "x"}}}, "quantiles_us[1] is \"x\", not a number");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", {1, 7e7}}}, "it must be in 0 … 60000000");
+  refused(json{{"kind", "empirical"}, {"quantiles_us", {1, 2}}, {"median_us", 3}}, "unknown key 'median_us'");
+}
+
 }  // namespace
 }  // namespace tailscope::svc

@@ -185,6 +185,18 @@ class AutoOrNumber(Number):
         return super().convert(value, param, ctx)
 
 
+def distributions_option():
+    """--distributions: how the inference turns a stage's durations into its distribution (twin/fit.py)."""
+    return click.option(
+        "--distributions",
+        type=click.Choice(["parametric", "empirical"]),
+        default="parametric",
+        show_default=True,
+        help="parametric: the kind (constant, uniform, exponential, lognormal) that fits each stage best; "
+        "empirical: each stage's observed quantiles, tail included (docs/twin.md).",
+    )
+
+
 def cpu_fraction_option(help_text: str):
     """--cpu-fraction: the share of a span's own time that is CPU; `auto` decides it per endpoint
     from the traces (twin/cpusplit.py), a number 0…1 overrides it everywhere."""

@@ -19,6 +19,7 @@ from tailscope.cli.common import (
     _fail,
     console,
     cpu_fraction_option,
+    distributions_option,
     err_console,
     jaeger_fetch_options,
     jaeger_urls_option,
@@ -119,6 +120,7 @@ def topology() -> None:
     show_default=True,
     help="Carry a capacity diagnose found only at this confidence or above.",
 )
+@distributions_option()
 @click.option(
     "--no-correlation",
     is_flag=True,
@@ -166,6 +168,7 @@ def topology_from_traces(
     cpu_fraction: float | None,
     no_capacities: bool,
     capacity_confidence: str,
+    distributions: str,
     no_correlation: bool,
     deferred_gap_us: float,
     min_traces: int,
@@ -195,6 +198,7 @@ def topology_from_traces(
         capacities=not no_capacities,
         capacity_confidence=capacity_confidence,
         correlation=not no_correlation,
+        distributions=distributions,
     )
     with (
         tempfile.TemporaryDirectory(prefix="tailscope-jaeger-") as tmp,
@@ -325,6 +329,7 @@ def twin_validate(
 @cpu_fraction_option("Share of a span's own time that is CPU (varied ±50 % for the leader).")
 @sampling_option("Fraction of requests that were traced (for the recorded rate).")
 @twin_duration_option(3.0, "Measured time of each twin run.")
+@distributions_option()
 def advise(
     files: tuple[Path, ...],
     jaeger_urls: tuple[str, ...],
@@ -335,6 +340,7 @@ def advise(
     cpu_fraction: float | None,
     sampling: float,
     duration_s: float,
+    distributions: str,
 ) -> None:
     """Infer the twin of trace FILES, validate it, run it under the alternatives (models, pool
     sizes, placements) and rank them; exit 1 when nothing can be inferred, 2 on usage errors."""
@@ -364,7 +370,9 @@ def advise(
             read_traces(inputs),
             model,
             objective_ms=objective_ms,
-            options=InferOptions(cpu_fraction=cpu_fraction, sampling=sampling, name="advise-twin"),
+            options=InferOptions(
+                cpu_fraction=cpu_fraction, sampling=sampling, name="advise-twin", distributions=distributions
+            ),
             duration_s=duration_s,
             quick=quick,
             progress=_progress,

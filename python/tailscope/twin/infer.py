@@ -47,7 +47,7 @@ from tailscope.twin.capacities import (
     capacity_map,
     wait_share_in_place,
 )
-from tailscope.twin.fit import Fit, fit_durations, scale_dist
+from tailscope.twin.fit import EMPIRICAL, Fit, fit_durations, scale_dist
 
 DEFAULT_DEFERRED_GAP_US = 20.0
 DEFAULT_MIN_TRACES = 20
@@ -356,13 +356,18 @@ def _corrected(samples: list[int], label: str, corrections: dict[str, float]) ->
 
 
 def _own_time_stages(
-    samples: list[int], label: str, cpu_fraction: float, fits: list[dict], corrections: dict[str, float]
+    samples: list[int],
+    label: str,
+    cpu_fraction: float,
+    fits: list[dict],
+    corrections: dict[str, float],
+    empirical: bool = False,
 ) -> list[dict]:
     """The parent's own time at one place of the handler as a cpu stage and/or a wait."""
     samples = _corrected(samples, label, corrections)
     if not samples or float(np.median(samples)) / 1000.0 < MIN_OWN_TIME_US:
         return []
-    fit = fit_durations(samples)
+    fit = fit_durations(samples, empirical=empirical)
     fits.append({"stage": label, **fit.to_json()})
     out: list[dict] = []
     if cpu_fraction > 0:
@@ -380,8 +385,10 @@ def _own_time_stages(
     return out
 
 
-def _store_fit(samples: list[int], label: str, fits: list[dict], corrections: dict[str, float]) -> dict:
-    fit: Fit = fit_durations(_corrected(samples, label, corrections))
+def _store_fit(
+    samples: list[int], label: str, fits: list[dict], corrections: dict[str, float], empirical: bool = False
+) -> dict:
+    fit: Fit = fit_durations(_corrected(samples, label, corrections), empirical=empirical)
     fits.append({"stage": label, **fit.to_json()})
     return fit.dist
 
@@ -393,6 +400,7 @@ def _store_stage(
     fits: list[dict],
     corrections: dict[str, float],
     caps: CapacityMap | None,
+    empirical: bool = False,
 ) -> dict:
     """A store stage fitted to its spans: to their inferred service times (the queue wait removed)
     when diagnose found a limit on its population, which becomes the stage's capacity."""
@@ -406,7 +414,7 @@ def _store_stage(
         durations = [i.end_ns - i.start_ns for i in items]
     system = _system(name)
     store: dict = {"span": name, "system": system if system != "store" else _system(op[0])}
-    store["latency"] = _store_fit(durations, label, fits, corrections)
+    store["latency"] = _store_fit(durations, label, fits, corrections, empirical)
     if finding is not None:
         store["capacity"] = finding.servers
     return store
@@ -457,6 +465,7 @@ def model_endpoint(
     corrections: dict[str, float],
     caps: CapacityMap | None = None,
     cpu_adjust: float = 0.0,
+    empirical: bool = False,
 ) -> EndpointModel:
     counts = Counter(i.signature() for i in insts)
     top = counts.most_common(1)[0][0]
@@ -514,10 +523,10 @@ def model_endpoint(
         adjust=cpu_adjust,
     )
     for m, token in enumerate(base):
-        stages += _own_time_stages(own[m], f"{label}.own_{m}", split.fraction, fits, corrections)
+        stages += _own_time_stages(own[m], f"{label}.own_{m}", split.fraction, fits, corrections, empirical)
         obs = [at[m] for _, (at, _) in aligned]
         if token[0] == "store":
-            store = _store_stage(obs, token[1], f"{label}.{token[1]}", fits, corrections, caps)
+            store = _store_stage(obs, token[1], f"{label}.{token[1]}", fits, corrections, caps, empirical)
             count = int(round(float(np.median([len(o.items) for o in obs]))))
             if count > 1:
                 store["count"] = min(count, 1000)
@@ -529,7 +538,11 @@ def model_endpoint(
                 for n, t in enumerate(run):
                     miss_obs = [r[n] for r in misses if len(r) > n and r[n].token() == t]
                     on_miss.append(
-                        {"store": _store_stage(miss_obs, t[1], f"{label}.{t[1]}(miss)", fits, corrections, caps)}
+                        {
+                            "store": _store_stage(
+                                miss_obs, t[1], f"{label}.{t[1]}(miss)", fits, corrections, caps, empirical
+                            )
+                        }
                     )
                 store["hit_ratio"] = round(1 - len(misses) / len(aligned), 4)
                 store["on_miss"] = on_miss
@@ -557,7 +570,7 @@ def model_endpoint(
                     call["capacity"] = c
             _bound_fan_out(group, obs, caps, f"{label}.group_{m}")
             stages.append({"group": group})
-    stages += _own_time_stages(own[len(base)], f"{label}.own_{len(base)}", split.fraction, fits, corrections)
+    stages += _own_time_stages(own[len(base)], f"{label}.own_{len(base)}", split.fraction, fits, corrections, empirical)
     return EndpointModel(
         key,
         name,
@@ -762,6 +775,9 @@ class InferOptions:
     # Carry the measured within-request dependence of endpoint delays as each stage's `shared`
     # loading (False: every stage draws independently, --no-correlation; correlation.py).
     correlation: bool = True
+    # How a stage's durations become its distribution: PARAMETRIC (the kind of the four the KS test
+    # likes best) or EMPIRICAL (the observed quantiles, tail included: fit.py); --distributions.
+    distributions: str = "parametric"
 
 
 def recorded_rate(traces: list[Trace], sampling: float) -> dict:
@@ -899,6 +915,7 @@ def infer(
             corrections or {},
             caps,
             options.cpu_adjust,
+            options.distributions == EMPIRICAL,
         )
         for st in ep.stages:
             if "group" in st:
@@ -952,6 +969,7 @@ def infer(
             "deferred_gap_us": options.deferred_gap_us,
             "min_traces": options.min_traces,
             "correlation": options.correlation,
+            "distributions": options.distributions,
             "probe_tags": probes,
             "launch_inference": "probe tags (trigger and join times)"
             if probes

@@ -20,7 +20,7 @@ import copy
 import math
 
 # The latency distributions' kinds and their duration parameters (native/svc/distribution.h).
-DISTRIBUTION_KINDS = frozenset({"constant", "uniform", "exponential", "lognormal"})
+DISTRIBUTION_KINDS = frozenset({"constant", "uniform", "exponential", "lognormal", "empirical"})
 DURATION_KEYS = ("us", "min_us", "max_us", "mean_us", "median_us", "cap_us")
 # The runtime's own cost per stage on this machine (a timer's overshoot, a wake-up, an RPC hop: tens
 # of µs), which a sped-up twin does not shrink; and the share of the sped-up end-to-end time the
@@ -80,6 +80,8 @@ def speed_up(topology: dict, factor: float) -> dict:
             v = d.get(key)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 d[key] = v / factor
+        if isinstance(d.get("quantiles_us"), list):  # an empirical table: every quantile is a duration
+            d["quantiles_us"] = [v / factor for v in d["quantiles_us"]]
     if isinstance(out.get("call_timeout_ms"), (int, float)):
         out["call_timeout_ms"] = max(1, math.ceil(out["call_timeout_ms"] / factor))
     return out

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from tailscope.diagnose.diagnosis import population_name
 from tailscope.lab import machine
-from tailscope.twin.fit import scale_dist
+from tailscope.twin.fit import EMPIRICAL, scale_dist, table_quantile_us
 from tailscope.units import fmt_ns
 
 CAPACITY, FAN_OUT, PARALLEL, FASTER, CORES = "capacity", "fan_out", "parallel", "faster", "cores"
@@ -192,6 +192,8 @@ def dist_median_us(dist: dict) -> float | None:
         return float(dist["mean_us"]) * math.log(2)
     if kind == "uniform":
         return (float(dist["min_us"]) + float(dist["max_us"])) / 2
+    if kind == EMPIRICAL:
+        return table_quantile_us(dist["quantiles_us"], 0.5)
     return None
 
 
