@@ -740,3 +740,38 @@ def test_a_load_documents_p99_interval_is_read():
     ci = p99_interval(doc)
     assert (ci.estimate_ns, ci.lo_ns, ci.hi_ns, ci.count) == (9e6, 8e6, 11e6, 5000)
     assert p99_interval({}).unavailable == "no latency_intended measurement"
+
+
+def test_a_cost_drift_names_the_services_whose_cpu_per_request_moved():
+    from tailscope.lab.procstat import CLK_TCK, SystemSnapshot
+    from tailscope.studies.soak import CpuMark, interval_cost
+
+    sys0, sys1 = SystemSnapshot(1, 0, 1000, 4000, 0.0, 0), SystemSnapshot(1, 0, 2000, 6000, 0.0, 0)
+    before = CpuMark(sys0, 300, 1.0, {}, {"compose-post-service": 100, "text-service": 200})
+    after = CpuMark(sys1, 800, 1.0, {}, {"compose-post-service": 450, "text-service": 350})
+    c = interval_cost(before, after, requests=1000)
+    tick_ns = 1e9 / CLK_TCK
+    assert c.service_cpu_per_request_ns == {
+        "compose-post-service": pytest.approx(350 * tick_ns / 1000),
+        "text-service": pytest.approx(150 * tick_ns / 1000),
+    }
+    gone = interval_cost(before, CpuMark(sys1, 800, 1.0, {}, {"compose-post-service": None}), requests=1000)
+    assert gone.service_cpu_per_request_ns == {"compose-post-service": None, "text-service": None}
+    # Interval 2's compose-post costs 50 % more per request, text-service 2 % less: the DRIFTED line names
+    # compose-post first.
+    a, b = _costed(1, 10e6, 400e3, 0.0), _costed(2, 10e6, 480e3, 0.0)
+    assert a.cost is not None and b.cost is not None
+    a.cost.service_cpu_per_request_ns = {"compose-post-service": 100e3, "text-service": 50e3}
+    b.cost.service_cpu_per_request_ns = {"compose-post-service": 150e3, "text-service": 49e3}
+    cost = next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("graph CPU per request:"))
+    assert "DRIFTED" in cost
+    assert cost.endswith(
+        "by service, largest change first: compose-post 100 µs → 150 µs (+50 %), text 50 µs → 49 µs (-2 %)"
+    )
+    # A steady cost says nothing more.
+    steady = next(
+        ln
+        for ln in verdicts(_soak(_costed(1, 10e6, 400e3, 0.0), _costed(2, 10e6, 404e3, 0.0)))
+        if ln.startswith("graph")
+    )
+    assert "by service" not in steady

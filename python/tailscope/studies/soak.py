@@ -172,6 +172,8 @@ class IntervalCost:
     idle_share: float | None = None  # idle + iowait: what was left; near 0 the graph queued for CPU
     # Each real store server's process group (store:memcached, …); None: its /proc entry was gone.
     store_cpu_shares: dict[str, float | None] = field(default_factory=dict)
+    # Each service's own CPU ÷ completed requests (ns): which service a graph-wide cost drift is in.
+    service_cpu_per_request_ns: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -306,14 +308,16 @@ class CpuMark:
     graph_ticks: int | None  # None: a service's /proc entry was gone
     children_cpu_s: float
     store_ticks: dict[str, int | None] = field(default_factory=dict)  # by store process name
+    service_ticks: dict[str, int | None] = field(default_factory=dict)  # by service
 
 
 def cpu_mark(pids: dict[str, int], store_pids: dict[str, int] | None = None) -> CpuMark:
-    ticks = [procstat.process_cpu_ticks(p) for p in pids.values()]
+    by_service = {name: procstat.process_cpu_ticks(p) for name, p in pids.items()}
+    ticks = list(by_service.values())
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     graph = None if any(t is None for t in ticks) else sum(t for t in ticks if t is not None)
     stores = {name: procstat.group_cpu_ticks(pid) for name, pid in (store_pids or {}).items()}
-    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime, stores)
+    return CpuMark(procstat.read_system(), graph, ru.ru_utime + ru.ru_stime, stores, by_service)
 
 
 def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCost:
@@ -335,11 +339,17 @@ def interval_cost(before: CpuMark, after: CpuMark, requests: int) -> IntervalCos
         return IntervalCost(requests, None, None, load / total, steal / total, None, idle, store)
     graph = after.graph_ticks - before.graph_ticks
     per_request = graph * tick_s * 1e9 / requests if requests > 0 else None
+    services: dict[str, float | None] = {}
+    for name, b in before.service_ticks.items():
+        a = after.service_ticks.get(name)
+        services[name] = None if a is None or b is None or requests <= 0 else (a - b) * tick_s * 1e9 / requests
     # Tick rounding can make the remainder slightly negative on an otherwise idle machine. A store
     # whose share is unreadable stays in "other" (the line says it is unavailable).
     stores_ticks = sum(s * total for s in store.values() if s is not None)
     other = max(0.0, busy - steal - graph - load - stores_ticks)
-    return IntervalCost(requests, per_request, graph / total, load / total, steal / total, other / total, idle, store)
+    return IntervalCost(
+        requests, per_request, graph / total, load / total, steal / total, other / total, idle, store, services
+    )
 
 
 @dataclass
@@ -782,6 +792,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
         out.append(
             f"graph CPU per request: {fmt_ns(a)} → {fmt_ns(b)} ({d * 100:+.1f} %, interval {iv[-1].index} vs 1) — "
             f"{verdict} (a reading, ±{COST_DRIFT_LIMIT * 100:.0f} %: the graph's own cost)"
+            + (_service_cost_text(first, last) if verdict == "DRIFTED" else "")
         )
     else:
         out.append("graph CPU per request: unavailable — a service's /proc entry was gone or no request completed")
@@ -878,6 +889,23 @@ def _fd_change_text(a: ProcessSample, b: ProcessSample) -> str:
         if (n := b.fd_kinds.get(k, 0)) != a.fd_kinds.get(k, 0)
     ]
     return f"; by kind: {', '.join(changes)}" if changes else ""
+
+
+def _service_cost_text(first: IntervalCost, last: IntervalCost) -> str:
+    """The services whose own CPU per request moved most between two intervals (largest change in ns
+    first, at most three): where a graph-wide cost drift is."""
+    moved = []
+    for name, a in first.service_cpu_per_request_ns.items():
+        b = last.service_cpu_per_request_ns.get(name)
+        if a and b:
+            moved.append((b - a, name, a, b))
+    if not moved:
+        return "; by service: unavailable (no per-service CPU was read)"
+    moved.sort(key=lambda m: -abs(m[0]))
+    return "; by service, largest change first: " + ", ".join(
+        f"{name.removesuffix('-service')} {fmt_ns(a)} → {fmt_ns(b)} ({(b / a - 1) * 100:+.0f} %)"
+        for _, name, a, b in moved[:3]
+    )
 
 
 def maintenance_near_worst(i: Interval) -> list[str]:
