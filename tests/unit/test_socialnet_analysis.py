@@ -166,22 +166,17 @@ def test_core_counts_quick_one_cpu_full_powers_of_two_below_the_allowed():
     assert core_counts(16, True) == [1, 2, 4, 8] and core_counts(6, False) == [1]
 
 
-def test_the_tracing_plan_every_model_at_100_and_1_percent_four_pairs_quick_six_full():
-    # The quick form: every model, each sampling, 4 pairs (issue 30's table from make run).
-    assert tracing_plan(["std-async", "coroutine"], full=False) == [
-        ("std-async", 1.0, 4),
-        ("std-async", 0.01, 4),
-        ("coroutine", 1.0, 4),
-        ("coroutine", 0.01, 4),
-    ]
-    # The full form: the same rows, enough pairs for an interval of the median.
-    assert tracing_plan(["std-async", "coroutine"], full=True) == [
+def test_the_tracing_plan_quick_the_best_at_100_percent_full_every_model_at_100_and_1_percent():
+    # The quick form keeps its length: the best model, 100 % vs off, 4 pairs.
+    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=False) == [("coroutine", 1.0, 4)]
+    # The full form: every model, each sampling, enough pairs for an interval of the median.
+    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=True) == [
         ("std-async", 1.0, 6),
         ("std-async", 0.01, 6),
         ("coroutine", 1.0, 6),
         ("coroutine", 0.01, 6),
     ]
-    assert all(pairs >= analysis.MIN_PAIRS_FOR_INTERVAL for _, _, pairs in tracing_plan(["m"], full=True))
+    assert all(pairs >= analysis.MIN_PAIRS_FOR_INTERVAL for _, _, pairs in tracing_plan(["m"], "m", full=True))
 
 
 # ---- the ratio target and its bracket ---------------------------------------------------------------

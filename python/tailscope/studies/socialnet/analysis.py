@@ -1181,7 +1181,7 @@ def tracing_costs(loads: list[dict]) -> list[TracingCost]:
 
 
 def tracing_cost(loads: list[dict]) -> TracingCost | None:
-    """The first row of tracing_costs (the first model's at 100 %); None when
+    """The first row of tracing_costs (the quick form's only one: the best model at 100 %); None when
     the run has no complete pair."""
     rows = tracing_costs(loads)
     return rows[0] if rows else None
