@@ -225,7 +225,9 @@ std::optional<RequestScope> ServiceRuntime::begin(InboundRequest&& request) {
   rs.sampled = ctx.sampled;
   rs.span.trace_id_high = ctx.trace_id_high;
   rs.span.trace_id_low = ctx.trace_id_low;
-  rs.factor = request_factor(ctx.trace_id_high, ctx.trace_id_low);
+  // The common factor (a hash, log, sqrt and erfc) only where a stage uses it:
+  // every other request's timed path does not pay for it.
+  if (ids_for_every_request_) rs.factor = request_factor(ctx.trace_id_high, ctx.trace_id_low);
   rs.span.parent_span_id = ctx.parent_span_id;
   rs.span.span_id = rs.sampled ? Tracer::new_id() : 0;
   rs.span.service = &service_.name;

@@ -243,7 +243,8 @@ class ServiceRuntime {
   TimerService& timers_;
   int64_t call_timeout_ns_;
   // The topology has correlated stages: the front gives every request a trace
-  // id, unsampled ones too, as the request's common factor derives from it.
+  // id, unsampled ones too, as the request's common factor derives from it, and
+  // only then is the factor computed (request_factor.h).
   const bool ids_for_every_request_;
   ServiceCounters counters_;
   std::mutex clients_mu_;
