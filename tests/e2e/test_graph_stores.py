@@ -150,6 +150,11 @@ def test_the_document_stores_rows_maintenance_and_backend_cpu_are_read_under_an_
             time.sleep(0.5)
         assert grew.live_rows > rows_before, (rows_before, grew)
         assert {"posts", "user_timeline", "social_graph"} <= set(after.tables), sorted(after.tables)
+        # The I/O beside the CPU: rows written and WAL grew with the posts; the sizes are the server's.
+        assert grew.io is not None, grew.io_reason
+        assert grew.io.rows_written > 0 and grew.io.wal_bytes > 0 and grew.io.blocks_hit > 0
+        assert grew.io.shared_buffers_bytes == 64 << 20  # the store's memory_mib (64 by default)
+        assert grew.io.database_bytes > 0 and grew.io.backend_writes >= 0 and grew.io.blocks_read >= 0
         rd = next(x for x in stores_of(ready).servers if x.system == "redis")
         mark, why = redis_stats.read_mark(rd.address)
         assert mark is not None, why

@@ -775,3 +775,74 @@ def test_a_cost_drift_names_the_services_whose_cpu_per_request_moved():
         if ln.startswith("graph")
     )
     assert "by service" not in steady
+
+
+def _services(iv: Interval, probe_ns: float | None, **cpu_ns: float) -> Interval:
+    assert iv.cost is not None
+    iv.cost.service_cpu_per_request_ns = {f"{k}-service": v for k, v in cpu_ns.items()}
+    iv.probe_cpu_ns, iv.probes = probe_ns, 60 if probe_ns else 0
+    return iv
+
+
+def test_a_shared_cost_rise_the_probe_also_shows_is_called_the_machines():
+    from tailscope.studies.soak import cost_attribution
+
+    def line(probe_b: float | None, text_b: float) -> str:
+        a = _services(_costed(1, 10e6, 400e3, 0.0), 1e6, compose=100e3, text=50e3, user=20e3)
+        b = _services(_costed(2, 10e6, 440e3, 0.0), probe_b, compose=110e3, text=text_b, user=22e3)
+        assert a.cost is not None and b.cost is not None
+        return cost_attribution(a.cost, b.cost, a, b)[0]
+
+    # Every service +10 % and the fixed work +10 %: the machine's speed, not the graph.
+    slower = line(1.1e6, 55e3)
+    assert "1 ms → 1.1 ms (+10.0 %, medians of 60 and 60)" in slower
+    assert "moved +10.0 % together (median), range +10…+10 %" in slower
+    assert "none off it by more than 5 %" in slower and slower.endswith(
+        "the machine ran the same work slower (not the graph's own cost)"
+    )
+    # The same services' rise with the probe flat: the graph's own work.
+    own = line(1.0e6, 55e3)
+    assert own.endswith("the graph's own work per request changed")
+    # One service off the shared change is named with its own part.
+    text_off = line(1.1e6, 65e3)
+    assert "off the shared change by more than 5 %: text +20 %" in text_off
+    # No probe: said, and no verdict on the machine.
+    gone = line(None, 55e3)
+    assert "probe (the same loop's CPU time, once a second): unavailable (no probe reading in interval 2)" in gone
+    assert "machine ran" not in gone and "graph's own work" not in gone
+
+
+def test_the_document_stores_io_per_request_and_size_against_its_buffers():
+    from tailscope.lab.docstore_stats import DocstoreActivity, IoActivity
+    from tailscope.studies.soak import docstore_io_lines
+
+    mib = 1 << 20
+    ivs = []
+    for k, (read, writes, size) in enumerate([(600, 0, 50 * mib), (60_000, 1200, 70 * mib)], start=1):
+        iv = _costed(k, 10e6, 400e3, 0.0)  # 60 000 requests
+        iv.docstore = DocstoreActivity(
+            0, 0, 0, 1000 * k, 0, [], IoActivity(read, 9000, 120_000, writes, 7000, 61_440_000, size, 64 * mib)
+        )
+        ivs.append(iv)
+    line = docstore_io_lines(ivs)[0]
+    assert "blocks read from outside its shared buffers 0.01, 1.00" in line
+    assert "buffers a backend wrote to free one 0.00, 0.02" in line
+    assert "WAL KiB 1.0, 1.0" in line  # 61 440 000 B over 60 000 requests
+    assert line.endswith(
+        "database MiB at each interval's end 50, 70 (shared_buffers 64 MiB; larger than them from interval 2)"
+    )
+    # Not read: the reason, never zeros.
+    iv = _costed(1, 10e6, 400e3, 0.0)
+    iv.docstore = DocstoreActivity(0, 0, 0, 10, 0, [], None, "psql exited 2: no such view")
+    assert docstore_io_lines([iv]) == ["document store I/O: unavailable — psql exited 2: no such view"]
+
+
+def test_the_fixed_work_probe_counts_cpu_time_for_its_work():
+    from tailscope.lab.procstat import fixed_work_cpu_ns
+
+    small, large = fixed_work_cpu_ns(1_000), fixed_work_cpu_ns(100_000)
+    assert 0 < small < large
+    # Sleeping is not work: thread CPU time does not count it.
+    t0 = time.thread_time_ns()
+    time.sleep(0.05)
+    assert time.thread_time_ns() - t0 < 50_000_000

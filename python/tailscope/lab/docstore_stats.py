@@ -47,6 +47,18 @@ _SERVER_SQL = (
     "SELECT (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter), "
     "coalesce(extract(epoch FROM (pg_control_checkpoint()).checkpoint_time)::text, '')"
 )
+# What the server's work per request is made of, beside its CPU: blocks it had to read from outside
+# its shared buffers (the OS page cache or the disk: a pread each), blocks found in them, buffers a
+# backend had to write itself to free one (no clean buffer left: the bgwriter and checkpointer fell
+# behind), WAL bytes written, and the database's size against shared_buffers. PostgreSQL 15's
+# pg_stat_database, pg_stat_bgwriter, pg_current_wal_lsn(), pg_database_size(). A separate query, so a
+# server whose views differ still gives its maintenance counters.
+_IO_SQL = (
+    "SELECT d.blks_read, d.blks_hit, d.tup_inserted + d.tup_updated, b.buffers_backend, b.buffers_alloc, "
+    "pg_current_wal_lsn() - '0/0'::pg_lsn, pg_database_size(current_database()), "
+    "pg_size_bytes(current_setting('shared_buffers')) "
+    "FROM pg_stat_database d, pg_stat_bgwriter b WHERE d.datname = current_database()"
+)
 
 
 @dataclass(frozen=True)
@@ -60,12 +72,55 @@ class TableMark:
 
 
 @dataclass(frozen=True)
+class IoMark:
+    """The server's cumulative I/O counters at one moment (_IO_SQL), and its sizes then."""
+
+    blocks_read: int
+    blocks_hit: int
+    rows_written: int  # inserted + updated
+    backend_writes: int  # buffers written by a backend to free one
+    buffers_allocated: int
+    wal_bytes: int
+    database_bytes: int
+    shared_buffers_bytes: int
+
+
+@dataclass(frozen=True)
+class IoActivity:
+    """The I/O between two marks; sizes at the end."""
+
+    blocks_read: int
+    blocks_hit: int
+    rows_written: int
+    backend_writes: int
+    buffers_allocated: int
+    wal_bytes: int
+    database_bytes: int
+    shared_buffers_bytes: int
+
+
+def io_between(before: IoMark, after: IoMark) -> IoActivity:
+    return IoActivity(
+        after.blocks_read - before.blocks_read,
+        after.blocks_hit - before.blocks_hit,
+        after.rows_written - before.rows_written,
+        after.backend_writes - before.backend_writes,
+        after.buffers_allocated - before.buffers_allocated,
+        after.wal_bytes - before.wal_bytes,
+        after.database_bytes,
+        after.shared_buffers_bytes,
+    )
+
+
+@dataclass(frozen=True)
 class DocstoreMark:
     """The cumulative maintenance counters at one moment."""
 
     tables: dict[str, TableMark]
     checkpoints: int
     last_checkpoint_epoch_s: float | None
+    io: IoMark | None = None  # None with io_reason when _IO_SQL could not be read
+    io_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +141,8 @@ class DocstoreActivity:
     live_rows: int  # at the end
     dead_rows: int  # at the end
     events: list[MaintenanceEvent] = field(default_factory=list)
+    io: IoActivity | None = None  # None with io_reason when either mark had no I/O reading
+    io_reason: str = ""
 
 
 def psql_binary() -> str | None:
@@ -152,7 +209,18 @@ def read_mark(address: str) -> tuple[DocstoreMark | None, str]:
         checkpoints, last = int(server[0][0]), _epoch(server[0][1])
     except (IndexError, ValueError) as e:
         return None, f"unexpected psql output ({e})"
-    return DocstoreMark(marks, checkpoints, last), ""
+    io, io_reason = read_io(address)
+    return DocstoreMark(marks, checkpoints, last, io, io_reason), ""
+
+
+def read_io(address: str) -> tuple[IoMark | None, str]:
+    rows, why = _query(address, _IO_SQL)
+    if rows is None:
+        return None, why
+    try:
+        return IoMark(*(int(x) for x in rows[0][:8])), ""
+    except (IndexError, ValueError, TypeError) as e:
+        return None, f"unexpected psql output for the I/O counters ({e})"
 
 
 def activity(before: DocstoreMark, after: DocstoreMark, start_epoch_s: float, end_epoch_s: float) -> DocstoreActivity:
@@ -181,6 +249,8 @@ def activity(before: DocstoreMark, after: DocstoreMark, start_epoch_s: float, en
         sum(t.live_rows for t in after.tables.values()),
         sum(t.dead_rows for t in after.tables.values()),
         events,
+        io_between(before.io, after.io) if before.io and after.io else None,
+        before.io_reason or after.io_reason if not (before.io and after.io) else "",
     )
 
 

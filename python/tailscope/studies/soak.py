@@ -238,6 +238,10 @@ class Interval:
     p99_ci_ns: tuple[float, float] | None = None
     p99_ci_unavailable: str = ""
     samples: int = 0
+    # The fixed-work probe's median CPU time over the interval (procstat.fixed_work_cpu_ns) and how many
+    # probes it is the median of: the machine's own speed, read beside the graph's cost.
+    probe_cpu_ns: float | None = None
+    probes: int = 0
 
 
 @dataclass
@@ -364,6 +368,8 @@ class MachinePoint:
     # Every named process's cumulative CPU ticks (services: the process; stores: the process group),
     # read on every PROCESS_SAMPLE_EVERY-th sample only; None on the others.
     cpu_ticks: dict[str, int | None] | None = None
+    # The fixed-work probe's CPU time (procstat.fixed_work_cpu_ns), on the same samples as cpu_ticks.
+    probe_cpu_ns: int | None = None
 
 
 class MachineSampler(procstat.PeriodicSampler):
@@ -394,7 +400,9 @@ class MachineSampler(procstat.PeriodicSampler):
     def tick(self) -> None:
         snap = procstat.read_system()
         if snap.cpu_total_ticks > 0:
-            processes = self._process_ticks() if self._ticks % PROCESS_SAMPLE_EVERY == 0 else None
+            every = self._ticks % PROCESS_SAMPLE_EVERY == 0
+            processes = self._process_ticks() if every else None
+            probe = procstat.fixed_work_cpu_ns() if every else None
             self._ticks += 1
             self.points.append(
                 MachinePoint(
@@ -405,6 +413,7 @@ class MachineSampler(procstat.PeriodicSampler):
                     snap.cpu_steal_ticks,
                     procstat.read_pressure(),
                     processes,
+                    probe,
                 )
             )
 
@@ -794,6 +803,7 @@ def drift_readings(iv: list[Interval]) -> list[str]:
             f"{verdict} (a reading, ±{COST_DRIFT_LIMIT * 100:.0f} %: the graph's own cost)"
             + (_service_cost_text(first, last) if verdict == "DRIFTED" else "")
         )
+        out.extend(cost_attribution(first, last, iv[0], iv[-1]))
     else:
         out.append("graph CPU per request: unavailable — a service's /proc entry was gone or no request completed")
     out.append(
@@ -891,6 +901,57 @@ def _fd_change_text(a: ProcessSample, b: ProcessSample) -> str:
     return f"; by kind: {', '.join(changes)}" if changes else ""
 
 
+def probe_change(a: Interval, b: Interval) -> float | None:
+    """The fixed-work probe's relative change from interval a to b; None where either had no probe."""
+    if not a.probe_cpu_ns or not b.probe_cpu_ns:
+        return None
+    return b.probe_cpu_ns / a.probe_cpu_ns - 1.0
+
+
+def cost_attribution(first: IntervalCost, last: IntervalCost, a: Interval, b: Interval) -> list[str]:
+    """Whether a change in the graph's cost is the machine's or the graph's, as values first: the
+    services' CPU-per-request ratios (their median: the change they share; the services off it by more
+    than COST_DRIFT_LIMIT: their own), and the fixed-work probe's change over the same intervals (the
+    machine's speed). A shared change the probe also shows is the machine running the same work slower."""
+    ratios = {
+        n: y / x
+        for n, x in first.service_cpu_per_request_ns.items()
+        if x and (y := last.service_cpu_per_request_ns.get(n))
+    }
+    probe = probe_change(a, b)
+    probe_text = (
+        f"unavailable (no probe reading in interval {a.index if not a.probe_cpu_ns else b.index})"
+        if probe is None
+        else f"{fmt_ns(a.probe_cpu_ns or 0)} → {fmt_ns(b.probe_cpu_ns or 0)} ({probe * 100:+.1f} %, medians of "
+        f"{a.probes} and {b.probes})"
+    )
+    line = f"fixed-work probe (the same loop's CPU time, once a second): {probe_text}"
+    if len(ratios) < 2:
+        return [line]
+    common = statistics.median(ratios.values()) - 1.0
+    own = sorted(
+        ((r - 1.0 - common, n) for n, r in ratios.items() if abs(r - 1.0 - common) > COST_DRIFT_LIMIT),
+        key=lambda x: -abs(x[0]),
+    )
+    line += (
+        f"; the {len(ratios)} services' CPU per request moved {common * 100:+.1f} % together (median), "
+        f"range {(min(ratios.values()) - 1) * 100:+.0f}…{(max(ratios.values()) - 1) * 100:+.0f} %"
+    )
+    line += (
+        "; off the shared change by more than "
+        f"{COST_DRIFT_LIMIT * 100:.0f} %: "
+        + ", ".join(f"{n.removesuffix('-service')} {d * 100:+.0f} %" for d, n in own)
+        if own
+        else f"; none off it by more than {COST_DRIFT_LIMIT * 100:.0f} %"
+    )
+    if probe is not None and abs(common) > COST_DRIFT_LIMIT:
+        if abs(probe - common) <= COST_DRIFT_LIMIT:
+            line += " — the probe moved as much: the machine ran the same work slower (not the graph's own cost)"
+        else:
+            line += " — the probe did not move as much: the graph's own work per request changed"
+    return [line]
+
+
 def _service_cost_text(first: IntervalCost, last: IntervalCost) -> str:
     """The services whose own CPU per request moved most between two intervals (largest change in ns
     first, at most three): where a graph-wide cost drift is."""
@@ -957,7 +1018,33 @@ def docstore_lines(iv: list[Interval]) -> list[str]:
 
         rho = float(spearmanr([p for p, _ in ranked], [c for _, c in ranked]).statistic)
         out.append(f"p99 vs the document store's CPU over {len(ranked)} intervals: Spearman ρ {rho:+.2f}")
+    out.extend(docstore_io_lines(read))
     return out
+
+
+def docstore_io_lines(read: list[Interval]) -> list[str]:
+    """The document store's I/O per completed request by interval (lab/docstore_stats.IoActivity): whether
+    its work per request grew with its tables — blocks read from outside its shared buffers, buffers a
+    backend had to write itself to free one, WAL — and its database's size against shared_buffers."""
+    with_io = [(i, i.docstore.io) for i in read if i.docstore and i.docstore.io and i.cost and i.cost.requests > 0]
+    if not with_io:
+        why = sorted({i.docstore.io_reason for i in read if i.docstore and i.docstore.io_reason})
+        return [f"document store I/O: unavailable — {'; '.join(why) or 'not read in any interval'}"]
+
+    def per_request(get: Callable[[Any], float], digits: int = 2) -> str:
+        return ", ".join(f"{get(io) / i.cost.requests:.{digits}f}" for i, io in with_io if i.cost)
+
+    mib = 1 << 20
+    sizes = ", ".join(f"{io.database_bytes / mib:.0f}" for _, io in with_io)
+    shared = with_io[-1][1].shared_buffers_bytes / mib
+    over = next((i.index for i, io in with_io if io.database_bytes > io.shared_buffers_bytes), None)
+    return [
+        f"document store I/O per request by interval: blocks read from outside its shared buffers "
+        f"{per_request(lambda io: io.blocks_read)}; buffers a backend wrote to free one "
+        f"{per_request(lambda io: io.backend_writes)}; WAL KiB {per_request(lambda io: io.wal_bytes / 1024, 1)}; "
+        f"database MiB at each interval's end {sizes} (shared_buffers {shared:.0f} MiB"
+        + (f"; larger than them from interval {over})" if over else "; never larger than them)")
+    ]
 
 
 def redis_lines(iv: list[Interval]) -> list[str]:
@@ -1190,6 +1277,8 @@ def soak_model(
                 ci.unavailable,
                 ci.count,
             )
+            probes = [p.probe_cpu_ns for p in machine.points if p.probe_cpu_ns is not None]
+            iv.probe_cpu_ns, iv.probes = (statistics.median(probes) if probes else None), len(probes)
             hlog.unlink(missing_ok=True)
             soak.intervals.append(iv)
             on_interval(soak, iv)
