@@ -4,6 +4,7 @@ met the objective, which models to bisect); it never builds report text."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -53,7 +54,13 @@ from tailscope.studies.socialnet.analysis import (
     simulated_arm_models,
     simulated_arm_skip_reason,
 )
-from tailscope.studies.socialnet.tracing import run_tracing_pairs, tracing_steps
+from tailscope.studies.socialnet.tracing import (
+    FULL_TRACING_PAIRS,
+    TRACING_PAIRS,
+    TRACING_SAMPLES,
+    run_tracing_pairs,
+    tracing_steps,
+)
 from tailscope.units import fmt_count
 
 CONNECTION_SWEEP = [20, 50, 100]
@@ -65,15 +72,6 @@ REFINE_STEPS = 2
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
 PING_WARMUP = 200
-# Tracing off/on pairs for the tracing-cost rows (issue 30 asks for >= 4), run by tracing.py: both
-# sides of every pair on one warmed graph per (model, sampling), the front's sampling paused and
-# resumed by a signal, in ABBA order. Not restarting a graph per point, the quick form affords the
-# best model at 100 % and at TRACE_SAMPLE with TRACING_PAIRS each (2 × (1 + 8) points of 2.5 s plus
-# two graph starts); the full form runs every model at each of TRACING_SAMPLES with
-# FULL_TRACING_PAIRS: an interval of the median needs 6 (analysis.MIN_PAIRS_FOR_INTERVAL).
-TRACING_PAIRS = 4
-FULL_TRACING_PAIRS = 6
-TRACING_SAMPLES = (1.0, TRACE_SAMPLE)
 # The simulated-stores arm (2d below) runs at most two models: std-async and the best at the objective.
 SIMULATED_ARM_MODELS = 2
 
@@ -358,12 +356,17 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
     # compared at (trace_sample), so the analysis groups them by (model, sampling).
     for model, sample, pairs in tracing_plan(models, best, ctx.form == "full"):
         pct = f"{sample * 100:g}"
+
+        def closed_loop(port: int) -> dict:
+            return load(port, 0, CONNECTIONS)
+
+        def record(d: dict, kind: str, point: str, model: str = model) -> None:
+            store_load(d, model, kind, 0, CONNECTIONS, point)
+
         run_tracing_pairs(
-            lambda sample, traces, model=model, pct=pct: start_graph(
-                model, art / f"graph-{model}-tracing-{pct}.json", sample, traces
-            ),
-            lambda port: load(port, 0, CONNECTIONS),
-            lambda d, kind, point, model=model: store_load(d, model, kind, 0, CONNECTIONS, point),
+            functools.partial(start_graph, model, art / f"graph-{model}-tracing-{pct}.json"),
+            closed_loop,
+            record,
             model,
             sample,
             pairs,
