@@ -106,6 +106,7 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
     exporter->start();
     Tracer::set_sink(exporter.get());
   }
+  take_pending_sampling_signals();  // a pause sent while this service started holds from its first request
   instance.start();
   std::cout
       << json{{"listening", ports[f.service]}, {"address", f.bind}, {"service", f.service}, {"pid", getpid()}}.dump()

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <random>
@@ -187,6 +188,12 @@ bool take_sampling_signal(int sig) {
   if (sig != kPauseSamplingSignal && sig != kResumeSamplingSignal) return false;
   Tracer::set_sampling_paused(sig == kPauseSamplingSignal);
   return true;
+}
+void take_pending_sampling_signals() {
+  const sigset_t switches = signal_set({kPauseSamplingSignal, kResumeSamplingSignal});
+  const timespec now{0, 0};
+  int sig;
+  while ((sig = sigtimedwait(&switches, nullptr, &now)) > 0) take_sampling_signal(sig);
 }
 int wait_for_stop_switching_sampling(const sigset_t& signals, int64_t deadline_ns) {
   for (;;) {

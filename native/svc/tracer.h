@@ -114,6 +114,11 @@ inline constexpr int kPauseSamplingSignal = SIGUSR1;
 inline constexpr int kResumeSamplingSignal = SIGUSR2;
 // Applies `sig` if it is one of the two (and says so); any other signal: false.
 bool take_sampling_signal(int sig);
+// Applies the switch signals already pending (blocked), without waiting: a
+// service calls it before it starts serving, so a pause sent while it was
+// starting (the supervisor's, to a restarted service) holds from its first
+// request, not only from its wait loop on.
+void take_pending_sampling_signals();
 // A service's wait: wait_for_stop (core/stop_signals.h) on `signals`, which
 // holds the two switch signals too, applying each switch signal taken on the
 // way; returns the first other signal, or 0 at `deadline_ns` (0: none).

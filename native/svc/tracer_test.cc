@@ -78,6 +78,24 @@ TEST(Tracer, SamplingSignalsSwitchSamplingWithoutEndingTheWait) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+TEST(Tracer, PendingSamplingSignalsAreTakenWithoutWaiting) {
+  Tracer::configure(1.0);
+  Tracer::set_sampling_paused(false);
+  const sigset_t set = signal_set({kPauseSamplingSignal, kResumeSamplingSignal});
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  take_pending_sampling_signals();  // none pending: returns at once, nothing changed
+  EXPECT_FALSE(Tracer::sampling_paused());
+  pthread_kill(pthread_self(), kPauseSamplingSignal);
+  take_pending_sampling_signals();
+  EXPECT_TRUE(Tracer::sampling_paused());
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_FALSE(sigismember(&pending, kPauseSamplingSignal));
+  Tracer::set_sampling_paused(false);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {
   Tracer::configure(1.0);
   const std::string odd_service = "svc \"quoted\" \\ tab\t";

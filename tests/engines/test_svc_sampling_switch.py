@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -59,5 +61,24 @@ def test_paused_requests_record_no_span_and_resumed_ones_do(topo_json, tmp_path)
     assert doc["totals"]["restarts"] == [], "a sampling signal stopped a service"
     recorded = {int(t["traceID"], 16) for t in json.loads((traces / "traces.jaeger.json").read_text())["data"]}
     assert set(before) <= recorded
+    assert not set(paused) & recorded
+    assert set(resumed) <= recorded
+
+
+def test_a_front_restarted_while_paused_stays_paused(topo_json, tmp_path):
+    front = json.loads(topo_json.read_text())["front"]["service"]
+    paused, resumed = [0x400 + i for i in range(3)], [0x500 + i for i in range(3)]
+    traces, out = tmp_path / "traces", tmp_path / "svc.json"
+    with graph(topo_json, "coroutine", out, trace_sample=1.0, traces=traces, stores="simulated") as (port, ready):
+        set_trace_sampling(ready, False)
+        time.sleep(SWITCH_SETTLE_S)
+        os.kill(ready["pids"][front], signal.SIGKILL)  # the supervisor restarts it (--restart-ms, 1 s)
+        _send(port, paused)  # queued on the supervisor's listener until the new front takes them
+        set_trace_sampling(ready, True)
+        time.sleep(SWITCH_SETTLE_S)
+        _send(port, resumed)
+    doc = json.loads(out.read_text())
+    assert [r["service"] for r in doc["totals"]["restarts"]] == [front]
+    recorded = {int(t["traceID"], 16) for t in json.loads((traces / "traces.jaeger.json").read_text())["data"]}
     assert not set(paused) & recorded
     assert set(resumed) <= recorded
