@@ -63,7 +63,7 @@ TEST(Tracer, SamplingSignalsSwitchSamplingWithoutEndingTheWait) {
   pthread_sigmask(SIG_BLOCK, &set, &old);
   // Pending together: the switch is taken first (lower signal number), then SIGTERM ends the wait.
   pthread_kill(pthread_self(), kPauseSamplingSignal);
-  pthread_kill(pthread_self(), SIGTERM);
+  pthread_kill(pthread_self(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread): blocked, taken by the wait
   EXPECT_EQ(wait_for_stop_switching_sampling(set, monotonic_ns() + 5'000'000'000), SIGTERM);
   EXPECT_TRUE(Tracer::sampling_paused());
   EXPECT_FALSE(Tracer::sample_root());
