@@ -86,7 +86,8 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
       throw std::runtime_error("--cpus " + f.cpus + ": sched_setaffinity: " + std::strerror(err));
   }
   Tracer::configure(f.trace_sample);
-  const sigset_t set = signal_set({SIGINT, SIGTERM});
+  // The stop signals and the sampling switch (tracer.h): taken by the wait below, never delivered.
+  const sigset_t set = signal_set({SIGINT, SIGTERM, kPauseSamplingSignal, kResumeSamplingSignal});
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits the mask
   std::unique_ptr<SpanSpiller> spiller;       // spans go to disk during the run: memory stays bounded
   if (!f.traces_dir.empty()) spiller = std::make_unique<SpanSpiller>(f.traces_dir, f.service);
@@ -105,12 +106,14 @@ int run_service_process(const ServiceOptions& f, int argc, char** argv) {
     exporter->start();
     Tracer::set_sink(exporter.get());
   }
+  take_pending_sampling_signals();  // a pause sent while this service started holds from its first request
   instance.start();
   std::cout
       << json{{"listening", ports[f.service]}, {"address", f.bind}, {"service", f.service}, {"pid", getpid()}}.dump()
       << std::endl;
   const int64_t started = monotonic_ns();
-  wait_for_stop(set, f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0);
+  const int64_t deadline = f.duration_s > 0 ? started + static_cast<int64_t>(f.duration_s * 1e9) : 0;
+  wait_for_stop_switching_sampling(set, deadline);
   instance.stop();
   timers.stop();
   sampler.stop();

@@ -123,7 +123,8 @@ class Supervisor {
   void open_listeners();
   pid_t spawn(const SupervisedChild& c);
   // Until SIGINT/SIGTERM (in `signals`, blocked) or the deadline (0: none):
-  // samples placement, reaps and restarts children.
+  // samples placement, reaps and restarts children, forwards the sampling
+  // switch (SIGUSR1 / SIGUSR2, tracer.h) to every service.
   void watch(const sigset_t& signals, int64_t deadline_ns);
   // SIGTERM to everyone, up to kStopGraceNs, then SIGKILL to the stragglers.
   void stop_children();
@@ -147,6 +148,8 @@ class Supervisor {
   std::string self_;
   int64_t started_ns_ = 0;
   json restarts_ = json::array();
+  // The sampling switch's last state (tracer.h), given to a restarted service too.
+  bool sampling_paused_ = false;
 };
 
 void Supervisor::open_listeners() {
@@ -200,9 +203,11 @@ pid_t Supervisor::spawn(const SupervisedChild& c) {
     // calls to peers) belongs to that namespace. Its listener already does.
     if (!enter_netns(c.netns_fd)) _exit(124);
     internal::apply_placement_in_child(profiling, profiling.services.at(c.service));
-    sigset_t none;
-    sigemptyset(&none);
-    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    // Only the sampling switch stays blocked across exec: one sent before the
+    // service reaches its wait loop stays pending there, instead of killing it
+    // (their default action) while it starts.
+    const sigset_t switch_only = signal_set({kPauseSamplingSignal, kResumeSamplingSignal});
+    pthread_sigmask(SIG_SETMASK, &switch_only, nullptr);
     ::fcntl(c.listen_fd, F_SETFD, 0);  // this child's listener survives exec; the others do not
     const int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, STDOUT_FILENO);  // the readiness line is the parent's to print
@@ -247,10 +252,17 @@ void Supervisor::watch(const sigset_t& signals, int64_t deadline_ns) {
         }
     }
     if (sig == SIGINT || sig == SIGTERM || (deadline_ns && monotonic_ns() >= deadline_ns)) break;
+    if (sig == kPauseSamplingSignal || sig == kResumeSamplingSignal) {
+      // The sampling switch (tracer.h), for every service: the caller knows one pid, this one.
+      sampling_paused_ = sig == kPauseSamplingSignal;
+      for (const auto& c : children_)
+        if (c.pid > 0) ::kill(c.pid, sig);
+    }
     for (auto& c : children_)
       if (restart_due(c, monotonic_ns(), o_.restart_ms)) {
         c.pid = spawn(c);
         ++c.restarts;
+        if (sampling_paused_) ::kill(c.pid, kPauseSamplingSignal);  // pending until its wait loop takes it
       }
   }
 }
@@ -374,7 +386,7 @@ int Supervisor::run() {
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   parts_dir_ = tmpl;
   if (!o_.traces_dir.empty()) ensure_directory(o_.traces_dir + "/parts");
-  const sigset_t signals = signal_set({SIGINT, SIGTERM, SIGCHLD});
+  const sigset_t signals = signal_set({SIGINT, SIGTERM, SIGCHLD, kPauseSamplingSignal, kResumeSamplingSignal});
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <random>
@@ -20,6 +21,7 @@
 #include "core/clock.h"
 #include "core/decimal.h"
 #include "core/result_writer.h"
+#include "core/stop_signals.h"
 #include "core/thread_name.h"
 #include "svc/span_spill.h"
 #include "trace/trace.h"
@@ -114,6 +116,10 @@ IdGenerator& id_rng() {
 // Outside the Registry (a function-local static, guarded on every access):
 // read on every request's sampling decision.
 constinit std::atomic<double> g_sample_rate{0.0};
+// Set by a signal (take_sampling_signal) from the service's main thread, read
+// by every root request: relaxed, as a request that races a flip may go
+// either way.
+constinit std::atomic<bool> g_sampling_paused{false};
 
 // A thread's claim on a buffer. Buffers outlive their threads (the spans are
 // exported later) but are recycled: a thread that exits hands its buffer back
@@ -176,7 +182,27 @@ void Tracer::configure(double sample_rate, size_t max_spans_per_thread) {
   r.unix_offset_ns = realtime_ns() - monotonic_ns();
 }
 double Tracer::sample_rate() { return g_sample_rate.load(std::memory_order_relaxed); }
+void Tracer::set_sampling_paused(bool paused) { g_sampling_paused.store(paused, std::memory_order_relaxed); }
+bool Tracer::sampling_paused() { return g_sampling_paused.load(std::memory_order_relaxed); }
+bool take_sampling_signal(int sig) {
+  if (sig != kPauseSamplingSignal && sig != kResumeSamplingSignal) return false;
+  Tracer::set_sampling_paused(sig == kPauseSamplingSignal);
+  return true;
+}
+void take_pending_sampling_signals() {
+  const sigset_t switches = signal_set({kPauseSamplingSignal, kResumeSamplingSignal});
+  const timespec now{0, 0};
+  int sig;
+  while ((sig = sigtimedwait(&switches, nullptr, &now)) > 0) take_sampling_signal(sig);
+}
+int wait_for_stop_switching_sampling(const sigset_t& signals, int64_t deadline_ns) {
+  for (;;) {
+    const int sig = wait_for_stop(signals, deadline_ns);
+    if (!take_sampling_signal(sig)) return sig;
+  }
+}
 bool Tracer::sample_root() {
+  if (g_sampling_paused.load(std::memory_order_relaxed)) return false;
   const double rate = sample_rate();
   if (rate <= 0) return false;
   if (rate >= 1) return true;

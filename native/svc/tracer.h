@@ -16,8 +16,14 @@
 //
 // Sampling is decided once at the root (the front) with probability
 // sample_rate and travels in the trace context; unsampled requests record
-// nothing anywhere downstream.
+// nothing anywhere downstream. The root decision can be paused while the
+// service runs (SIGUSR1 pauses, SIGUSR2 resumes at sample_rate: see
+// take_sampling_signal), so tracing on and off can be compared on one warmed
+// graph instead of two fresh ones (issue 30: fresh graphs differed more from
+// each other than tracing costs).
 #pragma once
+
+#include <signal.h>
 
 #include <atomic>
 #include <cstdint>
@@ -72,8 +78,13 @@ class Tracer {
   // sample_rate in [0, 1]; 0 disables recording entirely.
   static void configure(double sample_rate, size_t max_spans_per_thread = 1 << 20);
   static double sample_rate();
-  static bool sample_root();  // the front's sampling decision
-  static uint64_t new_id();   // random non-zero 64-bit id
+  static bool sample_root();  // the front's sampling decision (false while paused)
+  // Paused: every new root request is unsampled, as with sample_rate 0;
+  // resumed: sampled at sample_rate again. Requests already in flight keep
+  // the decision they were given. sample_rate() is unchanged by a pause.
+  static void set_sampling_paused(bool paused);
+  static bool sampling_paused();
+  static uint64_t new_id();  // random non-zero 64-bit id
   static void record(const SpanRecord& span);
   // Live export: every recorded span is also offered to `sink` (nullptr: none).
   // Set it before recording starts and clear it after every recording thread
@@ -92,6 +103,26 @@ class Tracer {
   // monotonic → Unix epoch ns, fixed at configure().
   static int64_t to_unix_ns(int64_t monotonic);
 };
+
+// The run-time sampling switch of a running service: SIGUSR1 pauses the root
+// sampling decision, SIGUSR2 resumes it. A service process blocks both with
+// its stop signals and takes them in its wait loop; the supervisor (--all)
+// forwards them to every service it runs (only the front decides sampling;
+// the others follow the parent's flag), so a caller signals the one pid it
+// started.
+inline constexpr int kPauseSamplingSignal = SIGUSR1;
+inline constexpr int kResumeSamplingSignal = SIGUSR2;
+// Applies `sig` if it is one of the two (and says so); any other signal: false.
+bool take_sampling_signal(int sig);
+// Applies the switch signals already pending (blocked), without waiting: a
+// service calls it before it starts serving, so a pause sent while it was
+// starting (the supervisor's, to a restarted service) holds from its first
+// request, not only from its wait loop on.
+void take_pending_sampling_signals();
+// A service's wait: wait_for_stop (core/stop_signals.h) on `signals`, which
+// holds the two switch signals too, applying each switch signal taken on the
+// way; returns the first other signal, or 0 at `deadline_ns` (0: none).
+int wait_for_stop_switching_sampling(const sigset_t& signals, int64_t deadline_ns);
 
 // One span per line (NDJSON), every field including the five probe stamps
 // (Unix ns): the lossless form that per-process files are merged from.

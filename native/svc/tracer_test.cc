@@ -3,6 +3,8 @@
 #include "svc/tracer.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +15,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/clock.h"
+#include "core/stop_signals.h"
 
 namespace tailscope::svc {
 namespace {
@@ -35,6 +40,60 @@ std::filesystem::path temp_dir() {
   auto dir = std::filesystem::temp_directory_path() / ("tailscope-tracer-test-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir;
+}
+
+TEST(Tracer, PausedSamplingSamplesNoRootAndResumesAtTheConfiguredRate) {
+  Tracer::configure(1.0);
+  Tracer::set_sampling_paused(false);
+  EXPECT_TRUE(Tracer::sample_root());
+  Tracer::set_sampling_paused(true);
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(Tracer::sample_root());
+  EXPECT_EQ(Tracer::sample_rate(), 1.0);  // a pause is not a new rate
+  Tracer::set_sampling_paused(false);
+  EXPECT_TRUE(Tracer::sample_root());
+  Tracer::configure(0.0);  // resumed at rate 0: still nothing sampled
+  EXPECT_FALSE(Tracer::sample_root());
+}
+
+TEST(Tracer, SamplingSignalsSwitchSamplingWithoutEndingTheWait) {
+  Tracer::configure(1.0);
+  Tracer::set_sampling_paused(false);
+  const sigset_t set = signal_set({SIGTERM, kPauseSamplingSignal, kResumeSamplingSignal});
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  // Pending together: the switch is taken first (lower signal number), then SIGTERM ends the wait.
+  pthread_kill(pthread_self(), kPauseSamplingSignal);
+  pthread_kill(pthread_self(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread): blocked, taken by the wait
+  EXPECT_EQ(wait_for_stop_switching_sampling(set, monotonic_ns() + 5'000'000'000), SIGTERM);
+  EXPECT_TRUE(Tracer::sampling_paused());
+  EXPECT_FALSE(Tracer::sample_root());
+  // A resume alone does not end the wait either: it runs to its deadline.
+  pthread_kill(pthread_self(), kResumeSamplingSignal);
+  EXPECT_EQ(wait_for_stop_switching_sampling(set, monotonic_ns() + 50'000'000), 0);
+  EXPECT_FALSE(Tracer::sampling_paused());
+  EXPECT_TRUE(Tracer::sample_root());
+  // Any other signal is not a switch.
+  EXPECT_FALSE(take_sampling_signal(SIGTERM));
+  EXPECT_FALSE(take_sampling_signal(0));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+TEST(Tracer, PendingSamplingSignalsAreTakenWithoutWaiting) {
+  Tracer::configure(1.0);
+  Tracer::set_sampling_paused(false);
+  const sigset_t set = signal_set({kPauseSamplingSignal, kResumeSamplingSignal});
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  take_pending_sampling_signals();  // none pending: returns at once, nothing changed
+  EXPECT_FALSE(Tracer::sampling_paused());
+  pthread_kill(pthread_self(), kPauseSamplingSignal);
+  take_pending_sampling_signals();
+  EXPECT_TRUE(Tracer::sampling_paused());
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_FALSE(sigismember(&pending, kPauseSamplingSignal));
+  Tracer::set_sampling_paused(false);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 TEST(Tracer, SpanLineIsTheSameObjectAsSpanToJson) {

@@ -46,9 +46,9 @@ def test_run_writes_store_report_and_latest(results_dir):
     ).fetchone()[0]
     assert n == 12  # 6 references x pinned/unpinned
     studies = {r[0] for r in con.execute("SELECT DISTINCT study FROM documents WHERE run_id = ?", [run_id]).fetchall()}
-    from tailscope.studies.registry import all_studies
+    from tailscope.studies.registry import default_studies
 
-    assert studies == {s.name for s in all_studies()}  # every study ran, none failed
+    assert studies == {s.name for s in default_studies()}  # every default study ran, none failed
     assert con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] == "complete"
     con.close()
 

@@ -166,9 +166,12 @@ def test_core_counts_quick_one_cpu_full_powers_of_two_below_the_allowed():
     assert core_counts(16, True) == [1, 2, 4, 8] and core_counts(6, False) == [1]
 
 
-def test_the_tracing_plan_quick_the_best_at_100_percent_full_every_model_at_100_and_1_percent():
-    # The quick form keeps its length: the best model, 100 % vs off, 4 pairs.
-    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=False) == [("coroutine", 1.0, 4)]
+def test_the_tracing_plan_quick_the_best_at_100_and_1_percent_full_every_model_at_both():
+    # The quick form: the best model, 100 % and 1 % vs off, 4 pairs each (one graph per sampling).
+    assert tracing_plan(["std-async", "coroutine"], "coroutine", full=False) == [
+        ("coroutine", 1.0, 4),
+        ("coroutine", 0.01, 4),
+    ]
     # The full form: every model, each sampling, enough pairs for an interval of the median.
     assert tracing_plan(["std-async", "coroutine"], "coroutine", full=True) == [
         ("std-async", 1.0, 6),

@@ -24,6 +24,7 @@ from tailscope.store import EngineDocument, RunRecord, Store
 from tailscope.studies.base import RunContext
 from tailscope.studies.socialnet import STUDY, analysis
 from tailscope.studies.socialnet import run as run_mod
+from tailscope.studies.socialnet import tracing as tracing_mod
 from tailscope.studies.socialnet.analysis import (
     NARROWER_ON_REAL,
     OVERLAPPING,
@@ -330,6 +331,7 @@ class FakeLab:
     def __init__(self, run_mode: str):
         self.run_mode = run_mode
         self.graphs: list[tuple[str, str | None, str]] = []  # (model, stores asked, stores ran)
+        self.switches: list[bool] = []  # the tracing pairs' sampling switches (True: resumed)
 
     @contextmanager
     def graph(self, topo, model, out, trace_sample=0.0, traces=None, cpu=None, stores=None, work=None):
@@ -352,6 +354,7 @@ def _run(monkeypatch, tmp_path: Path, run_mode: str) -> tuple[FakeLab, list[Engi
     monkeypatch.setattr(run_mod, "graph", lab.graph)
     monkeypatch.setattr(run_mod, "run_front_load", lab.load)
     monkeypatch.setattr(run_mod, "run_engine", lambda *a, **k: SimpleNamespace(document={"measurements": []}))
+    monkeypatch.setattr(tracing_mod, "set_trace_sampling", lambda ready, on: lab.switches.append(on))
 
     def to_engine_json(_src: Path, out: Path) -> Path:
         Path(out).write_text('{"front": {"service": "nginx"}}')

@@ -23,7 +23,7 @@ from tailscope.lab import lifetime, machine
 from tailscope.lab.stores import DEFAULT_STORE_MODE
 from tailscope.runner import DB_NAME, RunError, RunOutcome, run_studies, write_report
 from tailscope.store import Store, StoreError
-from tailscope.studies.registry import all_studies, study_by_name
+from tailscope.studies.registry import all_studies, default_studies, study_by_name
 from tailscope.traces.jaeger import JaegerQueryError
 
 
@@ -50,7 +50,7 @@ def run_and_report(
     wait_for_store_s: float = 0.0,
 ) -> RunOutcome:
     try:
-        studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else all_studies())
+        studies = studies_given or ([study_by_name(n) for n in study_names] if study_names else default_studies())
     except KeyError as e:
         _fail(e.args[0])
     results = _results(results_dir)
@@ -84,7 +84,7 @@ def run_and_report(
 @click.option("--study", "study_names", multiple=True, help="Run only these studies (repeatable).")
 @study_run_options
 def run(study_names: tuple[str, ...], **given: object) -> None:
-    """The main job: run every available study, store the results, write the report."""
+    """The main job: run every available study (tracing only when named), store the results, write the report."""
     _run_given(list(study_names), given)
 
 

@@ -4,7 +4,9 @@ and tailscope-load against its HTTP front."""
 from __future__ import annotations
 
 import functools
+import os
 import resource
+import signal
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
@@ -102,6 +104,20 @@ def graph(
             raise EngineError(f"{SVC} --all printed a ready line with a malformed stores object: {e}") from e
         server.ready.setdefault("work", "real")
         yield server.port, server.ready
+
+
+def set_trace_sampling(ready: dict, on: bool) -> None:
+    """Resumes (`on`) or pauses the running graph's root sampling: SIGUSR2 / SIGUSR1 to the supervisor
+    (its ready line's `pid`), which forwards it to every service (native/svc/tracer.h). Paused, every new
+    request is unsampled, as with --trace-sample 0; resumed, sampled at the graph's --trace-sample.
+    Requests already in flight keep their decision (a load point's own warm-up covers them)."""
+    pid = ready.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        raise EngineError(f"{SVC} --all printed a ready line without its pid: cannot switch its sampling")
+    try:
+        os.kill(pid, signal.SIGUSR2 if on else signal.SIGUSR1)
+    except ProcessLookupError as e:
+        raise EngineError(f"{SVC} --all (pid {pid}) is gone: cannot switch its sampling") from e
 
 
 def store_pids(ready: dict) -> dict[str, int]:

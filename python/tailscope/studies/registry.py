@@ -15,6 +15,7 @@ from tailscope.studies import (
     placement,
     socialnet,
     threads,
+    tracing,
     twin,
 )
 from tailscope.studies.base import Study
@@ -35,8 +36,20 @@ def all_studies() -> list[Study]:
         placement.STUDY,
         twin.STUDY,
         diagnose.STUDY,
+        tracing.STUDY,
         analyze.STUDY,
     ]
+
+
+# Studies `tailscope run` (and `make run`) skips unless named (--study, `tailscope bench NAME`):
+# tracing repeats, for every model, the tracing pairs a quick socialnet run already measures for
+# the best model, and takes minutes.
+OPT_IN = frozenset({"tracing"})
+
+
+def default_studies() -> list[Study]:
+    """The studies a run without --study runs: all_studies() less OPT_IN, in the same order."""
+    return [s for s in all_studies() if s.name not in OPT_IN]
 
 
 def study_by_name(name: str) -> Study:

@@ -33,9 +33,10 @@ ones from one run (analysis.stores_comparison).
 
 Then: a connections sweep (20 → 100) at the common rate for std-async and the
 best model, and the tracing cost — closed-loop throughput with tracing on vs
-off, alternated pairs, median of the pairs: the best model at 100 % sampling
-(quick form), every model at 100 % and at 1 % (full form), a row per model and
-sampling (run.tracing_plan). Traces (a steady point per model) are saved under
+off, ABBA pairs on one warmed graph per (model, sampling) with the sampling
+switched by a signal (tracing.py), median of the pairs: the best model at 100 %
+and at 1 % sampling (quick form), every model at both (full form), a row per
+model and sampling (run.tracing_plan). Traces (a steady point per model) are saved under
 the run's artifacts as Jaeger JSON and OTLP JSON for `tailscope analyze`.
 
 Everything shares the machine's cores (nothing pinned: 12 service processes

@@ -528,7 +528,8 @@ class CoreScaling:
 @dataclass(frozen=True)
 class TracingCost:
     """One model's closed-loop throughput at one sampling (`sample`: 1.0 or TRACE_SAMPLE) vs tracing
-    off, alternated pairs on fresh graphs: a row of the section's tracing-cost table."""
+    off, alternated pairs (on one graph, or on fresh graphs in older runs): a row of the section's
+    tracing-cost table."""
 
     model: str
     pairs: int
@@ -543,6 +544,9 @@ class TracingCost:
     verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
     sample: float = 1.0  # the "on" side's sampling (stored runs before trace_sample: 100 %)
     target: float | None = TRACING_COST_TARGET  # TRACING_COST_TARGETS[sample]; None: no target for it
+    # True: both sides of every pair ran on one warmed graph, its sampling switched by a signal (ABBA
+    # order, socialnet/tracing.py); False: each point on a fresh graph (stored runs before the switch).
+    one_graph: bool = False
 
 
 @dataclass(frozen=True)
@@ -1217,6 +1221,7 @@ def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | 
         verdict=verdict,
         sample=sample,
         target=target,
+        one_graph=all(d["socialnet_point"].get("tracing_switch") for d in group),
     )
 
 

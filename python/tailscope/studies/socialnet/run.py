@@ -4,6 +4,7 @@ met the objective, which models to bisect); it never builds report text."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -53,6 +54,13 @@ from tailscope.studies.socialnet.analysis import (
     simulated_arm_models,
     simulated_arm_skip_reason,
 )
+from tailscope.studies.socialnet.tracing import (
+    FULL_TRACING_PAIRS,
+    TRACING_PAIRS,
+    TRACING_SAMPLES,
+    run_tracing_pairs,
+    tracing_steps,
+)
 from tailscope.units import fmt_count
 
 CONNECTION_SWEEP = [20, 50, 100]
@@ -64,25 +72,15 @@ REFINE_STEPS = 2
 # The in-run transport baseline: pings through the same lean channel a service uses downstream.
 PING_CALLS = 2000
 PING_WARMUP = 200
-# Alternated tracing off/on pairs for the tracing-cost rows (issue 30 asks for >= 4). A pair is two
-# closed-loop points on fresh graphs (quick form: 2.5 s of load each, plus starting and stopping the
-# graph and merging the 100 % run's spans): pairs 3 and 4 add roughly 20 s to the quick form, which
-# measures the best model at 100 % only. The full form measures every model at each of
-# TRACING_SAMPLES with FULL_TRACING_PAIRS: an interval of the median needs 6
-# (analysis.MIN_PAIRS_FOR_INTERVAL), so every row there has one (5 models: 120 points, each 6 s of
-# load plus a graph start and stop).
-TRACING_PAIRS = 4
-FULL_TRACING_PAIRS = 6
-TRACING_SAMPLES = (1.0, TRACE_SAMPLE)
 # The simulated-stores arm (2d below) runs at most two models: std-async and the best at the objective.
 SIMULATED_ARM_MODELS = 2
 
 
 def tracing_plan(models: list[str], best: str, full: bool) -> list[tuple[str, float, int]]:
     """The tracing pairs to run, in order, as (model, sampling, pairs): the quick form the best model at
-    100 % (TRACING_PAIRS), the full form every model at each of TRACING_SAMPLES (FULL_TRACING_PAIRS)."""
+    each of TRACING_SAMPLES (TRACING_PAIRS), the full form every model at each (FULL_TRACING_PAIRS)."""
     if not full:
-        return [(best, 1.0, TRACING_PAIRS)]
+        return [(best, sample, TRACING_PAIRS) for sample in TRACING_SAMPLES]
     return [(m, sample, FULL_TRACING_PAIRS) for m in models for sample in TRACING_SAMPLES]
 
 
@@ -149,7 +147,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         + (1 + REFINE_MODELS) * REFINE_STEPS
         + SIMULATED_ARM_MODELS * (1 + len(fractions) + REFINE_STEPS)
         + 2 * len(CONNECTION_SWEEP)
-        + 2 * sum(pairs for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
+        + sum(tracing_steps(pairs) for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
         + 3
     )
     progress = StepProgress(ctx, "socialnet", steps)
@@ -353,24 +351,28 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                 d = load(port, common, c)
                 store_load(d, model, "connections", common, c, f"{model}/connections/{c}")
 
-    # 4. Tracing cost, closed loop, each sampling vs off, alternated on fresh graphs (tracing_plan).
-    # Both sides of a pair record the sampling they are compared at (trace_sample), so the analysis
-    # groups them by (model, sampling).
+    # 4. Tracing cost, closed loop, each sampling vs off on one warmed graph per (model, sampling), the
+    # sampling switched by a signal (tracing.py). Both sides of a pair record the sampling they are
+    # compared at (trace_sample), so the analysis groups them by (model, sampling).
     for model, sample, pairs in tracing_plan(models, best, ctx.form == "full"):
         pct = f"{sample * 100:g}"
-        for i in range(pairs):
-            for on in (False, True):
-                side = "on" if on else "off"
-                progress(f"{model} tracing at {pct} % {side} ({i + 1}/{pairs})")
-                tdir = art / "tracing-cost" / f"{model}-{pct}-{i}-{side}"
-                out = art / f"graph-{model}-tracing-{pct}-{i}-{side}.json"
-                with start_graph(model, out, sample if on else 0.0, tdir if on else None) as (port, _):
-                    d = load(port, 0, CONNECTIONS)
-                store_load(d, model, f"tracing-{side}", 0, CONNECTIONS, f"{model}/tracing/{pct}/{side}/{i}")
-                d["socialnet_point"] |= {"trace_sample": sample, "pair": i}
-                # A closed-loop run's traces are large (~100 MB at 100 %) and are not the analysis
-                # input: only the steady points' traces are kept.
-                shutil.rmtree(tdir, ignore_errors=True)
+
+        def closed_loop(port: int) -> dict:
+            return load(port, 0, CONNECTIONS)
+
+        def record(d: dict, kind: str, point: str, model: str = model) -> None:
+            store_load(d, model, kind, 0, CONNECTIONS, point)
+
+        run_tracing_pairs(
+            functools.partial(start_graph, model, art / f"graph-{model}-tracing-{pct}.json"),
+            closed_loop,
+            record,
+            model,
+            sample,
+            pairs,
+            art / "tracing-cost" / f"{model}-{pct}",
+            progress,
+        )
     progress("done")
     return docs
 

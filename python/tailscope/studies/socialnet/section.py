@@ -807,6 +807,22 @@ def _tracing_verdict_cell(t: TracingCost) -> str:
     return f"{_met(t.met)} by the median (no interval: {v.unavailable})"
 
 
+def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
+    """Where a run's pairs ran: one warmed graph per row (the sampling switched by a signal) or, in
+    runs stored before the switch, a fresh graph per point."""
+    one = " ".join(
+        [
+            "in ABBA order (off→on, on→off, …) on one graph per row, started at the row's sampling, warmed by a",
+            "discarded point, its front's sampling paused and resumed by a signal between points",
+        ]
+    )
+    if all(r.one_graph for r in rows):
+        return one
+    if not any(r.one_graph for r in rows):
+        return "on fresh graphs"
+    return f"(rows {', '.join(f'{r.model} {r.sample * 100:g} %' for r in rows if r.one_graph)} {one}; the others on fresh graphs)"
+
+
 def tracing_table(rows: Sequence[TracingCost]) -> Table:
     """One row per (model, sampling): the pairs' throughputs, the median ratio, the cost with its
     interval, the row's target and its verdict."""
@@ -844,8 +860,8 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
             for t in rows
         ],
         caption=f"Each row: one model's closed-loop throughput ({CONNECTIONS} connections) with tracing on at the "
-        f"row's sampling against tracing off, {pairs_text} alternated off/on pairs on fresh graphs (off /s and "
-        "on /s list them in order; the i-th on is paired with the i-th off); cost = 1 − the median of the pairs' "
+        f"row's sampling against tracing off, {pairs_text} alternated off/on pairs {_tracing_graphs_text(rows)} "
+        "(off /s and on /s list them in order; the i-th on is paired with the i-th off); cost = 1 − the median of the pairs' "
         "on ÷ off, [95 % interval of the median, order statistics over the pairs; [—] below "
         f"{MIN_PAIRS_FOR_INTERVAL} pairs]. Targets: {TRACING_COST_TARGET * 100:g} % at 100 % sampling, "
         f"{TRACING_COST_TARGET_SAMPLED * 100:g} % at {TRACE_SAMPLE * 100:g} % (the sampling of every sweep "

@@ -1,0 +1,126 @@
+"""Study `tracing`: the tracing-cost table alone (issue 30) — every concurrency model's closed-loop
+throughput with tracing on at 100 % and at 1 % sampling against tracing off, without the rest of
+the socialnet sweep.
+
+The same pairs as the socialnet study's step 4, by the same function (socialnet/tracing.py
+run_tracing_pairs): per (model, sampling) one compose-post graph started at that sampling, one
+discarded closed-loop warm-up point, then alternated off/on pairs in ABBA order with the front's
+sampling paused and resumed by a signal. The documents have the socialnet shape, so the same
+analysis (socialnet/analysis.py tracing_costs) gives the rows and the same table renders them.
+
+Not in `tailscope run`'s default list (registry.OPT_IN): a quick run already measures the best model
+at both samplings in the socialnet study, and every model here takes minutes. Run it with
+`tailscope bench tracing` or `tailscope run --study tracing`. Quick form: every model at both
+samplings, TRACING_PAIRS pairs of 2 s points (+ 0.5 s warm-up; ~4 min on 5 models); full form:
+FULL_TRACING_PAIRS pairs of 5 s points. Tiny form (tests): options `tracing_models`, `tracing_pairs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tailscope.lab import topology
+from tailscope.lab.graph import LOAD, graph, run_front_load, svc_models
+from tailscope.report.blocks import Section
+from tailscope.store import EngineDocument, Store
+from tailscope.studies.base import RunContext
+from tailscope.studies.common import StepProgress, point_times, record_stores, requested_stores, study_section
+from tailscope.studies.socialnet.analysis import CONNECTIONS, UNPINNED, tracing_costs
+from tailscope.studies.socialnet.section import tracing_table
+from tailscope.studies.socialnet.tracing import (
+    FULL_TRACING_PAIRS,
+    TRACING_PAIRS,
+    TRACING_SAMPLES,
+    run_tracing_pairs,
+    tracing_steps,
+)
+
+MAX_PAIRS = 100
+
+
+class TracingStudy:
+    name = "tracing"
+    title = "Tracing cost per model (100 % and 1 % sampling vs off)"
+
+    def run(self, ctx: RunContext) -> list[EngineDocument]:
+        full = ctx.form == "full"
+        duration, warmup = point_times(ctx, quick=(2.0, 0.5), full=(5.0, 1.0), floor=(0.3, 0.1))
+        timeout = duration + warmup + 60
+        models = list(ctx.options.get("tracing_models") or svc_models())
+        given = ctx.options.get("tracing_pairs")
+        pairs = int(given) if given is not None else FULL_TRACING_PAIRS if full else TRACING_PAIRS
+        if not 1 <= pairs <= MAX_PAIRS:
+            raise ValueError(f"tracing_pairs: {pairs} is outside 1..{MAX_PAIRS}")
+        stores = requested_stores(ctx.options)
+        art = Path(ctx.artifacts_dir) / self.name
+        art.mkdir(parents=True, exist_ok=True)
+        topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
+        progress = StepProgress(ctx, self.name, len(models) * len(TRACING_SAMPLES) * tracing_steps(pairs) + 1)
+        docs: list[EngineDocument] = []
+        for model in models:
+            for sample in TRACING_SAMPLES:
+                pct = f"{sample * 100:g}"
+                ready_of_graph: dict = {}
+
+                def start(s: float, traces: Path, model: str = model, pct: str = pct, ready_of_graph=ready_of_graph):
+                    return _started(
+                        topo_json, model, art / f"graph-{model}-{pct}.json", s, traces, stores, ready_of_graph
+                    )
+
+                def record(d: dict, kind: str, point: str, model: str = model, ready_of_graph=ready_of_graph) -> None:
+                    d["socialnet_point"] = {
+                        "model": model,
+                        "kind": kind,
+                        "rate_per_s": 0,
+                        "connections": CONNECTIONS,
+                        "pinning": UNPINNED,
+                        "work": ready_of_graph.get("work", "real"),
+                    }
+                    docs.append(EngineDocument(self.name, LOAD, record_stores(d, ready_of_graph), point))
+
+                run_tracing_pairs(
+                    start,
+                    lambda port: run_front_load(port, 0, CONNECTIONS, duration, warmup, timeout),
+                    record,
+                    model,
+                    sample,
+                    pairs,
+                    art / "traces" / f"{model}-{pct}",
+                    progress,
+                )
+        progress("done")
+        return docs
+
+    def section(self, store: Store, run_id: str) -> Section:
+        sec = study_section(
+            self,
+            store,
+            run_id,
+            graphs=True,
+            intro="What tracing costs each concurrency model: the compose-post graph's closed-loop throughput "
+            "with tracing on against off, per model at 100 % and at 1 % sampling, both sides of every pair on "
+            "one warmed graph whose front's sampling a signal paused and resumed (docs/tracing-study.md).",
+        )
+        loads = [d.document for d in store.documents(run_id, self.name) if d.engine == LOAD]
+        rows = tracing_costs(loads)
+        if not rows:
+            sec.notes.append("no complete tracing off/on pair was stored for this run")
+            return sec
+        sec.blocks.append(tracing_table(rows))
+        return sec
+
+
+@contextmanager
+def _started(
+    topo_json: Path, model: str, out: Path, sample: float, traces: Path, stores: str, ready_of_graph: dict
+) -> Iterator[tuple[int, dict]]:
+    """graph() at `sample`, its ready line kept in `ready_of_graph` for the points' documents."""
+    with graph(topo_json, model, out, sample, traces, stores=stores) as (port, ready):
+        ready_of_graph.clear()
+        ready_of_graph.update(ready)
+        yield port, ready
+
+
+STUDY = TracingStudy()
