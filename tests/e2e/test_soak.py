@@ -797,19 +797,35 @@ def test_a_shared_cost_rise_the_probe_also_shows_is_called_the_machines():
     slower = line(1.1e6, 55e3)
     assert "1 ms → 1.1 ms (+10.0 %, medians of 60 and 60)" in slower
     assert "moved +10.0 % together (median), range +10…+10 %" in slower
-    assert "none off it by more than 5 %" in slower and slower.endswith(
-        "the machine ran the same work slower (not the graph's own cost)"
-    )
+    assert "none off it by more than 5 %" in slower
+    assert slower.endswith("divided by the probe's change, +0.0 % — steady: the machine's speed accounts for the rest")
     # The same services' rise with the probe flat: the graph's own work.
     own = line(1.0e6, 55e3)
-    assert own.endswith("the graph's own work per request changed")
+    assert own.endswith(
+        "divided by the probe's change, +10.0 % — DRIFTED: beyond the machine's speed, the graph's own work "
+        "per request changed"
+    )
+    # Half of it the machine's: +10 % ÷ +4 % leaves +5.8 %, beyond the limit.
+    assert "divided by the probe's change, +5.8 % — DRIFTED" in line(1.04e6, 55e3)
     # One service off the shared change is named with its own part.
     text_off = line(1.1e6, 65e3)
     assert "off the shared change by more than 5 %: text +20 %" in text_off
     # No probe: said, and no verdict on the machine.
     gone = line(None, 55e3)
     assert "probe (the same loop's CPU time, once a second): unavailable (no probe reading in interval 2)" in gone
-    assert "machine ran" not in gone and "graph's own work" not in gone
+    assert "divided by the probe" not in gone
+
+
+def test_p99_is_ranked_against_the_probe_only_where_both_were_read():
+    from tailscope.studies.soak import rank_line
+
+    assert rank_line("p99 vs x", [(1.0, 2.0), (2.0, 3.0), (3.0, 5.0), (4.0, 4.0)]) == [
+        "p99 vs x over 4 intervals: Spearman ρ +0.80"
+    ]
+    assert rank_line("p99 vs x", [(1.0, 2.0), (2.0, None), (3.0, 5.0), (None, 4.0), (5.0, 1.0)]) == []  # 3 pairs
+    assert rank_line("p99 vs x", [(1.0, 2.0), (2.0, 2.0), (3.0, 2.0), (4.0, 2.0)]) == [
+        "p99 vs x over 4 intervals: Spearman ρ unavailable (a constant series)"
+    ]
 
 
 def test_the_document_stores_io_per_request_and_size_against_its_buffers():
@@ -846,3 +862,17 @@ def test_the_fixed_work_probe_counts_cpu_time_for_its_work():
     t0 = time.thread_time_ns()
     time.sleep(0.05)
     assert time.thread_time_ns() - t0 < 50_000_000
+
+
+def test_the_drift_line_says_when_the_machine_changed_speed_between_its_intervals():
+    a, b = _iv(1, 10e6), _iv(2, 13e6)
+    a.probe_cpu_ns, b.probe_cpu_ns = 1.0e6, 1.2e6
+    drift = next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("p99 drift:"))
+    assert drift.endswith(
+        "the machine ran the same fixed work 20.0 % slower in interval 2 than in 1 (fixed-work probe): the drift "
+        "compares the graph on a machine of another speed"
+    )
+    b.probe_cpu_ns = 1.03e6  # within the cost limit: nothing said
+    assert "fixed work" not in next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("p99 drift:"))
+    b.probe_cpu_ns = None  # not read: nothing claimed
+    assert "fixed work" not in next(ln for ln in verdicts(_soak(a, b)) if ln.startswith("p99 drift:"))
