@@ -3,6 +3,7 @@ every point, the documents the analysis groups, and the socialnet run's step 4 b
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -167,3 +168,77 @@ def test_the_table_says_where_the_pairs_ran(monkeypatch, tmp_path):
     assert not old_row.one_graph
     assert "on fresh graphs" in tracing_table([old_row]).caption
     assert "the others on fresh graphs" in tracing_table([row, old_row]).caption
+
+
+def _cpu_pair(i: int, on_cpu_s: float, off_cpu_s: float = 1.0, busy_s: float = 2.0) -> list[dict]:
+    """One alternated pair of 1000 requests each: the services' CPU on and off, the machine's busy CPU off."""
+    docs = []
+    for kind, cpu_s in (("tracing-off", off_cpu_s), ("tracing-on", on_cpu_s)):
+        d = _load_doc("coroutine", kind, 0, 1000, 50)
+        d["load"]["requests_completed"] = 1000
+        d["socialnet_point"] |= {
+            "trace_sample": 1.0,
+            "pair": i,
+            "tracing_switch": SWITCH_SIGNAL,
+            "tracing_cpu": {"services_cpu_s": cpu_s, "machine_busy_s": busy_s},
+        }
+        docs.append(d)
+    return docs
+
+
+def test_the_same_pairs_are_judged_by_cpu_per_request():
+    from tailscope.studies.socialnet.section import tracing_lines, tracing_table
+
+    # Tracing adds 0.01–0.03 s of services' CPU to 1000 requests whose machine work is 2 s: 0.5–1.5 %.
+    extra = [0.01, 0.015, 0.02, 0.02, 0.025, 0.03]
+    docs = [d for i, x in enumerate(extra) for d in _cpu_pair(i, 1.0 + x)]
+    (row,) = analysis.tracing_costs(docs)
+    assert row.cpu_cost == pytest.approx(0.01)  # median of 0.5, 0.75, 1, 1, 1.25, 1.5 %
+    assert row.cpu_cost_interval == (pytest.approx(0.005), pytest.approx(0.015))
+    assert row.cpu_verdict.verdict == "met"  # the interval's top, 1.5 %, is within 2 %
+    assert row.cost == pytest.approx(0.0)  # throughput did not see it
+    t = tracing_table([row])
+    col = {c: i for i, c in enumerate(t.columns)}
+    assert t.rows[0][col["CPU cost [95 % interval]"]] == "1.0 % [0.5–1.5 %]"
+    assert t.rows[0][col["CPU verdict"]] == "met"
+    assert "CPU cost: the same pairs judged by work instead of throughput" in t.caption
+    assert tracing_lines([row])[-1] == (
+        "Tracing at 100 % sampling by CPU per request (the same pairs): met for 1 of 1 model(s); the highest, "
+        "1.0 % of the machine's work per request on coroutine (median of 6 pairs, 95 % interval 0.5–1.5 %)."
+    )
+    # A point without the reading: the whole row's CPU cost is unavailable with the reason, never 0.
+    docs[3]["socialnet_point"]["tracing_cpu"] = {"unavailable": "/proc unreadable for text-service"}
+    (gone,) = analysis.tracing_costs(docs)
+    assert gone.cpu_cost is None and gone.cpu_unavailable == "/proc unreadable for text-service"
+    assert tracing_table([row, gone]).rows[1][-2:] == ["unavailable (/proc unreadable for text-service)", "—"]
+
+
+def test_runs_without_the_cpu_reading_keep_their_table():
+    from tailscope.studies.socialnet.section import tracing_table
+
+    old = [_load_doc("coroutine", kind, 0, per_s, 50) for kind, per_s in (("tracing-off", 1000), ("tracing-on", 990))]
+    (row,) = analysis.tracing_costs(old)
+    assert row.cpu_cost is None and row.cpu_unavailable == "the run did not read its points' CPU"
+    assert "CPU verdict" not in tracing_table([row]).columns
+
+
+def test_cpu_window_reads_the_services_and_the_machine_around_a_point():
+    import os
+    import subprocess
+    import sys
+
+    from tailscope.studies.socialnet.tracing import cpu_window
+
+    def burn() -> dict:
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.2:
+            pass
+        return {"load": {}}
+
+    doc, cpu = cpu_window({"me": os.getpid()}, burn)
+    assert doc == {"load": {}}
+    assert cpu["services_cpu_s"] >= 0.1 and cpu["machine_busy_s"] >= 0.1
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _, cpu = cpu_window({"text-service": gone.pid}, lambda: {})
+    assert cpu == {"unavailable": "/proc unreadable for text-service"}

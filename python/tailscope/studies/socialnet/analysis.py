@@ -547,6 +547,14 @@ class TracingCost:
     # True: both sides of every pair ran on one warmed graph, its sampling switched by a signal (ABBA
     # order, socialnet/tracing.py); False: each point on a fresh graph (stored runs before the switch).
     one_graph: bool = False
+    # The same pairs judged by CPU instead of throughput (socialnet/tracing.py cpu_window): per pair, the
+    # services' extra CPU per request with tracing on ÷ the whole machine's busy CPU per request with it
+    # off — the share of the machine's work per request that tracing adds. Median, its 95 % interval over
+    # the pairs and the target judged by it; None with cpu_unavailable when a point had no CPU reading.
+    cpu_cost: float | None = None
+    cpu_cost_interval: tuple[float, float] | None = None
+    cpu_verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
+    cpu_unavailable: str = ""
 
 
 @dataclass(frozen=True)
@@ -1209,6 +1217,13 @@ def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | 
     mid = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
     target = TRACING_COST_TARGETS.get(sample)
     cost_interval, verdict = _tracing_verdict([1 - r for r in reversed(ratios)], 1 - mid, target, sample)
+    cpu_costs, cpu_why = _tracing_cpu_costs(on, off)
+    cpu_cost = cpu_interval = None
+    cpu_verdict = IntervalVerdict("", unavailable=cpu_why)
+    if cpu_costs:
+        k = len(cpu_costs)
+        cpu_cost = cpu_costs[k // 2] if k % 2 else (cpu_costs[k // 2 - 1] + cpu_costs[k // 2]) / 2
+        cpu_interval, cpu_verdict = _tracing_verdict(cpu_costs, cpu_cost, target, sample)
     return TracingCost(
         model=model,
         pairs=n,
@@ -1222,7 +1237,29 @@ def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | 
         sample=sample,
         target=target,
         one_graph=all(d["socialnet_point"].get("tracing_switch") for d in group),
+        cpu_cost=cpu_cost,
+        cpu_cost_interval=cpu_interval,
+        cpu_verdict=cpu_verdict,
+        cpu_unavailable=cpu_why,
     )
+
+
+def _tracing_cpu_costs(on: list[dict], off: list[dict]) -> tuple[list[float], str]:
+    """Per pair (the i-th on with the i-th off), ascending: (services' CPU per request on − off) ÷ the
+    machine's busy CPU per request off; ([], why) when any point lacks the reading (runs stored before
+    it, or a service's /proc entry gone) or completed no request."""
+    costs = []
+    for a, b in zip(on, off):
+        ca, cb = a["socialnet_point"].get("tracing_cpu") or {}, b["socialnet_point"].get("tracing_cpu") or {}
+        if "services_cpu_s" not in ca or "services_cpu_s" not in cb:
+            why = ca.get("unavailable") or cb.get("unavailable") or "the run did not read its points' CPU"
+            return [], why
+        na = int((a.get("load") or {}).get("requests_completed") or 0)
+        nb = int((b.get("load") or {}).get("requests_completed") or 0)
+        if na <= 0 or nb <= 0 or cb["machine_busy_s"] <= 0:
+            return [], "a point completed no request or its machine reading was empty"
+        costs.append((ca["services_cpu_s"] / na - cb["services_cpu_s"] / nb) / (cb["machine_busy_s"] / nb))
+    return sorted(costs), ""
 
 
 def _tracing_verdict(

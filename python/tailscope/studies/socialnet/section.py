@@ -470,6 +470,29 @@ def tracing_lines(rows: Sequence[TracingCost]) -> list[str]:
             f"{head}{tally} of {len(at)} models; the highest, {_cost_pct(worst.cost, worst.target)} % on {worst.model} "
             f"({_tracing_verdict_text(worst)})."
         )
+    return lines + tracing_cpu_lines(rows)
+
+
+def tracing_cpu_lines(rows: Sequence[TracingCost]) -> list[str]:
+    """Per sampling, the same pairs judged by CPU (TracingCost.cpu_cost): verdicts counted, the highest
+    cited with its interval; nothing for a run that did not read its points' CPU."""
+    lines = []
+    for sample in dict.fromkeys(r.sample for r in rows if r.cpu_cost is not None):
+        at = [r for r in rows if r.sample == sample and r.cpu_cost is not None]
+        worst = max(at, key=lambda r: r.cpu_cost or 0.0)
+        counts = Counter(r.cpu_verdict.verdict or "judged by the median" for r in at)
+        tally = ", ".join(f"{v} for {n}" for v, n in counts.items())
+        lo_hi = (
+            f", 95 % interval {_cost_pct(worst.cpu_cost_interval[0], worst.target)}–"
+            f"{_cost_pct(worst.cpu_cost_interval[1], worst.target)} %"
+            if worst.cpu_cost_interval
+            else ""
+        )
+        lines.append(
+            f"Tracing at {_sampling_text(sample)} by CPU per request (the same pairs): {tally} of {len(at)} "
+            f"model(s); the highest, {_cost_pct(worst.cpu_cost or 0.0, worst.target)} % of the machine's work per "
+            f"request on {worst.model} (median of {worst.pairs} pairs{lo_hi})."
+        )
     return lines
 
 
@@ -798,13 +821,30 @@ def work_table(w: WorkComparison) -> Table:
 
 def _tracing_verdict_cell(t: TracingCost) -> str:
     v = t.verdict
+    return _verdict_cell(v, t.met, t.target)
+
+
+def _tracing_cpu_cells(t: TracingCost) -> list[str]:
+    """The row's CPU cost with its interval, and its verdict; unavailable with the reason."""
+    if t.cpu_cost is None:
+        return [f"unavailable ({t.cpu_unavailable})", "—"]
+    lo_hi = (
+        f" [{_cost_pct(t.cpu_cost_interval[0], t.target)}–{_cost_pct(t.cpu_cost_interval[1], t.target)} %]"
+        if t.cpu_cost_interval
+        else " [—]"
+    )
+    met = t.target is not None and t.cpu_cost <= t.target
+    return [f"{_cost_pct(t.cpu_cost, t.target)} %{lo_hi}", _verdict_cell(t.cpu_verdict, met, t.target)]
+
+
+def _verdict_cell(v: IntervalVerdict, met: bool, target: float | None) -> str:
     if v.verdict == UNDECIDED:
         return f"{UNDECIDED}: {length_to_decide_text(v, 'pairs')}"
     if v.verdict:
         return v.verdict
-    if t.target is None:
+    if target is None:
         return f"not judged ({v.unavailable})"
-    return f"{_met(t.met)} by the median (no interval: {v.unavailable})"
+    return f"{_met(met)} by the median (no interval: {v.unavailable})"
 
 
 def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
@@ -829,7 +869,10 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
     samplings = " and ".join(_sampling_text(x) for x in dict.fromkeys(r.sample for r in rows))
     pairs = sorted({r.pairs for r in rows})
     pairs_text = f"{pairs[0]} to {pairs[-1]}" if len(pairs) > 1 else f"{pairs[0]}"
-    return Table(
+    # The CPU columns where the run read its points' CPU (socialnet/tracing.py cpu_window): runs stored
+    # before it keep their table.
+    cpu = any(r.cpu_cost is not None for r in rows)
+    table = Table(
         title=f"Tracing cost ({samplings} vs off)",
         columns=[
             "model",
@@ -871,6 +914,17 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
         "that spill); the NDJSON span files are encoded from it when each service stops, after the timed load "
         "(docs/microservices.md, Tracing).",
     )
+    if cpu:
+        table.columns += ["CPU cost [95 % interval]", "CPU verdict"]
+        for row, t in zip(table.rows, rows):
+            row += _tracing_cpu_cells(t)
+        table.caption += (
+            " CPU cost: the same pairs judged by work instead of throughput — per pair, the graph's services' "
+            "CPU per request with tracing on minus off, ÷ the whole machine's busy CPU per request with it off "
+            "(user+sys from /proc around each point), median and 95 % interval over the pairs, against the same "
+            "target."
+        )
+    return table
 
 
 # ---- capstone Figure 8: the async calls of this run's traces (the analyze study's measurements) ----
