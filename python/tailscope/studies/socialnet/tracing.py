@@ -84,7 +84,7 @@ def cpu_window(pids: dict[str, int], run: Callable[[], dict]) -> tuple[dict, dic
     {"unavailable": why} where a service's /proc entry was gone.
 
     Why beside throughput: in the 6-pair run of 2026-11-27 12:13 a closed-loop point's throughput moved
-    up to 25 % from one point to the next on one graph with nothing switched, more than tracing costs;
+    up to 34 % from one point to the next on one graph with nothing switched, more than tracing costs;
     the work a request costs moves far less (the soak's graph CPU per request followed the machine's
     speed, which changes over minutes, not seconds). Both sides of a pair are read the same way, over
     the whole point (warm-up included, as its request count is not): the cost is a ratio of the two."""
