@@ -59,6 +59,10 @@ struct LoadConfig {
   double hlog_interval_s = 1.0;
   bool record_intervals = false;  // --hlog
   int64_t connect_timeout_ns = 5'000'000'000;
+  // --start-at: the request schedule (warm-up, then the measured window and its
+  // --hlog intervals) starts at this realtime instant, connections opened before
+  // it; 0, or an instant already past once connected: 5 ms after connecting.
+  int64_t start_at_realtime_ns = 0;
 
   bool open_loop() const { return rate_per_s > 0; }
 };

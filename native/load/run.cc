@@ -78,7 +78,15 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
     if (interrupted.load()) clock.stop.store(true);
     sleep_ms(1);
   }
-  const int64_t start = monotonic_ns() + 5'000'000;
+  int64_t start = monotonic_ns() + 5'000'000;
+  if (config.start_at_realtime_ns > 0) {
+    // The realtime instant on the monotonic clock the schedule runs on: with the schedule on a known
+    // instant, a caller can act on the --hlog interval boundaries while the run goes on (the tracing
+    // study switches sampling on them) and agents on several hosts send their first requests together.
+    const int64_t at = config.start_at_realtime_ns - realtime_ns() + monotonic_ns();
+    merged.start_late_ns = std::max<int64_t>(start - at, 0);
+    start = std::max(start, at);
+  }
   merged.start_ns = start;
   merged.measure_start_ns = clock.measure_start_ns = start + static_cast<int64_t>(config.warmup_s * 1e9);
   merged.measure_end_ns = clock.measure_end_ns = clock.measure_start_ns + static_cast<int64_t>(config.duration_s * 1e9);
@@ -123,7 +131,7 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
       last_progress = now;
       const bool warm = now < clock.measure_start_ns;
       const double total = static_cast<double>(clock.measure_end_ns - start);
-      emit_progress("tailscope-load", warm ? "warmup" : "measure", static_cast<double>(now - start) / total,
+      emit_progress("tailscope-load", warm ? "warmup" : "measure", static_cast<double>(std::max<int64_t>(now - start, 0)) / total,
                     {{"live_connections", clock.live_connections.load()}});
     }
     sleep_ms(5);

@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   app.add_option("--server-pid", server_pid_text, "Sample this process's CPU, RSS, threads and fds during the window");
   app.add_flag("--allow-errors", allow_errors, "Exit 0 even when errors were counted (the document reports them)");
   app.add_option("--start-at", start_at_text,
-                 "Connect at this Unix time (seconds, realtime clock): load agents on several hosts start together");
+                 "Start the request schedule at this Unix time (seconds, realtime clock), connecting before it: "
+                 "load agents on several hosts start together, --hlog intervals begin on a known instant");
   app.add_option("--out", out_path, "Result document path (default: stdout)");
   app.add_option("--artifacts", artifacts_dir, "Folder for load.hlog (when --hlog is not given)");
   try {
@@ -245,15 +246,17 @@ int main(int argc, char** argv) {
     }
     doc["measurements"] = nlohmann::json::array();
     doc["unavailable"] = nlohmann::json::array();
-    if (start_at_s > 0) {
-      const auto at_ns = static_cast<int64_t>(start_at_s * 1e9);
-      while (!g_interrupted.load() && realtime_ns() < at_ns)
-        sleep_until_ns(monotonic_ns() + std::min<int64_t>(at_ns - realtime_ns(), 10'000'000));
-      doc["config"]["start_at_s"] = start_at_s;
-      doc["config"]["start_late_s"] = static_cast<double>(realtime_ns() - at_ns) / 1e9;
-    }
-    const double start_epoch_s = static_cast<double>(realtime_ns()) / 1e9;
+    if (start_at_s > 0) config.start_at_realtime_ns = static_cast<int64_t>(start_at_s * 1e9);
     MergedResult result = run_load(config, g_interrupted, server_pid);
+    // The run's instants are on the monotonic clock; this offset places them on the realtime clock
+    // (for the hlog's StartTime and --start-at's lateness) without counting the connect phase twice.
+    const int64_t monotonic_to_realtime_ns = realtime_ns() - monotonic_ns();
+    if (start_at_s > 0) {
+      doc["config"]["start_at_s"] = start_at_s;
+      // How late the first request's intended time fell after --start-at: 0 when connecting took less
+      // than the lead, else the connect phase overran it.
+      doc["config"]["start_late_s"] = static_cast<double>(result.start_late_ns) / 1e9;
+    }
     fill_document(doc, config, result);
     if (!config.mix.empty())
       doc["endpoints"] = endpoints_document(config.mix, result.totals.endpoints, result.measured_s, config.seed,
@@ -262,7 +265,7 @@ int main(int argc, char** argv) {
     if (!hlog_path.empty()) {
       std::ostringstream text;
       HlogWriter hlog(text);
-      hlog.write_header(start_epoch_s + static_cast<double>(result.measure_start_ns - result.start_ns) / 1e9 + 0.005,
+      hlog.write_header(static_cast<double>(result.measure_start_ns + monotonic_to_realtime_ns) / 1e9,
                         config.mix.empty()
                             ? "tailscope-load interval histograms (ns), tags latency_intended / latency_actual"
                             : "tailscope-load interval histograms (ns), tags latency_intended / "
@@ -285,9 +288,8 @@ int main(int argc, char** argv) {
       doc["artifacts"] = {{"hlog", hlog_path}};
     }
     if (!request_log_path.empty()) {
-      const int64_t monotonic_to_unix_ns = realtime_ns() - monotonic_ns();
       const auto rows = static_cast<int64_t>(result.totals.request_log.size());
-      write_file_atomic(request_log_path, request_log_csv(std::move(result.totals.request_log), monotonic_to_unix_ns));
+      write_file_atomic(request_log_path, request_log_csv(std::move(result.totals.request_log), monotonic_to_realtime_ns));
       doc["load"]["request_log"] = {{"path", request_log_path},
                                     {"schema", kRequestLogSchema},
                                     {"rows", rows},

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import echo_server, echo_server_in_lab_host, engine_path, needs_engine, needs_root
 from tailscope.lab import agents, labhosts
-from tailscope.measure.hlog import new_histogram
+from tailscope.measure.hlog import new_histogram, read_intervals
 
 LAB_PREFIX = "tsa"
 LAB_SUBNET = "198.19.254.32/28"
@@ -220,3 +220,38 @@ def test_load_start_at_is_range_checked_and_its_lateness_recorded(tmp_path):
     assert doc is not None
     assert doc["config"]["start_at_s"] == pytest.approx(at, abs=1e-6)
     assert doc["config"]["start_late_s"] >= 0
+
+
+@needs_engine("tailscope-load", "tailscope-echo")
+def test_load_start_at_starts_the_schedule_on_the_instant_and_the_hlog_says_when(tmp_path):
+    """--start-at places the schedule (connections opened before it), so the --hlog intervals begin at
+    start_at + warm-up: the tracing study switches sampling on those boundaries while the run goes on.
+    The hlog's StartTime is that instant on the realtime clock, not shifted by the connect phase."""
+    from conftest import run_load
+
+    hlog = tmp_path / "load.hlog"
+    with echo_server("epoll") as (port, _):
+        at = time.time() + 0.5
+        rc, doc, err = run_load(
+            port,
+            "-c",
+            "4",
+            "-d",
+            "1s",
+            "--warmup",
+            "0.25s",
+            "--start-at",
+            f"{at:.6f}",
+            "--hlog",
+            str(hlog),
+            "--hlog-interval",
+            "0.25",
+        )
+    assert rc == 0, err
+    assert doc["config"]["start_late_s"] == 0  # connecting 4 connections on loopback takes far less than 0.5 s
+    start, rows = read_intervals(hlog, "latency_intended")
+    # StartTime is written to the millisecond.
+    assert start == pytest.approx(at + 0.25, abs=0.0015)
+    # Interval k starts k × 0.25 s after it (a response read in the loop turn that crossed the window's
+    # end is counted, as in the totals, in one more interval).
+    assert [off for off, _ in rows][:4] == pytest.approx([0.0, 0.25, 0.5, 0.75])

@@ -167,17 +167,17 @@ def test_core_counts_quick_one_cpu_full_powers_of_two_below_the_allowed():
 
 
 def test_the_tracing_plan_quick_the_best_at_100_and_1_percent_full_every_model_at_both():
-    # The quick form: the best model, 100 % and 1 % vs off, 4 pairs each (one graph per sampling).
+    # The quick form: the best model, 100 % and 1 % vs off, 8 pairs each (one graph and run per sampling).
     assert tracing_plan(["std-async", "coroutine"], "coroutine", full=False) == [
-        ("coroutine", 1.0, 4),
-        ("coroutine", 0.01, 4),
+        ("coroutine", 1.0, 8),
+        ("coroutine", 0.01, 8),
     ]
     # The full form: every model, each sampling, enough pairs for an interval of the median.
     assert tracing_plan(["std-async", "coroutine"], "coroutine", full=True) == [
-        ("std-async", 1.0, 6),
-        ("std-async", 0.01, 6),
-        ("coroutine", 1.0, 6),
-        ("coroutine", 0.01, 6),
+        ("std-async", 1.0, 24),
+        ("std-async", 0.01, 24),
+        ("coroutine", 1.0, 24),
+        ("coroutine", 0.01, 24),
     ]
     assert all(pairs >= analysis.MIN_PAIRS_FOR_INTERVAL for _, _, pairs in tracing_plan(["m"], "m", full=True))
 

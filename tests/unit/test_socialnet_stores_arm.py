@@ -349,8 +349,14 @@ class FakeLab:
         return _load_doc(model, "x", rate, achieved, p99_ms)
 
 
-def _run(monkeypatch, tmp_path: Path, run_mode: str) -> tuple[FakeLab, list[EngineDocument], list[str]]:
+def _run(
+    monkeypatch, tmp_path: Path, run_mode: str, stub_tracing: bool = True
+) -> tuple[FakeLab, list[EngineDocument], list[str]]:
+    """The socialnet study's quick form on FakeLab. Its tracing step (a switched run in real time) is a
+    stub that stores nothing unless `stub_tracing` is False (test_socialnet_tracing fakes that run)."""
     lab = FakeLab(run_mode)
+    if stub_tracing:
+        monkeypatch.setattr(run_mod, "run_switched_tracing", lambda *a, **k: None)
     monkeypatch.setattr(run_mod, "graph", lab.graph)
     monkeypatch.setattr(run_mod, "run_front_load", lab.load)
     monkeypatch.setattr(run_mod, "run_engine", lambda *a, **k: SimpleNamespace(document={"measurements": []}))

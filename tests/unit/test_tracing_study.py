@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_socialnet_analysis import _load_doc
+from test_socialnet_tracing import TEST_PLAN, FakeSwitchedLab
 
 from tailscope.lab import topology
 from tailscope.report.blocks import Table
@@ -17,43 +17,41 @@ from tailscope.studies import registry, tracing
 from tailscope.studies.base import RunContext
 from tailscope.studies.socialnet import analysis
 from tailscope.studies.socialnet import tracing as tracing_mod
-from tailscope.studies.socialnet.tracing import SWITCH_SIGNAL, tracing_order
+from tailscope.studies.socialnet.tracing import SWITCH_SLOTS, tracing_order
 
-THROUGHPUT = {"std-async": 1000.0, "coroutine": 3000.0}
 COST = 0.02
 
 
-class FakeLab:
+class FakeLab(FakeSwitchedLab):
+    """FakeSwitchedLab behind the study's graph(): each graph records its model, sampling and stores."""
+
     def __init__(self):
+        super().__init__(COST)
         self.graphs: list[tuple[str, float, str | None]] = []  # (model, trace_sample, stores)
-        self.on = True
-        self.switches: list[bool] = []
 
     @contextmanager
     def graph(self, topo, model, out, trace_sample=0.0, traces=None, stores=None, **_):
         self.graphs.append((model, trace_sample, stores))
-        self.on = True
-        yield len(self.graphs) - 1, {"pid": 1, "stores": {"mode": "simulated", "reason": "test"}, "work": "real"}
+        ready = {"pid": 4242, "pids": {}, "stores": {"mode": "simulated", "reason": "test"}, "work": "real"}
+        yield len(self.graphs) - 1, ready
         Path(out).write_text("{}")
-
-    def switch(self, ready, on):
-        self.on = on
-        self.switches.append(on)
-
-    def load(self, port, rate, connections, duration, warmup, timeout, client_cpu=None):
-        model = self.graphs[port][0]
-        per_s = THROUGHPUT[model] * (1 - COST if self.on else 1)
-        return _load_doc(model, "x", rate, per_s, 50)
 
 
 def _run(monkeypatch, tmp_path, options):
     lab = FakeLab()
     monkeypatch.setattr(tracing, "graph", lab.graph)
-    monkeypatch.setattr(tracing, "run_front_load", lab.load)
+    monkeypatch.setattr(tracing_mod, "run_front_load", lab.load_args)
     monkeypatch.setattr(tracing_mod, "set_trace_sampling", lab.switch)
+    monkeypatch.setattr(tracing_mod, "PLAN", TEST_PLAN)
     monkeypatch.setattr(topology, "to_engine_json", lambda _src, out: Path(out))
     ctx = RunContext("quick", tmp_path, lambda *_: None, {"stores": "simulated"} | options)
     return lab, tracing.STUDY.run(ctx)
+
+
+def _switches(pairs: int) -> list[bool]:
+    """One switched run's switches: paused before the warm-up, then wherever ABBA changes the state."""
+    order = [on for _, on in tracing_order(pairs)]
+    return [order[0]] + [on for i, on in enumerate(order) if i and on != order[i - 1]]
 
 
 def test_every_model_at_both_samplings_on_one_graph_each(monkeypatch, tmp_path):
@@ -64,10 +62,11 @@ def test_every_model_at_both_samplings_on_one_graph_each(monkeypatch, tmp_path):
         ("coroutine", 1.0, "simulated"),
         ("coroutine", 0.01, "simulated"),
     ]
-    assert lab.switches == [on for _ in range(4) for _, on in tracing_order(2)]
+    assert lab.switches == _switches(2) * 4
     points = [d.document["socialnet_point"] for d in docs]
-    assert len(points) == 4 * 2 * 2
-    assert {p["tracing_switch"] for p in points} == {SWITCH_SIGNAL}
+    assert len(points) == 4  # one switched run per (model, sampling)
+    assert {p["tracing_switch"] for p in points} == {SWITCH_SLOTS}
+    assert all(len(p["tracing_sides"]) == 4 for p in points)
     assert all(d.study == "tracing" and d.document["stores"]["mode"] == "simulated" for d in docs)
     rows = analysis.tracing_costs([d.document for d in docs])
     assert [(r.model, r.sample, r.pairs) for r in rows] == [
@@ -76,7 +75,10 @@ def test_every_model_at_both_samplings_on_one_graph_each(monkeypatch, tmp_path):
         ("coroutine", 1.0, 2),
         ("coroutine", 0.01, 2),
     ]
-    assert all(r.cost == pytest.approx(COST) and r.one_graph for r in rows)
+    # Two pairs, the fake's drift alternating in sign: the median of the two is the 2 % cost.
+    assert all(r.cost == pytest.approx(COST, abs=0.004) and r.switched for r in rows)
+    # The fake graph has no service process: the CPU cost says why, the throughput cost stands.
+    assert all(r.cpu_cost is None and "CPU clock was unreadable" in r.cpu_unavailable for r in rows)
     assert not (tmp_path / "tracing" / "traces").exists() or not any((tmp_path / "tracing" / "traces").iterdir())
 
 

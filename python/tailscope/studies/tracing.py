@@ -1,18 +1,19 @@
 """Study `tracing`: the tracing-cost table alone (issue 30) — every concurrency model's closed-loop
-throughput with tracing on at 100 % and at 1 % sampling against tracing off, without the rest of
-the socialnet sweep.
+throughput and CPU per request with tracing on at 100 % and at 1 % sampling against tracing off,
+without the rest of the socialnet sweep.
 
 The same pairs as the socialnet study's step 4, by the same function (socialnet/tracing.py
-run_tracing_pairs): per (model, sampling) one compose-post graph started at that sampling, one
-discarded closed-loop warm-up point, then alternated off/on pairs in ABBA order with the front's
-sampling paused and resumed by a signal. The documents have the socialnet shape, so the same
-analysis (socialnet/analysis.py tracing_costs) gives the rows and the same table renders them.
+run_switched_tracing): per (model, sampling) one compose-post graph started at that sampling and ONE
+closed-loop run of the load generator, the front's sampling paused and resumed by a signal on the run's
+interval boundaries, off/on sides of 1 s in ABBA order. The documents have the socialnet shape, so the
+same analysis (socialnet/analysis.py tracing_costs) gives the rows and the same table renders them.
 
 Not in `tailscope run`'s default list (registry.OPT_IN): a quick run already measures the best model
 at both samplings in the socialnet study, and every model here takes minutes. Run it with
 `tailscope bench tracing` or `tailscope run --study tracing`. Quick form: every model at both
-samplings, TRACING_PAIRS pairs of 2 s points (+ 0.5 s warm-up; ~4 min on 5 models); full form:
-FULL_TRACING_PAIRS pairs of 5 s points. Tiny form (tests): options `tracing_models`, `tracing_pairs`.
+samplings, TRACING_PAIRS pairs (a 20 s run each; ~5 min on 5 models with the graphs' starts); full
+form: FULL_TRACING_PAIRS pairs (a 60 s run each, ~13 min). Tiny form (tests): options
+`tracing_models`, `tracing_pairs`.
 """
 
 from __future__ import annotations
@@ -22,19 +23,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tailscope.lab import topology
-from tailscope.lab.graph import LOAD, graph, run_front_load, svc_models
+from tailscope.lab.graph import LOAD, graph, svc_models
 from tailscope.report.blocks import Section
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, point_times, record_stores, requested_stores, study_section
+from tailscope.studies.common import StepProgress, record_stores, requested_stores, study_section
 from tailscope.studies.socialnet.analysis import CONNECTIONS, UNPINNED, tracing_costs
 from tailscope.studies.socialnet.section import tracing_table
 from tailscope.studies.socialnet.tracing import (
     FULL_TRACING_PAIRS,
     TRACING_PAIRS,
     TRACING_SAMPLES,
-    run_tracing_pairs,
-    tracing_steps,
+    run_switched_tracing,
+    switched_load,
 )
 
 MAX_PAIRS = 100
@@ -46,8 +47,6 @@ class TracingStudy:
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         full = ctx.form == "full"
-        duration, warmup = point_times(ctx, quick=(2.0, 0.5), full=(5.0, 1.0), floor=(0.3, 0.1))
-        timeout = duration + warmup + 60
         models = list(ctx.options.get("tracing_models") or svc_models())
         given = ctx.options.get("tracing_pairs")
         pairs = int(given) if given is not None else FULL_TRACING_PAIRS if full else TRACING_PAIRS
@@ -57,7 +56,7 @@ class TracingStudy:
         art = Path(ctx.artifacts_dir) / self.name
         art.mkdir(parents=True, exist_ok=True)
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
-        progress = StepProgress(ctx, self.name, len(models) * len(TRACING_SAMPLES) * tracing_steps(pairs) + 1)
+        progress = StepProgress(ctx, self.name, len(models) * len(TRACING_SAMPLES) + 1)
         docs: list[EngineDocument] = []
         for model in models:
             for sample in TRACING_SAMPLES:
@@ -80,9 +79,9 @@ class TracingStudy:
                     }
                     docs.append(EngineDocument(self.name, LOAD, record_stores(d, ready_of_graph), point))
 
-                run_tracing_pairs(
+                run_switched_tracing(
                     start,
-                    lambda port: run_front_load(port, 0, CONNECTIONS, duration, warmup, timeout),
+                    lambda port, at_s, hlog: switched_load(port, at_s, hlog, pairs, None),
                     record,
                     model,
                     sample,

@@ -10,6 +10,7 @@ capstone's Figure 8 holds. section.py only formats these values. Pure functions 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -555,6 +556,13 @@ class TracingCost:
     cpu_cost_interval: tuple[float, float] | None = None
     cpu_verdict: IntervalVerdict = IntervalVerdict("", unavailable="not judged")
     cpu_unavailable: str = ""
+    # True: every pair's two sides were 1-s stretches of ONE closed-loop run, the sampling switched on the
+    # load generator's interval boundaries (socialnet/tracing.py run_switched_tracing); on_per_s and
+    # off_per_s are then those sides' rates. `dropped`: sides that could not be paired, and why.
+    switched: bool = False
+    dropped: tuple[str, ...] = ()
+    # A switched run's slots as it recorded them: (slot s, guard slots, used slots, warm-up s).
+    slots: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -1180,7 +1188,7 @@ def tracing_costs(loads: list[dict]) -> list[TracingCost]:
     """One TracingCost per (model, sampling) of the run's tracing pairs, each judged against its own
     target (TRACING_COST_TARGETS): the models in run order, 100 % before 1 % within a model. A group
     without a complete pair with a non-zero "off" side has no row."""
-    tracing = [d for d in loads if d["socialnet_point"]["kind"] in ("tracing-on", "tracing-off")]
+    tracing = [d for d in loads if d["socialnet_point"]["kind"] in TRACING_KINDS]
     rows = []
     for model in models_in_run_order(tracing):
         mine = [d for d in tracing if d["socialnet_point"]["model"] == model]
@@ -1190,6 +1198,11 @@ def tracing_costs(loads: list[dict]) -> list[TracingCost]:
             if row is not None:
                 rows.append(row)
     return rows
+
+
+# The load documents of the tracing pairs: a point per side (runs before the switched run), or one
+# switched run carrying every side (socialnet/tracing.py run_switched_tracing).
+TRACING_KINDS = ("tracing-on", "tracing-off", "tracing-switched")
 
 
 def tracing_cost(loads: list[dict]) -> TracingCost | None:
@@ -1205,60 +1218,130 @@ def worst_tracing_cost(rows: Sequence[TracingCost], sample: float) -> TracingCos
     return max(at, key=lambda r: r.cost) if at else None
 
 
+@dataclass(frozen=True)
+class _Side:
+    """One side of a tracing pair: its throughput, requests and CPU (None with `cpu_why` when unread)."""
+
+    per_s: float
+    requests: int
+    services_cpu_s: float | None
+    machine_busy_s: float | None
+    cpu_why: str = ""
+
+
+def _point_side(d: dict) -> _Side:
+    cpu = d["socialnet_point"].get("tracing_cpu") or {}
+    why = "" if "services_cpu_s" in cpu else cpu.get("unavailable") or "the run did not read its points' CPU"
+    return _Side(
+        achieved_per_s(d),
+        int((d.get("load") or {}).get("requests_completed") or 0),
+        cpu.get("services_cpu_s"),
+        cpu.get("machine_busy_s"),
+        why,
+    )
+
+
+def _switched_pairs(docs: list[dict]) -> tuple[list[tuple[_Side, _Side]], list[str]]:
+    """(on, off) per complete pair of the switched runs' sides, and why each dropped side was dropped."""
+    pairs: list[tuple[_Side, _Side]] = []
+    dropped: list[str] = []
+    for d in docs:
+        p = d["socialnet_point"]
+        if p.get("tracing_unavailable"):
+            dropped.append(p["tracing_unavailable"])
+            continue
+        by_pair: dict[int, dict[bool, dict]] = {}
+        for side in p.get("tracing_sides") or []:
+            if side.get("dropped"):
+                dropped.append(side["dropped"])
+            else:
+                by_pair.setdefault(int(side["pair"]), {})[bool(side["on"])] = side
+        for i in sorted(by_pair):
+            sides = by_pair[i]
+            if True in sides and False in sides:
+                pairs.append((_switched_side(sides[True]), _switched_side(sides[False])))
+    return pairs, dropped
+
+
+def _switched_side(side: dict) -> _Side:
+    return _Side(
+        side["requests"] / side["seconds"],
+        int(side["requests"]),
+        side.get("services_cpu_s"),
+        side.get("machine_busy_s"),
+        side.get("cpu_unavailable", ""),
+    )
+
+
 def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | None:
-    """The pairs' on ÷ off throughput (median) of one (model, sampling): the i-th "on" point with the
-    i-th "off" (the run alternates them, and the store keeps their order)."""
-    on = [d for d in group if d["socialnet_point"]["kind"] == "tracing-on"]
-    off = [d for d in group if d["socialnet_point"]["kind"] == "tracing-off"]
-    ratios = sorted(achieved_per_s(a) / achieved_per_s(b) for a, b in zip(on, off) if achieved_per_s(b) > 0)
-    if not ratios:
+    """The pairs' on ÷ off throughput (median) of one (model, sampling): the sides of its switched runs,
+    or the i-th "on" point with the i-th "off" (the run alternates them, and the store keeps their order)."""
+    switched = [d for d in group if d["socialnet_point"]["kind"] == "tracing-switched"]
+    dropped: list[str] = []
+    if switched:
+        pairs, dropped = _switched_pairs(switched)
+    else:
+        on = [d for d in group if d["socialnet_point"]["kind"] == "tracing-on"]
+        off = [d for d in group if d["socialnet_point"]["kind"] == "tracing-off"]
+        pairs = [(_point_side(a), _point_side(b)) for a, b in zip(on, off)]
+    pairs = [(a, b) for a, b in pairs if b.per_s > 0]
+    if not pairs:
         return None
+    ratios = sorted(a.per_s / b.per_s for a, b in pairs)
     n = len(ratios)
-    mid = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    mid = statistics.median(ratios)
     target = TRACING_COST_TARGETS.get(sample)
     cost_interval, verdict = _tracing_verdict([1 - r for r in reversed(ratios)], 1 - mid, target, sample)
-    cpu_costs, cpu_why = _tracing_cpu_costs(on, off)
+    cpu_costs, cpu_why = _tracing_cpu_costs(pairs)
     cpu_cost = cpu_interval = None
     cpu_verdict = IntervalVerdict("", unavailable=cpu_why)
     if cpu_costs:
-        k = len(cpu_costs)
-        cpu_cost = cpu_costs[k // 2] if k % 2 else (cpu_costs[k // 2 - 1] + cpu_costs[k // 2]) / 2
+        cpu_cost = statistics.median(cpu_costs)
         cpu_interval, cpu_verdict = _tracing_verdict(cpu_costs, cpu_cost, target, sample)
     return TracingCost(
         model=model,
         pairs=n,
         ratio=mid,
         cost=1 - mid,
-        on_per_s=tuple(achieved_per_s(d) for d in on),
-        off_per_s=tuple(achieved_per_s(d) for d in off),
+        on_per_s=tuple(a.per_s for a, _ in pairs),
+        off_per_s=tuple(b.per_s for _, b in pairs),
         met=target is not None and 1 - mid <= target,
         cost_interval=cost_interval,
         verdict=verdict,
         sample=sample,
         target=target,
-        one_graph=all(d["socialnet_point"].get("tracing_switch") for d in group),
+        one_graph=bool(switched) or all(d["socialnet_point"].get("tracing_switch") for d in group),
         cpu_cost=cpu_cost,
         cpu_cost_interval=cpu_interval,
         cpu_verdict=cpu_verdict,
         cpu_unavailable=cpu_why,
+        switched=bool(switched),
+        dropped=tuple(dropped),
+        slots=_switched_slots(switched[0]) if switched else (0.0, 0, 0, 0.0),
     )
 
 
-def _tracing_cpu_costs(on: list[dict], off: list[dict]) -> tuple[list[float], str]:
-    """Per pair (the i-th on with the i-th off), ascending: (services' CPU per request on − off) ÷ the
-    machine's busy CPU per request off; ([], why) when any point lacks the reading (runs stored before
-    it, or a service's /proc entry gone) or completed no request."""
+def _switched_slots(d: dict) -> tuple[float, int, int, float]:
+    s = d["socialnet_point"].get("tracing_slots") or {}
+    return (
+        float(s.get("slot_s", 0.0)),
+        int(s.get("guard_slots", 0)),
+        int(s.get("used_slots", 0)),
+        float((d.get("config") or {}).get("warmup_s", 0.0)),
+    )
+
+
+def _tracing_cpu_costs(pairs: list[tuple[_Side, _Side]]) -> tuple[list[float], str]:
+    """Per pair (on, off), ascending: (services' CPU per request on − off) ÷ the machine's busy CPU per
+    request off; ([], why) when any side lacks the reading (runs stored before it, or a service's /proc
+    entry gone) or completed no request."""
     costs = []
-    for a, b in zip(on, off):
-        ca, cb = a["socialnet_point"].get("tracing_cpu") or {}, b["socialnet_point"].get("tracing_cpu") or {}
-        if "services_cpu_s" not in ca or "services_cpu_s" not in cb:
-            why = ca.get("unavailable") or cb.get("unavailable") or "the run did not read its points' CPU"
-            return [], why
-        na = int((a.get("load") or {}).get("requests_completed") or 0)
-        nb = int((b.get("load") or {}).get("requests_completed") or 0)
-        if na <= 0 or nb <= 0 or cb["machine_busy_s"] <= 0:
+    for a, b in pairs:
+        if a.services_cpu_s is None or b.services_cpu_s is None or b.machine_busy_s is None:
+            return [], a.cpu_why or b.cpu_why or "the run did not read its points' CPU"
+        if a.requests <= 0 or b.requests <= 0 or b.machine_busy_s <= 0:
             return [], "a point completed no request or its machine reading was empty"
-        costs.append((ca["services_cpu_s"] / na - cb["services_cpu_s"] / nb) / (cb["machine_busy_s"] / nb))
+        costs.append((a.services_cpu_s / a.requests - b.services_cpu_s / b.requests) / (b.machine_busy_s / b.requests))
     return sorted(costs), ""
 
 

@@ -58,8 +58,8 @@ from tailscope.studies.socialnet.tracing import (
     FULL_TRACING_PAIRS,
     TRACING_PAIRS,
     TRACING_SAMPLES,
-    run_tracing_pairs,
-    tracing_steps,
+    run_switched_tracing,
+    switched_load,
 )
 from tailscope.units import fmt_count
 
@@ -147,7 +147,7 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
         + (1 + REFINE_MODELS) * REFINE_STEPS
         + SIMULATED_ARM_MODELS * (1 + len(fractions) + REFINE_STEPS)
         + 2 * len(CONNECTION_SWEEP)
-        + sum(tracing_steps(pairs) for _, _, pairs in tracing_plan(models, "", ctx.form == "full"))
+        + len(tracing_plan(models, "", ctx.form == "full"))
         + 3
     )
     progress = StepProgress(ctx, "socialnet", steps)
@@ -351,21 +351,21 @@ def run_study(ctx: RunContext, study: str) -> list[EngineDocument]:
                 d = load(port, common, c)
                 store_load(d, model, "connections", common, c, f"{model}/connections/{c}")
 
-    # 4. Tracing cost, closed loop, each sampling vs off on one warmed graph per (model, sampling), the
-    # sampling switched by a signal (tracing.py). Both sides of a pair record the sampling they are
-    # compared at (trace_sample), so the analysis groups them by (model, sampling).
+    # 4. Tracing cost, closed loop: per (model, sampling) one warmed graph and one closed-loop run, the
+    # front's sampling switched on the run's interval boundaries (tracing.py). The document records the
+    # sampling it compares (trace_sample), so the analysis groups the sides by (model, sampling).
     for model, sample, pairs in tracing_plan(models, best, ctx.form == "full"):
         pct = f"{sample * 100:g}"
 
-        def closed_loop(port: int) -> dict:
-            return load(port, 0, CONNECTIONS)
+        def switched(port: int, at_s: float, hlog: Path, pairs: int = pairs) -> dict:
+            return switched_load(port, at_s, hlog, pairs, client_cpu)
 
         def record(d: dict, kind: str, point: str, model: str = model) -> None:
             store_load(d, model, kind, 0, CONNECTIONS, point)
 
-        run_tracing_pairs(
+        run_switched_tracing(
             functools.partial(start_graph, model, art / f"graph-{model}-tracing-{pct}.json"),
-            closed_loop,
+            switched,
             record,
             model,
             sample,

@@ -4,6 +4,7 @@ capstone Figure 3 and Figure 8 reference checks. Nothing is decided here: every 
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -848,8 +849,19 @@ def _verdict_cell(v: IntervalVerdict, met: bool, target: float | None) -> str:
 
 
 def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
-    """Where a run's pairs ran: one warmed graph per row (the sampling switched by a signal) or, in
-    runs stored before the switch, a fresh graph per point."""
+    """Where a run's pairs ran: one closed-loop run per row with the sampling switched on its interval
+    boundaries, or (runs stored before it) one warmed graph per row switched between points, or a fresh
+    graph per point."""
+    if all(r.switched for r in rows):
+        slot_s, guard, used, warmup_s = rows[0].slots
+        return " ".join(
+            [
+                f"each side {used * slot_s:g} s of ONE closed-loop run per row (after {warmup_s:g} s of warm-up) on one",
+                "graph started at the row's sampling, the front's sampling paused and resumed by a signal on the load",
+                f"generator's {slot_s:g} s interval boundaries, the {guard * slot_s:g} s after each switch discarded",
+                "(requests admitted before it keep their sampling), in ABBA order (off on | on off | …)",
+            ]
+        )
     one = " ".join(
         [
             "in ABBA order (off→on, on→off, …) on one graph per row, started at the row's sampling, warmed by a",
@@ -861,6 +873,25 @@ def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
     if not any(r.one_graph for r in rows):
         return "on fresh graphs"
     return f"(rows {', '.join(f'{r.model} {r.sample * 100:g} %' for r in rows if r.one_graph)} {one}; the others on fresh graphs)"
+
+
+def _tracing_rates_cell(t: TracingCost, rates: Sequence[float]) -> str:
+    """A side's rates in pair order (points), or their median and range (a switched run's many sides)."""
+    if not t.switched:
+        return ", ".join(fmt_count(x) for x in rates)
+    return f"{fmt_count(statistics.median(rates))} ({fmt_count(min(rates))}–{fmt_count(max(rates))})"
+
+
+def _tracing_rates_text(rows: Sequence[TracingCost]) -> str:
+    points = "off /s and on /s list them in order; the i-th on is paired with the i-th off"
+    switched = (
+        "off /s and on /s: the sides' median rate (lowest–highest); each on side is paired with the off side beside it"
+    )
+    if all(r.switched for r in rows):
+        return switched
+    if not any(r.switched for r in rows):
+        return points
+    return f"{switched}; rows of points: {points}"
 
 
 def tracing_table(rows: Sequence[TracingCost]) -> Table:
@@ -888,8 +919,8 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
             [
                 t.model,
                 f"{t.sample * 100:g} %",
-                ", ".join(fmt_count(x) for x in t.off_per_s),
-                ", ".join(fmt_count(x) for x in t.on_per_s),
+                _tracing_rates_cell(t, t.off_per_s),
+                _tracing_rates_cell(t, t.on_per_s),
                 fmt_ratio(t.ratio),
                 f"{_cost_pct(t.cost, t.target)} %"
                 + (
@@ -904,7 +935,7 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
         ],
         caption=f"Each row: one model's closed-loop throughput ({CONNECTIONS} connections) with tracing on at the "
         f"row's sampling against tracing off, {pairs_text} alternated off/on pairs {_tracing_graphs_text(rows)} "
-        "(off /s and on /s list them in order; the i-th on is paired with the i-th off); cost = 1 − the median of the pairs' "
+        f"({_tracing_rates_text(rows)}); cost = 1 − the median of the pairs' "
         "on ÷ off, [95 % interval of the median, order statistics over the pairs; [—] below "
         f"{MIN_PAIRS_FOR_INTERVAL} pairs]. Targets: {TRACING_COST_TARGET * 100:g} % at 100 % sampling, "
         f"{TRACING_COST_TARGET_SAMPLED * 100:g} % at {TRACE_SAMPLE * 100:g} % (the sampling of every sweep "
