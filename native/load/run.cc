@@ -131,7 +131,8 @@ MergedResult run_load(const LoadConfig& config, const std::atomic<bool>& interru
       last_progress = now;
       const bool warm = now < clock.measure_start_ns;
       const double total = static_cast<double>(clock.measure_end_ns - start);
-      emit_progress("tailscope-load", warm ? "warmup" : "measure", static_cast<double>(std::max<int64_t>(now - start, 0)) / total,
+      emit_progress("tailscope-load", warm ? "warmup" : "measure",
+                    static_cast<double>(std::max<int64_t>(now - start, 0)) / total,
                     {{"live_connections", clock.live_connections.load()}});
     }
     sleep_ms(5);

@@ -19,7 +19,7 @@ struct MergedResult {
   std::vector<IntervalHistograms> intervals;  // merged per interval (--hlog)
   int64_t start_ns = 0, measure_start_ns = 0, measure_end_ns = 0, finished_ns = 0;
   int64_t start_late_ns = 0;  // --start-at: how far after it the schedule started (connecting overran it)
-  double measured_s = 0;  // the window actually measured (shorter if aborted)
+  double measured_s = 0;      // the window actually measured (shorter if aborted)
   bool complete = true;
   std::string aborted_reason;
   nlohmann::json server_resources, generator_resources;

@@ -289,7 +289,8 @@ int main(int argc, char** argv) {
     }
     if (!request_log_path.empty()) {
       const auto rows = static_cast<int64_t>(result.totals.request_log.size());
-      write_file_atomic(request_log_path, request_log_csv(std::move(result.totals.request_log), monotonic_to_realtime_ns));
+      write_file_atomic(request_log_path,
+                        request_log_csv(std::move(result.totals.request_log), monotonic_to_realtime_ns));
       doc["load"]["request_log"] = {{"path", request_log_path},
                                     {"schema", kRequestLogSchema},
                                     {"rows", rows},
