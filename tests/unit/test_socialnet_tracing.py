@@ -159,6 +159,10 @@ def test_one_run_switched_on_the_side_boundaries(monkeypatch, tmp_path):
     p = doc["socialnet_point"]
     assert p["trace_sample"] == 0.01 and p["tracing_switch"] == SWITCH_SLOTS
     assert p["tracing_slots"] == {"slot_s": 0.05, "guard_slots": 1, "used_slots": 4}
+    # The switcher asks for a real-time policy so a busy graph cannot delay it; refused, it says why.
+    assert p["tracing_switcher"] == "SCHED_FIFO 1" or p["tracing_switcher"].startswith(
+        "SCHED_OTHER (SCHED_FIFO refused: "
+    )
     sides = p["tracing_sides"]
     assert [(s["pair"], s["on"]) for s in sides] == tracing_order(2)
     assert all(s["dropped"] == "" and s["seconds"] == pytest.approx(0.2) for s in sides)
@@ -328,6 +332,7 @@ def test_the_table_says_where_the_pairs_ran(monkeypatch, tmp_path):
         and "the 0.05 s after each switch discarded" in caption
     )
     assert "the sides' median rate (lowest–highest)" in caption
+    assert f"(the switching thread ran under {row.switcher})" in caption and row.switcher
     assert tracing_table([row]).rows[0][2].count("–") == 1  # median (lowest–highest), not every side
     points = [
         _load_doc("coroutine", kind, 0, per_s, 50) | {} for kind, per_s in (("tracing-off", 1000), ("tracing-on", 990))
@@ -394,3 +399,11 @@ def test_runs_without_the_cpu_reading_keep_their_table():
     (row,) = analysis.tracing_costs(old)
     assert row.cpu_cost is None and row.cpu_unavailable == "the run did not read its points' CPU"
     assert "CPU verdict" not in tracing_table([row]).columns
+
+
+def test_the_switcher_says_when_it_was_refused_a_real_time_policy(monkeypatch):
+    def refused(pid, policy, param):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(tracing_mod.os, "sched_setscheduler", refused)
+    assert tracing_mod.realtime_policy() == "SCHED_OTHER (SCHED_FIFO refused: [Errno 1] Operation not permitted)"

@@ -563,6 +563,7 @@ class TracingCost:
     dropped: tuple[str, ...] = ()
     # A switched run's slots as it recorded them: (slot s, guard slots, used slots, warm-up s).
     slots: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
+    switcher: str = ""  # the switching thread's scheduling policy, as the run recorded it
 
 
 @dataclass(frozen=True)
@@ -1318,6 +1319,7 @@ def _tracing_row(model: str, sample: float, group: list[dict]) -> TracingCost | 
         switched=bool(switched),
         dropped=tuple(dropped),
         slots=_switched_slots(switched[0]) if switched else (0.0, 0, 0, 0.0),
+        switcher=str(switched[0]["socialnet_point"].get("tracing_switcher") or "") if switched else "",
     )
 
 

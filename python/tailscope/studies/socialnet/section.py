@@ -860,8 +860,9 @@ def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
                 "graph started at the row's sampling, the front's sampling paused and resumed by a signal on the load",
                 f"generator's {slot_s:g} s interval boundaries, the {guard * slot_s:g} s after each switch discarded",
                 "(requests admitted before it keep their sampling), in ABBA order (off on | on off | …)",
+                f"(the switching thread ran under {rows[0].switcher})" if rows[0].switcher else "",
             ]
-        )
+        ).rstrip()
     one = " ".join(
         [
             "in ABBA order (off→on, on→off, …) on one graph per row, started at the row's sampling, warmed by a",
