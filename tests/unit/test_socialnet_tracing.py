@@ -332,7 +332,7 @@ def test_the_table_says_where_the_pairs_ran(monkeypatch, tmp_path):
         and "the 0.05 s after each switch discarded" in caption
     )
     assert "the sides' median rate (lowest–highest)" in caption
-    assert f"(the switching thread ran under {row.switcher})" in caption and row.switcher
+    assert f", the switching thread under {row.switcher} —" in caption and row.switcher
     assert tracing_table([row]).rows[0][2].count("–") == 1  # median (lowest–highest), not every side
     points = [
         _load_doc("coroutine", kind, 0, per_s, 50) | {} for kind, per_s in (("tracing-off", 1000), ("tracing-on", 990))

@@ -856,13 +856,13 @@ def _tracing_graphs_text(rows: Sequence[TracingCost]) -> str:
         slot_s, guard, used, warmup_s = rows[0].slots
         return " ".join(
             [
-                f"each side {used * slot_s:g} s of ONE closed-loop run per row (after {warmup_s:g} s of warm-up) on one",
+                f"— each side {used * slot_s:g} s of ONE closed-loop run per row (after {warmup_s:g} s of warm-up) on one",
                 "graph started at the row's sampling, the front's sampling paused and resumed by a signal on the load",
                 f"generator's {slot_s:g} s interval boundaries, the {guard * slot_s:g} s after each switch discarded",
-                "(requests admitted before it keep their sampling), in ABBA order (off on | on off | …)",
-                f"(the switching thread ran under {rows[0].switcher})" if rows[0].switcher else "",
+                "(requests admitted before it keep their sampling), in ABBA order (off on | on off | …)"
+                + (f", the switching thread under {rows[0].switcher} —" if rows[0].switcher else " —"),
             ]
-        ).rstrip()
+        )
     one = " ".join(
         [
             "in ABBA order (off→on, on→off, …) on one graph per row, started at the row's sampling, warmed by a",
@@ -953,8 +953,12 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
         table.caption += (
             " CPU cost: the same pairs judged by work instead of throughput — per pair, the graph's services' "
             "CPU per request with tracing on minus off, ÷ the whole machine's busy CPU per request with it off "
-            "(user+sys from /proc around each point), median and 95 % interval over the pairs, against the same "
-            "target."
+            + (
+                "(the service processes' CPU clocks and /proc/stat read on each side's boundaries)"
+                if all(r.switched for r in rows)
+                else "(user+sys from /proc around each point)"
+            )
+            + ", median and 95 % interval over the pairs, against the same target."
         )
     return table
 
