@@ -82,10 +82,26 @@ def test_every_model_at_both_samplings_on_one_graph_each(monkeypatch, tmp_path):
     assert not (tmp_path / "tracing" / "traces").exists() or not any((tmp_path / "tracing" / "traces").iterdir())
 
 
-@pytest.mark.parametrize("pairs", [0, 101])
+@pytest.mark.parametrize("pairs", [0, 401])
 def test_a_pair_count_out_of_range_is_refused(monkeypatch, tmp_path, pairs):
     with pytest.raises(ValueError, match="tracing_pairs"):
         _run(monkeypatch, tmp_path, {"tracing_models": ["coroutine"], "tracing_pairs": pairs})
+
+
+@pytest.mark.parametrize(("form", "scale", "pairs"), [("quick", 0.05, 1), ("quick", 0.5, 4), ("full", 4.0, 96)])
+def test_scale_multiplies_the_pairs(monkeypatch, tmp_path, form, scale, pairs):
+    seen: list[int] = []
+    monkeypatch.setattr(tracing, "run_switched_tracing", lambda *a: seen.append(a[5]))
+    monkeypatch.setattr(topology, "to_engine_json", lambda _src, out: Path(out))
+    ctx = RunContext(form, tmp_path, lambda *_: None, {"tracing_models": ["coroutine"], "scale": scale})
+    tracing.STUDY.run(ctx)
+    assert seen == [pairs, pairs]  # one switched run per sampling
+
+
+def test_a_scale_beyond_the_longest_run_is_refused(monkeypatch, tmp_path):
+    ctx = RunContext("full", tmp_path, lambda *_: None, {"tracing_models": ["coroutine"], "scale": 20.0})
+    with pytest.raises(ValueError, match="--scale 20 asks for 480 tracing pairs per row, more than 400"):
+        tracing.STUDY.run(ctx)
 
 
 def test_the_section_renders_the_socialnet_tracing_table(monkeypatch, tmp_path):

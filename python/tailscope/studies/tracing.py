@@ -12,8 +12,8 @@ Not in `tailscope run`'s default list (registry.OPT_IN): a quick run already mea
 at both samplings in the socialnet study, and every model here takes minutes. Run it with
 `tailscope bench tracing` or `tailscope run --study tracing`. Quick form: every model at both
 samplings, TRACING_PAIRS pairs (a 20 s run each; ~5 min on 5 models with the graphs' starts); full
-form: FULL_TRACING_PAIRS pairs (a 60 s run each, ~13 min). Tiny form (tests): options
-`tracing_models`, `tracing_pairs`.
+form: FULL_TRACING_PAIRS pairs (a 60 s run each, ~13 min). `--scale` multiplies the pairs. Tiny form
+(tests): options `tracing_models`, `tracing_pairs`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tailscope.lab.graph import LOAD, graph, svc_models
 from tailscope.report.blocks import Section
 from tailscope.store import EngineDocument, Store
 from tailscope.studies.base import RunContext
-from tailscope.studies.common import StepProgress, record_stores, requested_stores, study_section
+from tailscope.studies.common import StepProgress, record_stores, requested_stores, run_scale, study_section
 from tailscope.studies.socialnet.analysis import CONNECTIONS, UNPINNED, tracing_costs
 from tailscope.studies.socialnet.section import tracing_table
 from tailscope.studies.socialnet.tracing import (
@@ -38,7 +38,9 @@ from tailscope.studies.socialnet.tracing import (
     switched_load,
 )
 
-MAX_PAIRS = 100
+# 400 pairs are a 1 000 s switched run per (model, sampling): the run length at which the CPU cost's
+# interval reached about ±1 point on this 2-core VM is 96 pairs (run 20261127-144857-fdf7).
+MAX_PAIRS = 400
 
 
 class TracingStudy:
@@ -49,9 +51,16 @@ class TracingStudy:
         full = ctx.form == "full"
         models = list(ctx.options.get("tracing_models") or svc_models())
         given = ctx.options.get("tracing_pairs")
-        pairs = int(given) if given is not None else FULL_TRACING_PAIRS if full else TRACING_PAIRS
-        if not 1 <= pairs <= MAX_PAIRS:
-            raise ValueError(f"tracing_pairs: {pairs} is outside 1..{MAX_PAIRS}")
+        if given is not None:
+            pairs = int(given)
+            if not 1 <= pairs <= MAX_PAIRS:
+                raise ValueError(f"tracing_pairs: {pairs} is outside 1..{MAX_PAIRS}")
+        else:
+            # --scale multiplies the pairs (every sample count): `--full --scale 4` runs 96 per row.
+            scale = run_scale(ctx.options)
+            pairs = max(1, round((FULL_TRACING_PAIRS if full else TRACING_PAIRS) * scale))
+            if pairs > MAX_PAIRS:
+                raise ValueError(f"--scale {scale:g} asks for {pairs} tracing pairs per row, more than {MAX_PAIRS}")
         stores = requested_stores(ctx.options)
         art = Path(ctx.artifacts_dir) / self.name
         art.mkdir(parents=True, exist_ok=True)
