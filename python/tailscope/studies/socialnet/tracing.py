@@ -175,12 +175,11 @@ def switched_sides_table(
         first, end = s * plan.side_slots, (s + 1) * plan.side_slots
         used = first + plan.guard_slots
         row: dict = {"pair": pair, "on": on, "seconds": plan.used_slots * plan.slot_s, "dropped": ""}
-        needed = [by_slot.get(k) for k in (first, used, end)]
-        if any(m is None for m in needed):
+        m_first, m_used, m_end = by_slot.get(first), by_slot.get(used), by_slot.get(end)
+        if m_first is None or m_used is None or m_end is None:
             row["dropped"] = "the switcher stopped before the side ended"
             rows.append(row)
             continue
-        m_first, m_used, m_end = needed  # type: ignore[misc]
         skew_s = max(abs(m.at_s - (hlog_start_s + m.slot * plan.slot_s)) for m in (m_first, m_used, m_end))
         row["skew_ms"] = round(skew_s * 1e3, 3)
         row["requests"] = sum(slot_requests.get(k, 0) for k in range(used, end))
