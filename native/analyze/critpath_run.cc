@@ -24,6 +24,7 @@
 
 #include "analyze/aggregate.h"
 #include "analyze/analysis_json.h"
+#include "analyze/pretty_json.h"
 #include "analyze/timeline_json.h"
 #include "analyze/trace_analyzer.h"
 #include "analyze/trace_contribution.h"
@@ -353,7 +354,7 @@ class CritpathRun {
     if (options.span_dump) span_dump_ = std::make_unique<SpanDump>(options.artifacts_dir);
   }
 
-  nlohmann::ordered_json run();
+  CritpathDocument run();
 
  private:
   static analyze::AggregateOptions aggregate_options(const Options& options, std::int64_t stagger_window_ns) {
@@ -631,7 +632,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   return true;
 }
 
-nlohmann::ordered_json CritpathRun::run() {
+CritpathDocument CritpathRun::run() {
   const TempFileRegistration registration(artifacts_.get());
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
 
@@ -716,9 +717,8 @@ nlohmann::ordered_json CritpathRun::run() {
                     {"spans_per_s", elapsed_s > 0 ? nlohmann::ordered_json(static_cast<double>(spans_) / elapsed_s)
                                                   : nlohmann::ordered_json(nullptr)},
                     {"stopped_at_max_traces", reached_max_}};
-  nlohmann::ordered_json trace_list = nlohmann::ordered_json::array();
-  for (const std::string& t : doc_traces_) trace_list.push_back(nlohmann::ordered_json::parse(t));
-  doc["traces"] = std::move(trace_list);
+  // Its entries stay text (CritpathDocument::traces), printed by critpath_document_text().
+  doc["traces"] = nlohmann::ordered_json::array();
   doc["traces_in_document"] = doc_traces_.size();
   doc["traces_omitted"] = traces_ - doc_traces_.size();
   doc["traces_omitted_over_doc_bytes"] = omitted_over_doc_bytes_;
@@ -744,7 +744,7 @@ nlohmann::ordered_json CritpathRun::run() {
                  {"spans", spans_},
                  {"elapsed_s", elapsed_s},
                  {"out", options_.out.empty() ? std::string("-") : options_.out}});
-  return doc;
+  return CritpathDocument{std::move(doc), std::move(doc_traces_)};
 }
 
 }  // namespace
@@ -755,8 +755,46 @@ void install_critpath_signal_handlers() {
   std::signal(SIGHUP, remove_temp_and_reraise);
 }
 
-nlohmann::ordered_json run_critpath(const CritpathOptions& options, std::size_t jobs, int argc, char** argv) {
+CritpathDocument run_critpath(const CritpathOptions& options, std::size_t jobs, int argc, char** argv) {
   return CritpathRun(options, jobs, argc, argv).run();
+}
+
+std::string critpath_document_text(const CritpathDocument& doc, int indent) {
+  constexpr auto kReplace = nlohmann::ordered_json::error_handler_t::replace;
+  if (!doc.document.is_object() || doc.document.empty()) return doc.document.dump(indent, ' ', false, kReplace);
+  // dump()'s form of an object, one member at a time: "{\n", each member
+  // indented as "key": value, ",\n" between them, "\n}".
+  const std::size_t pad = static_cast<std::size_t>(indent);
+  std::string text;
+  // Room for the results, which print about twice their compact size, and
+  // the rest: the text is not copied again as it grows.
+  std::size_t traces_bytes = 0;
+  for (const std::string& t : doc.traces) traces_bytes += t.size();
+  text.reserve(2 * traces_bytes + (std::size_t{64} << 10));
+  text += "{\n";
+  bool first = true;
+  for (auto it = doc.document.begin(); it != doc.document.end(); ++it) {
+    if (!first) text += ",\n";
+    first = false;
+    text.append(pad, ' ');
+    text += nlohmann::ordered_json(it.key()).dump(-1, ' ', false, kReplace);
+    text += ": ";
+    if (it.key() != "traces" || doc.traces.empty()) {
+      append_nested(it.value().dump(indent, ' ', false, kReplace), indent, 1, text);
+      continue;
+    }
+    text += "[\n";
+    for (std::size_t i = 0; i < doc.traces.size(); ++i) {
+      if (i > 0) text += ",\n";
+      text.append(2 * pad, ' ');
+      append_pretty_json_or_reparse(doc.traces[i], indent, 2, text);
+    }
+    text += '\n';
+    text.append(pad, ' ');
+    text += ']';
+  }
+  text += "\n}";
+  return text;
 }
 
 }  // namespace tailscope::analyze

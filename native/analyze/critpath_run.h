@@ -52,9 +52,23 @@ class InputError : public std::runtime_error {
 // SIGTERM and SIGHUP, then dies of the signal.
 void install_critpath_signal_handlers();
 
+// The result document, its per-trace results ("traces") kept as the compact
+// JSON text the per-trace writer made for the artifacts: parsing them into
+// nlohmann values to print them again cost more instructions than reading a
+// 20 000-span input (analyze/pretty_json.h).
+struct CritpathDocument {
+  nlohmann::ordered_json document;  // "traces" is an empty array: its entries are `traces`
+  std::vector<std::string> traces;  // compact JSON objects, in document order
+};
+
 // Reads every input with `jobs` workers (1: the single-job reader; the result
 // is byte-identical for every N, only config.jobs and the timings differ) and
 // returns the result document. Throws InputError.
-nlohmann::ordered_json run_critpath(const CritpathOptions& options, std::size_t jobs, int argc, char** argv);
+CritpathDocument run_critpath(const CritpathOptions& options, std::size_t jobs, int argc, char** argv);
+
+// The document as text: byte for byte what document.dump(indent, ' ', false,
+// error_handler_t::replace) prints once "traces" holds every entry of
+// `traces` parsed (no newline at the end). The engine prints it with indent 2.
+std::string critpath_document_text(const CritpathDocument& doc, int indent);
 
 }  // namespace tailscope::analyze

@@ -62,6 +62,22 @@ struct Outcome {
   std::vector<std::pair<std::string, std::string>> artifacts;  // file name, bytes
 };
 
+// The document's text, its per-trace results printed from their text
+// (analyze/pretty_json.h), is byte for byte what the engine printed before
+// that: the document with every result parsed into it, dumped. Checked on
+// every run of these tests (fixtures, synthetic sets, fuzzed dirty traces).
+void expect_text_as_nlohmann_prints_it(const CritpathDocument& result) {
+  nlohmann::ordered_json parsed = result.document;
+  ASSERT_TRUE(parsed.contains("traces"));
+  EXPECT_TRUE(parsed["traces"].empty());
+  for (const std::string& t : result.traces) parsed["traces"].push_back(nlohmann::ordered_json::parse(t));
+  for (int indent : {1, 2}) {
+    const std::string expected = parsed.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    EXPECT_TRUE(critpath_document_text(result, indent) == expected)
+        << "indent " << indent << ": the document's text differs from nlohmann's dump";
+  }
+}
+
 Outcome run(CritpathOptions options, std::size_t jobs, const fs::path& dir) {
   Outcome outcome;
   const fs::path artifacts = dir / ("jobs-" + std::to_string(jobs));
@@ -69,13 +85,15 @@ Outcome run(CritpathOptions options, std::size_t jobs, const fs::path& dir) {
   std::string argv0 = "tailscope-critpath";
   char* argv[] = {argv0.data(), nullptr};
   try {
-    nlohmann::ordered_json doc = run_critpath(options, jobs, 1, argv);
+    CritpathDocument result = run_critpath(options, jobs, 1, argv);
+    expect_text_as_nlohmann_prints_it(result);
+    nlohmann::ordered_json& doc = result.document;
     EXPECT_EQ(doc["config"]["jobs"], jobs);
     for (const char* key : {"started_at", "command_line", "machine", "artifacts"}) doc.erase(key);
     doc["summary"].erase("elapsed_s");
     doc["summary"].erase("spans_per_s");
     doc["config"].erase("jobs");
-    outcome.document = doc.dump(1);
+    outcome.document = critpath_document_text(result, 1);
   } catch (const InputError& e) {
     outcome.error = e.what();
   }

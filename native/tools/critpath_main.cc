@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
   }
   analyze::install_critpath_signal_handlers();
   try {
-    const nlohmann::ordered_json doc = analyze::run_critpath(options, effective_jobs(jobs), argc, argv);
-    const std::string text = doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    std::string text =
+        analyze::critpath_document_text(analyze::run_critpath(options, effective_jobs(jobs), argc, argv), 2);
+    text += '\n';
     if (options.out.empty() || options.out == "-") {
       std::cout << text << std::flush;
       if (!std::cout) throw InputError("stdout", "cannot write the result document");
