@@ -548,8 +548,8 @@ class TracingCost:
     # True: both sides of every pair ran on one warmed graph, its sampling switched by a signal (ABBA
     # order, socialnet/tracing.py); False: each point on a fresh graph (stored runs before the switch).
     one_graph: bool = False
-    # The same pairs judged by CPU instead of throughput (socialnet/tracing.py cpu_window): per pair, the
-    # services' extra CPU per request with tracing on ÷ the whole machine's busy CPU per request with it
+    # The same pairs judged by CPU instead of throughput (socialnet/tracing.py SamplingSwitcher): per pair,
+    # the services' extra CPU per request with tracing on ÷ the whole machine's busy CPU per request with it
     # off — the share of the machine's work per request that tracing adds. Median, its 95 % interval over
     # the pairs and the target judged by it; None with cpu_unavailable when a point had no CPU reading.
     cpu_cost: float | None = None

@@ -901,8 +901,8 @@ def tracing_table(rows: Sequence[TracingCost]) -> Table:
     samplings = " and ".join(_sampling_text(x) for x in dict.fromkeys(r.sample for r in rows))
     pairs = sorted({r.pairs for r in rows})
     pairs_text = f"{pairs[0]} to {pairs[-1]}" if len(pairs) > 1 else f"{pairs[0]}"
-    # The CPU columns where the run read its points' CPU (socialnet/tracing.py cpu_window): runs stored
-    # before it keep their table.
+    # The CPU columns where the run read its sides' CPU (the switched run's marks; each point's /proc
+    # reading in older runs): runs stored before either keep their table.
     cpu = any(r.cpu_cost is not None for r in rows)
     table = Table(
         title=f"Tracing cost ({samplings} vs off)",
