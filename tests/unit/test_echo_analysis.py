@@ -186,16 +186,29 @@ def test_target_met_and_not_met_on_each_side_of_the_ratio_and_the_p99():
     assert below is not None and below.targets[0].ratio == pytest.approx(1.299) and not below.targets[0].met
 
 
-def test_a_met_target_within_polls_own_run_to_run_movement_is_noise():
+def test_a_target_within_polls_own_run_to_run_movement_is_noise_on_either_side():
     closed = [echo_point("poll", 100, 100_000, 200_000), echo_point("io-uring", 100, 131_800, 150_000)]
     noisy = A.ratios(closed, {100: 0.33})
     assert noisy is not None
     t = noisy.targets[0]
     assert t.met and t.within_noise and t.spread == 0.33 and t.verdict == A.MET_WITHIN_NOISE
     assert noisy.spread == ((100, 0.33),)
-    clear = A.ratios(closed, {100: 0.05})
+    # 1.318 ÷ 1.05 = 1.255: a lead over poll the 5 % movement does not hide, but not over the target.
+    near = A.ratios(closed, {100: 0.05})
+    assert near is not None and near.targets[0].verdict == A.MET_WITHIN_NOISE
+    # 1.318 ÷ 1.01 = 1.305 ≥ 1.3: the target is met beyond the run's movement.
+    clear = A.ratios(closed, {100: 0.01})
     assert clear is not None
     assert clear.targets[0].met and not clear.targets[0].within_noise and clear.targets[0].verdict == A.MET
+    # Below the target by less than the movement: not shown missed either.
+    below = [closed[0], echo_point("io-uring", 100, 125_000, 150_000)]
+    short = A.ratios(below, {100: 0.05})  # 1.25 × 1.05 = 1.3125 ≥ 1.3
+    assert short is not None and short.targets[0].verdict == A.NOT_MET_WITHIN_NOISE and not short.targets[0].met
+    far = A.ratios(below, {100: 0.03})  # 1.25 × 1.03 = 1.2875 < 1.3
+    assert far is not None and far.targets[0].verdict == A.NOT_MET
+    # A p99 shown higher is a miss whatever the throughput's noise.
+    worse = A.ratios([closed[0], echo_point("io-uring", 100, 125_000, 250_000)], {100: 0.5})
+    assert worse is not None and worse.targets[0].verdict == A.NOT_MET
     # A point that was not server-limited is flagged beside the verdict.
     flagged = A.ratios([closed[0], echo_point("io-uring", 100, 131_800, 150_000, cpu=50.0)])
     assert flagged is not None and not flagged.targets[0].server_limited

@@ -127,3 +127,73 @@ def test_the_study_is_registered_but_not_in_the_default_run():
     assert [s.name for s in registry.default_studies()] == [
         s.name for s in registry.all_studies() if s.name != "tracing"
     ]
+
+
+def test_one_sampling_of_one_model_runs_alone(monkeypatch, tmp_path):
+    lab, docs = _run(
+        monkeypatch, tmp_path, {"tracing_models": ["pool-callback"], "tracing_samplings": [1.0], "tracing_pairs": 2}
+    )
+    assert lab.graphs == [("pool-callback", 1.0, "simulated")]
+    rows = analysis.tracing_costs([d.document for d in docs])
+    assert [(r.model, r.sample, r.pairs) for r in rows] == [("pool-callback", 1.0, 2)]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"tracing_models": ["fibers"]}, "tracing_models: fibers is not a model"),
+        ({"tracing_samplings": [0.5]}, "tracing_samplings"),
+    ],
+)
+def test_a_model_or_sampling_the_study_does_not_run_is_refused(monkeypatch, tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        _run(monkeypatch, tmp_path, {"tracing_pairs": 1} | options)
+
+
+def test_bench_tracing_passes_its_row_options_to_the_study(monkeypatch):
+    from click.testing import CliRunner
+
+    from tailscope.cli import main
+    from tailscope.cli import run as cli_run
+
+    got: list[dict] = []
+    monkeypatch.setattr(cli_run, "run_and_report", lambda names, full, results, options, **kw: got.append(options))
+    args = ["bench", "tracing", "--model", "std-thread", "--model", "pool-callback", "--sampling", "100"]
+    r = CliRunner().invoke(main, [*args, "--pairs", "192"])
+    assert r.exit_code == 0, r.output
+    assert got[0]["tracing_models"] == ["std-thread", "pool-callback"]
+    assert got[0]["tracing_samplings"] == [1.0]
+    assert got[0]["tracing_pairs"] == 192
+    r = CliRunner().invoke(main, ["bench", "tracing"])  # nothing given: the study's defaults
+    assert r.exit_code == 0, r.output
+    assert not {"tracing_models", "tracing_samplings", "tracing_pairs"} & set(got[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--pairs", "0"], "--pairs"),
+        (["--pairs", "401"], "--pairs"),
+        (["--sampling", "50"], "--sampling"),
+        (["--model", "fibers"], "--model"),
+    ],
+)
+def test_bench_tracing_refuses_a_bad_row_option_naming_it(monkeypatch, args, flag):
+    from click.testing import CliRunner
+
+    from tailscope.cli import main
+    from tailscope.cli import run as cli_run
+
+    monkeypatch.setattr(cli_run, "run_and_report", lambda *a, **kw: pytest.fail("ran with a bad option"))
+    r = CliRunner().invoke(main, ["bench", "tracing", *args])
+    assert r.exit_code == 2
+    assert flag in r.output
+
+
+def test_only_bench_tracing_takes_the_row_options():
+    from click.testing import CliRunner
+
+    from tailscope.cli import main
+
+    r = CliRunner().invoke(main, ["bench", "echo", "--pairs", "4"])
+    assert r.exit_code == 2 and "--pairs" in r.output

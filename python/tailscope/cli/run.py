@@ -10,6 +10,7 @@ import duckdb
 from rich.table import Table as RichTable
 
 from tailscope.cli.common import (
+    DEPLOY_MODELS,
     VERDICT_STYLE,
     _fail,
     _results,
@@ -17,13 +18,17 @@ from tailscope.cli.common import (
     console,
     err_console,
     results_option,
+    stacked,
     study_run_options,
+    whole,
 )
 from tailscope.lab import lifetime, machine
 from tailscope.lab.stores import DEFAULT_STORE_MODE
 from tailscope.runner import DB_NAME, RunError, RunOutcome, run_studies, write_report
 from tailscope.store import Store, StoreError
 from tailscope.studies.registry import all_studies, default_studies, study_by_name
+from tailscope.studies.socialnet.tracing import TRACING_SAMPLES
+from tailscope.studies.tracing import MAX_PAIRS
 from tailscope.traces.jaeger import JaegerQueryError
 
 
@@ -88,20 +93,21 @@ def run(study_names: tuple[str, ...], **given: object) -> None:
     _run_given(list(study_names), given)
 
 
-def _run_given(study_names: list[str], given: dict) -> None:
-    """`_run` with the values of study_run_options."""
+def _run_given(study_names: list[str], given: dict, study_options: dict | None = None) -> None:
+    """`_run` with the values of study_run_options (and a bench command's own, already study options)."""
+    options = _options(
+        given["cpus"],
+        given["scale"],
+        given["objective_ms"],
+        given["load_pacing"],
+        given["load_io"],
+        str(given["stores"]),
+    )
     run_and_report(
         study_names,
         bool(given["full"]),
         given["results_dir"],
-        _options(
-            given["cpus"],
-            given["scale"],
-            given["objective_ms"],
-            given["load_pacing"],
-            given["load_io"],
-            str(given["stores"]),
-        ),
+        options | (study_options or {}),
         wait_for_store_s=float(given["wait_for_store_s"]),
     )
 
@@ -134,10 +140,59 @@ def bench() -> None:
     """Run one study on its own (stored and reported like `tailscope run`)."""
 
 
+# Sampling choices as a user types them, in percent ("100", "1"), to the study's fractions.
+_SAMPLING_PCT = {f"{s * 100:g}": s for s in TRACING_SAMPLES}
+
+# The options one study's bench command takes beyond study_run_options, each the name of the study
+# option it sets. `bench tracing` reruns one row of the tracing-cost table alone, for longer: a row a
+# run left undecided needs about (width ÷ wanted width)² times its pairs, and the other nine need not
+# run again.
+_BENCH_OPTIONS: dict[str, dict[str, object]] = {
+    "tracing": {
+        "tracing_models": click.option(
+            "--model",
+            "tracing_models",
+            multiple=True,
+            type=click.Choice(DEPLOY_MODELS),
+            help="Only this concurrency model (repeatable; default: every model).",
+        ),
+        "tracing_samplings": click.option(
+            "--sampling",
+            "tracing_samplings",
+            multiple=True,
+            type=click.Choice(list(_SAMPLING_PCT)),
+            help="Only this sampling, in percent (repeatable; default: both).",
+        ),
+        "tracing_pairs": click.option(
+            "--pairs",
+            "tracing_pairs",
+            type=whole(1, MAX_PAIRS),
+            default=None,
+            help="Off/on pairs per row (a 2.5 s stretch of the run each); overrides the form and --scale.",
+        ),
+    },
+}
+
+
+def _bench_study_options(name: str, given: dict) -> dict:
+    """Pop `name`'s own bench options from `given` into study options (unset ones left out)."""
+    out: dict = {}
+    for key in _BENCH_OPTIONS.get(name, {}):
+        value = given.pop(key, None)
+        if value is None or value == ():
+            continue
+        if key == "tracing_samplings":
+            value = [_SAMPLING_PCT[v] for v in value]
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def _make_bench_command(name: str, title: str):
+    @stacked(*_BENCH_OPTIONS.get(name, {}).values())
     @study_run_options
     def cmd(**given: object) -> None:
-        _run_given([name], given)
+        own = _bench_study_options(name, given)
+        _run_given([name], given, own)
 
     cmd.__doc__ = title
     return click.command(name=name)(cmd)

@@ -12,8 +12,11 @@ Not in `tailscope run`'s default list (registry.OPT_IN): a quick run already mea
 at both samplings in the socialnet study, and every model here takes minutes. Run it with
 `tailscope bench tracing` or `tailscope run --study tracing`. Quick form: every model at both
 samplings, TRACING_PAIRS pairs (a 20 s run each; ~5 min on 5 models with the graphs' starts); full
-form: FULL_TRACING_PAIRS pairs (a 60 s run each, ~13 min). `--scale` multiplies the pairs. Tiny form
-(tests): options `tracing_models`, `tracing_pairs`.
+form: FULL_TRACING_PAIRS pairs (a 60 s run each, ~13 min). `--scale` multiplies the pairs.
+
+Options (`tailscope bench tracing --model M --sampling PCT --pairs N`, and the tests' tiny form):
+`tracing_models`, `tracing_samplings` (fractions, among TRACING_SAMPLES) and `tracing_pairs`, so a row a
+run left undecided can be rerun alone for longer without the other nine.
 """
 
 from __future__ import annotations
@@ -49,7 +52,15 @@ class TracingStudy:
 
     def run(self, ctx: RunContext) -> list[EngineDocument]:
         full = ctx.form == "full"
-        models = list(ctx.options.get("tracing_models") or svc_models())
+        known = svc_models()
+        models = list(ctx.options.get("tracing_models") or known)
+        unknown = sorted(set(models) - set(known))
+        if unknown:
+            raise ValueError(f"tracing_models: {', '.join(unknown)} is not a model ({', '.join(known)})")
+        samplings = tuple(ctx.options.get("tracing_samplings") or TRACING_SAMPLES)
+        if any(s not in TRACING_SAMPLES for s in samplings):
+            raise ValueError(f"tracing_samplings: {samplings} must be among {TRACING_SAMPLES}")
+        samplings = tuple(s for s in TRACING_SAMPLES if s in samplings)  # the table's order, once each
         given = ctx.options.get("tracing_pairs")
         if given is not None:
             pairs = int(given)
@@ -65,10 +76,10 @@ class TracingStudy:
         art = Path(ctx.artifacts_dir) / self.name
         art.mkdir(parents=True, exist_ok=True)
         topo_json = topology.to_engine_json(topology.SOCIALNET, art / "socialnet.json")
-        progress = StepProgress(ctx, self.name, len(models) * len(TRACING_SAMPLES) + 1)
+        progress = StepProgress(ctx, self.name, len(models) * len(samplings) + 1)
         docs: list[EngineDocument] = []
         for model in models:
-            for sample in TRACING_SAMPLES:
+            for sample in samplings:
                 pct = f"{sample * 100:g}"
                 ready_of_graph: dict = {}
 

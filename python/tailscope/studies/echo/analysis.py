@@ -87,7 +87,10 @@ LIMIT_UNAVAILABLE = "unavailable"
 # The issue target at one connection count.
 MET = "met"
 NOT_MET = "not met"
+# The ratio's side of TARGET_RATIO is not shown by this run: poll's repeat moved more than the
+# ratio's distance from the target (either side). Neither met nor missed.
 MET_WITHIN_NOISE = "met on this run's figures, but within its noise"
+NOT_MET_WITHIN_NOISE = "not met on this run's figures, but within its noise"
 # The throughput ratio is met but the two p99 intervals overlap: neither met nor missed (measure.verdict).
 TARGET_UNDECIDED = UNDECIDED
 
@@ -478,7 +481,9 @@ class TargetReading:
     met: bool = False
     server_limited: bool = False  # both best's and poll's points were server-limited
     spread: float | None = None  # how far poll's repeat moved at this count (None: not repeated)
-    # met, but the lead (ratio − 1) is no larger than poll's own movement between two runs of the point
+    # The throughput ratio's side of TARGET_RATIO is within poll's own movement between two runs of the
+    # point: ratio ÷ (1 + spread) falls below the target while the ratio meets it, or ratio × (1 + spread)
+    # reaches it while the ratio does not (and the p99 would not have decided "not met" anyway).
     within_noise: bool = False
 
     @property
@@ -488,11 +493,12 @@ class TargetReading:
 
     @property
     def verdict(self) -> str:
-        """MET, NOT_MET, MET_WITHIN_NOISE or TARGET_UNDECIDED (a reading with `unavailable` set has no verdict)."""
+        """MET, NOT_MET, MET_WITHIN_NOISE, NOT_MET_WITHIN_NOISE or TARGET_UNDECIDED (a reading with
+        `unavailable` set has no verdict)."""
         if self.p99_undecided:
             return TARGET_UNDECIDED
         if self.within_noise:
-            return MET_WITHIN_NOISE
+            return MET_WITHIN_NOISE if self.met else NOT_MET_WITHIN_NOISE
         return MET if self.met else NOT_MET
 
 
@@ -606,9 +612,20 @@ def _target_reading(c: int, ms: dict[str, EchoPoint], spread: dict[int, float]) 
         met=met,
         server_limited=best.server_limited and poll.server_limited,
         spread=moved,
-        # A lead no larger than poll's own movement between two runs of the point is not shown.
-        within_noise=moved is not None and met and ratio - 1 <= moved,
+        within_noise=_ratio_side_within_noise(ratio, moved, met, p99_ok_by_interval),
     )
+
+
+def _ratio_side_within_noise(ratio: float, moved: float | None, met: bool, p99_ok: bool) -> bool:
+    """Whether poll's repeat moved enough to put the ratio on the other side of TARGET_RATIO: the
+    closed-loop throughput of one point has no interval of its own, so the run's own movement between
+    two runs of the same point is the band it is judged in. A miss the p99 decides is a miss whatever
+    the ratio."""
+    if moved is None:
+        return False
+    if met:
+        return ratio / (1 + moved) < TARGET_RATIO
+    return p99_ok and ratio * (1 + moved) >= TARGET_RATIO
 
 
 def _p99_at_most(best: EchoPoint, poll: EchoPoint) -> IntervalVerdict:
