@@ -151,6 +151,12 @@ std::vector<analyze::WhatIfScenario> make_scenarios(const Options& options, trac
 // the single-job reader, which streams it: the readers' own limit for
 // buffering a value whole (trace_reader.cc).
 constexpr std::size_t kMaxChunkLineBytes = std::size_t{8} << 20;
+// Chunks in flight per worker (read and queued, being analysed, or analysed
+// and waiting for the main thread, which takes them in input order). The
+// main thread reads, merges and writes ~0.5 CPU of a 2-job run (perf,
+// docs/measurements.md#trace-analyzer): with 2 per worker the workers waited
+// on it and both CPUs sat idle 13 % of a run.
+constexpr std::size_t kChunksInFlightPerJob = 8;
 
 // One trace of a chunk: its contribution and where its outputs lie in the
 // chunk's buffers.
@@ -556,7 +562,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   settings.artifacts = artifacts_ != nullptr;
   settings.timeline_ids = &timeline_ids_;
   settings.doc_full = doc_traces_.size() >= options_.doc_traces;
-  const std::size_t window = 2 * jobs_;  // chunks in flight: every worker busy, one more ready each
+  const std::size_t window = kChunksInFlightPerJob * jobs_;
   std::vector<Chunk> slots(window);
   trace::LineChunks cuts(stream, options_.chunk_bytes, kMaxChunkLineBytes, trace::trace_text_padding_bytes());
   std::vector<trace::NameId> to_run;
