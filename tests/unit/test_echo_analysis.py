@@ -241,6 +241,16 @@ def test_target_p99_is_judged_by_the_intervals_met_not_met_or_undecided():
     # A ratio below the target is not met whatever the p99 intervals say.
     slow = target(echo_point("io-uring", 100, 120_000, 195_000, intervals=_p99(195_000, 185_000, 205_000)))
     assert slow.p99_verdict.verdict == UNDECIDED and not slow.p99_undecided and slow.verdict == A.NOT_MET
+    # The same short ratio within poll's repeat band (1.2 × 1.1 ≥ 1.3) with the p99 undecided: not decided.
+    slow_noisy = A.ratios(
+        [poll, echo_point("io-uring", 100, 120_000, 195_000, intervals=_p99(195_000, 185_000, 205_000))], {100: 0.1}
+    )
+    assert slow_noisy is not None and slow_noisy.targets[0].verdict == A.NOT_MET_WITHIN_NOISE
+    # ... and with the p99 shown higher by the intervals: a miss, noise or not.
+    slow_worse = A.ratios(
+        [poll, echo_point("io-uring", 100, 120_000, 300_000, intervals=_p99(300_000, 280_000, 320_000))], {100: 0.1}
+    )
+    assert slow_worse is not None and slow_worse.targets[0].verdict == A.NOT_MET
     # A higher estimate inside poll's interval is undecided too, never "not met".
     higher = target(echo_point("io-uring", 100, 140_000, 205_000, intervals=_p99(205_000, 195_000, 220_000)))
     assert not higher.p99_no_higher and higher.verdict == A.TARGET_UNDECIDED

@@ -612,11 +612,17 @@ def _target_reading(c: int, ms: dict[str, EchoPoint], spread: dict[int, float]) 
         met=met,
         server_limited=best.server_limited and poll.server_limited,
         spread=moved,
-        within_noise=_ratio_side_within_noise(ratio, moved, met, p99_ok_by_interval),
+        # For a miss the p99 must not be shown higher either: undecided by the intervals still counts.
+        within_noise=_ratio_side_within_noise(
+            ratio,
+            moved,
+            met,
+            p99_verdict.verdict != INTERVAL_NOT_MET and (p99_verdict.verdict != "" or p99_ok),
+        ),
     )
 
 
-def _ratio_side_within_noise(ratio: float, moved: float | None, met: bool, p99_ok: bool) -> bool:
+def _ratio_side_within_noise(ratio: float, moved: float | None, met: bool, p99_not_higher: bool) -> bool:
     """Whether poll's repeat moved enough to put the ratio on the other side of TARGET_RATIO: the
     closed-loop throughput of one point has no interval of its own, so the run's own movement between
     two runs of the same point is the band it is judged in. A miss the p99 decides is a miss whatever
@@ -625,7 +631,7 @@ def _ratio_side_within_noise(ratio: float, moved: float | None, met: bool, p99_o
         return False
     if met:
         return ratio / (1 + moved) < TARGET_RATIO
-    return p99_ok and ratio * (1 + moved) >= TARGET_RATIO
+    return p99_not_higher and ratio * (1 + moved) >= TARGET_RATIO
 
 
 def _p99_at_most(best: EchoPoint, poll: EchoPoint) -> IntervalVerdict:
