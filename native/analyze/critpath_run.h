@@ -35,7 +35,7 @@ struct CritpathOptions {
   bool span_dump = false;
   // --jobs N cuts each input into chunks of whole lines of about this size,
   // one per worker at a time: big enough that the per-chunk setup (a name
-  // table, a JSON writer) is noise, small enough that 2 x N chunks in flight
+  // table, a JSON writer) is noise, small enough that 8 x N chunks in flight
   // stay small. Tests make it tiny, so that small inputs split.
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::vector<std::string> inputs;
