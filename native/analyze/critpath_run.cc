@@ -173,7 +173,11 @@ struct ChunkTrace {
 // one chunk to the next.
 struct Chunk {
   trace::ChunkText text;
-  std::uint64_t offset = 0;                 // in the decompressed input
+  std::uint64_t offset = 0;  // in the decompressed input (LineChunks)
+  // FileLineChunks: the worker reads chunk `index` itself; `cut` says how
+  // that went (kChunk: the text is there).
+  std::uint64_t index = 0;
+  trace::LineChunks::Status cut = trace::LineChunks::Status::kChunk;
   std::unique_ptr<trace::NameTable> names;  // the chunk's own: workers never share one
   trace::ReadResult read;
   bool blank = false;
@@ -196,6 +200,9 @@ struct ChunkSettings {
   std::int64_t stagger_window_ns = 0;
   bool artifacts = false;
   const std::unordered_set<std::string>* timeline_ids = nullptr;
+  // A plain file's chunks, each read by its worker (null: the main thread
+  // reads them, in order, with LineChunks).
+  const trace::FileLineChunks* file_chunks = nullptr;
   // Set by the main thread once the document holds --doc-traces results:
   // without --artifacts nobody needs the per-trace JSON after that.
   std::atomic<bool> doc_full{false};
@@ -203,6 +210,10 @@ struct ChunkSettings {
 
 void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   const Options& options = *settings.options;
+  if (settings.file_chunks != nullptr) {
+    c.cut = settings.file_chunks->read(c.index, c.text);
+    if (c.cut != trace::LineChunks::Status::kChunk) return;
+  }
   c.names = std::make_unique<trace::NameTable>();
   // The same ids as in the worker's scenarios: interned first, in order.
   make_scenarios(options, *c.names);
@@ -553,18 +564,27 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   // single-job reader then misses.
   struct stat st {};
   if (input == "-" || ::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  trace::GzipReadStream stream(input);
-  if (!stream.ok() || !stream.rewindable()) return false;
+  // A plain file: the workers read their own chunks. Gzip: the main thread
+  // inflates the input in order and hands out chunks of it.
+  const std::size_t padding = trace::trace_text_padding_bytes();
+  const trace::FileLineChunks file_chunks(input, options_.chunk_bytes, kMaxChunkLineBytes, padding);
+  std::unique_ptr<trace::GzipReadStream> stream;
+  std::unique_ptr<trace::LineChunks> cuts;
+  if (!file_chunks.ok()) {
+    stream = std::make_unique<trace::GzipReadStream>(input);
+    if (!stream->ok() || !stream->rewindable()) return false;
+    cuts = std::make_unique<trace::LineChunks>(*stream, options_.chunk_bytes, kMaxChunkLineBytes, padding);
+  }
   ChunkSettings settings;
   settings.options = &options_;
   settings.read_options = read_options_;
   settings.stagger_window_ns = stagger_window_ns_;
   settings.artifacts = artifacts_ != nullptr;
   settings.timeline_ids = &timeline_ids_;
+  settings.file_chunks = file_chunks.ok() ? &file_chunks : nullptr;
   settings.doc_full = doc_traces_.size() >= options_.doc_traces;
   const std::size_t window = kChunksInFlightPerJob * jobs_;
   std::vector<Chunk> slots(window);
-  trace::LineChunks cuts(stream, options_.chunk_bytes, kMaxChunkLineBytes, trace::trace_text_padding_bytes());
   std::vector<trace::NameId> to_run;
   std::size_t submitted = 0;
   std::size_t taken = 0;
@@ -577,7 +597,18 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
     while (!stop && !whole) {
       while (!input_end && !whole && submitted - taken < window) {
         Chunk& c = slots[submitted % window];
-        switch (cuts.next(c.text, &c.offset)) {
+        if (cuts == nullptr) {
+          if (submitted == file_chunks.count()) {
+            input_end = true;
+            break;
+          }
+          c.index = submitted;
+          workers.submit(c);
+          ++submitted;
+          continue;
+        }
+        c.cut = trace::LineChunks::Status::kChunk;
+        switch (cuts->next(c.text, &c.offset)) {
           case trace::LineChunks::Status::kChunk:
             workers.submit(c);
             ++submitted;
@@ -595,7 +626,8 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
       Chunk& c = slots[taken % window];
       workers.wait(c);
       ++taken;
-      if (!c.read.ok) {
+      // A line too long for a chunk, or a file that shrank under its reader.
+      if (c.cut != trace::LineChunks::Status::kChunk || !c.read.ok) {
         whole = true;
         break;
       }
@@ -634,7 +666,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   }
   if (!artifact_error_.empty()) return true;
   if (whole || (!any_value && !stop)) return false;
-  tally.stats.compressed = stream.compressed();
+  tally.stats.compressed = stream != nullptr && stream->compressed();
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include "analyze/critpath_run.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -272,6 +273,29 @@ TEST(CritpathRunTest, FuzzedCorpusGivesTheSameResultForEveryJobCount) {
     ASSERT_TRUE(one.error.empty()) << "seed " << seed << ": " << one.error;
     EXPECT_EQ(document_traces(one), 160 + otlp_traces) << "seed " << seed;
   }
+}
+
+// Plain files are cut by the workers themselves (trace/line_chunks.h
+// FileLineChunks); gzip input is inflated in order by the main thread
+// (LineChunks). Both give one job's result.
+TEST(CritpathRunTest, GzipInputGivesTheSameResultForEveryJobCount) {
+  const TempDir dir;
+  std::size_t traces = 0;
+  const std::string text = trace::testing::synthetic_trace_text({.spans = 3000, .spans_per_trace = 30},
+                                                                SyntheticFormat::kJaegerNdjson, &traces);
+  const std::string path = (dir.path() / "ndjson.json.gz").string();
+  gzFile gz = gzopen(path.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  CritpathOptions options = every_output({path, dir.write("plain.json", text)});
+  options.chunk_bytes = 4 << 10;
+  const Outcome one = expect_same_for_every_job_count(options);
+  ASSERT_TRUE(one.error.empty()) << one.error;
+  const nlohmann::json doc = nlohmann::json::parse(one.document);
+  EXPECT_EQ(doc["summary"]["traces"], 2 * traces);
+  EXPECT_EQ(doc["inputs"][0]["compressed"], true);
+  EXPECT_EQ(doc["inputs"][1]["compressed"], false);
 }
 
 TEST(CritpathRunTest, ATraceAcrossLinesIsReadWholeWithEveryJobCount) {

@@ -38,6 +38,18 @@ std::string iso8601_utc(int64_t epoch_ns) {
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // A device or a pipe (`--out /dev/null`, /dev/stdout, a FIFO) is written
+    // in place: there is no half-written file to avoid, and renaming a
+    // temporary file onto it would replace the node itself (run as root,
+    // `tailscope-critpath --out /dev/null` turned /dev/null into a regular
+    // file).
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot write", path, errno);
+    in_place_ = true;
+    return;
+  }
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   // Built by appending: gcc 12 at -O3 warns falsely (-Wrestrict) on chained operator+.
@@ -50,14 +62,14 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(temp_.c_str());
+    if (!in_place_) ::unlink(temp_.c_str());
   }
 }
 
 void AtomicFileWriter::fail_and_remove(const std::string& what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(temp_.c_str());
+  if (!in_place_) ::unlink(temp_.c_str());
   fail(what, path_, err);
 }
 
@@ -100,6 +112,12 @@ void AtomicFileWriter::write_all(std::string_view bytes) {
 
 void AtomicFileWriter::commit() {
   flush_buffer();
+  if (in_place_) {  // nothing to sync or rename (fsync(2) of a pipe fails with EINVAL)
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("cannot close", path_, errno);
+    return;
+  }
   if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0) fail_and_remove("cannot flush", errno);
   const int fd = fd_;
   fd_ = -1;

@@ -1,7 +1,9 @@
 #include "core/result_writer.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 namespace tailscope {
 namespace {
@@ -154,6 +157,31 @@ TEST(ResultWriter, StreamedFileWithoutCommitLeavesNothing) {
     EXPECT_TRUE(fs::exists(writer.temp_path()));
   }  // an error path: the writer goes out of scope uncommitted
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 0);
+  fs::remove_all(dir);
+}
+
+// `--out /dev/null` or a FIFO: written in place, never replaced by a
+// regular file (as root, the rename used to turn /dev/null into one).
+TEST(ResultWriter, DevicesAndPipesAreWrittenInPlace) {
+  write_file_atomic("/dev/null", "discarded\n");
+  AtomicFileWriter null_writer("/dev/null");
+  null_writer.append("discarded too");
+  null_writer.commit();
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null is no longer a character device";
+
+  const fs::path dir = temp_dir();
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = slurp(fifo); });
+  write_file_atomic(fifo.string(), "through the pipe\n");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe\n");
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1) << "a temporary file was left";
   fs::remove_all(dir);
 }
 

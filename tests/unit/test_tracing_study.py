@@ -82,7 +82,7 @@ def test_every_model_at_both_samplings_on_one_graph_each(monkeypatch, tmp_path):
     assert not (tmp_path / "tracing" / "traces").exists() or not any((tmp_path / "tracing" / "traces").iterdir())
 
 
-@pytest.mark.parametrize("pairs", [0, 401])
+@pytest.mark.parametrize("pairs", [0, tracing.MAX_PAIRS + 1])
 def test_a_pair_count_out_of_range_is_refused(monkeypatch, tmp_path, pairs):
     with pytest.raises(ValueError, match="tracing_pairs"):
         _run(monkeypatch, tmp_path, {"tracing_models": ["coroutine"], "tracing_pairs": pairs})
@@ -99,8 +99,8 @@ def test_scale_multiplies_the_pairs(monkeypatch, tmp_path, form, scale, pairs):
 
 
 def test_a_scale_beyond_the_longest_run_is_refused(monkeypatch, tmp_path):
-    ctx = RunContext("full", tmp_path, lambda *_: None, {"tracing_models": ["coroutine"], "scale": 20.0})
-    with pytest.raises(ValueError, match="--scale 20 asks for 480 tracing pairs per row, more than 400"):
+    ctx = RunContext("full", tmp_path, lambda *_: None, {"tracing_models": ["coroutine"], "scale": 100.0})
+    with pytest.raises(ValueError, match="--scale 100 asks for 2400 tracing pairs per row, more than 1600"):
         tracing.STUDY.run(ctx)
 
 
@@ -173,7 +173,7 @@ def test_bench_tracing_passes_its_row_options_to_the_study(monkeypatch):
     ("args", "flag"),
     [
         (["--pairs", "0"], "--pairs"),
-        (["--pairs", "401"], "--pairs"),
+        (["--pairs", str(tracing.MAX_PAIRS + 1)], "--pairs"),
         (["--sampling", "50"], "--sampling"),
         (["--model", "fibers"], "--model"),
     ],

@@ -143,6 +143,12 @@ def bench() -> None:
 # Sampling choices as a user types them, in percent ("100", "1"), to the study's fractions.
 _SAMPLING_PCT = {f"{s * 100:g}": s for s in TRACING_SAMPLES}
 
+
+def _sampling_fractions(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[float, ...]:
+    """--sampling's percent choices (already checked by click.Choice) as the study's fractions."""
+    return tuple(_SAMPLING_PCT[v] for v in value)
+
+
 # The options one study's bench command takes beyond study_run_options, each the name of the study
 # option it sets. `bench tracing` reruns one row of the tracing-cost table alone, for longer: a row a
 # run left undecided needs about (width ÷ wanted width)² times its pairs, and the other nine need not
@@ -161,6 +167,7 @@ _BENCH_OPTIONS: dict[str, dict[str, object]] = {
             "tracing_samplings",
             multiple=True,
             type=click.Choice(list(_SAMPLING_PCT)),
+            callback=_sampling_fractions,
             help="Only this sampling, in percent (repeatable; default: both).",
         ),
         "tracing_pairs": click.option(
@@ -181,8 +188,6 @@ def _bench_study_options(name: str, given: dict) -> dict:
         value = given.pop(key, None)
         if value is None or value == ():
             continue
-        if key == "tracing_samplings":
-            value = [_SAMPLING_PCT[v] for v in value]
         out[key] = list(value) if isinstance(value, tuple) else value
     return out
 

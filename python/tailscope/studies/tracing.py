@@ -41,9 +41,10 @@ from tailscope.studies.socialnet.tracing import (
     switched_load,
 )
 
-# 400 pairs are a 1 000 s switched run per (model, sampling): the run length at which the CPU cost's
-# interval reached about ±1 point on this 2-core VM is 96 pairs (run 20261127-144857-fdf7).
-MAX_PAIRS = 400
+# 1 600 pairs are a 4 000 s (67 min) switched run per (model, sampling): room for the longest row a
+# table has asked for on this 2-core VM (coroutine at 1 %: 675 pairs by CPU, 1 591 by throughput, run
+# 20261127-191545-5cf1), still one bounded command.
+MAX_PAIRS = 1600
 
 
 class TracingStudy:
