@@ -10,17 +10,38 @@
 
 namespace tailscope::trace {
 
+namespace {
+
+// Room for `capacity` bytes and the padding, keeping the first `keep`.
+void grow(ChunkText& chunk, std::size_t capacity, std::size_t keep, std::size_t padding) {
+  if (chunk.capacity >= capacity && chunk.data != nullptr) return;
+  auto grown = std::make_unique_for_overwrite<char[]>(capacity + padding);
+  if (keep > 0) std::memcpy(grown.get(), chunk.data.get(), keep);
+  chunk.data = std::move(grown);
+  chunk.capacity = capacity;
+}
+
+// Reads `len` bytes at `at` into `dst`, however many pread(2)s it takes;
+// false on an error or when the file ends first (it shrank since it was
+// opened: the single-job reader then reports the truncation).
+bool pread_exactly(int fd, char* dst, std::size_t len, std::uint64_t at) {
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 LineChunks::LineChunks(GzipReadStream& stream, std::size_t target_bytes, std::size_t max_line_bytes,
                        std::size_t padding)
     : stream_(stream), target_bytes_(target_bytes), max_line_bytes_(max_line_bytes), padding_(padding) {}
 
-void LineChunks::reserve(ChunkText& chunk, std::size_t capacity) const {
-  if (chunk.capacity >= capacity && chunk.data != nullptr) return;
-  auto grown = std::make_unique_for_overwrite<char[]>(capacity + padding_);
-  if (chunk.size > 0) std::memcpy(grown.get(), chunk.data.get(), chunk.size);
-  chunk.data = std::move(grown);
-  chunk.capacity = capacity;
-}
+void LineChunks::reserve(ChunkText& chunk, std::size_t capacity) const { grow(chunk, capacity, chunk.size, padding_); }
 
 LineChunks::Status LineChunks::next(ChunkText& chunk, std::uint64_t* offset) {
   std::size_t want = std::max(target_bytes_, carry_.size() + 1);
@@ -62,33 +83,6 @@ LineChunks::Status LineChunks::next(ChunkText& chunk, std::uint64_t* offset) {
     return Status::kChunk;
   }
 }
-
-namespace {
-
-// Reads `len` bytes at `at` into `dst`, however many pread(2)s it takes;
-// false on an error or when the file ends first (it shrank since it was
-// opened: the single-job reader then reports the truncation).
-bool pread_exactly(int fd, char* dst, std::size_t len, std::uint64_t at) {
-  std::size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Room for `capacity` bytes and the padding, keeping the first `keep`.
-void grow(ChunkText& chunk, std::size_t capacity, std::size_t keep, std::size_t padding) {
-  if (chunk.capacity >= capacity && chunk.data != nullptr) return;
-  auto grown = std::make_unique_for_overwrite<char[]>(capacity + padding);
-  if (keep > 0) std::memcpy(grown.get(), chunk.data.get(), keep);
-  chunk.data = std::move(grown);
-  chunk.capacity = capacity;
-}
-
-}  // namespace
 
 FileLineChunks::FileLineChunks(const std::string& path, std::size_t target_bytes, std::size_t max_line_bytes,
                                std::size_t padding)
