@@ -74,7 +74,9 @@ void add_measurement(MeasurementLists& lists, std::string_view name, std::string
     return;
   }
   nlohmann::ordered_json cdf = nlohmann::ordered_json::array();
-  for (double p : cdf_percentiles()) cdf.push_back({d.percentile(p), p});
+  const std::vector<double>& levels = cdf_percentiles();
+  const std::vector<std::int64_t> values = d.percentiles(levels);
+  for (std::size_t i = 0; i < levels.size(); ++i) cdf.push_back({values[i], levels[i]});
   lists.measurements.push_back(
       {{"name", name}, {"variant", variant}, {"what", what}, {"latency", latency_json(d)}, {"cdf", std::move(cdf)}});
 }
@@ -95,10 +97,14 @@ nlohmann::ordered_json distribution_json(const DurationDistribution& d, std::str
                                   {"exact", true},
                                   {"unavailable", reason_if_empty}};
   }
-  return nlohmann::ordered_json{
-      {"count", d.count()}, {"mean", d.mean()},        {"stddev", d.stddev()},    {"cv", d.cv()},
-      {"min", d.min()},     {"p50", d.percentile(50)}, {"p90", d.percentile(90)}, {"p99", d.percentile(99)},
-      {"max", d.max()},     {"exact", d.exact()}};
+  // The moments first, then the percentiles (DurationDistribution::percentiles).
+  static const std::vector<double> kLevels = {50, 90, 99};
+  const double mean = d.mean(), stddev = d.stddev(), cv = d.cv();
+  const std::int64_t min = d.min();
+  const std::vector<std::int64_t> p = d.percentiles(kLevels);
+  return nlohmann::ordered_json{{"count", d.count()}, {"mean", mean},      {"stddev", stddev}, {"cv", cv},
+                                {"min", min},         {"p50", p[0]},       {"p90", p[1]},      {"p99", p[2]},
+                                {"max", d.max()},     {"exact", d.exact()}};
 }
 
 CriticalPathAggregator::CriticalPathAggregator(const trace::NameTable& names, std::vector<WhatIfScenario> scenarios,
@@ -264,8 +270,10 @@ nlohmann::ordered_json CriticalPathAggregator::ranking(const std::unordered_map<
     nlohmann::ordered_json j = accumulator_json(*order[i], with_operation);
     j.erase("cp_time_ns");
     j["rank"] = i + 1;
-    j["p50_ns"] = order[i]->when_on_path.percentile(50);
-    j["p99_ns"] = order[i]->when_on_path.percentile(99);
+    static const std::vector<double> kLevels = {50, 99};
+    const std::vector<std::int64_t> p = order[i]->when_on_path.percentiles(kLevels);
+    j["p50_ns"] = p[0];
+    j["p99_ns"] = p[1];
     list.push_back(std::move(j));
   }
   return list;

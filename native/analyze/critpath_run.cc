@@ -25,6 +25,7 @@
 #include "analyze/aggregate.h"
 #include "analyze/analysis_json.h"
 #include "analyze/pretty_json.h"
+#include "analyze/seen_hashes.h"
 #include "analyze/timeline_json.h"
 #include "analyze/trace_analyzer.h"
 #include "analyze/trace_contribution.h"
@@ -159,7 +160,8 @@ constexpr std::size_t kMaxChunkLineBytes = std::size_t{8} << 20;
 constexpr std::size_t kChunksInFlightPerJob = 8;
 
 // One trace of a chunk: its contribution and where its outputs lie in the
-// chunk's buffers.
+// chunk's buffers (its JSON is followed by a newline there: the main thread
+// writes a chunk's results to critical_paths.ndjson in one piece).
 struct ChunkTrace {
   analyze::TraceContribution contribution;
   std::uint64_t spans = 0;
@@ -172,7 +174,8 @@ struct ChunkTrace {
 // A slot of the chunk ring; its vectors and strings keep their capacity from
 // one chunk to the next.
 struct Chunk {
-  trace::ChunkText text;
+  trace::ChunkText text;  // LineChunks (gzip): the main thread cut it
+
   std::uint64_t offset = 0;  // in the decompressed input (LineChunks)
   // FileLineChunks: the worker reads chunk `index` itself; `cut` says how
   // that went (kChunk: the text is there).
@@ -191,6 +194,11 @@ struct Chunk {
 struct WorkerState {
   std::vector<analyze::WhatIfScenario> scenarios;
   std::unique_ptr<analyze::TraceAnalyzer> analyzer;
+  // FileLineChunks: the worker's own chunk text, read again and again into
+  // one buffer that stays in its cache (nothing of it is needed once the
+  // chunk is analysed), rather than into the slot's, which rotate over
+  // kChunksInFlightPerJob × jobs MiB.
+  trace::ChunkText text;
 };
 
 // The settings a worker reads (never written while workers run).
@@ -210,8 +218,9 @@ struct ChunkSettings {
 
 void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   const Options& options = *settings.options;
+  trace::ChunkText& text = settings.file_chunks != nullptr ? w.text : c.text;
   if (settings.file_chunks != nullptr) {
-    c.cut = settings.file_chunks->read(c.index, c.text);
+    c.cut = settings.file_chunks->read(c.index, text);
     if (c.cut != trace::LineChunks::Status::kChunk) return;
   }
   c.names = std::make_unique<trace::NameTable>();
@@ -221,15 +230,15 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   c.json.clear();
   c.timelines.clear();
   c.dump.clear();
-  c.blank = trace::is_blank_json(c.text.view());
+  c.blank = trace::is_blank_json(text.view());
   if (c.blank) {
     c.read = trace::ReadResult{};
-    c.read.stats.bytes = c.text.size;
+    c.read.stats.bytes = text.size;
     return;
   }
   w.analyzer->set_delay_options(c.names.get(), settings.stagger_window_ns);
   analyze::TraceAnalysisJsonWriter json(*c.names, w.scenarios);
-  c.read = trace::read_padded_trace_text(c.text.view(), *c.names, settings.read_options, [&](trace::Trace& t) {
+  c.read = trace::read_padded_trace_text(text.view(), *c.names, settings.read_options, [&](trace::Trace& t) {
     const analyze::TraceAnalysis& analysis = w.analyzer->analyze(t);
     if (c.trace_count == c.traces.size()) c.traces.emplace_back();
     ChunkTrace& out = c.traces[c.trace_count++];
@@ -242,6 +251,7 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
     // for every trace).
     if (out.has_json) json.write(analysis, [&](std::string_view piece) { c.json.append(piece); });
     out.json_end = c.json.size();
+    if (out.has_json) c.json += '\n';
     out.timeline_begin = c.timelines.size();
     if (!settings.timeline_ids->empty() && settings.timeline_ids->count(t.trace_id) != 0) {
       analyze::append_trace_timeline_json(analysis, *c.names, w.scenarios, c.timelines);
@@ -392,7 +402,7 @@ class CritpathRun {
 
   // Counts a trace (and a repeated trace id). Every path calls it first.
   void count_trace(const std::string& trace_id, std::uint64_t spans, InputTally& tally) {
-    if (!trace_id.empty() && !seen_trace_ids_.insert(std::hash<std::string>{}(trace_id)).second) {
+    if (!trace_id.empty() && !seen_trace_ids_.insert(std::hash<std::string>{}(trace_id))) {
       aggregator_.add_warning(analyze::Warning::kDuplicateTraceId);
     }
     ++traces_;
@@ -458,7 +468,7 @@ class CritpathRun {
   std::vector<std::string> doc_traces_;
   std::size_t doc_bytes_used_ = 0;
   std::uint64_t omitted_over_doc_bytes_ = 0;
-  std::unordered_set<std::uint64_t> seen_trace_ids_;
+  analyze::SeenHashes seen_trace_ids_;
   std::string line_;
   std::uint64_t traces_ = 0;
   std::uint64_t spans_ = 0;
@@ -533,15 +543,10 @@ bool CritpathRun::take_chunk_trace(const Chunk& c, ChunkTrace& t, const std::vec
   t.contribution.remap(to_run);
   aggregator_.add(t.contribution);
   const std::string_view json(c.json.data() + t.json_begin, t.json_end - t.json_begin);
-  const std::string* failed_path = &artifacts_path_;
+  if (doc_traces_.size() < options_.doc_traces) keep_in_document(json);
+  const std::string* failed_path = &timelines_path_;
   try {
-    if (artifacts_ != nullptr) {
-      artifacts_->append(json);
-      artifacts_->append("\n");
-    }
-    if (doc_traces_.size() < options_.doc_traces) keep_in_document(json);
     if (t.timeline_end > t.timeline_begin) {
-      failed_path = &timelines_path_;
       timelines_->append(std::string_view(c.timelines.data() + t.timeline_begin, t.timeline_end - t.timeline_begin));
       ++timelines_written_;
     }
@@ -646,6 +651,18 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
           break;
         }
       }
+      // The chunk's results in one write (up to the trace --max-traces
+      // stopped at): every trace's JSON is there when there are artifacts.
+      if (artifacts_ != nullptr && artifact_error_.empty()) {
+        const std::size_t end = k < c.trace_count ? c.traces[k].json_end + 1 : c.json.size();
+        try {
+          artifacts_->append(std::string_view(c.json.data(), end));
+        } catch (const std::exception& e) {
+          artifact_error_ = e.what();
+          artifact_error_path_ = artifacts_path_;
+          break;
+        }
+      }
       if (doc_traces_.size() >= options_.doc_traces) settings.doc_full = true;
       if (!stop) {
         tally.stats.add(c.read.stats);
@@ -653,10 +670,19 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
       }
       if (!artifact_error_.empty()) break;
       // --max-traces reached inside the chunk: its counters up to that
-      // trace, as the single-job reader stops (a second read of one chunk).
+      // trace, as the single-job reader stops (a second read of one chunk;
+      // a plain file's chunk is read from the file again).
+      const trace::ChunkText* text = &c.text;
+      trace::ChunkText reread;
+      if (cuts == nullptr) {
+        if (file_chunks.read(c.index, reread) != trace::LineChunks::Status::kChunk) {
+          throw InputError(input, "the file changed while it was read");
+        }
+        text = &reread;
+      }
       std::uint64_t left = k + 1;
       trace::NameTable scratch;
-      trace::ReadResult partial = trace::read_padded_trace_text(c.text.view(), scratch, read_options_,
+      trace::ReadResult partial = trace::read_padded_trace_text(text->view(), scratch, read_options_,
                                                                 [&](trace::Trace&) { return --left > 0; });
       tally.stats.add(partial.stats);
       tally.stopped = true;

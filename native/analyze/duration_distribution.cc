@@ -27,9 +27,13 @@ void DurationDistribution::add_to_buckets(std::int64_t ns) {
   max_ = std::max(max_, ns);
   const std::uint32_t bucket = bucket_of(static_cast<std::uint64_t>(ns));
   const std::size_t group = bucket / kGroupSize;
-  if (group >= groups_.size()) groups_.resize(group + 1);
+  if (group >= groups_.size()) {
+    groups_.resize(group + 1);
+    group_counts_.resize(group + 1, 0);
+  }
   if (!groups_[group]) groups_[group] = std::make_unique<Group>();
   ++(*groups_[group])[bucket % kGroupSize];
+  ++group_counts_[group];
 }
 
 void DurationDistribution::move_to_buckets() {
@@ -97,15 +101,21 @@ double DurationDistribution::cv() const {
   return mu > 0 ? stddev() / mu : 0.0;
 }
 
+std::uint64_t DurationDistribution::rank_of(double q, std::uint64_t n) {
+  q = std::clamp(q, 0.0, 100.0);
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q / 100.0 * static_cast<double>(n) - 1e-9)));
+}
+
 std::int64_t DurationDistribution::percentile(double q) const {
   const std::uint64_t n = count();
   if (n == 0) return 0;
-  q = std::clamp(q, 0.0, 100.0);
-  const auto rank =
-      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q / 100.0 * static_cast<double>(n) - 1e-9)));
+  const std::uint64_t rank = rank_of(q, n);
   if (rank >= n) return max();
   if (!bucketed_) {
     if (!sorted_) {
+      // The moments over the samples in the order added: mean() and stddev()
+      // (double sums) do not depend on whether a percentile came first.
+      compute_moments();
       std::sort(values_.begin(), values_.end());
       sorted_ = true;
     }
@@ -113,7 +123,10 @@ std::int64_t DurationDistribution::percentile(double q) const {
   }
   std::uint64_t seen = 0;
   for (std::size_t group = 0; group < groups_.size(); ++group) {
-    if (!groups_[group]) continue;
+    if (seen + group_counts_[group] < rank) {  // not in this group: skip its 1024 buckets
+      seen += group_counts_[group];
+      continue;
+    }
     for (std::size_t i = 0; i < kGroupSize; ++i) {
       seen += (*groups_[group])[i];
       if (seen >= rank) {
@@ -122,6 +135,69 @@ std::int64_t DurationDistribution::percentile(double q) const {
     }
   }
   return max_;
+}
+
+std::vector<std::int64_t> DurationDistribution::percentiles(const std::vector<double>& qs) const {
+  std::vector<std::int64_t> out(qs.size(), 0);
+  const std::uint64_t n = count();
+  if (n == 0) return out;
+  if (!std::is_sorted(qs.begin(), qs.end())) {
+    for (std::size_t i = 0; i < qs.size(); ++i) out[i] = percentile(qs[i]);
+    return out;
+  }
+  // Past this many levels a sort costs less than a selection per level.
+  constexpr std::size_t kMaxSelections = 8;
+  if (!bucketed_ && !sorted_ && qs.size() <= kMaxSelections) {
+    compute_moments();  // over the samples in the order added, as percentile() does
+    // values_[0, from) holds nothing above the ranks already selected: each
+    // later (larger) rank lies in [from, end).
+    std::size_t from = 0;
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      const std::uint64_t rank = rank_of(qs[i], n);
+      if (rank >= n) {
+        out[i] = max();
+        continue;
+      }
+      const std::size_t at = static_cast<std::size_t>(rank - 1);
+      if (at > from || i == 0) {
+        std::nth_element(values_.begin() + static_cast<std::ptrdiff_t>(from),
+                         values_.begin() + static_cast<std::ptrdiff_t>(at), values_.end());
+        from = at;
+      }
+      out[i] = values_[at];
+    }
+    return out;
+  }
+  if (!bucketed_) {
+    for (std::size_t i = 0; i < qs.size(); ++i) out[i] = percentile(qs[i]);  // sorts once, then indexes
+    return out;
+  }
+  // One walk over the buckets for every rank, in ascending order; the levels
+  // whose rank is the last sample's are the maximum, as in percentile().
+  std::size_t levels = qs.size();
+  while (levels > 0 && rank_of(qs[levels - 1], n) >= n) out[--levels] = max_;
+  std::size_t i = 0;
+  std::uint64_t rank = levels > 0 ? rank_of(qs[0], n) : 0;
+  std::uint64_t seen = 0;
+  for (std::size_t group = 0; group < groups_.size() && i < levels; ++group) {
+    if (seen + group_counts_[group] < rank) {
+      seen += group_counts_[group];
+      continue;
+    }
+    for (std::size_t b = 0; b < kGroupSize; ++b) {
+      seen += (*groups_[group])[b];
+      if (seen < rank) continue;
+      const std::int64_t value =
+          std::clamp(bucket_value(static_cast<std::uint32_t>(group * kGroupSize + b)), min_, max_);
+      while (i < levels && seen >= rank) {
+        out[i++] = value;
+        if (i < levels) rank = rank_of(qs[i], n);
+      }
+      if (i == levels) break;
+    }
+  }
+  for (; i < levels; ++i) out[i] = max_;
+  return out;
 }
 
 }  // namespace tailscope::analyze

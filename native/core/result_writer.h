@@ -32,10 +32,10 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void append(std::string_view text);
-  // Writes out what append() holds back (it gathers small appends into blocks
-  // of 1 MiB). A writer fed a little at a time over a long run (the span
-  // spiller) calls it after each batch, so its memory stays one batch, not a
-  // block that fills over minutes (`make soak` read that as RSS growth).
+  // Writes out what append() holds back (it gathers appends under 256 KiB into
+  // blocks of 1 MiB; larger ones are written directly, without a copy). A writer fed a little at a time over a long run
+  // (the span spiller) calls it after each batch, so its memory stays one batch, not a block that fills over minutes
+  // (`make soak` read that as RSS growth).
   void flush();
   void commit();
   // Starts the disk's writeback of what is written, block by block

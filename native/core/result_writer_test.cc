@@ -94,6 +94,27 @@ TEST(ResultWriter, ParentIsAFileIsAnError) {
   fs::remove_all(dir);
 }
 
+// Pieces of 256 KiB and more are written without a copy into the buffer,
+// after what the buffer holds: the bytes land in the order appended.
+TEST(ResultWriter, LargeAndSmallAppendsKeepTheirOrder) {
+  fs::path dir = temp_dir();
+  fs::path file = dir / "mixed.ndjson";
+  std::string expected;
+  {
+    AtomicFileWriter writer(file);
+    const std::size_t sizes[] = {10, 256 << 10, 3, (256 << 10) - 1, 300 << 10, 300 << 10, 1, 2 << 20, 7};
+    char fill = 'a';
+    for (const std::size_t n : sizes) {
+      const std::string piece(n, fill++);
+      writer.append(piece);
+      expected += piece;
+    }
+    writer.commit();
+  }
+  EXPECT_TRUE(slurp(file) == expected) << "the file's bytes are not the appends in order";
+  fs::remove_all(dir);
+}
+
 TEST(ResultWriter, StreamedFileAppearsOnlyOnCommit) {
   fs::path dir = temp_dir();
   fs::path file = dir / "lines.ndjson";
