@@ -12,7 +12,7 @@
 // performance artifact, not a test: it asserts nothing.
 //
 //   tailscope-critpath-bench [--spans N] [--spans-per-trace N] [--format ndjson|envelope|otlp]...
-//                            [--file PREFIX] [--repeat N] [--cpu N] [--keep]
+//                            [--file PREFIX] [--repeat N] [--pairs N] [--cpu N] [--keep]
 //                            [--phases floor,read,algorithm,output,end_to_end]   (for callgrind, below)
 #include <sched.h>
 #include <simdjson.h>
@@ -25,6 +25,7 @@
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -37,6 +38,7 @@
 #include "analyze/span_tree.h"
 #include "analyze/trace_analyzer.h"
 #include "core/clock.h"
+#include "core/latency_summary.h"
 #include "core/result_writer.h"
 #include "trace/testing/synthetic_traces.h"
 #include "trace/trace_reader.h"
@@ -64,6 +66,9 @@ struct Options {
   std::vector<SyntheticFormat> formats;  // default: Jaeger one trace per line, then OTLP
   std::string file = "/tmp/tailscope-critpath-bench";
   int repeat = 3;
+  // Alternated pairs of the engine at 1 and N jobs (and of the floor on 1 and
+  // N threads): their per-pair ratios, median and interval.
+  int pairs = 8;
   int cpu = -1;  // -1: CPU 1 when this process may run there (one core, as `taskset -c 1`)
   bool keep = false;
 };
@@ -353,8 +358,8 @@ void fail_read(const trace::ReadResult& r) {
 cpu_set_t g_startup_cpus;
 
 // The engine itself (analyze/critpath_run.h: chunks, workers, the in-order
-// merge, the result document and critical_paths.ndjson) in wall time, best
-// of `repeat`, unpinned over the startup CPU set.
+// merge, the result document and critical_paths.ndjson) in wall time,
+// unpinned over the startup CPU set.
 struct EngineSeconds {
   double wall = 0;
   double cpu = 0;  // every thread of the process
@@ -364,59 +369,114 @@ double process_cpu_seconds() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
-EngineSeconds engine_seconds(const std::string& path, std::size_t jobs, int repeat) {
-  cpu_set_t pinned;
-  sched_getaffinity(0, sizeof pinned, &pinned);
-  sched_setaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
+// One run, on an artifacts folder emptied before the clock starts: replacing
+// the last run's critical_paths.ndjson (~40 % of the input) made a run ~10 %
+// slower on the development VM, whichever the job count.
+EngineSeconds engine_run(const std::string& path, std::size_t jobs) {
   analyze::CritpathOptions options;
   options.inputs = {path};
   options.artifacts_dir = path + ".artifacts";
+  std::filesystem::remove_all(options.artifacts_dir);
   std::string argv0 = "tailscope-critpath-bench";
   char* argv[] = {argv0.data(), nullptr};
-  EngineSeconds best;
-  for (int i = 0; i < repeat; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = process_cpu_seconds();
-    const analyze::CritpathDocument doc = analyze::run_critpath(options, jobs, 1, argv);
-    // The engine prints the document: its text is part of the run.
-    const std::string text = analyze::critpath_document_text(doc, 2);
-    const EngineSeconds s{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                          process_cpu_seconds() - cpu0};
-    if (doc.document["summary"]["traces"].get<std::uint64_t>() == 0 || text.empty()) std::exit(1);
-    if (i == 0 || s.wall < best.wall) best.wall = s.wall;
-    if (i == 0 || s.cpu < best.cpu) best.cpu = s.cpu;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
+  const analyze::CritpathDocument doc = analyze::run_critpath(options, jobs, 1, argv);
+  // The engine prints the document: its text is part of the run.
+  const std::string text = analyze::critpath_document_text(doc, 2);
+  const EngineSeconds s{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                        process_cpu_seconds() - cpu0};
+  if (doc.document["summary"]["traces"].get<std::uint64_t>() == 0 || text.empty()) std::exit(1);
+  return s;
+}
+
+// Runs `first` and `second` in alternated order (AB, BA, AB, ...) `pairs`
+// times over the startup CPU set, so that a slow stretch of a shared machine
+// lands on both sides of a pair; returns each pair's two results.
+template <typename Result, typename Run>
+std::vector<std::pair<Result, Result>> alternated(int pairs, Run run) {
+  cpu_set_t pinned;
+  sched_getaffinity(0, sizeof pinned, &pinned);
+  sched_setaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
+  std::vector<std::pair<Result, Result>> out;
+  for (int i = 0; i < pairs; ++i) {
+    std::pair<Result, Result> r;
+    if (i % 2 == 0) {
+      r.first = run(0);
+      r.second = run(1);
+    } else {
+      r.second = run(1);
+      r.first = run(0);
+    }
+    out.push_back(r);
   }
-  std::filesystem::remove_all(options.artifacts_dir);
   sched_setaffinity(0, sizeof pinned, &pinned);
-  return best;
+  return out;
+}
+
+// The median of per-pair ratios and its distribution-free 95 % interval
+// (order statistics, core/latency_summary.h: the ranks that bound the median
+// of n samples, whatever their distribution; none under 6 pairs), and the
+// verdict against a target: met when the whole interval reaches it, not met
+// when none of it does, undecided otherwise.
+struct PairedRatio {
+  std::size_t pairs = 0;
+  double median = 0;
+  std::optional<std::pair<double, double>> interval;
+  std::string unavailable;  // why there is no interval
+};
+PairedRatio paired_ratio(std::vector<double> ratios) {
+  PairedRatio r;
+  r.pairs = ratios.size();
+  if (ratios.empty()) return r;
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  r.median = n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  if (const auto ranks = order_statistic_ranks(static_cast<std::int64_t>(n), 0.5)) {
+    r.interval = std::pair{ratios[static_cast<std::size_t>(ranks->lower_rank - 1)],
+                           ratios[static_cast<std::size_t>(ranks->upper_rank - 1)]};
+  } else {
+    r.unavailable = "fewer than " + std::to_string(min_samples_for_interval(0.5)) + " pairs";
+  }
+  return r;
+}
+std::string verdict(const PairedRatio& r, double target) {
+  if (!r.interval) return "undecided (no interval: " + r.unavailable + ")";
+  if (r.interval->first >= target) return "met";
+  if (r.interval->second < target) return "not met";
+  return "undecided at " + std::to_string(r.pairs) + " pairs";
+}
+std::string interval_text(const PairedRatio& r) {
+  if (!r.interval) return "95 % interval unavailable: " + r.unavailable;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "95 %% interval [%.2f - %.2f]", r.interval->first, r.interval->second);
+  return buf;
+}
+std::string interval_json(const PairedRatio& r) {
+  if (!r.interval) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.3f, %.3f]", r.interval->first, r.interval->second);
+  return buf;
 }
 
 // This machine's own ceiling for N jobs: the parse floor on N threads at
 // once, each over the whole file in memory, against one thread, in wall time
-// over the startup CPU set (best of `repeat` each). No shared state, no I/O,
-// no merge: an engine's N jobs / (N x 1 job) is not expected to beat it here
+// over the startup CPU set, per alternated pair. No shared state, no I/O, no
+// merge: an engine's N jobs / (N x 1 job) is not expected to beat it here
 // (a VM's vCPUs, shared caches, memory bandwidth, other tenants).
-double floor_parallel_ceiling(const simdjson::padded_string& text, SyntheticFormat format, std::size_t jobs,
-                              int repeat) {
-  cpu_set_t pinned;
-  sched_getaffinity(0, sizeof pinned, &pinned);
-  sched_setaffinity(0, sizeof g_startup_cpus, &g_startup_cpus);
-  const auto wall_of = [&](std::size_t threads) {
-    double best = 0;
-    for (int i = 0; i < repeat; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::jthread> running;
-      for (std::size_t t = 0; t < threads; ++t) running.emplace_back([&] { parser_floor(text, format); });
-      running.clear();  // joins
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (i == 0 || s < best) best = s;
-    }
-    return best;
-  };
-  const double one = wall_of(1);
-  const double n = wall_of(jobs);
-  sched_setaffinity(0, sizeof pinned, &pinned);
-  return one / n;
+PairedRatio floor_parallel_ceiling(const simdjson::padded_string& text, SyntheticFormat format, std::size_t jobs,
+                                   int pairs) {
+  const auto runs = alternated<double>(pairs, [&](int side) {
+    const std::size_t threads = side == 0 ? 1 : jobs;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::jthread> running;
+    for (std::size_t t = 0; t < threads; ++t) running.emplace_back([&] { parser_floor(text, format); });
+    running.clear();  // joins
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::vector<double> ratios;
+  for (const auto& [one, n] : runs) ratios.push_back(one / n);
+  return paired_ratio(ratios);
 }
 
 int pin_to_cpu(int requested) {
@@ -467,7 +527,7 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
   const double floor_s = best_seconds(o.repeat, [&] { parser_floor(text, format); });
   // For the engine's --jobs figures below: what N threads reach here at all.
   const std::size_t jobs = std::max(1, CPU_COUNT(&g_startup_cpus));
-  const double ceiling = floor_parallel_ceiling(text, format, jobs, o.repeat);
+  const PairedRatio ceiling = floor_parallel_ceiling(text, format, jobs, o.pairs);
   text = simdjson::padded_string();
   auto report = [&](const char* what, double seconds) {
     std::printf("  %-52s %7.3f s  %6.2f M spans/s  %7.1f MB/s  %5.2fx floor\n", what, seconds,
@@ -591,51 +651,67 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
       budget_s, read_s, read_s / budget_s, capstone_algorithm_s, capstone_output_s,
       read_s >= budget_s ? " (reading alone is over it)" : "");
   // The engine on N cores against one: tailscope-critpath --jobs 1 and
-  // --jobs N (N = the CPUs this process started with), side by side.
-  const EngineSeconds one_job = engine_seconds(path, 1, o.repeat);
-  const EngineSeconds n_jobs = engine_seconds(path, jobs, o.repeat);
+  // --jobs N (N = the CPUs this process started with), in alternated pairs.
+  const auto runs =
+      alternated<EngineSeconds>(o.pairs, [&](int side) { return engine_run(path, side == 0 ? 1 : jobs); });
+  EngineSeconds one_job = runs[0].first, n_jobs = runs[0].second;  // the best of each side
+  std::vector<double> wall_ratios, cpu_ratios;
+  for (const auto& [one, n] : runs) {
+    one_job.wall = std::min(one_job.wall, one.wall);
+    one_job.cpu = std::min(one_job.cpu, one.cpu);
+    n_jobs.wall = std::min(n_jobs.wall, n.wall);
+    n_jobs.cpu = std::min(n_jobs.cpu, n.cpu);
+    wall_ratios.push_back(one.wall / (static_cast<double>(jobs) * n.wall));
+    cpu_ratios.push_back(one.cpu / n.cpu);
+  }
+  const PairedRatio scaling = paired_ratio(wall_ratios);
+  // What N jobs cost beyond one in CPU time: the wall-time scaling they reach
+  // when N CPUs are free for them (on a shared machine the wall time is not).
+  const PairedRatio cpu_efficiency = paired_ratio(cpu_ratios);
   const double floor_spans_per_s = static_cast<double>(spans) / floor_s;
   const double one_job_spans_per_s = static_cast<double>(spans) / one_job.wall;
   const double n_jobs_spans_per_s = static_cast<double>(spans) / n_jobs.wall;
-  const double scaling = n_jobs_spans_per_s / (static_cast<double>(jobs) * one_job_spans_per_s);
-  // What N jobs cost beyond one in CPU time: the wall-time scaling they reach
-  // when N CPUs are free for them (on a shared machine the wall time is not).
-  const double cpu_efficiency = one_job.cpu / n_jobs.cpu;
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 1) load[0] = -1;
   std::printf(
-      "  the engine (tailscope-critpath: read, analyse, merge, document + NDJSON), best of %d, "
-      "on the %zu CPUs this process started with (load average %.2f):\n",
-      o.repeat, jobs, load[0]);
+      "  the engine (tailscope-critpath: read, analyse, merge, document + NDJSON), %d alternated pairs of 1 and %zu "
+      "jobs on the %zu CPUs this process started with (load average %.2f):\n",
+      o.pairs, jobs, jobs, load[0]);
   std::printf("    parse floor (above, one core)   %6.2f M spans/s\n", floor_spans_per_s / 1e6);
-  std::printf("    --jobs 1    wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", one_job.wall,
+  std::printf("    --jobs 1    best wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", one_job.wall,
               one_job_spans_per_s / 1e6, one_job_spans_per_s / floor_spans_per_s, one_job.cpu);
-  std::printf("    --jobs %-3zu  wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", jobs, n_jobs.wall,
+  std::printf("    --jobs %-3zu  best wall %6.3f s  %6.2f M spans/s  %5.2fx floor   CPU %6.3f s\n", jobs, n_jobs.wall,
               n_jobs_spans_per_s / 1e6, n_jobs_spans_per_s / floor_spans_per_s, n_jobs.cpu);
   std::printf(
-      "    %zu jobs / (%zu x 1 job) = %.2f (wall); CPU time of 1 job / CPU time of %zu jobs = %.2f (the wall ratio "
-      "with %zu idle CPUs)\n",
-      jobs, jobs, scaling, jobs, cpu_efficiency, jobs);
+      "    %zu jobs / (%zu x 1 job), per pair (wall): median %.2f, %s; CPU time of 1 job / CPU time of %zu jobs: "
+      "median %.2f, %s (the wall ratio with %zu idle CPUs)\n",
+      jobs, jobs, scaling.median, interval_text(scaling).c_str(), jobs, cpu_efficiency.median,
+      interval_text(cpu_efficiency).c_str(), jobs);
   std::printf(
-      "    this machine's ceiling: the parse floor on %zu threads at once / (%zu x 1 thread) = %.2f (wall; no I/O, "
-      "no merge); the engine reaches %.2f of it\n",
-      jobs, jobs, ceiling, scaling / ceiling);
-  std::printf("  targets (issue 30): 1 job >= 0.60x floor -> %s; %zu jobs >= 0.85 x %zu x 1 job -> %s\n",
+      "    this machine's ceiling: the parse floor on %zu threads at once / (%zu x 1 thread), per pair: median %.2f, "
+      "%s (wall; no I/O, no merge); the engine reaches %.2f of it\n",
+      jobs, jobs, ceiling.median, interval_text(ceiling).c_str(), scaling.median / ceiling.median);
+  std::printf("  targets (issue 30): 1 job >= 0.60x floor -> %s (best wall); %zu jobs >= 0.85 x %zu x 1 job -> %s\n",
               one_job_spans_per_s / floor_spans_per_s >= 0.6 ? "met" : "not met", jobs, jobs,
-              scaling >= 0.85 ? "met" : "not met");
+              verdict(scaling, 0.85).c_str());
   std::printf(
       "{\"bench\": \"tailscope-critpath\", \"format\": \"%s\", \"cpu\": %d, \"spans\": %zu, \"bytes\": %llu, "
       "\"floor_spans_per_s\": %.0f, \"read_spans_per_s\": %.0f, \"rapidjson_read_spans_per_s\": %.0f, "
       "\"algorithm_spans_per_s\": %.0f, \"end_to_end_spans_per_s\": %.0f, \"end_to_end_mb_per_s\": %.1f, "
       "\"ratio_to_floor\": %.3f, \"seconds\": {\"parse\": %.4f, \"build\": %.4f, \"algorithm\": %.4f, "
-      "\"output\": %.4f, \"end_to_end\": %.4f}, \"jobs\": %zu, \"engine_1_job_spans_per_s\": %.0f, "
-      "\"engine_n_jobs_spans_per_s\": %.0f, \"n_jobs_over_n_times_1_job\": %.3f, \"cpu_efficiency\": %.3f, "
-      "\"floor_parallel_ceiling\": %.3f, \"load_average\": %.2f}\n",
+      "\"output\": %.4f, \"end_to_end\": %.4f}, \"jobs\": %zu, \"pairs\": %d, \"engine_1_job_spans_per_s\": %.0f, "
+      "\"engine_n_jobs_spans_per_s\": %.0f, \"n_jobs_over_n_times_1_job\": %.3f, "
+      "\"n_jobs_over_n_times_1_job_ci\": %s, \"n_jobs_verdict\": \"%s\", \"cpu_efficiency\": %.3f, "
+      "\"cpu_efficiency_ci\": %s, \"floor_parallel_ceiling\": %.3f, \"floor_parallel_ceiling_ci\": %s, "
+      "\"interval_unavailable\": %s, \"load_average\": %.2f}\n",
       format_flag(format), cpu, spans, static_cast<unsigned long long>(bytes), static_cast<double>(spans) / floor_s,
       static_cast<double>(spans) / read_s, static_cast<double>(spans) / rapidjson_read_s,
       static_cast<double>(spans) / capstone_algorithm_s, spans_per_s, mb / capstone_s, ratio, floor_s, build_s,
-      capstone_algorithm_s, capstone_output_s, capstone_s, jobs, one_job_spans_per_s, n_jobs_spans_per_s, scaling,
-      cpu_efficiency, ceiling, load[0]);
+      capstone_algorithm_s, capstone_output_s, capstone_s, jobs, o.pairs, one_job_spans_per_s, n_jobs_spans_per_s,
+      scaling.median, interval_json(scaling).c_str(), verdict(scaling, 0.85).c_str(), cpu_efficiency.median,
+      interval_json(cpu_efficiency).c_str(), ceiling.median, interval_json(ceiling).c_str(),
+      scaling.interval ? "null" : ("\"" + scaling.unavailable + "\"").c_str(), load[0]);
+  std::filesystem::remove_all(path + ".artifacts");
   if (!o.keep) std::remove(path.c_str());
 }
 
@@ -806,6 +882,8 @@ int main(int argc, char** argv) {
       o.file = value();
     } else if (arg == "--repeat") {
       o.repeat = static_cast<int>(parse_count(arg, value(), 1, 100));
+    } else if (arg == "--pairs") {
+      o.pairs = static_cast<int>(parse_count(arg, value(), 1, 100));
     } else if (arg == "--cpu") {
       o.cpu = static_cast<int>(parse_count(arg, value(), 0, CPU_SETSIZE - 1));
     } else if (arg == "--keep") {
@@ -815,7 +893,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: tailscope-critpath-bench [--spans N] [--spans-per-trace N] "
-                   "[--format ndjson|envelope|otlp]... [--file PREFIX] [--repeat N] [--cpu N] [--keep] "
+                   "[--format ndjson|envelope|otlp]... [--file PREFIX] [--repeat N] [--pairs N] [--cpu N] [--keep] "
                    "[--phases floor,read,algorithm,output,end_to_end]\n");
       return 2;
     }
