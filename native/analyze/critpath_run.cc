@@ -268,9 +268,15 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   });
 }
 
-// N worker threads taking chunks from one queue; the main thread waits for
-// the chunk it takes next. A chunk is owned by the worker from submit() until
-// it is done, by the main thread otherwise.
+// N - 1 worker threads and the main thread taking chunks from one queue. The
+// main thread, which merges the chunks in input order, works as the Nth job:
+// while the chunk it merges next is not done, it analyses queued chunks
+// itself (help_until_done), and sleeps only when none is queued. So N jobs
+// are N busy threads, not N workers beside a merging thread: on 2 cores the
+// third thread's context switches and its share of the caches made the same
+// work run 1.2-1.45x slower per function (perf, docs/measurements.md#trace-analyzer).
+// A chunk is owned by whoever analyses it from submit() until it is done, by
+// the main thread otherwise.
 class ChunkWorkers {
  public:
   ChunkWorkers(std::size_t jobs, const ChunkSettings& settings) : settings_(settings) {
@@ -282,7 +288,8 @@ class ChunkWorkers {
           analyze::make_critical_path_algorithm(settings.options->algorithm), state->scenarios);
       states_.push_back(std::move(state));
     }
-    for (std::size_t i = 0; i < jobs; ++i) {
+    // states_[0] is the main thread's.
+    for (std::size_t i = 1; i < jobs; ++i) {
       threads_.emplace_back([this, i](const std::stop_token& stop) { work(stop, *states_[i]); });
     }
   }
@@ -301,9 +308,30 @@ class ChunkWorkers {
     }
     ready_.notify_one();
   }
-  void wait(Chunk& chunk) {
-    std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return chunk.done; });
+  // Drops the chunks nobody has started (the run stopped: their results
+  // would be dropped); they count as done.
+  void cancel_queued() {
+    const std::scoped_lock lock(mu_);
+    for (Chunk* c : queue_) c->done = true;
+    queue_.clear();
+  }
+  // Returns once `chunk` is done, analysing queued chunks (the oldest first,
+  // which may be `chunk` itself) on the calling thread meanwhile.
+  void help_until_done(Chunk& chunk) {
+    for (;;) {
+      Chunk* queued = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        if (chunk.done) return;
+        if (queue_.empty()) {  // every chunk before it is being analysed: wait
+          done_.wait(lock, [&] { return chunk.done; });
+          return;
+        }
+        queued = queue_.front();
+        queue_.pop_front();
+      }
+      run(*queued, *states_[0]);
+    }
   }
 
  private:
@@ -316,20 +344,23 @@ class ChunkWorkers {
         chunk = queue_.front();
         queue_.pop_front();
       }
-      try {
-        process_chunk(*chunk, state, settings_);
-      } catch (const std::exception& e) {
-        // The single-job reader reads the input again and meets it on the
-        // main thread, which reports it as one job would.
-        chunk->read.ok = false;
-        chunk->read.error = e.what();
-      }
-      {
-        const std::scoped_lock lock(mu_);
-        chunk->done = true;
-      }
-      done_.notify_all();
+      run(*chunk, state);
     }
+  }
+  void run(Chunk& chunk, WorkerState& state) {
+    try {
+      process_chunk(chunk, state, settings_);
+    } catch (const std::exception& e) {
+      // The single-job reader reads the input again and meets it on the
+      // main thread, which reports it as one job would.
+      chunk.read.ok = false;
+      chunk.read.error = e.what();
+    }
+    {
+      const std::scoped_lock lock(mu_);
+      chunk.done = true;
+    }
+    done_.notify_all();
   }
 
   const ChunkSettings& settings_;
@@ -629,7 +660,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
       }
       if (taken == submitted || whole) break;
       Chunk& c = slots[taken % window];
-      workers.wait(c);
+      workers.help_until_done(c);
       ++taken;
       // A line too long for a chunk, or a file that shrank under its reader.
       if (c.cut != trace::LineChunks::Status::kChunk || !c.read.ok) {
@@ -688,7 +719,8 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
       tally.stopped = true;
     }
     settings.doc_full = true;  // what is still being read is dropped
-    for (; taken < submitted; ++taken) workers.wait(slots[taken % window]);
+    workers.cancel_queued();
+    for (; taken < submitted; ++taken) workers.help_until_done(slots[taken % window]);
   }
   if (!artifact_error_.empty()) return true;
   if (whole || (!any_value && !stop)) return false;
