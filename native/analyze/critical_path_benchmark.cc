@@ -691,9 +691,20 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
       "    this machine's ceiling: the parse floor on %zu threads at once / (%zu x 1 thread), per pair: median %.2f, "
       "%s (wall; no I/O, no merge); the engine reaches %.2f of it\n",
       jobs, jobs, ceiling.median, interval_text(ceiling).c_str(), scaling.median / ceiling.median);
+  // The floor does a part of the reader's work: measured slower than the
+  // reader, it measured the machine (a slow stretch of a shared VM), and a
+  // ratio to it says nothing either way.
+  std::string one_job_verdict = one_job_spans_per_s / floor_spans_per_s >= 0.6 ? "met" : "not met";
+  if (floor_s > read_s) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "undecided: this run's floor (%.2f M spans/s) was slower than the reader alone (%.2f M spans/s), "
+                  "which does more",
+                  floor_spans_per_s / 1e6, static_cast<double>(spans) / read_s / 1e6);
+    one_job_verdict = buf;
+  }
   std::printf("  targets (issue 30): 1 job >= 0.60x floor -> %s (best wall); %zu jobs >= 0.85 x %zu x 1 job -> %s\n",
-              one_job_spans_per_s / floor_spans_per_s >= 0.6 ? "met" : "not met", jobs, jobs,
-              verdict(scaling, 0.85).c_str());
+              one_job_verdict.c_str(), jobs, jobs, verdict(scaling, 0.85).c_str());
   std::printf(
       "{\"bench\": \"tailscope-critpath\", \"format\": \"%s\", \"cpu\": %d, \"spans\": %zu, \"bytes\": %llu, "
       "\"floor_spans_per_s\": %.0f, \"read_spans_per_s\": %.0f, \"rapidjson_read_spans_per_s\": %.0f, "
@@ -703,14 +714,14 @@ void run_format(const Options& o, SyntheticFormat format, int cpu) {
       "\"engine_n_jobs_spans_per_s\": %.0f, \"n_jobs_over_n_times_1_job\": %.3f, "
       "\"n_jobs_over_n_times_1_job_ci\": %s, \"n_jobs_verdict\": \"%s\", \"cpu_efficiency\": %.3f, "
       "\"cpu_efficiency_ci\": %s, \"floor_parallel_ceiling\": %.3f, \"floor_parallel_ceiling_ci\": %s, "
-      "\"interval_unavailable\": %s, \"load_average\": %.2f}\n",
+      "\"interval_unavailable\": %s, \"one_job_verdict\": \"%s\", \"load_average\": %.2f}\n",
       format_flag(format), cpu, spans, static_cast<unsigned long long>(bytes), static_cast<double>(spans) / floor_s,
       static_cast<double>(spans) / read_s, static_cast<double>(spans) / rapidjson_read_s,
       static_cast<double>(spans) / capstone_algorithm_s, spans_per_s, mb / capstone_s, ratio, floor_s, build_s,
       capstone_algorithm_s, capstone_output_s, capstone_s, jobs, o.pairs, one_job_spans_per_s, n_jobs_spans_per_s,
       scaling.median, interval_json(scaling).c_str(), verdict(scaling, 0.85).c_str(), cpu_efficiency.median,
       interval_json(cpu_efficiency).c_str(), ceiling.median, interval_json(ceiling).c_str(),
-      scaling.interval ? "null" : ("\"" + scaling.unavailable + "\"").c_str(), load[0]);
+      scaling.interval ? "null" : ("\"" + scaling.unavailable + "\"").c_str(), one_job_verdict.c_str(), load[0]);
   std::filesystem::remove_all(path + ".artifacts");
   if (!o.keep) std::remove(path.c_str());
 }
