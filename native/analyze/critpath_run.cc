@@ -152,10 +152,10 @@ std::vector<analyze::WhatIfScenario> make_scenarios(const Options& options, trac
 // the single-job reader, which streams it: the readers' own limit for
 // buffering a value whole (trace_reader.cc).
 constexpr std::size_t kMaxChunkLineBytes = std::size_t{8} << 20;
-// Chunks in flight per worker (read and queued, being analysed, or analysed
-// and waiting for the main thread, which takes them in input order). The
-// main thread reads, merges and writes ~0.5 CPU of a 2-job run (perf,
-// docs/measurements.md#trace-analyzer): with 2 per worker the workers waited
+// Chunks in flight per job (queued, being analysed, or analysed and waiting
+// for the main thread, which takes them in input order). When the main
+// thread only read, merged and wrote (~0.5 CPU of a 2-job run: perf,
+// docs/measurements.md#trace-analyzer), with 2 per worker the workers waited
 // on it and both CPUs sat idle 13 % of a run.
 constexpr std::size_t kChunksInFlightPerJob = 8;
 
@@ -174,8 +174,7 @@ struct ChunkTrace {
 // A slot of the chunk ring; its vectors and strings keep their capacity from
 // one chunk to the next.
 struct Chunk {
-  trace::ChunkText text;  // LineChunks (gzip): the main thread cut it
-
+  trace::ChunkText text;     // LineChunks (gzip): the main thread cut it
   std::uint64_t offset = 0;  // in the decompressed input (LineChunks)
   // FileLineChunks: the worker reads chunk `index` itself; `cut` says how
   // that went (kChunk: the text is there).
