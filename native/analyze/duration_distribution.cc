@@ -121,20 +121,28 @@ std::int64_t DurationDistribution::percentile(double q) const {
     }
     return values_[std::min<std::uint64_t>(rank, values_.size()) - 1];
   }
+  std::int64_t value = max_;
+  bucket_values(&rank, 1, &value);
+  return value;
+}
+
+void DurationDistribution::bucket_values(const std::uint64_t* ranks, std::size_t levels, std::int64_t* out) const {
+  std::size_t i = 0;
   std::uint64_t seen = 0;
-  for (std::size_t group = 0; group < groups_.size(); ++group) {
-    if (seen + group_counts_[group] < rank) {  // not in this group: skip its 1024 buckets
+  for (std::size_t group = 0; group < groups_.size() && i < levels; ++group) {
+    if (seen + group_counts_[group] < ranks[i]) {  // not in this group: skip its 1024 buckets
       seen += group_counts_[group];
       continue;
     }
-    for (std::size_t i = 0; i < kGroupSize; ++i) {
-      seen += (*groups_[group])[i];
-      if (seen >= rank) {
-        return std::clamp(bucket_value(static_cast<std::uint32_t>(group * kGroupSize + i)), min_, max_);
-      }
+    for (std::size_t b = 0; b < kGroupSize && i < levels; ++b) {
+      seen += (*groups_[group])[b];
+      if (seen < ranks[i]) continue;
+      const std::int64_t value =
+          std::clamp(bucket_value(static_cast<std::uint32_t>(group * kGroupSize + b)), min_, max_);
+      while (i < levels && seen >= ranks[i]) out[i++] = value;
     }
   }
-  return max_;
+  for (; i < levels; ++i) out[i] = max_;
 }
 
 std::vector<std::int64_t> DurationDistribution::percentiles(const std::vector<double>& qs) const {
@@ -176,27 +184,9 @@ std::vector<std::int64_t> DurationDistribution::percentiles(const std::vector<do
   // whose rank is the last sample's are the maximum, as in percentile().
   std::size_t levels = qs.size();
   while (levels > 0 && rank_of(qs[levels - 1], n) >= n) out[--levels] = max_;
-  std::size_t i = 0;
-  std::uint64_t rank = levels > 0 ? rank_of(qs[0], n) : 0;
-  std::uint64_t seen = 0;
-  for (std::size_t group = 0; group < groups_.size() && i < levels; ++group) {
-    if (seen + group_counts_[group] < rank) {
-      seen += group_counts_[group];
-      continue;
-    }
-    for (std::size_t b = 0; b < kGroupSize; ++b) {
-      seen += (*groups_[group])[b];
-      if (seen < rank) continue;
-      const std::int64_t value =
-          std::clamp(bucket_value(static_cast<std::uint32_t>(group * kGroupSize + b)), min_, max_);
-      while (i < levels && seen >= rank) {
-        out[i++] = value;
-        if (i < levels) rank = rank_of(qs[i], n);
-      }
-      if (i == levels) break;
-    }
-  }
-  for (; i < levels; ++i) out[i] = max_;
+  std::vector<std::uint64_t> ranks(levels);
+  for (std::size_t i = 0; i < levels; ++i) ranks[i] = rank_of(qs[i], n);
+  bucket_values(ranks.data(), levels, out.data());
   return out;
 }
 

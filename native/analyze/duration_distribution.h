@@ -82,6 +82,9 @@ class DurationDistribution {
   static std::int64_t bucket_value(std::uint32_t bucket);
   void move_to_buckets();
   void add_to_buckets(std::int64_t ns);
+  // The bucket values at `levels` ascending ranks (each in [1, count())), in
+  // one walk: percentile() and percentiles() share it.
+  void bucket_values(const std::uint64_t* ranks, std::size_t levels, std::int64_t* out) const;
 
   std::uint64_t count_ = 0;  // samples in buckets (values_ holds the others)
   // Sums of x - shift (the first value) and its squares: the shifted-data
