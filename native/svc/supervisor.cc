@@ -127,6 +127,7 @@ class Supervisor {
   // switch (SIGUSR1 / SIGUSR2, tracer.h) to every service.
   void watch(const sigset_t& signals, int64_t deadline_ns);
   // SIGTERM to everyone, up to kStopGraceNs, then SIGKILL to the stragglers.
+  void reap_children();
   void stop_children();
   json result_document(double ran_s);
 
@@ -236,21 +237,7 @@ void Supervisor::watch(const sigset_t& signals, int64_t deadline_ns) {
     // Every tick: which CPUs each thread may use (short-lived std::async threads included).
     for (const auto& c : children_)
       if (c.pid > 0) profiling_->services[c.service].observer.sample(c.pid);
-    // Reap and restart children that died (a fault injected by a test, a crash).
-    int status = 0;
-    pid_t dead;
-    while ((dead = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      // A store server that died: not restarted (its data is gone); its calls fail unavailable, counted.
-      if (stores_->reaped(dead, status, (monotonic_ns() - started_ns_) / 1e9)) continue;
-      for (auto& c : children_)
-        if (c.pid == dead) {
-          c.pid = -1;
-          c.died_ns = monotonic_ns();
-          restarts_.push_back({{"service", c.service},
-                               {"at_s", (c.died_ns - started_ns_) / 1e9},
-                               {"status", exit_status_text(status)}});
-        }
-    }
+    reap_children();
     if (sig == SIGINT || sig == SIGTERM || (deadline_ns && monotonic_ns() >= deadline_ns)) break;
     if (sig == kPauseSamplingSignal || sig == kResumeSamplingSignal) {
       // The sampling switch (tracer.h), for every service: the caller knows one pid, this one.
@@ -263,6 +250,23 @@ void Supervisor::watch(const sigset_t& signals, int64_t deadline_ns) {
         c.pid = spawn(c);
         ++c.restarts;
         if (sampling_paused_) ::kill(c.pid, kPauseSamplingSignal);  // pending until its wait loop takes it
+      }
+  }
+}
+
+void Supervisor::reap_children() {
+  // Children that died (a fault injected by a test, a crash): recorded; watch() restarts services.
+  int status = 0;
+  pid_t dead;
+  while ((dead = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    // A store server that died: not restarted (its data is gone); its calls fail unavailable, counted.
+    if (stores_->reaped(dead, status, (monotonic_ns() - started_ns_) / 1e9)) continue;
+    for (auto& c : children_)
+      if (c.pid == dead) {
+        c.pid = -1;
+        c.died_ns = monotonic_ns();
+        restarts_.push_back(
+            {{"service", c.service}, {"at_s", (c.died_ns - started_ns_) / 1e9}, {"status", exit_status_text(status)}});
       }
   }
 }
@@ -416,7 +420,9 @@ int Supervisor::run() {
   watch(signals, o_.duration_s > 0 ? started_ns_ + static_cast<int64_t>(o_.duration_s * 1e9) : 0);
   stop_children();
   const double ran_s = (monotonic_ns() - started_ns_) / 1e9;
-  stores_->stop();  // after the services: their last calls were answered; CPU read before stopping
+  // After the services: their last calls were answered; CPU read before stopping. A store that
+  // died in the last tick is recorded as died at the run's end, not measured as if it had run.
+  stores_->stop(ran_s);
   ::rmdir((parts_dir_ + "/stores").c_str());
   write_result(result_document(ran_s), o_.out);
   return 0;

@@ -1,5 +1,6 @@
 #include "svc/internal/supervised_stores.h"
 
+#include <limits>
 #include <set>
 #include <stdexcept>
 
@@ -69,7 +70,8 @@ SupervisedStores::SupervisedStores(const ServiceOptions& o, const Topology& t, c
   reason_ = "--stores auto fell back to simulated: " + why_not;
 }
 
-SupervisedStores::~SupervisedStores() { stop(); }
+// Unwinding (a failed start): no result is written, so a death found now has no time worth reporting.
+SupervisedStores::~SupervisedStores() { stop(std::numeric_limits<double>::quiet_NaN()); }
 
 void SupervisedStores::start(const std::string& scratch_dir) {
   if (!real()) return;
@@ -109,18 +111,24 @@ std::vector<std::string> SupervisedStores::service_arguments() const {
   return args;
 }
 
+void SupervisedStores::record_death(Running& r, int status, double at_s) {
+  r.died = {{"at_s", at_s}, {"status", exit_status_text(status)}};
+  r.cpu_s = json();  // not the whole run's
+  r.max_rss_kib = json();
+  r.cpu_s_reason = "the server died during the run (" + exit_status_text(status) + ")";
+}
+
 bool SupervisedStores::reaped(pid_t pid, int status, double at_s) {
   for (auto& r : running_)
     if (r.server.pid == pid) {
-      r.died = {{"at_s", at_s}, {"status", exit_status_text(status)}};
-      r.cpu_s_reason = "the server died during the run (" + exit_status_text(status) + ")";
+      record_death(r, status, at_s);
       r.server.pid = -1;  // reaped: stop() only removes its data
       return true;
     }
   return false;
 }
 
-void SupervisedStores::stop() {
+void SupervisedStores::stop(double at_s) {
   if (stopped_) return;
   stopped_ = true;
   for (auto& r : running_) {
@@ -132,7 +140,8 @@ void SupervisedStores::stop() {
       const auto rss = stores::store_server_max_rss_kib(r.server);
       r.max_rss_kib = rss ? json(*rss) : json();
     }
-    stores::stop_store_server(r.server);
+    // A server that died after the supervisor's last reap (or was still exiting then) is found here.
+    if (const auto status = stores::stop_store_server(r.server)) record_death(r, *status, at_s);
   }
 }
 

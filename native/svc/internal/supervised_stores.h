@@ -48,7 +48,8 @@ class SupervisedStores {
   // A reaped child that was a store server: recorded (its calls now fail unavailable). False if not one.
   bool reaped(pid_t pid, int status, double at_s);
   // Reads each live server's CPU and peak RSS, then stops them all and removes their data.
-  void stop();
+  // A server found dead by then is recorded as died at `at_s` (the run's seconds).
+  void stop(double at_s);
   nlohmann::json ready_json() const;
   // The result document's "stores": mode, reason, servers (cpu_s, max_rss_kib,
   // ops, errors_unavailable, misses), systems (the counters summed over services).
@@ -60,6 +61,8 @@ class SupervisedStores {
     nlohmann::json cpu_s, cpu_s_reason, max_rss_kib;
     nlohmann::json died;  // null, or {at_s, status}
   };
+  // Its death: died, and no CPU or peak memory (not the whole run's).
+  static void record_death(Running& r, int status, double at_s);
   std::string mode_, reason_;
   std::vector<StoreSystem> systems_;  // those the topology's real ops use
   const ServiceOptions& options_;

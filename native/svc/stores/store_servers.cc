@@ -489,17 +489,33 @@ std::optional<int64_t> store_server_max_rss_kib(const StoreServer& s) {
   return std::nullopt;
 }
 
-void stop_store_server(StoreServer& s) {
+std::optional<int> stop_store_server(StoreServer& s) {
+  std::optional<int> died_by_itself;
+  if (s.pid > 0) {
+    int status = 0;
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+      died_by_itself = status;  // it had exited before it was asked to stop
+      s.pid = -1;
+    }
+  }
   if (s.pid > 0) {
     // postgres: SIGQUIT is its immediate shutdown. Its data dir is deleted next, so the shutdown
     // checkpoint of a fast shutdown (SIGINT; ~2.5 s here) would only write pages about to be removed.
-    ::kill(s.pid, s.system == StoreSystem::kMongodb ? SIGQUIT : SIGTERM);
+    const int stop_signal = s.system == StoreSystem::kMongodb ? SIGQUIT : SIGTERM;
+    ::kill(s.pid, stop_signal);
     const int64_t kill_at = monotonic_ns() + kStopGraceNs;
+    bool escalated = false;
     for (;;) {
       int status = 0;
       const pid_t r = ::waitpid(s.pid, &status, WNOHANG);
+      // Ended by a signal that was not ours: it was dying already (a SIGKILL whose exit had not
+      // finished, so it was not yet reapable when the caller last looked).
+      if (r == s.pid && WIFSIGNALED(status) && WTERMSIG(status) != stop_signal && !escalated) died_by_itself = status;
       if (r == s.pid || (r < 0 && errno == ECHILD)) break;
-      if (monotonic_ns() > kill_at) ::kill(-s.pid, SIGKILL);
+      if (monotonic_ns() > kill_at) {
+        ::kill(-s.pid, SIGKILL);
+        escalated = true;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ::kill(-s.pid, SIGKILL);  // anything of its group still alive (postgres workers)
@@ -507,6 +523,7 @@ void stop_store_server(StoreServer& s) {
   }
   remove_dir(s.dir);
   s.dir.clear();
+  return died_by_itself;
 }
 
 void preload_docstore(const StoreAddress& address, const std::vector<std::string>& collections) {

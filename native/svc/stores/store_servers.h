@@ -62,9 +62,12 @@ StoreServer start_store_server(const StoreServerOptions& options);
 std::optional<double> store_server_cpu_s(const StoreServer& s);
 std::optional<int64_t> store_server_max_rss_kib(const StoreServer& s);
 bool store_server_alive(const StoreServer& s);
-// Stops it by PID (SIGTERM; postgres SIGINT, its fast shutdown), SIGKILLs the
-// group after a grace period, reaps it and removes its directory. Idempotent.
-void stop_store_server(StoreServer& s);
+// Stops it by PID (SIGTERM; postgres SIGQUIT, its immediate shutdown), SIGKILLs
+// the group after a grace period, reaps it and removes its directory. Idempotent.
+// Returns the wait status when the server had died by itself: it had exited
+// before the stop signal, or a signal other than ours ended it (not the
+// escalation); nullopt when the stop ended it, or it was not running.
+std::optional<int> stop_store_server(StoreServer& s);
 
 // The document store's preload (docs/stores.md): the collections given
 // (tables + key index) plus users (962), social_graph (a graph of

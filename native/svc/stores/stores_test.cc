@@ -410,7 +410,7 @@ TEST(StoreServers, AStoppedServerLeavesNoProcessAndNoDirectory) {
     const auto cpu = store_server_cpu_s(s);
     EXPECT_TRUE(cpu.has_value());
     EXPECT_TRUE(store_server_max_rss_kib(s).has_value());
-    stop_store_server(s);
+    EXPECT_FALSE(stop_store_server(s).has_value()) << system_name(system) << ": the stop ended it, not a death";
     EXPECT_EQ(::kill(pid, 0), -1);
     EXPECT_EQ(errno, ESRCH) << system_name(system) << " pid " << pid << " still exists";
     EXPECT_EQ(::kill(-pid, 0), -1) << system_name(system) << ": a process of its group is left";
@@ -921,7 +921,10 @@ TEST(RealStoreFaults, AKilledStoreFailsItsCallsUnavailableAndTheRestKeepsServing
     if (redis.pid > 0) {
       EXPECT_EQ(svc::testing::http_get(fd, "/redis"), 200);
       ::kill(redis.pid, SIGKILL);  // dies mid-run
-      stop_store_server(redis);    // reaps it, removes its data
+      // Reaps it (exited or still exiting), removes its data, and says it died by itself.
+      const auto died = stop_store_server(redis);
+      ASSERT_TRUE(died.has_value());
+      EXPECT_TRUE(WIFSIGNALED(*died) && WTERMSIG(*died) == SIGKILL) << *died;
     }
     for (int i = 0; i < 3; ++i) {
       const int status = svc::testing::http_get(fd, "/redis");
