@@ -51,8 +51,8 @@ std::optional<std::string> on_path(const std::string& name) {
   return std::nullopt;
 }
 
-// A free port on host: bound once and released (the server binds it next;
-// a port taken in between makes the start fail, and the caller's error says so).
+// A free port on host: bound once and released (the server binds it next; a
+// port taken in between makes that start fail, and start_store_server tries another).
 int free_port(const std::string& host) {
   const int fd = net::make_listener(host, 0);
   const int port = net::bound_port(fd);
@@ -340,7 +340,18 @@ std::optional<std::string> find_store_binary(StoreSystem system, std::string* mi
   return std::nullopt;
 }
 
-StoreServer start_store_server(const StoreServerOptions& o) {
+namespace {
+
+// The server could not bind the port free_port() found: something took it in between
+// (another server starting, an outgoing connection's ephemeral port). Worth another port.
+struct PortTaken : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// How many ports a start tries before the last one's error is the caller's.
+constexpr int kStartAttempts = 4;
+
+StoreServer start_store_server_once(const StoreServerOptions& o) {
   std::string missing;
   const auto binary = find_store_binary(o.system, &missing);
   if (!binary) throw std::runtime_error(missing);
@@ -450,13 +461,30 @@ StoreServer start_store_server(const StoreServerOptions& o) {
       if (died) s.pid = -1;
       const std::string tail = log_tail(log);
       stop_store_server(s);
-      throw std::runtime_error(std::string(system_name(o.system)) +
+      const std::string what = std::string(system_name(o.system)) +
                                (died ? " exited while starting" : " did not accept connections in time") + " on " +
-                               o.host + ":" + port + " (a port taken?)" + tail);
+                               o.host + ":" + port + " (a port taken?)" + tail;
+      // strerror(EADDRINUSE), as memcached, redis and postgres all log it.
+      if (died && tail.find("Address already in use") != std::string::npos) throw PortTaken(what);
+      throw std::runtime_error(what);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return s;
+}
+
+}  // namespace
+
+StoreServer start_store_server(const StoreServerOptions& o) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return start_store_server_once(o);
+    } catch (const PortTaken& e) {
+      if (attempt == kStartAttempts)
+        throw std::runtime_error(std::string(e.what()) + " | the port was taken on each of " +
+                                 std::to_string(kStartAttempts) + " attempts");
+    }
+  }
 }
 
 bool store_server_alive(const StoreServer& s) {
