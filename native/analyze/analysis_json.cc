@@ -185,7 +185,15 @@ void TraceAnalysisJsonWriter::append(const TraceAnalysis& analysis, std::string&
   out_.swap(out);
 }
 
-void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChunkSink* sink) {
+std::string_view TraceAnalysisJsonWriter::index_object(const TraceAnalysis& a) {
+  out_.clear();  // in the writer's own room, which it keeps: no zero-filled growth per trace
+  head(a);
+  if (a.analyzed) times(a);
+  out_.push_back('}');
+  return out_.view();
+}
+
+void TraceAnalysisJsonWriter::head(const TraceAnalysis& a) {
   out_.append("{\"trace_id\":");
   append_json_string(out_, a.trace->trace_id);
   if (a.analyzed)
@@ -194,13 +202,22 @@ void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChu
     out_.append(",\"analyzed\":false");
   out_.append(",\"span_count\":");
   append_uint(out_, a.trace->spans.size());
+}
+
+void TraceAnalysisJsonWriter::times(const TraceAnalysis& a) {
+  out_.append(",\"start_ns\":");
+  append_int(out_, a.start_ns);
+  out_.append(",\"end_to_end_ns\":");
+  append_int(out_, a.end_to_end_ns);
+}
+
+void TraceAnalysisJsonWriter::write_object(const TraceAnalysis& a, const JsonChunkSink* sink) {
+  head(a);
   if (a.analyzed) {
     out_.append(",\"root\":{");
     span_ref(a, a.root, "span_id");
-    out_.append("},\"start_ns\":");
-    append_int(out_, a.start_ns);
-    out_.append(",\"end_to_end_ns\":");
-    append_int(out_, a.end_to_end_ns);
+    out_.push_back('}');
+    times(a);
     out_.append(",\"path\":[");
     for (std::size_t i = 0; i < a.path.spans.size(); ++i) {
       const trace::Span& s = a.trace->spans[a.path.spans[i].span];

@@ -84,9 +84,15 @@ class TraceAnalysisJsonWriter {
   void write(const TraceAnalysis& analysis, const JsonChunkSink& sink);
   // The same object appended to `out`.
   void append(const TraceAnalysis& analysis, std::string& out);
+  // The trace's line of trace_index.ndjson (--per-trace index), without the
+  // newline, valid until the next call: the full object's own trace_id,
+  // analyzed, span_count and, when analyzed, start_ns and end_to_end_ns.
+  std::string_view index_object(const TraceAnalysis& analysis);
 
  private:
   void write_object(const TraceAnalysis& analysis, const JsonChunkSink* sink);
+  void head(const TraceAnalysis& a);   // {"trace_id", "analyzed", "span_count"
+  void times(const TraceAnalysis& a);  // ,"start_ns", "end_to_end_ns"
   void maybe_flush(const JsonChunkSink* sink);
   void name(trace::NameId id);  // a quoted, escaped name from the cache
   void span_ref(const TraceAnalysis& a, std::uint32_t span, std::string_view id_key);

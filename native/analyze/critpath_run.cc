@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -42,25 +44,31 @@ constexpr const char* kEngine = kCritpathEngine;
 constexpr const char* kSchema = "tailscope.critpath/1";
 using Options = CritpathOptions;
 
-// The temporary file of the artifact being streamed, for the signal handler:
+// The temporary files of the artifacts being streamed, for the signal handler:
 // an interrupted run (Ctrl-C, the driver's timeout) must not leave a large
-// .tmp file behind. Set while the writer owning the file is alive.
-std::atomic<const char*> temp_to_remove{nullptr};
+// .tmp file behind. Set while the writers owning the files are alive.
+constexpr std::size_t kMaxTempFiles = 4;  // per-trace results, index, timelines, span dump
+std::array<std::atomic<const char*>, kMaxTempFiles> temps_to_remove{};
 
 extern "C" void remove_temp_and_reraise(int signal_number) {
-  if (const char* temp = temp_to_remove.load()) ::unlink(temp);
+  for (auto& temp : temps_to_remove)
+    if (const char* path = temp.load()) ::unlink(path);
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);
 }
 
-// Publishes a writer's temporary file to the signal handler for its lifetime
-// (declared after the writer, so it is withdrawn before the writer goes).
+// Publishes the writers' temporary files to the signal handler for its lifetime
+// (declared after the writers, so they are withdrawn before the writers go).
 class TempFileRegistration {
  public:
-  explicit TempFileRegistration(const AtomicFileWriter* writer) {
-    if (writer != nullptr) temp_to_remove.store(writer->temp_path());
+  explicit TempFileRegistration(std::initializer_list<const AtomicFileWriter*> writers) {
+    std::size_t i = 0;
+    for (const AtomicFileWriter* writer : writers)
+      if (writer != nullptr && i < kMaxTempFiles) temps_to_remove[i++].store(writer->temp_path());
   }
-  ~TempFileRegistration() { temp_to_remove.store(nullptr); }
+  ~TempFileRegistration() {
+    for (auto& temp : temps_to_remove) temp.store(nullptr);
+  }
   TempFileRegistration(const TempFileRegistration&) = delete;
   TempFileRegistration& operator=(const TempFileRegistration&) = delete;
 };
@@ -167,6 +175,7 @@ struct ChunkTrace {
   std::uint64_t spans = 0;
   bool has_json = false;
   std::size_t json_begin = 0, json_end = 0;
+  std::size_t index_end = 0;                         // where its trace_index.ndjson line ends (with its newline)
   std::size_t timeline_begin = 0, timeline_end = 0;  // empty: not a --timeline-trace
   std::size_t dump_begin = 0, dump_end = 0;          // empty: no --span-dump, or not analyzed
 };
@@ -185,7 +194,7 @@ struct Chunk {
   bool blank = false;
   std::vector<ChunkTrace> traces;
   std::size_t trace_count = 0;
-  std::string json, timelines, dump;
+  std::string json, index_lines, timelines, dump;
   bool done = false;  // guarded by ChunkWorkers::mu_
 };
 
@@ -205,13 +214,14 @@ struct ChunkSettings {
   const Options* options = nullptr;
   trace::ReadOptions read_options;
   std::int64_t stagger_window_ns = 0;
-  bool artifacts = false;
+  bool artifacts = false;  // every trace's full result is written (--per-trace full)
+  bool index = false;      // every trace's index line is written (--artifacts)
   const std::unordered_set<std::string>* timeline_ids = nullptr;
   // A plain file's chunks, each read by its worker (null: the main thread
   // reads them, in order, with LineChunks).
   const trace::FileLineChunks* file_chunks = nullptr;
   // Set by the main thread once the document holds --doc-traces results:
-  // without --artifacts nobody needs the per-trace JSON after that.
+  // without full artifacts nobody needs the per-trace JSON after that.
   std::atomic<bool> doc_full{false};
 };
 
@@ -227,6 +237,7 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
   make_scenarios(options, *c.names);
   c.trace_count = 0;
   c.json.clear();
+  c.index_lines.clear();
   c.timelines.clear();
   c.dump.clear();
   c.blank = trace::is_blank_json(text.view());
@@ -251,6 +262,11 @@ void process_chunk(Chunk& c, WorkerState& w, const ChunkSettings& settings) {
     if (out.has_json) json.write(analysis, [&](std::string_view piece) { c.json.append(piece); });
     out.json_end = c.json.size();
     if (out.has_json) c.json += '\n';
+    if (settings.index) {
+      c.index_lines.append(json.index_object(analysis));
+      c.index_lines += '\n';
+    }
+    out.index_end = c.index_lines.size();
     out.timeline_begin = c.timelines.size();
     if (!settings.timeline_ids->empty() && settings.timeline_ids->count(t.trace_id) != 0) {
       analyze::append_trace_timeline_json(analysis, *c.names, w.scenarios, c.timelines);
@@ -391,11 +407,15 @@ class CritpathRun {
     if (!options.artifacts_dir.empty()) {
       try {
         ensure_directory(options.artifacts_dir);
-        artifacts_path_ = options.artifacts_dir + "/critical_paths.ndjson";
-        artifacts_ = std::make_unique<AtomicFileWriter>(artifacts_path_);
-        // About 40 % of the input's size: its writeback overlaps the
-        // analysis instead of all waiting in commit()'s fsync.
-        artifacts_->write_back_as_written();
+        index_path_ = options.artifacts_dir + "/trace_index.ndjson";
+        index_ = std::make_unique<AtomicFileWriter>(index_path_);
+        if (options.per_trace == "full") {
+          artifacts_path_ = options.artifacts_dir + "/critical_paths.ndjson";
+          artifacts_ = std::make_unique<AtomicFileWriter>(artifacts_path_);
+          // About 40 % of the input's size: its writeback overlaps the
+          // analysis instead of all waiting in commit()'s fsync.
+          artifacts_->write_back_as_written();
+        }
       } catch (const std::exception& e) {
         throw InputError(options.artifacts_dir, std::string("cannot write artifacts: ") + e.what());
       }
@@ -487,8 +507,12 @@ class CritpathRun {
   analyze::TraceAnalyzer analyzer_;
   analyze::CriticalPathAggregator aggregator_;
   analyze::TraceAnalysisJsonWriter trace_json_;
+  // critical_paths.ndjson: every trace's full result (--artifacts, --per-trace full).
   std::unique_ptr<AtomicFileWriter> artifacts_;
   std::string artifacts_path_;
+  // trace_index.ndjson: every trace's index line (--artifacts).
+  std::unique_ptr<AtomicFileWriter> index_;
+  std::string index_path_;
   // Every span of the traces picked for a timeline (--timeline-trace).
   std::unique_ptr<AtomicFileWriter> timelines_;
   std::string timelines_path_;
@@ -544,6 +568,16 @@ trace::ReadResult CritpathRun::read_whole(std::size_t index, std::uint64_t skip,
       if (keep_in_doc) {
         doc_bytes_used_ += line_.size();
         doc_traces_.push_back(line_);
+      }
+    }
+    if (index_ != nullptr) {
+      try {
+        index_->append(trace_json_.index_object(analysis));
+        index_->append("\n");
+      } catch (const std::exception& e) {
+        artifact_error_ = e.what();
+        artifact_error_path_ = index_path_;
+        return false;
       }
     }
     if (timelines_ != nullptr && timeline_ids_.count(t.trace_id) != 0) {
@@ -615,6 +649,7 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
   settings.read_options = read_options_;
   settings.stagger_window_ns = stagger_window_ns_;
   settings.artifacts = artifacts_ != nullptr;
+  settings.index = index_ != nullptr;
   settings.timeline_ids = &timeline_ids_;
   settings.file_chunks = file_chunks.ok() ? &file_chunks : nullptr;
   settings.doc_full = doc_traces_.size() >= options_.doc_traces;
@@ -681,15 +716,20 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
           break;
         }
       }
-      // The chunk's results in one write (up to the trace --max-traces
-      // stopped at): every trace's JSON is there when there are artifacts.
-      if (artifacts_ != nullptr && artifact_error_.empty()) {
-        const std::size_t end = k < c.trace_count ? c.traces[k].json_end + 1 : c.json.size();
+      // The chunk's results and index lines, each in one write (up to the
+      // trace --max-traces stopped at): every trace's are there when there
+      // are artifacts.
+      if (index_ != nullptr && artifact_error_.empty()) {
+        const std::size_t json_end = k < c.trace_count ? c.traces[k].json_end + 1 : c.json.size();
+        const std::size_t index_end = k < c.trace_count ? c.traces[k].index_end : c.index_lines.size();
+        const std::string* failed = &artifacts_path_;
         try {
-          artifacts_->append(std::string_view(c.json.data(), end));
+          if (artifacts_ != nullptr) artifacts_->append(std::string_view(c.json.data(), json_end));
+          failed = &index_path_;
+          index_->append(std::string_view(c.index_lines.data(), index_end));
         } catch (const std::exception& e) {
           artifact_error_ = e.what();
-          artifact_error_path_ = artifacts_path_;
+          artifact_error_path_ = *failed;
           break;
         }
       }
@@ -728,7 +768,8 @@ bool CritpathRun::read_chunks(std::size_t index, InputTally& tally) {
 }
 
 CritpathDocument CritpathRun::run() {
-  const TempFileRegistration registration(artifacts_.get());
+  const TempFileRegistration registration(
+      {artifacts_.get(), index_.get(), timelines_.get(), span_dump_ ? span_dump_->writer() : nullptr});
   nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
 
   for (std::size_t index = 0; index < options_.inputs.size() && !reached_max_; ++index) {
@@ -774,11 +815,13 @@ CritpathDocument CritpathRun::run() {
       throw InputError(timelines_path_, std::string("cannot write artifacts: ") + e.what());
     }
   }
-  if (artifacts_ != nullptr) {
+  for (const auto& [writer, path] :
+       {std::pair{artifacts_.get(), &artifacts_path_}, std::pair{index_.get(), &index_path_}}) {
+    if (writer == nullptr) continue;
     try {
-      artifacts_->commit();
+      writer->commit();
     } catch (const std::exception& e) {
-      throw InputError(artifacts_path_, std::string("cannot write artifacts: ") + e.what());
+      throw InputError(*path, std::string("cannot write artifacts: ") + e.what());
     }
   }
 
@@ -803,6 +846,7 @@ CritpathDocument CritpathRun::run() {
                    {"what_if_no_delays", options_.what_if_no_delays},
                    {"stagger_window_ns", stagger_window_ns_},
                    {"timeline_traces", options_.timeline_traces},
+                   {"per_trace", options_.per_trace},
                    {"jobs", jobs_}};
   doc["inputs"] = std::move(inputs);
   doc["summary"] = {{"traces", traces_},
@@ -817,8 +861,9 @@ CritpathDocument CritpathRun::run() {
   doc["traces_in_document"] = doc_traces_.size();
   doc["traces_omitted"] = traces_ - doc_traces_.size();
   doc["traces_omitted_over_doc_bytes"] = omitted_over_doc_bytes_;
-  doc["artifacts"] = artifacts_path_.empty() ? nlohmann::ordered_json(nullptr)
-                                             : nlohmann::ordered_json{{"critical_paths_ndjson", artifacts_path_}};
+  doc["artifacts"] = nlohmann::ordered_json(nullptr);
+  if (!artifacts_path_.empty()) doc["artifacts"]["critical_paths_ndjson"] = artifacts_path_;
+  if (!index_path_.empty()) doc["artifacts"]["trace_index_ndjson"] = index_path_;
   if (span_dump_ != nullptr) {
     doc["artifacts"]["spans_ndjson"] = span_dump_->path();
     doc["artifacts"]["span_dump_traces"] = span_dump_->traces();

@@ -1,7 +1,7 @@
 // tailscope-critpath's run, as a library: the engine's main parses the flags
 // and calls run_critpath(); tests call it in-process (with any number of jobs,
 // under ThreadSanitizer too). One JSON document (schema tailscope.critpath/1,
-// docs/critical-path.md), every trace's result as NDJSON under --artifacts,
+// docs/critical-path.md), every trace's result and index line as NDJSON under --artifacts,
 // progress as JSON lines on stderr.
 #pragma once
 
@@ -33,6 +33,11 @@ struct CritpathOptions {
   double stagger_window_us = 1000;  // analyze/delays.h kDefaultStaggerWindowNs
   std::vector<std::string> timeline_traces;
   bool span_dump = false;
+  // What --artifacts holds per trace besides trace_index.ndjson (each trace's
+  // id, analyzed, span_count, start and end-to-end time: what picking traces
+  // needs, ~120 bytes a trace): "full" adds critical_paths.ndjson (every
+  // trace's whole result, ~225 bytes a span), "index" does not.
+  std::string per_trace = "full";
   // --jobs N cuts each input into chunks of whole lines of about this size,
   // one per worker at a time: big enough that the per-chunk setup (a name
   // table, a JSON writer) is noise, small enough that 8 x N chunks in flight

@@ -275,6 +275,80 @@ TEST(CritpathRunTest, FuzzedCorpusGivesTheSameResultForEveryJobCount) {
   }
 }
 
+// The artifact's text of `name` in an outcome ("" when absent).
+const std::string& artifact(const Outcome& o, const std::string& name) {
+  static const std::string kNone;
+  for (const auto& [file, bytes] : o.artifacts)
+    if (file == name) return bytes;
+  return kNone;
+}
+
+// trace_index.ndjson is, line for line, the full results' trace_id, analyzed,
+// span_count, start_ns and end_to_end_ns (the same text: the driver passes
+// these ids back as --timeline-trace), the same for every job count, at every
+// --max-traces stop, with --per-trace full or index; and --per-trace index
+// writes no full results and the same document.
+TEST(CritpathRunTest, TheIndexIsEachFullResultsHeadForEveryJobCount) {
+  const TempDir dir;
+  std::size_t otlp_traces = 0;
+  const std::string otlp = trace::testing::synthetic_trace_text({.spans = 600, .spans_per_trace = 20},
+                                                                SyntheticFormat::kOtlpNdjson, &otlp_traces);
+  // Dirty traces too (odd names, orphans, repeated ids), a trace that cannot
+  // be analyzed (its two spans are each other's parent: no root) and an id
+  // with escapes.
+  const std::string cycle =
+      "{\"traceID\":\"cycle\\\"\\u00e9\",\"spans\":["
+      "{\"traceID\":\"c\",\"spanID\":\"a\",\"operationName\":\"x\",\"references\":[{\"refType\":\"CHILD_OF\","
+      "\"spanID\":\"b\"}],\"startTime\":1,\"duration\":5,\"processID\":\"p\"},"
+      "{\"traceID\":\"c\",\"spanID\":\"b\",\"operationName\":\"y\",\"references\":[{\"refType\":\"CHILD_OF\","
+      "\"spanID\":\"a\"}],\"startTime\":2,\"duration\":3,\"processID\":\"p\"}],"
+      "\"processes\":{\"p\":{\"serviceName\":\"s\"}}}\n";
+  const std::string corpus = fuzzed_corpus(3, 120, false) + cycle + otlp + fuzzed_corpus(5, 40, false);
+  CritpathOptions options = every_output({dir.write("corpus.json", corpus)});
+  options.span_dump = false;
+  options.chunk_bytes = 900;
+  for (std::uint64_t max_traces : {0, 1, 37, 150}) {
+    options.max_traces = max_traces;
+    options.per_trace = "full";
+    const Outcome full = expect_same_for_every_job_count(options);
+    options.per_trace = "index";
+    const Outcome index = expect_same_for_every_job_count(options);
+    ASSERT_TRUE(full.error.empty() && index.error.empty()) << full.error << index.error;
+    ASSERT_EQ(index.artifacts.size(), 1u);
+    EXPECT_EQ(artifact(index, "critical_paths.ndjson"), "") << "index: no full results";
+    EXPECT_TRUE(artifact(full, "trace_index.ndjson") == artifact(index, "trace_index.ndjson"))
+        << "full writes the same index";
+    std::istringstream full_lines(artifact(full, "critical_paths.ndjson"));
+    std::istringstream index_lines(artifact(index, "trace_index.ndjson"));
+    std::string full_line, index_line;
+    std::size_t lines = 0, analyzed = 0;
+    while (std::getline(full_lines, full_line)) {
+      ASSERT_TRUE(std::getline(index_lines, index_line)) << "the index has fewer lines than the results";
+      const nlohmann::ordered_json result = nlohmann::ordered_json::parse(full_line);
+      nlohmann::ordered_json head;
+      for (const char* key : {"trace_id", "analyzed", "span_count", "start_ns", "end_to_end_ns"})
+        if (result.contains(key)) head[key] = result[key];
+      EXPECT_EQ(nlohmann::ordered_json::parse(index_line), head) << index_line;
+      // The id's text itself, escapes included, as the full result writes it.
+      EXPECT_EQ(index_line.substr(0, index_line.find(",\"analyzed\"")),
+                full_line.substr(0, full_line.find(",\"analyzed\"")));
+      ++lines;
+      analyzed += result["analyzed"].get<bool>() ? 1 : 0;
+    }
+    EXPECT_FALSE(std::getline(index_lines, index_line)) << "the index has more lines than the results";
+    EXPECT_EQ(lines, max_traces == 0 ? 161 + otlp_traces : max_traces);
+    if (max_traces == 0) {
+      EXPECT_EQ(analyzed, lines - 1) << "the cycle is the one trace not analyzed";
+    }
+    nlohmann::json index_doc = nlohmann::json::parse(index.document);
+    nlohmann::json full_doc = nlohmann::json::parse(full.document);
+    EXPECT_EQ(index_doc["config"]["per_trace"], "index");
+    index_doc["config"].erase("per_trace");
+    full_doc["config"].erase("per_trace");
+    EXPECT_EQ(index_doc, full_doc);
+  }
+}
+
 // Plain files are cut by the workers themselves (trace/line_chunks.h
 // FileLineChunks); gzip input is inflated in order by the main thread
 // (LineChunks). Both give one job's result.

@@ -44,7 +44,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"capstone", "jaeger", "crisp"}))
       ->capture_default_str();
   app.add_option("--out", options.out, "Result document (default: stdout); written atomically");
-  app.add_option("--artifacts", options.artifacts_dir, "Write DIR/critical_paths.ndjson: every trace's result");
+  app.add_option("--artifacts", options.artifacts_dir,
+                 "Write DIR/trace_index.ndjson (every trace's id, span count, start and end-to-end time) and "
+                 "DIR/critical_paths.ndjson (every trace's result; not with --per-trace index)");
+  CLI::Option* per_trace =
+      app.add_option("--per-trace", options.per_trace,
+                     "What --artifacts holds per trace: full (the index and every trace's whole result) or index "
+                     "(the index only: ~1/50 of the bytes)")
+          ->check(CLI::IsMember({"full", "index"}))
+          ->capture_default_str();
   app.add_option("--what-if", options.what_if_services,
                  "Project end-to-end latency without SERVICE's own time (repeatable: one scenario each)")
       ->allow_extra_args(false)  // one SERVICE per flag: the trace files follow
@@ -103,6 +111,10 @@ int main(int argc, char** argv) {
 
   if (!options.timeline_traces.empty() && options.artifacts_dir.empty()) {
     std::cerr << "--timeline-trace: needs --artifacts DIR (the spans go to DIR/timelines.ndjson)\n";
+    return 2;
+  }
+  if (per_trace->count() > 0 && options.artifacts_dir.empty()) {
+    std::cerr << "--per-trace: needs --artifacts DIR (the per-trace file is written there)\n";
     return 2;
   }
   if (options.span_dump && options.artifacts_dir.empty()) {

@@ -101,7 +101,9 @@ def test_analyze_command_stores_and_reports(tmp_path):
     run_id = os.readlink(results / "latest")
     html = (results / run_id / "report.html").read_text()
     assert "Critical paths of traces" in html and "Bottleneck services" in html and "What if" in html
-    assert (results / run_id / "artifacts" / "analyze" / "critical_paths.ndjson").exists()
+    # The run folder keeps the trace index by default, not every trace's whole result.
+    assert (results / run_id / "artifacts" / "analyze" / "trace_index.ndjson").exists()
+    assert not (results / run_id / "artifacts" / "analyze" / "critical_paths.ndjson").exists()
     con = duckdb.connect(str(results / "tailscope.duckdb"), read_only=True)
     n = con.execute("SELECT count(*) FROM measurements WHERE run_id = ? AND name = 'cp_time'", [run_id]).fetchone()[0]
     assert n == 2  # front and back
@@ -120,15 +122,15 @@ def test_analyze_command_stores_and_reports(tmp_path):
 
 
 @needs_engine("tailscope-critpath")
-def test_analyze_passes_jobs_and_records_them(tmp_path):
+def test_analyze_passes_jobs_and_per_trace_and_records_them(tmp_path):
     f = tmp_path / "t.json"
     write_traces(f)
     results = tmp_path / "results"
     env = {**os.environ, "TAILSCOPE_BUILD_DIR": str(BUILD), "TAILSCOPE_RESULTS": str(results)}
     allowed = len(os.sched_getaffinity(0))
-    for jobs in ("1", str(allowed + 1)):
+    for jobs, per_trace in (("1", "index"), (str(allowed + 1), "full")):
         r = subprocess.run(
-            [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", jobs, str(f)],
+            [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", jobs, "--per-trace", per_trace, str(f)],
             capture_output=True,
             text=True,
             env=env,
@@ -145,6 +147,10 @@ def test_analyze_passes_jobs_and_records_them(tmp_path):
         doc = json.loads(doc)
         # The engine's count after its cap to the allowed CPUs.
         assert doc["jobs"] == doc["config"]["jobs"] == min(int(jobs), allowed)
+        assert doc["config"]["per_trace"] == per_trace
+        art = results / run_id / "artifacts" / "analyze"
+        assert (art / "critical_paths.ndjson").exists() == (per_trace == "full")
+        assert len((art / "trace_index.ndjson").read_text().splitlines()) == doc["summary"]["traces"]
     r = subprocess.run(
         [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", "0", str(f)],
         capture_output=True,
@@ -154,6 +160,15 @@ def test_analyze_passes_jobs_and_records_them(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and "--jobs" in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "tailscope.cli", "analyze", "--per-trace", "some", str(f)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--per-trace" in r.stderr
 
 
 @needs_engine("tailscope-critpath")
@@ -304,11 +319,32 @@ def test_timeline_svg_has_one_bar_per_span_and_marks_the_critical_path(tmp_path)
     assert "<script" not in svg
 
 
-def test_timeline_picks_the_median_and_p99_trace():
+def _index(path: Path, traces: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(t) + "\n" for t in traces))
+    return path
+
+
+def test_timeline_picks_the_median_and_p99_trace(tmp_path):
     from tailscope.traces.timeline import choose_traces
 
-    traces = [{"trace_id": f"t{i}", "analyzed": True, "end_to_end_ns": 1000 + i} for i in range(200)]
-    traces.append({"trace_id": "bad", "analyzed": False, "end_to_end_ns": None})
-    assert choose_traces(traces, []) == [("t99", "median"), ("t197", "p99")]
-    assert choose_traces(traces, ["x"]) == [("x", "--trace")]
-    assert choose_traces([], []) == []
+    # As the engine writes trace_index.ndjson: span_count and start_ns too; no times when not analyzed.
+    traces = [
+        {"trace_id": f"t{i}", "analyzed": True, "span_count": 3, "start_ns": 5, "end_to_end_ns": 1000 + i}
+        for i in range(200)
+    ]
+    traces.append({"trace_id": "bad", "analyzed": False, "span_count": 2})
+    traces.insert(7, {"trace_id": "nul", "analyzed": True, "span_count": 1, "end_to_end_ns": None})
+    index = _index(tmp_path / "i.ndjson", traces[::-1])  # not in duration order
+    assert choose_traces(index, []) == [("t99", "median"), ("t197", "p99")]
+    assert choose_traces(index, ["x"]) == [("x", "--trace")]
+    assert choose_traces(_index(tmp_path / "empty.ndjson", []), []) == []
+    assert choose_traces(tmp_path / "absent.ndjson", []) == []
+    assert choose_traces(_index(tmp_path / "none.ndjson", traces[-1:]), []) == []  # none analyzed
+    # Nearest rank of one trace: both labels; equal durations: by trace id, as Python orders the pairs.
+    assert choose_traces(_index(tmp_path / "one.ndjson", traces[:1]), []) == [("t0", "median and p99")]
+    ties = [{"trace_id": tid, "analyzed": True, "end_to_end_ns": 7} for tid in ("b", "é", "a", "c")]
+    expected = sorted((7, t["trace_id"]) for t in ties)
+    assert choose_traces(_index(tmp_path / "ties.ndjson", ties), []) == [
+        (expected[1][1], "median"),
+        (expected[3][1], "p99"),
+    ]

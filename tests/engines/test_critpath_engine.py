@@ -306,18 +306,22 @@ def test_truncated_file_is_an_error(tmp_path: Path):
 
 
 def test_interrupted_run_leaves_no_temporary_artifact(tmp_path: Path):
-    # A FIFO nobody writes to: the engine has created its NDJSON temp file
+    # A FIFO nobody writes to: the engine has created its NDJSON temp files
     # and blocks reading, deterministically, until we send SIGTERM.
     fifo = tmp_path / "traces.fifo"
     os.mkfifo(fifo)
     artifacts = tmp_path / "artifacts"
     proc = subprocess.Popen(
-        [str(ENGINE), "--artifacts", str(artifacts), str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [str(ENGINE), "--artifacts", str(artifacts), "--timeline-trace", "x", "--span-dump", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
-        first = json.loads(proc.stderr.readline())  # the start event: the temp file exists by now
+        first = json.loads(proc.stderr.readline())  # the start event: the temp files exist by now
         assert first["phase"] == "start"
-        assert len(list(artifacts.glob("*.tmp*"))) == 1
+        # Every artifact being streamed: the results, the index, the timelines, the span dump.
+        temps = sorted(p.name.split(".tmp")[0] for p in artifacts.glob("*.tmp*"))
+        assert temps == [".critical_paths.ndjson", ".spans.ndjson", ".timelines.ndjson", ".trace_index.ndjson"]
         proc.terminate()
         proc.wait(timeout=30)
     finally:

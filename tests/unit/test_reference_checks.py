@@ -773,7 +773,7 @@ def test_timelines_come_median_first_whatever_order_the_engine_wrote(tmp_path, m
     art = tmp_path / "analyze"
     art.mkdir()
     per_trace = [{"trace_id": f"t{i}", "analyzed": True, "end_to_end_ns": 1000 + i} for i in range(100)]
-    (art / "critical_paths.ndjson").write_text("".join(json.dumps(t) + "\n" for t in per_trace))
+    (art / "trace_index.ndjson").write_text("".join(json.dumps(t) + "\n" for t in per_trace))
 
     def fake_critpath(files, **kw):
         out = Path(kw["artifacts_dir"])
@@ -794,7 +794,7 @@ def test_no_timeline_is_said_with_its_reason_never_silently_absent(tmp_path):
 
     doc = {"summary": {"traces_analyzed": 3}, "timelines": []}
     reason = _no_timeline_reason(tmp_path, doc)
-    assert "wrote no per-trace results" in reason
+    assert "wrote no trace index" in reason
     doc["timelines_unavailable"] = reason
     assert _timeline_note(doc) == reason
     missing = {"timelines": [{"missing_trace_id": "abc", "reason": "no trace with this id in the input"}]}

@@ -2,12 +2,7 @@
 
 #include <simdjson.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
-#include <bit>
 #include <functional>
 #include <limits>
 #include <string_view>
@@ -15,6 +10,7 @@
 #include "trace/internal/jaeger_trace_builder.h"
 #include "trace/internal/json_scalar.h"
 #include "trace/internal/otlp_document_builder.h"
+#include "trace/internal/simdjson_in_place.h"
 #include "trace/internal/value_scanner.h"
 
 namespace tailscope::trace::internal {
@@ -23,56 +19,11 @@ namespace {
 
 namespace ondemand = simdjson::ondemand;
 
-// Gives up on the value (the RapidJSON re-read reports the error).
-struct GiveUp {};
-
 template <typename T>
 T value_or_give_up(simdjson::simdjson_result<T> result) {
   T out{};
   if (std::move(result).get(out) != simdjson::SUCCESS) throw GiveUp{};
   return out;
-}
-
-// The value in an iteration's result, in place. Copied out instead, the
-// compiler writes the field (key pointer and 24-byte value) to the stack
-// piecewise and reads it back whole: a store-forwarding stall for every
-// member of every span, measured (perf annotate) as a quarter of the walk.
-template <typename T>
-inline T& in_place(simdjson::simdjson_result<T>& result) {
-  if (result.error() != simdjson::SUCCESS) throw GiveUp{};
-  T&& value = std::move(result).value_unsafe();
-  return value;
-}
-
-// The first '"' or '\\' at or after p, 16 bytes at a time: ids and names
-// are 10-30 bytes, so one or two compares instead of a branch per byte. The
-// string's closing quote is inside the value and the padding after the value
-// is readable, so a block may run past the quote but not past the buffer.
-inline const char* quote_or_backslash(const char* p) {
-#if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  for (;; p += 16) {
-    const __m128i block = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const auto mask = static_cast<unsigned>(
-        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(block, quote), _mm_cmpeq_epi8(block, backslash))));
-    if (mask != 0) return p + std::countr_zero(mask);
-  }
-#else
-  while (*p != '"' && *p != '\\') ++p;
-  return p;
-#endif
-}
-
-// The text of a string whose raw bytes (from just after its opening quote)
-// hold no escape: a view into the input, no copy. Stage 1 has checked the
-// whole value (strings closed, valid UTF-8, no raw control characters), so
-// the closing quote is there. False when an escape needs decoding.
-inline bool unescaped_in_place(const char* raw, std::string_view* out) {
-  const char* end = quote_or_backslash(raw);
-  if (*end != '"') return false;
-  *out = std::string_view(raw, static_cast<std::size_t>(end - raw));
-  return true;
 }
 
 inline std::string_view key_of(ondemand::field& field) {

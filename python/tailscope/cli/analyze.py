@@ -114,6 +114,15 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
     help="Worker threads of the analyzer (default: the CPUs this process may run on; more are capped to them). "
     "The result is the same for every N.",
 )
+@click.option(
+    "--per-trace",
+    "per_trace",
+    type=click.Choice(["index", "full"]),
+    default="index",
+    show_default=True,
+    help="What the run folder keeps per trace: index (trace_index.ndjson: id, span count, start, end-to-end time) "
+    "or full (also critical_paths.ndjson, every trace's whole result: ~225 bytes a span, the input's size again).",
+)
 @click.option("--timeline", is_flag=True, help="Also write each chosen trace's timeline as an SVG file.")
 @click.option(
     "--trace",
@@ -133,6 +142,7 @@ def analyze(
     max_traces: int,
     stagger_window_us: float,
     jobs: int | None,
+    per_trace: str,
     timeline: bool,
     trace_ids: tuple[str, ...],
     results_dir: Path | None,
@@ -152,6 +162,7 @@ def analyze(
         "max_traces": max_traces,
         "stagger_window_us": stagger_window_us,
         "jobs": jobs if jobs is not None else len(os.sched_getaffinity(0)),
+        "per_trace": per_trace,
         "timeline": timeline,
         "timeline_traces": list(trace_ids),
     }

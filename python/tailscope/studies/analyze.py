@@ -41,6 +41,7 @@ from tailscope.traces.jaeger import JaegerQuery, JaegerQueryError, fetch, write_
 from tailscope.units import fmt_count, fmt_ns, fmt_ratio
 
 ENGINE = "tailscope-critpath"
+TRACE_INDEX = "trace_index.ndjson"  # under the engine's --artifacts: one line per trace
 MAX_SERVICE_CURVES = 8
 
 
@@ -85,7 +86,11 @@ class AnalyzeStudy:
             "stagger_window_us": ctx.options.get("stagger_window_us"),
             "jobs": ctx.options.get("jobs"),
         }
-        doc = run_critpath(files, **common, artifacts_dir=art, on_progress=on_progress)
+        # The index by default: what choosing the timelines' traces reads. --per-trace full keeps
+        # every trace's whole result too (~225 bytes a span: the input's size again, to write and keep).
+        doc = run_critpath(
+            files, **common, artifacts_dir=art, per_trace=ctx.options.get("per_trace", "index"), on_progress=on_progress
+        )
         # The worker threads the engine used (--jobs, after its cap to the allowed CPUs): the
         # result does not depend on them, the time does.
         doc["jobs"] = doc.get("config", {}).get("jobs")
@@ -100,16 +105,11 @@ class AnalyzeStudy:
         --trace IDs): a second, filtered pass of the engine, since keeping
         every span of a run would be as large as the input. Stored in the
         document; with --timeline also written as SVG files."""
-        ndjson = art / "critical_paths.ndjson"
-        per_trace = []
-        if ndjson.exists():
-            with open(ndjson) as f:
-                per_trace = [json.loads(line) for line in f if line.strip()]
-        picks = timeline.choose_traces(per_trace, list(ctx.options.get("timeline_traces") or []))
+        picks = timeline.choose_traces(art / TRACE_INDEX, list(ctx.options.get("timeline_traces") or []))
         if not picks:
             return []
         tdir = art / "timeline-pass"
-        run_critpath(files, **common, timeline_traces=[p[0] for p in picks], artifacts_dir=tdir)
+        run_critpath(files, **common, timeline_traces=[p[0] for p in picks], artifacts_dir=tdir, per_trace="index")
         labels = dict(picks)
         entries: list[dict] = []
         tfile = tdir / "timelines.ndjson"
@@ -456,8 +456,8 @@ def _no_timeline_reason(art: Path, doc: dict) -> str:
     """Why no timeline could be drawn, from what the engine wrote."""
     if not (doc.get("summary") or {}).get("traces_analyzed"):
         return "no trace could be analyzed"
-    if not (art / "critical_paths.ndjson").exists():
-        return "the engine wrote no per-trace results (critical_paths.ndjson), so no trace could be chosen"
+    if not (art / TRACE_INDEX).exists():
+        return f"the engine wrote no trace index ({TRACE_INDEX}), so no trace could be chosen"
     return "the engine's timeline pass returned none of the chosen traces"
 
 

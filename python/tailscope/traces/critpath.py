@@ -25,6 +25,8 @@ from tailscope.units import fmt_count, fmt_ns
 
 ENGINE = "tailscope-critpath"
 ALGORITHMS = ("capstone", "jaeger", "crisp")
+# --per-trace: the index only (trace_index.ndjson), or also every trace's result (critical_paths.ndjson).
+PER_TRACE = ("index", "full")
 
 
 @dataclass
@@ -57,12 +59,18 @@ def run_critpath(
     timeline_traces: Sequence[str] = (),
     jobs: int | None = None,
     artifacts_dir: Path,
+    per_trace: str = "index",
     timeout_s: float = 3600,
     on_progress=None,
 ) -> dict:
+    """The engine's document; under `artifacts_dir` its trace_index.ndjson and,
+    with per_trace="full", critical_paths.ndjson (every trace's whole result,
+    about the input's size: only for a caller that reads it)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm '{algorithm}' (one of {', '.join(ALGORITHMS)})")
-    args = ["--algorithm", algorithm, "--artifacts", str(artifacts_dir), "--top", str(top)]
+    if per_trace not in PER_TRACE:
+        raise ValueError(f"unknown per-trace output '{per_trace}' (one of {', '.join(PER_TRACE)})")
+    args = ["--algorithm", algorithm, "--artifacts", str(artifacts_dir), "--per-trace", per_trace, "--top", str(top)]
     if max_traces:
         args += ["--max-traces", str(max_traces)]
     for service in what_if:
@@ -202,6 +210,7 @@ def critical_paths(
             max_traces=max_traces,
             top=top,
             artifacts_dir=Path(tmp),
+            per_trace="full",  # load_ndjson reads every trace's result
         )
         ndjson = Path(tmp) / "critical_paths.ndjson"
         per_trace = load_ndjson(ndjson) if ndjson.exists() else load_ndjson_from_doc(doc)
