@@ -151,24 +151,16 @@ def test_analyze_passes_jobs_and_per_trace_and_records_them(tmp_path):
         art = results / run_id / "artifacts" / "analyze"
         assert (art / "critical_paths.ndjson").exists() == (per_trace == "full")
         assert len((art / "trace_index.ndjson").read_text().splitlines()) == doc["summary"]["traces"]
-    r = subprocess.run(
-        [sys.executable, "-m", "tailscope.cli", "analyze", "--jobs", "0", str(f)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "--jobs" in r.stderr
-    r = subprocess.run(
-        [sys.executable, "-m", "tailscope.cli", "analyze", "--per-trace", "some", str(f)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "--per-trace" in r.stderr
+    for flag, bad in (("--jobs", "0"), ("--per-trace", "some")):
+        r = subprocess.run(
+            [sys.executable, "-m", "tailscope.cli", "analyze", flag, bad, str(f)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert r.returncode == 2 and flag in r.stderr, (flag, r.stderr)
 
 
 @needs_engine("tailscope-critpath")
