@@ -113,34 +113,17 @@ void must(simdjson::error_code e) {
   }
 }
 
-// Members, keys and strings as the readers read them
+// Members, keys and strings as the readers read them, through their own code
 // (trace/internal/simdjson_in_place.h): each field in place, and text as a
 // view into the input unless it holds an escape. With a copy of every field
 // and simdjson's unescaping copy of every key and string, this floor measured
 // slower than the reader itself.
 using trace::internal::in_place;
-
-std::string_view key_text(ondemand::field& field) {
-  std::string_view key;
-  if (trace::internal::unescaped_in_place(field.key().raw(), &key)) return key;
-  must(field.unescaped_key().get(key));
-  return key;
-}
-
-std::string_view string_text(ondemand::value& v) {
-  ondemand::raw_json_string raw;
-  must(v.get_raw_json_string().get(raw));
-  std::string_view text;
-  if (trace::internal::unescaped_in_place(raw.raw(), &text)) return text;
-  must(v.get_string().get(text));
-  return text;
-}
-
 void visit_scalar(ondemand::value& v, FloorSink& sink) {
   ondemand::json_type type;
   must(v.type().get(type));
   if (type == ondemand::json_type::string) {
-    sink.text(string_text(v));
+    sink.text(trace::internal::string_of(v));
   } else if (type == ondemand::json_type::number) {
     std::int64_t n = 0;
     if (v.get_int64().get(n) == simdjson::SUCCESS) sink.numbers += n;
@@ -157,9 +140,9 @@ void visit_tag(ondemand::object tag, FloorSink& sink, bool resource = false) {
   bool has_key = false;
   for (auto field_result : tag) {
     ondemand::field& field = in_place(field_result);
-    const std::string_view k = key_text(field);
+    const std::string_view k = trace::internal::key_of(field);
     if (k == "key") {
-      key = string_text(field.value());
+      key = trace::internal::string_of(field.value());
       sink.text(key);
       has_key = true;
     } else if (k == "value") {
@@ -184,7 +167,7 @@ void visit_tag(ondemand::object tag, FloorSink& sink, bool resource = false) {
 void visit_trace(ondemand::object trace, FloorSink& sink) {
   for (auto field_result : trace) {
     ondemand::field& field = in_place(field_result);
-    const std::string_view key = key_text(field);
+    const std::string_view key = trace::internal::key_of(field);
     if (key == "traceID") {
       visit_scalar(field.value(), sink);
     } else if (key == "spans") {
@@ -192,7 +175,7 @@ void visit_trace(ondemand::object trace, FloorSink& sink) {
         ++sink.spans;
         for (auto span_field_result : span_value.get_object()) {
           ondemand::field& span_field = in_place(span_field_result);
-          const std::string_view k = key_text(span_field);
+          const std::string_view k = trace::internal::key_of(span_field);
           if (k == "spanID" || k == "operationName" || k == "startTime" || k == "duration" || k == "processID" ||
               k == "traceID" || k == "parentSpanID") {
             visit_scalar(span_field.value(), sink);
@@ -200,7 +183,7 @@ void visit_trace(ondemand::object trace, FloorSink& sink) {
             for (auto ref : span_field.value().get_array()) {
               for (auto ref_field_result : ref.get_object()) {
                 ondemand::field& ref_field = in_place(ref_field_result);
-                const std::string_view rk = key_text(ref_field);
+                const std::string_view rk = trace::internal::key_of(ref_field);
                 if (rk == "refType" || rk == "spanID") visit_scalar(ref_field.value(), sink);
               }
             }
@@ -212,11 +195,11 @@ void visit_trace(ondemand::object trace, FloorSink& sink) {
     } else if (key == "processes") {
       for (auto process_result : field.value().get_object()) {
         ondemand::field& process = in_place(process_result);
-        const std::string_view id = key_text(process);
+        const std::string_view id = trace::internal::key_of(process);
         sink.text(id);
         for (auto process_field_result : process.value().get_object()) {
           ondemand::field& process_field = in_place(process_field_result);
-          const std::string_view pk = key_text(process_field);
+          const std::string_view pk = trace::internal::key_of(process_field);
           if (pk == "serviceName") visit_scalar(process_field.value(), sink);
         }
       }
@@ -234,29 +217,29 @@ void visit_attributes(ondemand::array attributes, FloorSink& sink, bool resource
 void visit_otlp_document(ondemand::object document, FloorSink& sink) {
   for (auto field_result : document) {
     ondemand::field& field = in_place(field_result);
-    const std::string_view key = key_text(field);
+    const std::string_view key = trace::internal::key_of(field);
     if (key != "resourceSpans") continue;
     for (auto resource_spans : field.value().get_array()) {
       for (auto rs_field_result : resource_spans.get_object()) {
         ondemand::field& rs_field = in_place(rs_field_result);
-        const std::string_view rk = key_text(rs_field);
+        const std::string_view rk = trace::internal::key_of(rs_field);
         if (rk == "resource") {
           for (auto resource_field_result : rs_field.value().get_object()) {
             ondemand::field& resource_field = in_place(resource_field_result);
-            const std::string_view k = key_text(resource_field);
+            const std::string_view k = trace::internal::key_of(resource_field);
             if (k == "attributes") visit_attributes(resource_field.value().get_array(), sink, true);
           }
         } else if (rk == "scopeSpans") {
           for (auto scope_spans : rs_field.value().get_array()) {
             for (auto ss_field_result : scope_spans.get_object()) {
               ondemand::field& ss_field = in_place(ss_field_result);
-              const std::string_view sk = key_text(ss_field);
+              const std::string_view sk = trace::internal::key_of(ss_field);
               if (sk != "spans") continue;
               for (auto span : ss_field.value().get_array()) {
                 ++sink.spans;
                 for (auto span_field_result : span.get_object()) {
                   ondemand::field& span_field = in_place(span_field_result);
-                  const std::string_view k = key_text(span_field);
+                  const std::string_view k = trace::internal::key_of(span_field);
                   if (k == "traceId" || k == "spanId" || k == "parentSpanId" || k == "name" || k == "kind" ||
                       k == "startTimeUnixNano" || k == "endTimeUnixNano") {
                     visit_scalar(span_field.value(), sink);
@@ -265,7 +248,7 @@ void visit_otlp_document(ondemand::object document, FloorSink& sink) {
                   } else if (k == "status") {
                     for (auto status_field_result : span_field.value().get_object()) {
                       ondemand::field& status_field = in_place(status_field_result);
-                      const std::string_view stk = key_text(status_field);
+                      const std::string_view stk = trace::internal::key_of(status_field);
                       if (stk == "code") visit_scalar(status_field.value(), sink);
                     }
                   }
@@ -313,7 +296,7 @@ std::uint64_t parser_floor(const simdjson::padded_string& text, SyntheticFormat 
         }
       }
     }
-  } catch (const trace::internal::GiveUp&) {  // in_place(): a member that does not parse
+  } catch (const trace::internal::GiveUp&) {  // in_place(), key_of(), string_of(): a member that does not parse
     std::fprintf(stderr, "tailscope-critpath-bench: simdjson: a member of the generated file does not parse\n");
     std::exit(1);
   }

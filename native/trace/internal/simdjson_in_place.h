@@ -62,4 +62,29 @@ inline bool unescaped_in_place(const char* raw, std::string_view* out) {
   return true;
 }
 
+// The value of a result, or GiveUp.
+template <typename T>
+inline T value_or_give_up(simdjson::simdjson_result<T> result) {
+  T out{};
+  if (std::move(result).get(out) != simdjson::SUCCESS) throw GiveUp{};
+  return out;
+}
+
+// A member's key, in place unless it holds an escape.
+inline std::string_view key_of(simdjson::ondemand::field& field) {
+  std::string_view key;
+  if (unescaped_in_place(field.key().raw(), &key)) return key;
+  return value_or_give_up(field.unescaped_key());
+}
+
+// Always inline: the walks grew with the nesting check (skip_unused) and
+// the compiler stopped inlining this at some of its ~20 call sites; forced,
+// a Jaeger span reads in ~270 fewer instructions (callgrind; forcing key_of
+// and type_of too measured worse).
+[[gnu::always_inline]] inline std::string_view string_of(simdjson::ondemand::value& v) {
+  std::string_view text;
+  if (unescaped_in_place(value_or_give_up(v.get_raw_json_string()).raw(), &text)) return text;
+  return value_or_give_up(v.get_string());
+}
+
 }  // namespace tailscope::trace::internal

@@ -20,6 +20,7 @@ from tailscope.cli.common import (
 from tailscope.cli.run import run_and_report
 from tailscope.lab.allow_list import check_base_url
 from tailscope.store import Store, StoreError
+from tailscope.traces.critpath import PER_TRACE
 
 
 def jaeger_options(f):
@@ -117,7 +118,7 @@ def _jaeger_study(files: tuple[Path, ...], o: dict):
 @click.option(
     "--per-trace",
     "per_trace",
-    type=click.Choice(["index", "full"]),
+    type=click.Choice(list(PER_TRACE)),
     default="index",
     show_default=True,
     help="What the run folder keeps per trace: index (trace_index.ndjson: id, span count, start, end-to-end time) "
